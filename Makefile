@@ -1,0 +1,37 @@
+# One task runner for people and CI. Every target uses the virtual environment at .venv.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test lint unit bench clean
+
+$(VENV)/.runtime: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+## run: install the runtime and start the product (the demo when no target is configured)
+run: $(VENV)/.runtime
+	$(PY) -m app run
+
+## test: install everything and run lint, type checks and the whole test suite
+test: $(VENV)/.dev lint unit
+
+lint: $(VENV)/.dev
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+unit: $(VENV)/.dev
+	$(PY) -m pytest
+
+## bench: run every benchmark under bench/ and print its figures
+bench: $(VENV)/.dev
+	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

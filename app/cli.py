@@ -1,0 +1,76 @@
+"""The command-line entry point: parse arguments, load settings once, translate errors once."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from app.errors import SweetspotError
+from app.settings import ENV_CONFIG, load_settings
+
+# command name → module under app.commands (documented in docs/commands.md; a test checks it).
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "collect": "collect",
+    "inspect": "inspect",
+    "status": "status",
+    "sim": "sim",
+    "sweep": "sweep",
+    "ui": "ui",
+    "config": "config",
+    "db": "dbadmin",
+}
+
+
+def _load(command: str) -> ModuleType:
+    return importlib.import_module(f"app.commands.{COMMANDS[command]}")
+
+
+def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m app",
+        description="Sweetspot: watch whether LLM serving sits in its bandwidth sweet spot.",
+    )
+    parser.add_argument("--config", metavar="FILE", help=f"TOML settings file (or ${ENV_CONFIG})")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in commands or COMMANDS:
+        module = _load(name)
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(command_parser)
+    return parser
+
+
+def _requested_command(argv: Sequence[str]) -> list[str] | None:
+    """Build only the requested command's parser, so one command's imports never slow another."""
+    for token in argv:
+        if token in COMMANDS:
+            return [token]
+        if not token.startswith("-"):
+            return None
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_requested_command(argv))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        overrides = {"db_url": getattr(args, "db", None)}
+        settings = load_settings(args.config, os.environ, overrides)
+        return int(_load(args.command).execute(args, settings) or 0)
+    except SweetspotError as exc:
+        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

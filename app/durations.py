@@ -1,0 +1,33 @@
+"""Durations as users write them: ``90s``, ``5m``, ``2h``, ``7d`` (a bare number means seconds)."""
+
+from __future__ import annotations
+
+import re
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+
+
+class DurationError(ValueError):
+    """A duration string that is not ``<number><unit>`` with unit ms, s, m, h, d or w."""
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Return the duration in seconds; numbers pass through as seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0:
+            raise DurationError(f"duration must not be negative: {text}")
+        return float(text)
+    match = _PATTERN.match(str(text))
+    if not match:
+        raise DurationError(f"not a duration: {text!r} (write it like 90s, 5m, 2h or 7d)")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact spelling (``300`` → ``5m``), for labels such as "P95 over 5m"."""
+    for unit in ("w", "d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

@@ -1,0 +1,308 @@
+"""Typed settings, loaded once at the entry point: TOML file → environment → defaults.
+
+The dataclasses below are the single table of settings: their fields (with the ``help`` metadata)
+drive the loader, the validation messages, ``python -m app config --describe`` and the test that
+fails when a setting is missing from docs/configuration.md. Nothing below the entry point reads
+``os.environ``: the loader takes the environment as an argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.durations import DurationError, parse_duration
+from app.errors import SweetspotError
+
+DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
+
+# Environment variables the loader honours (documented in docs/configuration.md).
+ENV_CONFIG = "SWEETSPOT_CONFIG"
+ENV_DB_URL = "SWEETSPOT_DB_URL"
+ENV_UI_PASSWORD = "SWEETSPOT_UI_PASSWORD"
+ENV_SMTP_PASSWORD = "SWEETSPOT_SMTP_PASSWORD"
+ENVIRONMENT_VARIABLES = {
+    ENV_CONFIG: "path of the TOML settings file (same as --config)",
+    ENV_DB_URL: "database URL; overrides db_url from the file",
+    ENV_UI_PASSWORD: "when set, the UI asks for this password",
+    ENV_SMTP_PASSWORD: "password for the SMTP server that sends alert e-mails",
+}
+
+
+class ConfigError(SweetspotError, ValueError):
+    """A settings file or value that cannot be used; the message names the key."""
+
+
+def _setting(default: Any, help: str, *, kind: str = "", factory: Any = None) -> Any:
+    meta = {"help": help, "kind": kind}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Where a target's gateway queue depth comes from (DOMAIN.md §5)."""
+
+    preset: str = _setting(
+        "", "one of litellm, production-stack, gateway-api, aibrix, envoy (fills kind/metric/json_path)"
+    )
+    kind: str = _setting("none", "prometheus, json or none")
+    url: str = _setting("", "Prometheus metrics URL, or the JSON URL when kind = json")
+    metric: str = _setting("", "sample name read as queue depth (kind = prometheus); several may be joined with +")
+    labels: dict[str, str] = _setting(
+        None, "only samples whose labels match all of these count (kind = prometheus)", factory=dict
+    )
+    json_path: str = _setting("", "dotted path to the number in the JSON document (kind = json)")
+
+
+@dataclass(frozen=True)
+class GpuSettings:
+    """Where a target's GPU figures come from."""
+
+    source: str = _setting("none", "nvml (GPUs of this host), dcgm (a dcgm-exporter URL) or none")
+    url: str = _setting("", "dcgm-exporter metrics URL (source = dcgm), default port 9400")
+
+
+@dataclass(frozen=True)
+class CeilingSettings:
+    """Inputs of the bandwidth ceiling: ceiling tok/s = bandwidth per GPU ÷ (weight bytes ÷ TP)."""
+
+    weight_gb: float = _setting(40.0, "model weight size in GB (70B at 4 bit ≈ 40)")
+    tensor_parallel: int = _setting(8, "tensor-parallel size (GPUs the weights are split over)")
+    bandwidth_gbps: float | None = _setting(
+        None, "peak memory bandwidth per GPU in GB/s; unset = from NVML, else 900 (V100)"
+    )
+
+
+@dataclass(frozen=True)
+class TargetSettings:
+    """One vLLM deployment to watch."""
+
+    name: str = _setting("default", "short unique name shown in the UI and used by --target")
+    vllm_url: str = _setting("", "vLLM Prometheus endpoint, e.g. http://host:8000/metrics")
+    gateway: GatewaySettings = _setting(None, "gateway queue-depth source", factory=GatewaySettings)
+    gpu: GpuSettings = _setting(None, "GPU figures source", factory=GpuSettings)
+    ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs", factory=CeilingSettings)
+
+
+@dataclass(frozen=True)
+class SweetSpotSettings:
+    """Thresholds that define "in the sweet spot" (DOMAIN.md §3)."""
+
+    ttft_p95_slo_s: float = _setting(3.0, "TTFT P95 above this many seconds leaves the sweet spot", kind="duration")
+    concurrency: int = _setting(16, "sweet-spot concurrency: running requests above it leave the sweet spot")
+    kv_warning: float = _setting(0.9, "KV-cache usage (0–1) that raises a warning")
+    kv_critical: float = _setting(0.98, "KV-cache usage (0–1) that is critical (preemption imminent)")
+    min_efficiency: float = _setting(0.6, "tok/s under this fraction of the ceiling while requests queue")
+    queue_growth_s: float = _setting(180.0, "gateway queue growing for this long leaves the sweet spot", kind="duration")
+
+
+@dataclass(frozen=True)
+class UiSettings:
+    """The Streamlit dashboard."""
+
+    port: int = _setting(8501, "port the UI listens on")
+    address: str = _setting("localhost", "address the UI binds to")
+    refresh_s: float = _setting(10.0, "live refresh period of the charts", kind="duration")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the product reads; built once by :func:`load_settings`."""
+
+    db_url: str = _setting(DEFAULT_DB_URL, "database URL: sqlite:///path or postgresql://user@host/db")
+    interval_s: float = _setting(5.0, "scrape interval", kind="duration")
+    scrape_timeout_s: float = _setting(3.0, "timeout of one HTTP scrape", kind="duration")
+    raw_retention_s: float = _setting(48 * 3600.0, "how long per-scrape rows are kept", kind="duration")
+    rollup_retention_s: float = _setting(90 * 86400.0, "how long 1-minute rollups are kept", kind="duration")
+    hourly_retention_s: float = _setting(400 * 86400.0, "how long hourly rollups are kept", kind="duration")
+    simulator: bool = _setting(True, "start the built-in simulator when no target has a vllm_url")
+    targets: tuple[TargetSettings, ...] = _setting(None, "the deployments to watch ([[targets]])", factory=tuple)
+    sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
+    ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
+    ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
+    smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
+
+    def target(self, name: str | None) -> TargetSettings:
+        """The named target, or the only/first one when ``name`` is None."""
+        if name is None and self.targets:
+            return self.targets[0]
+        for target in self.targets:
+            if target.name == name:
+                return target
+        known = ", ".join(t.name for t in self.targets) or "none configured"
+        raise ConfigError(f"unknown target {name!r} (known: {known})")
+
+
+GATEWAY_PRESETS: dict[str, dict[str, Any]] = {
+    "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests"},
+    "litellm-json": {"kind": "json", "json_path": "queue_length"},
+    "production-stack": {"kind": "prometheus", "metric": "vllm:num_prefill_requests+vllm:num_decoding_requests"},
+    "gateway-api": {"kind": "prometheus", "metric": "inference_pool_average_queue_size"},
+    "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size"},
+    "aibrix": {"kind": "prometheus", "metric": "gateway_in_flight_requests"},
+    "envoy": {"kind": "prometheus", "metric": "envoy_cluster_upstream_rq_pending_active"},
+    "sweetspot-sim": {"kind": "prometheus", "metric": "sweetspot_gateway_queue_depth"},
+}
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def iter_settings(cls: type = Settings, prefix: str = "") -> Iterator[tuple[str, str, Any, str]]:
+    """Yield ``(key, type name, default, help)`` for every leaf setting, e.g. ``targets[].gpu.url``."""
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        key = f"{prefix}{f.name}"
+        inner = _sequence_item(tp)
+        if _is_dataclass_type(tp):
+            yield from iter_settings(tp, key + ".")
+        elif inner is not None and _is_dataclass_type(inner):
+            yield from iter_settings(inner, key + "[].")
+        else:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            yield key, f.metadata.get("kind") or _type_name(tp), default, f.metadata.get("help", "")
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "") if not isinstance(tp, type) else tp.__name__
+
+
+def _sequence_item(tp: Any) -> Any:
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        return args[0] if args else None
+    return None
+
+
+def _convert(value: Any, tp: Any, kind: str, key: str) -> Any:
+    if kind == "duration":
+        try:
+            return parse_duration(value)
+        except DurationError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    if _is_dataclass_type(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return _build(tp, value, key + ".")
+    item = _sequence_item(tp)
+    if item is not None:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list ([[{key}]]), got {value!r}")
+        return tuple(_convert(v, item, "", f"{key}[{i}]") for i, v in enumerate(value))
+    return _scalar(value, tp, key)
+
+
+def _scalar(value: Any, tp: Any, key: str) -> Any:
+    optional = isinstance(tp, types.UnionType) and type(None) in typing.get_args(tp)
+    if optional:
+        if value is None:
+            return None
+        tp = next(a for a in typing.get_args(tp) if a is not type(None))
+    if typing.get_origin(tp) is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{key}: expected a table of strings, got {value!r}")
+        return dict(value)
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp in (str, bool) and isinstance(value, tp):
+        return value
+    raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown setting {prefix}{unknown[0]} (see docs/configuration.md)")
+    kwargs = {
+        name: _convert(data[name], hints[name], fields[name].metadata.get("kind", ""), prefix + name)
+        for name in data
+    }
+    return cls(**kwargs)
+
+
+def _apply_preset(gateway: GatewaySettings, key: str) -> GatewaySettings:
+    if not gateway.preset:
+        return gateway
+    preset = GATEWAY_PRESETS.get(gateway.preset)
+    if preset is None:
+        raise ConfigError(f"{key}.preset: unknown preset {gateway.preset!r} (one of {', '.join(GATEWAY_PRESETS)})")
+    explicit = {k: v for k, v in dataclasses.asdict(gateway).items() if v and k in preset and k != "kind"}
+    return dataclasses.replace(gateway, **{**preset, **explicit})
+
+
+def _validate(settings: Settings) -> Settings:
+    names = [t.name for t in settings.targets]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"targets: the name {duplicates[0]!r} is used twice; names must be unique")
+    targets = []
+    for i, target in enumerate(settings.targets):
+        key = f"targets[{i}]"
+        gateway = _apply_preset(target.gateway, key + ".gateway")
+        if gateway.kind not in ("none", "prometheus", "json"):
+            raise ConfigError(f"{key}.gateway.kind: {gateway.kind!r} is not one of prometheus, json, none")
+        if gateway.kind != "none" and not gateway.url:
+            raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
+        if target.gpu.source not in ("none", "nvml", "dcgm"):
+            raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
+        if target.gpu.source == "dcgm" and not target.gpu.url:
+            raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
+        if target.ceiling.tensor_parallel < 1 or target.ceiling.weight_gb <= 0:
+            raise ConfigError(f"{key}.ceiling: weight_gb must be > 0 and tensor_parallel ≥ 1")
+        targets.append(dataclasses.replace(target, gateway=gateway))
+    if settings.interval_s <= 0:
+        raise ConfigError("interval_s: must be greater than 0")
+    return dataclasses.replace(settings, targets=tuple(targets))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML settings file; errors name the file and the line."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path} (check --config or {ENV_CONFIG})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_settings(
+    config_path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the settings: file (``config_path`` or ``$SWEETSPOT_CONFIG``), then environment, then overrides."""
+    environ = environ or {}
+    path = config_path or environ.get(ENV_CONFIG)
+    data: dict[str, Any] = read_config_file(Path(path)) if path else {}
+    for secret in ("ui_password", "smtp_password"):
+        if secret in data:
+            raise ConfigError(f"{secret}: secrets are read from the environment only; remove it from the file")
+    if environ.get(ENV_DB_URL):
+        data["db_url"] = environ[ENV_DB_URL]
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    settings = _build(Settings, data)
+    settings = dataclasses.replace(
+        settings,
+        ui_password=environ.get(ENV_UI_PASSWORD, ""),
+        smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
+    )
+    return _validate(settings)
