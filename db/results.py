@@ -40,3 +40,124 @@ class SweepRun:
     levels: tuple[SweepLevel, ...]
     recommendation: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+
+
+@dataclass(frozen=True)
+class CeilingInfo:
+    """The bandwidth ceiling and its provenance: ceiling = bandwidth_gbps ÷ (weight_gb ÷ tensor_parallel)."""
+
+    tokens_per_s: float
+    weight_gb: float
+    tensor_parallel: int
+    bandwidth_gbps: float
+    bandwidth_source: str  # "config", "nvml-formula" or "default (V100 reference)"
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One GPU over a window (latest memory, max/avg utilisation). None where never read."""
+
+    uuid: str
+    index: int | None
+    name: str | None
+    host: str | None
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    memory_busy_pct_avg: float | None  # NVML time-based figure, never converted to GB/s
+    dram_bw_util_pct_avg: float | None  # true bandwidth utilisation (GPM or DCGM)
+    dram_bw_gbps_avg: float | None  # dram_bw_util_pct_avg × peak, only when both are known
+    dram_bw_source: str | None
+    peak_bw_gbps: float | None
+    peak_bw_source: str | None
+    power_w_avg: float | None
+    temperature_c_max: float | None
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """Every figure of ``status --json`` for one target (one model, or all) over one window."""
+
+    target: str
+    model: str | None
+    window_s: float
+    start: float
+    end: float
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    ttft_p95_in_inf_bucket: bool  # the P95 rank fell in +Inf: the value is the largest finite bound
+    itl_p95_s: float | None
+    e2e_p95_s: float | None
+    tokens_per_s: float | None
+    prompt_tokens_per_s: float | None
+    preemptions: float | None
+    requests_per_s: float | None
+    running_avg: float | None
+    running_max: float | None
+    waiting_max: float | None
+    queue_depth_max: float | None
+    kv_cache_usage_max: float | None  # 0–1
+    ceiling_tokens_per_s: float | None
+    efficiency: float | None  # tokens_per_s ÷ ceiling, 0–1
+    ceiling: CeilingInfo | None
+    gpus: tuple[GpuFigures, ...]
+    last_scrape_at: float | None
+    up: bool | None  # None when never scraped
+    last_error: str | None
+    scrapes: int  # rounds in the window
+    failed_scrapes: int
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """The figures of one step of a series (``ts`` = step start, unix seconds). None = no data: a gap."""
+
+    ts: float
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    itl_p95_s: float | None
+    e2e_p95_s: float | None
+    tokens_per_s: float | None
+    prompt_tokens_per_s: float | None
+    preemptions: float | None
+    requests_per_s: float | None
+    running_avg: float | None
+    running_max: float | None
+    waiting_max: float | None
+    queue_depth_max: float | None
+    kv_cache_usage_max: float | None
+    up_ratio: float | None  # share of successful scrapes in the step
+
+
+@dataclass(frozen=True)
+class GpuPoint:
+    """One GPU in one step of a series."""
+
+    ts: float
+    uuid: str
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    memory_busy_pct: float | None
+    dram_bw_util_pct: float | None
+    dram_bw_gbps: float | None
+    power_w: float | None
+    temperature_c: float | None
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """A target's health and configuration as stored."""
+
+    name: str
+    vllm_url: str
+    up: bool | None
+    last_scrape_at: float | None
+    last_error: str | None
+    metric_names_used: dict[str, str]
+    missing_metrics: tuple[str, ...]
+    models: tuple[str, ...]
+    gpus: tuple[str, ...]  # UUIDs seen
+    gpu_source: str
+    gateway_source: str
+    ceiling: CeilingInfo | None
