@@ -162,7 +162,9 @@ class NvmlCollector:
             kind = type(exc).__name__
             if kind == _LOST:
                 self._lost.add(owner)
-                self._log_once(owner, "*", kind, "GPU is lost: its figures are missing until it is reset", logging.WARNING)
+                self._log_once(
+                    owner, "*", kind, "GPU is lost: its figures are missing until it is reset", logging.WARNING
+                )
             elif kind in _PERMANENT:
                 self._skip.add((owner, what))
                 self._log_once(owner, what, kind, f"{what} unsupported ({_reason(exc)}); stored as missing")
