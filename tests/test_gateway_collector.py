@@ -192,3 +192,10 @@ def test_kind_none_reads_nothing_and_unknown_preset_is_a_config_error():
     assert read_gateway(GatewaySettings(), 2.0).queue_depth is None
     with pytest.raises(ConfigError, match="unknown preset 'nginx'"):
         resolve_preset(GatewaySettings(preset="nginx"))
+
+
+def test_docs_describe_every_preset():
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "gateways.md").read_text()
+    assert [p for p in GATEWAY_PRESETS if f"| `{p}` |" not in text] == []
