@@ -143,7 +143,7 @@ class Settings:
 
 GATEWAY_PRESETS: dict[str, dict[str, Any]] = {
     "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests"},
-    "litellm-json": {"kind": "json", "json_path": "queue_length"},
+    "litellm-json": {"kind": "json", "json_path": "in_flight_requests"},
     "production-stack": {"kind": "prometheus", "metric": "vllm:num_prefill_requests+vllm:num_decoding_requests"},
     "gateway-api": {"kind": "prometheus", "metric": "inference_pool_average_queue_size"},
     "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size"},
