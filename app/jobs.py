@@ -33,6 +33,8 @@ class RoundCollector:
 
     def close(self) -> None:
         self.client.close()
+        if self._nvml is not None:
+            self._nvml.close()
 
     def collect(self, target: TargetSettings) -> ScrapeRound:
         """One round for one target; never raises for a source failure."""
@@ -82,12 +84,14 @@ class RoundCollector:
         if target.gpu.source == "dcgm":
             from collectors.dcgm import scrape_dcgm
 
-            return scrape_dcgm(target.gpu.url, self.settings.scrape_timeout_s, self.client)
+            return scrape_dcgm(
+                target.gpu.url, self.settings.scrape_timeout_s, self.client, peak_bw_gbps=target.ceiling.bandwidth_gbps
+            )
         if self._nvml is None:
             from collectors.nvml import NvmlCollector
 
-            self._nvml = NvmlCollector(peak_bw_override_gbps=target.ceiling.bandwidth_gbps)
-        readings: tuple[GpuReading, ...] = self._nvml.read()
+            self._nvml = NvmlCollector(peak_bw_gbps=target.ceiling.bandwidth_gbps)
+        readings: tuple[GpuReading, ...] = self._nvml.collect()
         return readings
 
 

@@ -12,6 +12,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -58,10 +59,9 @@ def start(jobs: list[Job]) -> BackgroundScheduler:
     return scheduler
 
 
-def _now():  # type: ignore[no-untyped-def]
-    from datetime import datetime, timezone
+def _now() -> datetime:
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None) -> None:
