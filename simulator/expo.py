@@ -95,6 +95,7 @@ _HISTOGRAMS = (
     ("vllm:request_queue_time_seconds", "queue", "Histogram of time spent in WAITING phase for request."),
     ("vllm:request_prefill_time_seconds", "prefill", "Histogram of time spent in PREFILL phase for request."),
     ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
+    ("vllm:iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
 )
 _V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
 START_DOC = "Start time of the process since unix epoch in seconds."
