@@ -68,7 +68,7 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
                 spec.key
             ] = value
     if not used:
-        raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?", HINT)
+        raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
     return VllmScrape(
         models={model: ModelFigures(**parts) for model, parts in sorted(models.items())},
         engines=_engines(by_name),
