@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from operator import methodcaller
 from types import MappingProxyType
 
 from app.errors import ScrapeError
@@ -34,11 +35,10 @@ _PAIR = rf'{_LABEL_NAME}="(?:[^"\\\n]|\\.)*"'
 # The canonical label block every client library writes: name="value" pairs, single commas.
 _STRICT_LABELS_RE = re.compile(rf"(?:{_PAIR}(?:,{_PAIR})*,?)?")
 _PAIRS_RE = re.compile(rf'({_LABEL_NAME})="((?:[^"\\\n]|\\.)*)"')
-# A value token the fast path hands to float(); anything odder takes the careful path. "_" is
-# excluded because float() accepts "1_0" and the format (and the reference) does not.
-_VALUE = r'[^ \t\r\n{}"_]+'
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+_RPARTITION = methodcaller("rpartition", " ")
+_INDENTED_RE = re.compile(r"\n[ \t]")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
 _LABEL_CACHE_MAX = 8192
@@ -65,17 +65,11 @@ class SelectiveParser:
     def __init__(self, wanted: Iterable[str]) -> None:
         self.wanted = frozenset(wanted)
         names = _trie_pattern(sorted(self.wanted))
-        tail = (
-            rf"(?![{_NAME_CHARS}])"
-            # fast alternative: name{canonical labels} value; anything else (a timestamp, blanks in
-            # the label block, ...) matches the second alternative with an empty value group
-            rf"(?:(?:\{{([^}}\n]*)\}})?[ \t]+({_VALUE})[ \t]*\r?$|[^\n]*)"
-        )
-        # A literal "\n" anchor (the text gets one in front) lets the regex engine jump from line to
-        # line; "^" in MULTILINE mode tries every character (4x slower). Pages with indented lines
-        # (rare) need the second pattern.
-        self._re = re.compile(rf"\n({names}){tail}", re.M)
-        self._re_indented = re.compile(rf"\n[ \t]*({names}){tail}", re.M)
+        # Each hit is (name, rest of the line). A literal "\n" anchor (the text gets one in front)
+        # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
+        # (4x slower). Splitting the rest in Python (C-level map) is cheaper than a detailed regex.
+        self._re = re.compile(rf"\n({names})(?![{_NAME_CHARS}])(.*)")
+        self._re_indented = re.compile(rf"\n[ \t]*({names})(?![{_NAME_CHARS}])(.*)")
 
     def parse(self, text: str) -> list[Sample]:
         """All wanted samples of ``text`` in page order. Values are floats (NaN and ±Inf kept).
@@ -83,7 +77,7 @@ class SelectiveParser:
         Raises ScrapeError, naming the line, when a wanted sample line is malformed.
         """
         text = "\n" + text
-        pattern = self._re_indented if ("\n " in text or "\n\t" in text) else self._re
+        pattern = self._re_indented if _INDENTED_RE.search(text) else self._re
         fast = _fast(pattern.findall(text))
         return fast if fast is not None else list(_careful_pass(pattern.finditer(text), text))
 
@@ -93,23 +87,27 @@ def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     return SelectiveParser(wanted).parse(text)
 
 
-def _fast(rows: list[tuple[str, str, str]]) -> list[Sample] | None:
-    """Samples from canonical lines; None as soon as one line needs the careful path."""
-    out: list[Sample] = []
-    append = out.append
-    cache = _LABEL_CACHE
-    for name, block, value in rows:
-        if not value:
-            return None
-        labels = cache.get(block)
-        try:
-            number = float(value)
-            if labels is None:
-                labels = _strict_labels(block)
-        except ValueError:
-            return None
-        append((name, labels, number))
-    return out
+def _fast(rows: list[tuple[str, str]]) -> list[Sample] | None:
+    """Samples when every wanted line is canonical (``name{labels} value``); else None.
+
+    Column-wise with map/zip so the per-sample work runs in C: this is the hot loop. Anything
+    unusual (a timestamp, a tab, blanks in the label block, "_" in a value) returns None and the
+    whole page takes the careful pass.
+    """
+    if not rows:
+        return []
+    names, rests = zip(*rows, strict=True)
+    blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
+    if "" in spaces or "" in values or "_" in "".join(values):
+        return None
+    try:
+        numbers = list(map(float, values))
+        labels = list(map(_LABEL_CACHE.get, blocks))
+        if None in labels:
+            labels = [_strict_labels(b) if known is None else known for known, b in zip(labels, blocks, strict=True)]
+    except ValueError:
+        return None
+    return list(zip(names, labels, numbers, strict=True))  # type: ignore[arg-type]
 
 
 def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sample]:
@@ -161,7 +159,8 @@ def _remember(key: str, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
 
 
 def _strict_labels(block: str) -> Mapping[str, str]:
-    if _STRICT_LABELS_RE.fullmatch(block) is None:
+    """Labels of a fast-path block: "" or "{...}" exactly as client libraries write it (cached)."""
+    if not (block.startswith("{") and block.endswith("}") and _STRICT_LABELS_RE.fullmatch(block, 1, len(block) - 1)):
         raise _BadLine("not a canonical label set")  # the fast pass gives the line to the careful one
     return _remember(block, _PAIRS_RE.findall(block))
 
@@ -184,8 +183,6 @@ def _careful_line(name: str, line: str) -> Sample:
 
 
 def _lax_labels(block: str) -> Mapping[str, str]:
-    if _STRICT_LABELS_RE.fullmatch(block):
-        return _LABEL_CACHE.get(block) or _remember(block, _PAIRS_RE.findall(block))
     if _LAX_LABELS_RE.fullmatch(block) is None:
         raise _BadLine('malformed label set (expected name="value" pairs separated by commas)')
     pairs = [(_unescape(n[1:-1]) if n.startswith('"') else n, v) for n, v in _LAX_PAIRS_RE.findall(block)]
