@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import groupby
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import httpx
@@ -29,9 +31,15 @@ from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
 _PARSER = SelectiveParser(wanted_sample_names())
-Rows = list[tuple[Mapping[str, str], float]]
+Rows = list[Sample]  # (name, labels, value)
 SeriesKey = frozenset[tuple[str, str]]
-_BOUNDS: dict[str, float] = {}
+_NAME = itemgetter(0)
+_LABELS = itemgetter(1)
+_ENGINE = methodcaller("get", "engine")
+# Bucket label set -> (series key, model, bound), computed once per label set. The parser hands out
+# the same label objects scrape after scrape; the entry keeps its object alive so id() stays unique.
+_BUCKET_INFO: dict[int, tuple[Mapping[str, str], frozenset[tuple[str, str]], str, float]] = {}
+_BUCKET_INFO_MAX = 16384
 
 
 def scrape_vllm(url: str, timeout_s: float, client: httpx.Client | None = None) -> VllmScrape:
@@ -71,8 +79,8 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
     return VllmScrape(
         models={model: ModelFigures(**parts) for model, parts in sorted(models.items())},
-        engines=_engines(by_name),
-        process_start_time_s=max((v for _, v in by_name.get(PROCESS_START, [])), default=None),
+        engines=_engines(by_name, used),
+        process_start_time_s=max((v for _, _, v in by_name.get(PROCESS_START, [])), default=None),
         metric_names_used=used,
         missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
         cache_config=cache_config,
@@ -80,12 +88,10 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
 
 
 def _group(samples: list[Sample]) -> dict[str, Rows]:
+    """Samples by name. A page lists a family's samples together, so this loops over runs, not samples."""
     by_name: dict[str, Rows] = {}
-    for name, labels, value in samples:
-        rows = by_name.get(name)
-        if rows is None:
-            by_name[name] = rows = []
-        rows.append((labels, value))
+    for name, run in groupby(samples, key=_NAME):
+        by_name.setdefault(name, []).extend(run)
     return by_name
 
 
@@ -115,7 +121,7 @@ def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable
 def _per_model(rows: Rows, agg: str) -> dict[str, float]:
     """Combine every series of each model with ``agg`` ("sum" or "max")."""
     out: dict[str, float] = {}
-    for labels, value in rows:
+    for _, labels, value in rows:
         model = labels.get("model_name", "")
         old = out.get(model)
         if old is None:
@@ -135,21 +141,35 @@ def _max(a: float, b: float) -> float:
 def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]:
     """One Histogram per model, summed across its series (engines) on their common bounds."""
     buckets: dict[SeriesKey, dict[float, float]] = {}
-    for labels, value in by_name.get(alias + "_bucket", []):
-        le = labels.get("le")
-        key = frozenset(labels.items()).difference((("le", le),))  # inline: this loop is the hot one
+    models: dict[SeriesKey, str] = {}
+    for _, labels, value in by_name.get(alias + "_bucket", []):
+        info = _BUCKET_INFO.get(id(labels))
+        if info is None or info[0] is not labels:
+            info = _bucket_info(labels, alias)
+        key = info[1]
         series = buckets.get(key)
         if series is None:
-            buckets[key] = series = {}
-        series[_bound(le, alias)] = value
-    counts = {_series_key(labels): value for labels, value in by_name.get(alias + "_count", [])}
-    sums = {_series_key(labels): value for labels, value in by_name.get(alias + "_sum", [])}
+            series = buckets[key] = {}
+            models[key] = info[2]
+        series[info[3]] = value
+    counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
+    sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
     per_model: dict[str, list[Histogram]] = {}
     for key in {*buckets, *counts, *sums}:
         histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
         if histogram is not None:
-            per_model.setdefault(dict(key).get("model_name", ""), []).append(histogram)
+            model = models.get(key) or dict(key).get("model_name", "")
+            per_model.setdefault(model, []).append(histogram)
     return {model: h for model, hs in per_model.items() if (h := merge_histograms(hs)) is not None}
+
+
+def _bucket_info(labels: Mapping[str, str], alias: str) -> tuple[Mapping[str, str], SeriesKey, str, float]:
+    le = labels.get("le")
+    info = (labels, frozenset(labels.items()).difference((("le", le),)), labels.get("model_name", ""), _bound(le, alias))
+    if len(_BUCKET_INFO) >= _BUCKET_INFO_MAX:
+        _BUCKET_INFO.clear()  # endless distinct label sets must not grow memory forever
+    _BUCKET_INFO[id(labels)] = info
+    return info
 
 
 def _series_key(labels: Mapping[str, str]) -> SeriesKey:
@@ -158,17 +178,12 @@ def _series_key(labels: Mapping[str, str]) -> SeriesKey:
 
 
 def _bound(le: str | None, alias: str) -> float:
-    bound = _BOUNDS.get(le)  # type: ignore[arg-type]
-    if bound is not None:
-        return bound
     try:
         bound = float(le) if le is not None else math.nan
     except ValueError:
         bound = math.nan
     if math.isnan(bound):
         raise ScrapeError(f"{alias}_bucket has a bucket whose le={le!r} is not a bound")
-    if len(_BOUNDS) < 4096:  # the same few dozen bound strings come back every scrape
-        _BOUNDS[le] = bound  # type: ignore[index]
     return bound
 
 
@@ -178,7 +193,7 @@ def _series_histogram(buckets: dict[float, float], count: float | None, total: f
     if INF not in buckets:
         return None
     bounds = tuple(sorted(buckets))
-    return Histogram(bounds, tuple(buckets[b] for b in bounds), count, total)
+    return Histogram(bounds, tuple(map(buckets.__getitem__, bounds)), count, total)
 
 
 def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:
@@ -191,10 +206,13 @@ def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:
         return None
     if len(items) == 1:
         return items[0]
-    common = set(items[0].bounds).intersection(*(h.bounds for h in items[1:]))
-    bounds = tuple(sorted(common))
-    maps = [dict(zip(h.bounds, h.cumulative, strict=True)) for h in items]
-    cumulative = tuple(sum(m[b] for m in maps) for b in bounds)
+    bounds = items[0].bounds
+    if all(h.bounds == bounds for h in items):  # the usual case: engines share their buckets
+        cumulative = tuple([sum(column) for column in zip(*(h.cumulative for h in items), strict=True)])
+    else:
+        bounds = tuple(sorted(set(bounds).intersection(*(h.bounds for h in items[1:]))))
+        maps = [dict(zip(h.bounds, h.cumulative, strict=True)) for h in items]
+        cumulative = tuple(sum(m[b] for m in maps) for b in bounds)
     return Histogram(bounds, cumulative, _sum_or_none(h.count for h in items), _sum_or_none(h.sum for h in items))
 
 
@@ -207,16 +225,22 @@ def _sum_or_none(values: Iterable[float | None]) -> float | None:
     return total
 
 
-def _engines(by_name: Mapping[str, Rows]) -> tuple[str, ...]:
-    engines = {labels["engine"] for rows in by_name.values() for labels, _ in rows if "engine" in labels}
-    return tuple(sorted(engines, key=lambda e: (len(e), e)))  # "2" before "10"
+def _engines(by_name: Mapping[str, Rows], used: Mapping[str, str]) -> tuple[str, ...]:
+    """Engine labels seen on the catalogue metrics read (C-level map: buckets are many)."""
+    engines: set[str | None] = set()
+    for spec in CATALOGUE:
+        if spec.key in used:
+            for sample in spec.sample_names(used[spec.key]):
+                engines.update(map(_ENGINE, map(_LABELS, by_name.get(sample, ()))))
+    engines.discard(None)
+    return tuple(sorted((e for e in engines if e is not None), key=lambda e: (len(e), e)))  # "2" before "10"
 
 
 def _info_labels(rows: Rows) -> dict[str, str]:
     """Labels of the first info sample, without the per-engine/model labels."""
     if not rows:
         return {}
-    return {k: v for k, v in rows[0][0].items() if k not in ("engine", "model_name")}
+    return {k: v for k, v in rows[0][1].items() if k not in ("engine", "model_name")}
 
 
 def total_figures(scrape: VllmScrape) -> ModelFigures:
