@@ -123,6 +123,8 @@ def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sampl
 
 def _trie_pattern(names: list[str]) -> str:
     """A regex alternation factored by common prefixes: a non-matching line is rejected in few steps."""
+    if not names:
+        return "(?!)"  # nothing wanted: a pattern that never matches (an empty one would match all)
     trie: dict[str, dict] = {}
     for name in names:
         node = trie
