@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 INF = float("inf")
 
 
@@ -62,3 +64,29 @@ def quantile_value(q: float, bounds: Sequence[float], increases: Sequence[float]
     """The bare value of :func:`histogram_quantile` (None = no value)."""
     result = histogram_quantile(q, bounds, increases)
     return None if result is None else result.value
+
+
+def quantile_matrix(q: float, bounds: Sequence[float], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`histogram_quantile` for every row of ``counts`` (rows × buckets) at once.
+
+    Returns ``(values, in_inf_bucket)``; values are NaN where Δcount = 0 (no value).
+    """
+    if counts.size == 0 or len(bounds) < 2 or bounds[-1] != INF:
+        return np.full(counts.shape[0], np.nan), np.zeros(counts.shape[0], dtype=bool)
+    cum = np.cumsum(np.maximum(counts, 0), axis=1).astype(np.float64)
+    total = cum[:, -1]
+    rank = q * total
+    hit = cum[:, :-1] >= rank[:, None]
+    last = len(bounds) - 1
+    b = np.where(hit.any(axis=1), hit.argmax(axis=1), last)
+    in_inf = b == last
+    upper_b = np.asarray([*bounds[:-1], bounds[-2]], dtype=np.float64)
+    lower_b = np.concatenate(([0.0], np.asarray(bounds[:-1], dtype=np.float64)))
+    rows = np.arange(len(b))
+    below = np.where(b > 0, cum[rows, np.maximum(b - 1, 0)], 0.0)
+    count = cum[rows, b] - below
+    lower, upper = lower_b[b], upper_b[b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(count > 0, lower + (upper - lower) * (rank - below) / np.where(count > 0, count, 1), lower)
+    value = np.where(in_inf, bounds[-2], value)
+    return np.where(total > 0, value, np.nan), in_inf & (total > 0)

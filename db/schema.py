@@ -8,6 +8,7 @@ Layout, per target (see docs/storage.md for the sizes):
   depth), ``samples`` (one row per (model, round): gauges, counter *increases*, packed histogram
   increases), ``gpu_samples``.
 - rollups, keyed by ``step`` (60 or 3600 s): ``target_rollups``, ``model_rollups``, ``gpu_rollups``.
+- ``rollup_marks``: per step, the time before which rollups are complete (queries read finer data after it).
 - ``series_state``: the cumulative values the writer needs to resume after a collector restart.
 - ``sweep_runs`` + ``sweep_levels``.
 
@@ -193,6 +194,13 @@ gpu_rollups = Table(
     *[Column(f"{f}_avg", Float) for f in GPU_FIELDS],
     Column("temperature_c_max", Float),
     **_NO_ROWID,
+)
+
+rollup_marks = Table(
+    "rollup_marks",
+    metadata,
+    Column("step", Integer, primary_key=True),
+    Column("until_ts", Integer, nullable=False),  # every raw row (or minute) with ts < until_ts is rolled up
 )
 
 series_state = Table(
