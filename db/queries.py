@@ -422,7 +422,7 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
-        up=None if last is None else bool(last.up),
+        up=None if last is None or last.ts < lo else bool(last.up),  # no scrape in the window: unknown
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
