@@ -41,12 +41,11 @@ def group_sum(key: np.ndarray, values: np.ndarray, nkeys: int) -> np.ndarray:
     return np.where(seen > 0, total, np.nan)
 
 
-def group_avg(key: np.ndarray, values: np.ndarray, weights: np.ndarray, nkeys: int) -> np.ndarray:
-    """Average per key weighted by ``weights`` (sample counts); NaN where no value."""
-    present = ~np.isnan(values)
-    w = np.where(present, weights, 0.0)
-    total = np.bincount(key, weights=np.where(present, values, 0.0) * w, minlength=nkeys)
-    seen = np.bincount(key, weights=w, minlength=nkeys)
+def group_avg(key: np.ndarray, sums: np.ndarray, counts: np.ndarray, nkeys: int) -> np.ndarray:
+    """Average per key = Σ sums ÷ Σ counts over rows whose sum is known; NaN where none."""
+    present = ~np.isnan(sums)
+    total = np.bincount(key, weights=np.where(present, sums, 0.0), minlength=nkeys)
+    seen = np.bincount(key, weights=np.where(present, counts, 0.0), minlength=nkeys)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(seen > 0, total / np.where(seen > 0, seen, 1.0), np.nan)
 
@@ -68,7 +67,8 @@ def reduce_rows(
 ) -> Reduced:
     """Group ``rows`` (named by ``cols``) by ``key`` (ints in [0, nkeys)).
 
-    ``spec`` lists column names per operation: ``sum``, ``avg`` (weighted by ``n``), ``max`` and
+    ``spec`` lists column names per operation: ``sum``, ``avg`` (a ``<x>_sum`` column; result
+    ``<x>_avg`` = Σ sums ÷ Σ ``n``), ``max`` and
     ``hist`` (a histogram name ``h`` reads columns ``h_layout`` and ``h_buckets``).
     """
     index = {c: i for i, c in enumerate(cols)}
@@ -76,8 +76,9 @@ def reduce_rows(
     out = Reduced(n=np.bincount(key, weights=n, minlength=nkeys) if rows else np.zeros(nkeys))
     for c in spec.get("sum", ()):
         out.sums[c] = group_sum(key, column(rows, index[c]), nkeys) if rows else np.full(nkeys, np.nan)
-    for c in spec.get("avg", ()):
-        out.avgs[c] = group_avg(key, column(rows, index[c]), n, nkeys) if rows else np.full(nkeys, np.nan)
+    for c in spec.get("avg", ()):  # a ``<x>_sum`` column (sum over ``n`` samples) gives ``<x>_avg``
+        name = c.removesuffix("_sum") + "_avg"
+        out.avgs[name] = group_avg(key, column(rows, index[c]), n, nkeys) if rows else np.full(nkeys, np.nan)
     for c in spec.get("max", ()):
         out.maxes[c] = group_max(key, column(rows, index[c]), nkeys) if rows else np.full(nkeys, np.nan)
     for h in spec.get("hist", ()):

@@ -33,7 +33,7 @@ RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
 _SCALAR_SPEC = {
     "sum": ["generation_tokens", "prompt_tokens", "preemptions", "request_success"],
-    "avg": ["requests_running_avg"],
+    "avg": ["requests_running_sum"],  # → requests_running_avg
     "max": ["requests_running_max", "requests_waiting_max", "kv_cache_usage_max"],
 }
 _POINT_KEYS = (
@@ -57,7 +57,7 @@ _NEEDED_BY = {
     "prompt_tokens": {"prompt_tokens_per_s"},
     "preemptions": {"preemptions"},
     "request_success": {"requests_per_s"},
-    "requests_running_avg": {"running_avg"},
+    "requests_running_sum": {"running_avg"},
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
     "kv_cache_usage_max": {"kv_cache_usage_max"},
@@ -436,7 +436,7 @@ def _gpu_grid(conn: Connection, gpus: list[Any], lo: int, hi: int, step: int, le
     groups = max(1, -(-(hi - lo) // step))
     pos = {gid: i for i, gid in enumerate(ids)}
     key = _group(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
-    spec = {"avg": [f"{f}_avg" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
+    spec = {"avg": [f"{f}_sum" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
     return aggregate.reduce_rows(rows, sources.GPU_COLS, key, groups * len(ids), spec, {}), groups
 
 

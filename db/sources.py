@@ -38,9 +38,9 @@ def hist_cols(hists: Sequence[str]) -> list[str]:
     return [f"{h}_{p}" for h in hists for p in ("count", "sum", "layout", "buckets")]
 
 
-TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_avg", "queue_depth_max"]
-GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("avg", "max")]
-GPU_COLS = ["ts", "id", "n", *[f"{f}_avg" for f in schema.GPU_FIELDS], "temperature_c_max"]
+TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_sum", "queue_depth_max"]
+GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("sum", "max")]
+GPU_COLS = ["ts", "id", "n", *[f"{f}_sum" for f in schema.GPU_FIELDS], "temperature_c_max"]
 
 
 def model_cols(hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None) -> list[str]:
@@ -72,7 +72,7 @@ def fetch_targets(conn: Connection, level: int, ids: Sequence[int], lo: int, hi:
             r.c.scrapes,
             r.c.up_scrapes,
             r.c.queue_samples,
-            r.c.queue_depth_avg,
+            r.c.queue_depth_sum,
             r.c.queue_depth_max,
         ).where(_range(r, "target_id", ids, lo, hi, level))
     return fetch_all(conn, stmt.order_by("ts"))
@@ -91,7 +91,7 @@ def fetch_models(
     names = model_cols(hists, scalars)[3:]
     if level == RAW:
         s = schema.samples
-        # raw rows stand for one sample: a gauge's avg and max are the value itself
+        # raw rows stand for one sample: a gauge's sum and max are the value itself
         cols = [s.c[c.rsplit("_", 1)[0]] if c in GAUGE_COLS else s.c[c] for c in names]
         stmt = select(s.c.ts, s.c.model_id, literal(1), *cols).where(_range(s, "model_id", ids, lo, hi, None))
     else:
@@ -112,7 +112,7 @@ def fetch_gpus(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: in
     else:
         r = schema.gpu_rollups
         stmt = select(
-            r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_avg"] for f in schema.GPU_FIELDS], r.c.temperature_c_max
+            r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_sum"] for f in schema.GPU_FIELDS], r.c.temperature_c_max
         ).where(_range(r, "gpu_id", ids, lo, hi, level))
     return fetch_all(conn, stmt.order_by("ts"))
 

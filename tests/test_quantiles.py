@@ -74,4 +74,13 @@ def test_mixed_layouts_merge_onto_newest() -> None:
 
 def test_pack_roundtrip() -> None:
     assert histo.encode([0, 0, 0]) is None
-    assert histo.decode(histo.encode([0, 5, 0, 123456789]), 4) == [0, 5, 0, 123456789]
+    assert histo.decode(histo.encode([0, 5, 0, 1234567]), 4) == [0, 5, 0, 1234567]
+
+
+def test_huge_increase_is_split_into_entries() -> None:
+    big = 3 * histo.MAX_INC + 5
+    blob = histo.encode([0, big])
+    assert blob is not None and len(blob) == 4 * 4
+    assert histo.decode(blob, 2) == [0, big]
+    acc = histo.accumulate(1, [(0, 1, blob)], {1: (1.0, INF)})
+    assert acc is not None and acc[1][0].tolist() == [0, big]
