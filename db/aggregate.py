@@ -93,13 +93,13 @@ def _hist(
 
     Returns ``[(keys, bounds, counts[len(keys), buckets]), ...]``.
     """
-    present = {r[li] for r in rows} - {None}
+    present = {r[li] for r in rows}
+    present.discard(None)
     if len(present) == 1:  # the usual case: one layout, no per-key split needed
-        layout = present.pop()
-        acc = histo.accumulate(nkeys, [(k, r[li], r[bi]) for k, r in zip(key.tolist(), rows, strict=True)], layouts)
-        if acc is None:
-            return []
-        return [(np.arange(nkeys, dtype=np.int64), layouts[layout], acc[1])]
+        bounds = layouts[present.pop()]
+        pairs = [(k, r[bi]) for k, r in zip(key.tolist(), rows, strict=True) if r[bi]]
+        counts = histo.sum_blobs(nkeys, len(bounds), [k for k, _ in pairs], [b for _, b in pairs])
+        return [(np.arange(nkeys, dtype=np.int64), bounds, counts)]
     newest: dict[int, int] = {}
     for k, r in zip(key.tolist(), rows, strict=True):
         if r[li] is not None:

@@ -68,6 +68,17 @@ def decode(blob: bytes | None, size: int) -> list[int]:
     return dense
 
 
+def sum_blobs(groups: int, size: int, keys: Sequence[int], blobs: Sequence[bytes]) -> np.ndarray:
+    """Dense ``counts[groups, size]`` from packed blobs of one layout (``keys[i]`` = blob i's group)."""
+    if not blobs:
+        return np.zeros((groups, size), dtype=np.int64)
+    lens = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs)) >> 2
+    data = np.frombuffer(b"".join(blobs), dtype=DTYPE).astype(np.int64)
+    flat = np.repeat(np.asarray(keys, dtype=np.int64), lens) * size + (data & 255)
+    counts = np.bincount(flat, weights=(data >> 8).astype(np.float64), minlength=groups * size)
+    return counts.astype(np.int64).reshape(groups, size)
+
+
 def remap_index(old: Sequence[float], new: Sequence[float]) -> np.ndarray:
     """For each old bucket, the index of the new bucket receiving its count (see module doc)."""
     return np.asarray([min(bisect.bisect_left(new, b), len(new) - 1) for b in old], dtype=np.int64)

@@ -263,7 +263,9 @@ def _figures(
     scalars = [c for cols in spec.values() for c in cols]
     if scalars or hists:
         mrows = [
-            r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars)
+            r
+            for lv, lo, hi in segments
+            for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars, sources.QUANTILE_PARTS)
         ]
         out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists))
     return out
@@ -309,7 +311,7 @@ def _model_figures(
     hists: list[str],
 ) -> dict[str, np.ndarray]:
     start, step, groups = grid
-    cols = sources.model_cols(hists, [c for v in spec.values() for c in v])
+    cols = sources.model_cols(hists, [c for v in spec.values() for c in v], sources.QUANTILE_PARTS)
     g = _group(rows, start, step)
     pos = {m: i for i, m in enumerate(model_ids)}
     mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))

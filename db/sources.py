@@ -34,8 +34,12 @@ def fetch_all(conn: Connection, stmt: Any) -> list[Any]:
         cursor.close()
 
 
-def hist_cols(hists: Sequence[str]) -> list[str]:
-    return [f"{h}_{p}" for h in hists for p in ("count", "sum", "layout", "buckets")]
+HIST_PARTS = ("count", "sum", "layout", "buckets")
+QUANTILE_PARTS = ("layout", "buckets")  # all a quantile needs (and what the covering index holds)
+
+
+def hist_cols(hists: Sequence[str], parts: Sequence[str] = HIST_PARTS) -> list[str]:
+    return [f"{h}_{p}" for h in hists for p in parts]
 
 
 TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_sum", "queue_depth_max"]
@@ -43,10 +47,12 @@ GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("sum", "max")]
 GPU_COLS = ["ts", "id", "n", *[f"{f}_sum" for f in schema.GPU_FIELDS], "temperature_c_max"]
 
 
-def model_cols(hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None) -> list[str]:
+def model_cols(
+    hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None, parts: Sequence[str] = HIST_PARTS
+) -> list[str]:
     """Column names of :func:`fetch_models` rows (``scalars`` None = every gauge and counter)."""
     chosen = [*GAUGE_COLS, *schema.COUNTERS] if scalars is None else list(scalars)
-    return ["ts", "id", "n", *chosen, *hist_cols(hists)]
+    return ["ts", "id", "n", *chosen, *hist_cols(hists, parts)]
 
 
 def _range(table: Table, id_col: str, ids: Sequence[int], lo: int, hi: int, step: int | None) -> Any:
@@ -86,9 +92,10 @@ def fetch_models(
     hi: int,
     hists: Sequence[str] = schema.HISTOGRAMS,
     scalars: Sequence[str] | None = None,
+    parts: Sequence[str] = HIST_PARTS,
 ) -> list[Any]:
     """Per-model rows in [lo, hi) named by :func:`model_cols` (fetch only what a query needs)."""
-    names = model_cols(hists, scalars)[3:]
+    names = model_cols(hists, scalars, parts)[3:]
     if level == RAW:
         s = schema.samples
         # raw rows stand for one sample: a gauge's sum and max are the value itself
