@@ -72,8 +72,12 @@ def reduce_rows(
     ``hist`` (a histogram name ``h`` reads columns ``h_layout`` and ``h_buckets``).
     """
     index = {c: i for i, c in enumerate(cols)}
-    n = column(rows, index["n"]) if rows else np.zeros(0)
-    out = Reduced(n=np.bincount(key, weights=n, minlength=nkeys) if rows else np.zeros(nkeys))
+    if set(spec) == {"hist"}:  # sample counts unused: skip a pass over the rows
+        n = np.zeros(0)
+        out = Reduced(n=np.full(nkeys, np.nan))
+    else:
+        n = column(rows, index["n"]) if rows else np.zeros(0)
+        out = Reduced(n=np.bincount(key, weights=n, minlength=nkeys) if rows else np.zeros(nkeys))
     for c in spec.get("sum", ()):
         out.sums[c] = group_sum(key, column(rows, index[c]), nkeys) if rows else np.full(nkeys, np.nan)
     for c in spec.get("avg", ()):  # a ``<x>_sum`` column (sum over ``n`` samples) gives ``<x>_avg``

@@ -267,7 +267,7 @@ def _figures(
             for lv, lo, hi in segments
             for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars, sources.QUANTILE_PARTS)
         ]
-        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists))
+        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists, want))
     return out
 
 
@@ -309,21 +309,25 @@ def _model_figures(
     grid: tuple[int, int, int],
     spec: dict[str, list[str]],
     hists: list[str],
+    want: frozenset[str],
 ) -> dict[str, np.ndarray]:
     start, step, groups = grid
     cols = sources.model_cols(hists, [c for v in spec.values() for c in v], sources.QUANTILE_PARTS)
     g = _group(rows, start, step)
-    pos = {m: i for i, m in enumerate(model_ids)}
-    mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
     nm = max(len(model_ids), 1)
-    red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
     out: dict[str, np.ndarray] = {}
-    for src in (red.sums, red.avgs, red.maxes):
-        for name, values in src.items():
-            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+    if any(spec.values()):
+        pos = {m: i for i, m in enumerate(model_ids)}
+        mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
+        red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
+        for src in (red.sums, red.avgs, red.maxes):
+            for name, values in src.items():
+                out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
     layouts = sources.layouts(conn) if rows and hists else {}
     hred = aggregate.reduce_rows(rows, cols, g, groups, {"hist": hists}, layouts)
     for hist, q, name in _QUANTILES:
+        if name not in want:
+            continue
         values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
         for keys, bounds, counts in hred.hists.get(hist, []):
             values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
