@@ -34,15 +34,19 @@ DAY = 86400
 SETTINGS = Settings(raw_retention_s=2 * DAY, rollup_retention_s=30 * DAY, hourly_retention_s=400 * DAY)
 
 
-def timed(fn: Callable[[], Any], repeat: int = 15) -> tuple[float, Any]:
-    """Median wall time in ms of ``repeat`` runs after one warm-up, and the last result."""
+def timed(fn: Callable[[], Any], repeat: int = 15) -> tuple[float, float, Any]:
+    """Median wall and CPU time in ms of ``repeat`` runs after one warm-up, and the last result.
+
+    CPU time is printed too: on a shared machine it moves less than wall time with the load.
+    """
     result = fn()
-    times = []
+    wall, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         result = fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return statistics.median(times), result
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return statistics.median(wall), statistics.median(cpu), result
 
 
 def ingest(db_url: str, start: int, days: int) -> dict[str, float]:
@@ -85,7 +89,7 @@ def disk_mb(db_url: str) -> float:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*")) / 1e6
 
 
-def queries(db_url: str, end: int) -> dict[str, tuple[float, int]]:
+def queries(db_url: str, end: int) -> dict[str, tuple[float, float, int]]:
     reader = Reader(db_url)
     cases = {
         "tok/s per minute over 24 h (series_columns)": lambda: reader.series_columns(
@@ -105,9 +109,14 @@ def queries(db_url: str, end: int) -> dict[str, tuple[float, int]]:
     }
     out = {}
     for name, fn in cases.items():
-        ms, result = timed(fn)
-        out[name] = (ms, sum(1 for v in result if v is not None))
+        ms, cpu_ms, result = timed(fn)
+        out[name] = (ms, cpu_ms, sum(1 for v in result if v is not None))
     return out
+
+
+def print_queries(db_url: str, end: int) -> None:
+    for name, (ms, cpu_ms, points) in queries(db_url, end).items():
+        print(f"{name:58} {ms:8.2f} ms wall {cpu_ms:8.2f} ms CPU  ({points} points with data)")
 
 
 def main() -> None:
@@ -115,6 +124,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--db", help="database URL (default: a fresh SQLite file in a temp folder)")
     parser.add_argument("--prometheus", action="store_true", help="also run the same queries on Prometheus")
+    parser.add_argument("--queries-only", action="store_true", help="reuse --db from an earlier run: time queries only")
     args = parser.parse_args()
     db_url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='sweetspot-bench-')}/bench.db"
     start = 1_750_000_000 - 1_750_000_000 % DAY
@@ -127,12 +137,11 @@ def main() -> None:
     )
     if db_url.startswith("sqlite"):
         print(f"disk after retention (raw 48 h, minutes 30 d, hours beyond): {disk_mb(db_url):.1f} MB")
-    for name, (ms, points) in queries(db_url, end).items():
-        print(f"{name:58} {ms:8.2f} ms  ({points} points with data)")
+    print_queries(db_url, end)
     if args.prometheus:
         from bench.prom_compare import compare
 
-        compare(start, end, args.days)
+        compare()
 
 
 if __name__ == "__main__":
