@@ -75,13 +75,24 @@ def ingest(db_url: str, start: int, days: int) -> dict[str, float]:
         upkeep += time.perf_counter() - t
         print(f"  day {day + 1:2d}/{days}: {count} rounds", file=sys.stderr, end="\r")
     print(file=sys.stderr)
+    live = _live_rounds(writer, start + days * DAY)
     engine.dispose()
     return {
+        "live_ms_per_round": live,
         "rounds": count,
         "rounds_per_s": count / wall,
         "cpu_us_per_round": cpu / count * 1e6,
         "upkeep_s_per_day": upkeep / days,
     }
+
+
+def _live_rounds(writer: Writer, start: int, n: int = 300) -> float:
+    """ms per round through write_round (one transaction each: the live collector's path)."""
+    batch = list(rounds("bench", start, start + n * 5, seed=99))
+    t = time.perf_counter()
+    for r in batch:
+        writer.write_round(r)
+    return (time.perf_counter() - t) / n * 1000
 
 
 def disk_mb(db_url: str) -> float:
@@ -133,7 +144,8 @@ def main() -> None:
     figures = ingest(db_url, start, args.days)
     print(
         f"ingest: {figures['rounds']:.0f} rounds at {figures['rounds_per_s']:.0f} rounds/s (write_rounds), "
-        f"writer CPU {figures['cpu_us_per_round']:.0f} µs/round; rollup + retention {figures['upkeep_s_per_day']:.2f} s per day"
+        f"writer CPU {figures['cpu_us_per_round']:.0f} µs/round; live write_round "
+        f"{figures['live_ms_per_round']:.2f} ms/round (own transaction); rollup + retention {figures['upkeep_s_per_day']:.2f} s per day"
     )
     if db_url.startswith("sqlite"):
         print(f"disk after retention (raw 48 h, minutes 30 d, hours beyond): {disk_mb(db_url):.1f} MB")

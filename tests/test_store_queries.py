@@ -211,3 +211,14 @@ def test_status_cli_json_and_table(db_url: str) -> None:
 def test_status_cli_missing_database(tmp_path: Path) -> None:
     done = _cli("status", "--db", f"sqlite:///{tmp_path}/none.db")
     assert done.returncode == 2 and "SWEETSPOT_DB_URL" in done.stderr
+
+
+def test_gpu_series_and_latest(db_url: str) -> None:
+    _filled(db_url, hours=0.25)
+    reader = Reader(db_url)
+    points = reader.gpu_series("t", DAY0, DAY0 + 600, 60)
+    assert len(points) == 2 * 10 and {p.uuid for p in points} == {"GPU-00000000", "GPU-00000001"}
+    assert all(p.memory_total_bytes == 32e9 and p.dram_bw_gbps is None for p in points)
+    latest = reader.latest_gpus("t")
+    assert [g.uuid for g in latest] == ["GPU-00000000", "GPU-00000001"]
+    assert latest[0].peak_bw_source == "nvml-formula" and latest[0].temperature_c_max is not None
