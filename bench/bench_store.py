@@ -141,6 +141,9 @@ def main() -> None:
     start = 1_750_000_000 - 1_750_000_000 % DAY
     end = start + args.days * DAY
     print(f"storage benchmark: {args.days} days of 5 s history, one target, {db_url}")
+    if args.queries_only and args.db:
+        print_queries(db_url, end)
+        return
     figures = ingest(db_url, start, args.days)
     print(
         f"ingest: {figures['rounds']:.0f} rounds at {figures['rounds_per_s']:.0f} rounds/s (write_rounds), "

@@ -386,7 +386,7 @@ def _series_columns(
     want = None if fields is None else frozenset(fields)
     f = _figures(conn, row.id, ids, (lo, hi, step), _level_for_step(step) if level is None else level, want)
     cols = _columns(f, float(step))
-    return {"ts": [float(lo + i * step) for i in range(len(f["scrapes"]))], **cols}
+    return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
 
 
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:
