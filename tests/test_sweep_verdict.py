@@ -90,5 +90,5 @@ def test_table_has_the_report_columns_and_units():
     for column in ("concurrency", "output tok/s", "TTFT P95", "E2E mean", "QPS"):
         assert column in header
     row_32 = text.splitlines()[-1]
-    assert "145.0" in row_32 and "4.80 s" in row_32 and "67.4 s" in row_32 and "0.48" in row_32
+    assert "145.0" in row_32 and "4.80 s" in row_32 and "67.40 s" in row_32 and "0.48" in row_32
     assert "n/a" in text.splitlines()[3]  # level 16 has no E2E mean in the report
