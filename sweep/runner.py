@@ -100,9 +100,12 @@ def make_client(config: SweepConfig) -> httpx.AsyncClient:
     )
 
 
-async def run_sweep(config: SweepConfig, progress: Progress | None = None) -> list[SweepLevel]:
-    """Run every level in ascending concurrency order; return their figures in that order."""
-    levels: list[SweepLevel] = []
+async def run_sweep(
+    config: SweepConfig, progress: Progress | None = None, levels: list[SweepLevel] | None = None
+) -> list[SweepLevel]:
+    """Run every level in ascending concurrency order; return their figures in that order.
+    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them."""
+    levels = [] if levels is None else levels
     async with make_client(config) as client:
         for index, concurrency in enumerate(sorted(config.concurrencies)):
             tick: Tick | None = None

@@ -96,7 +96,14 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
     )
     started_at = time.time()
-    levels = asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.duration_s)))
+    levels: list[SweepLevel] = []
+    try:
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.duration_s), levels))
+    except KeyboardInterrupt:
+        if levels:  # ten minutes a level: never lose the levels already measured
+            print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
+            print(format_table(levels))
+        raise
     run = SweepRun(
         started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), recommend(levels, slo)
     )
