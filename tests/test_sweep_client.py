@@ -164,3 +164,23 @@ def test_bad_arguments_are_usage_errors(stub):
         timeout=30,
     )
     assert done.returncode == 2 and "ERROR: --concurrency" in done.stderr
+
+
+def test_command_writes_json_and_stores_the_run(stub, tmp_path):
+    from db.queries import Reader
+
+    db_url = f"sqlite:///{tmp_path}/sweeps.db"
+    out = tmp_path / "sweep.json"
+    args = ["--url", stub, "--concurrency", "2,1", "--duration", "0.6s", "--json", str(out), "--db", db_url]
+    done = subprocess.run([sys.executable, "-m", "app", "sweep", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("| concurrency | output tok/s | TTFT P95 | E2E mean |")
+    doc = json.loads(out.read_text())
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]
+    assert doc["model"] == "stub-70b" and "reason" in doc["recommendation"]
+    (run,) = Reader(db_url).sweep_runs()
+    assert run.url == stub and run.mix == "short:0.6,long:0.4" and run.ttft_slo_s == 3.0
+    assert [lv.concurrency for lv in run.levels] == [1, 2]
+    assert run.levels[1].errors == doc["levels"][1]["errors"] > 0
+    assert run.recommendation == doc["recommendation"]
+    assert f"stored as sweep run {run.id}" in done.stderr
