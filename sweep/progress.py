@@ -55,14 +55,16 @@ class Progress:
         self.stream.flush()
         self._drawn = True
 
-    def finish_level(self, index: int, level: SweepLevel) -> None:
-        """Level ``index`` is measured: one summary line."""
+    def finish_level(self, index: int, level: SweepLevel, errors: list[tuple[str, int]] | None = None) -> None:
+        """Level ``index`` is measured: one summary line, then its most frequent errors (text, count)."""
         tok = "n/a" if level.tokens_per_s is None else f"{level.tokens_per_s:.1f} tok/s"
         ttft = "n/a" if level.ttft_p95_s is None else f"{level.ttft_p95_s:.2f} s"
         self._line(
             f"level {index + 1}/{self.levels} done: concurrency {level.concurrency}, {tok}, "
             f"TTFT P95 {ttft}, {level.requests} requests, {level.errors} errors"
         )
+        for text, count in errors or ():
+            self._line(f"  {count} × {text}")
 
     def _line(self, text: str) -> None:
         if self._drawn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -106,17 +107,25 @@ async def run_sweep(
     """Run every level in ascending concurrency order; return their figures in that order.
     Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them."""
     levels = [] if levels is None else levels
-    async with make_client(config) as client:
-        for index, concurrency in enumerate(sorted(config.concurrencies)):
-            tick: Tick | None = None
-            if progress is not None:
-                progress.start_level(index, concurrency)
-                tick = _ticker(progress, index, concurrency)
-            level, _ = await run_level(client, config, concurrency, tick)
-            if progress is not None:
-                progress.finish_level(index, level)
-            levels.append(level)
+    for index, concurrency in enumerate(sorted(config.concurrencies)):
+        tick: Tick | None = None
+        if progress is not None:
+            progress.start_level(index, concurrency)
+            tick = _ticker(progress, index, concurrency)
+        # A fresh connection pool per level: a keep-alive connection left from the previous level
+        # may have been closed by the server meanwhile, and would count as a disconnect here.
+        async with make_client(config) as client:
+            level, records = await run_level(client, config, concurrency, tick)
+        if progress is not None:
+            progress.finish_level(index, level, error_kinds(records))
+        levels.append(level)
     return levels
+
+
+def error_kinds(records: Sequence[RequestRecord], top: int = 3) -> list[tuple[str, int]]:
+    """The most frequent error texts of a level with their counts, most frequent first."""
+    counts = Counter(r.error for r in records if r.error is not None)
+    return counts.most_common(top)
 
 
 def _ticker(progress: Progress, index: int, concurrency: int) -> Tick:

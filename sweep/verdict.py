@@ -95,12 +95,21 @@ def _reason(
         lowest = ordered[0].concurrency if ordered else 0
         parts.append(f"No sweet spot in this range: sweep concurrencies below {lowest}")
     else:
-        why = "the knee" if knee is not None and knee < (slo_max or 0) else "the TTFT SLO"
+        why = _bound(ordered, slo_max, knee)
         parts.append(
             f"Sweet spot {sweet} (bound by {why}): set the gateway limit to {sweet} in-flight requests"
             " and let extra requests queue at the gateway"
         )
     return ". ".join(parts) + "."
+
+
+def _bound(ordered: Sequence[SweepLevel], slo_max: int | None, knee: int | None) -> str:
+    """What limits the sweet spot, for the reason text."""
+    if knee is not None and knee < (slo_max or 0):
+        return "the knee"
+    if knee is None and slo_max == ordered[-1].concurrency:
+        return "the highest level swept"
+    return "the TTFT SLO"
 
 
 def _slo_sentence(ordered: Sequence[SweepLevel], slo: float, slo_max: int | None) -> str:

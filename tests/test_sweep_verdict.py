@@ -63,6 +63,7 @@ def test_no_knee_inside_the_sweep_keeps_the_slo_level():
     assert verdict["knee_concurrency"] is None
     assert verdict["sweet_spot_concurrency"] == 32
     assert "sweep higher" in verdict["reason"]
+    assert "bound by the highest level swept" in verdict["reason"]
 
 
 def test_no_level_meets_the_slo():
