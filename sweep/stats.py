@@ -20,6 +20,7 @@ it has no sample.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from db.results import SweepLevel
 from sweep.client import RequestRecord
@@ -88,4 +89,31 @@ def level_stats(records: Sequence[RequestRecord], concurrency: int, window_s: fl
         e2e_mean_s=mean(e2es),
         e2e_p95_s=percentile(e2es, 0.95),
         error_rate=len(failed) / len(done) if done else None,
+    )
+
+
+def rescale(level: SweepLevel, speed: float) -> SweepLevel:
+    """Figures of a server whose clock runs ``speed`` × real time (the simulator's ``--speed``), in
+    the server's time: durations × speed, rates ÷ speed. The client's own overhead is scaled too, so
+    keep ``speed`` where that overhead stays small next to the latencies (≤ 20 for the simulator)."""
+    if speed == 1:
+        return level
+
+    def times(value: float | None) -> float | None:
+        return None if value is None else value * speed
+
+    def rate(value: float | None) -> float | None:
+        return None if value is None else value / speed
+
+    return replace(
+        level,
+        duration_s=level.duration_s * speed,
+        tokens_per_s=rate(level.tokens_per_s),
+        qps=rate(level.qps),
+        ttft_p50_s=times(level.ttft_p50_s),
+        ttft_p95_s=times(level.ttft_p95_s),
+        ttft_p99_s=times(level.ttft_p99_s),
+        itl_p95_s=times(level.itl_p95_s),
+        e2e_mean_s=times(level.e2e_mean_s),
+        e2e_p95_s=times(level.e2e_p95_s),
     )

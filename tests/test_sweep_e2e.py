@@ -1,8 +1,8 @@
 """End to end: ``python -m app sweep`` as a subprocess against the simulator on 127.0.0.1 (port 0).
 
-The simulator runs 50× faster than real time, so the figures are in wall-clock seconds of a sped-up
-server: the test checks the plumbing (streams timed, JSON written, run stored, errors counted), not
-the calibration (that is the simulator's own test).
+The simulator runs 50× faster than real time (``--server-speed`` reports in its time); the test
+checks the plumbing (streams timed, JSON written, run stored, errors counted), not the calibration
+(that is the simulator's own test).
 """
 
 import json
@@ -33,7 +33,7 @@ def test_sweep_against_the_simulator(sim, tmp_path):
     out = tmp_path / "sweep.json"
     done = sweep(
         "--url", sim.urls["openai_base"], "--concurrency", "1,2", "--duration", "2s",
-        "--json", str(out), "--db", db_url, "--seed", "5",
+        "--json", str(out), "--db", db_url, "--seed", "5", "--server-speed", str(SPEED),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
@@ -43,6 +43,8 @@ def test_sweep_against_the_simulator(sim, tmp_path):
         assert level["error_rate"] in (0.0, None)
         assert level["tokens_per_s"] > 0 and 0 < level["ttft_p50_s"] <= level["ttft_p95_s"] <= level["ttft_p99_s"]
         assert 0 < level["itl_p95_s"] < 1.0
+    # figures in the simulator's time: 2 s of wall clock are 100 simulated seconds
+    assert one["duration_s"] == 2 * SPEED and doc["recommendation"]["server_speed"] == SPEED
     assert two["tokens_per_s"] > one["tokens_per_s"]  # two streams share the bandwidth-bound steps
     assert two["requests"] >= 1 and two["e2e_mean_s"] > two["ttft_p50_s"]
     (run,) = Reader(db_url).sweep_runs()

@@ -17,7 +17,9 @@ def test_terminal_bar_shows_percent_and_eta():
     assert "50%" in text and "ETA 1:30" in text and "level 2/3 concurrency 16" in text
     assert "12 requests, 1 errors" in text
     progress.finish_level(1, REPORT[1])
-    assert out.getvalue().endswith("level 2/3 done: concurrency 16, 126.0 tok/s, TTFT P95 2.60 s, 100 requests, 0 errors\n")
+    assert out.getvalue().endswith(
+        "level 2/3 done: concurrency 16, 126.0 tok/s, TTFT P95 2.60 s, 100 requests, 0 errors\n"
+    )
 
 
 def test_log_output_has_one_line_per_level_event():
@@ -25,10 +27,11 @@ def test_log_output_has_one_line_per_level_event():
     progress = Progress(levels=2, level_s=90.0, stream=out, tty=False)
     progress.start_level(0, 8)
     progress.update(0, 8, 45.0, 3, 0)
-    progress.finish_level(0, REPORT[0])
+    progress.finish_level(0, REPORT[0], [("HTTP 429: busy", 4), ("timeout", 1)])
     lines = out.getvalue().splitlines()
     assert lines[0] == "level 1/2: concurrency 8 for 90s (3:00 left)"
-    assert len(lines) == 2 and "\r" not in out.getvalue()
+    assert lines[2:] == ["  4 × HTTP 429: busy", "  1 × timeout"]
+    assert len(lines) == 4 and "\r" not in out.getvalue()
 
 
 def test_json_document_has_the_issue_keys():

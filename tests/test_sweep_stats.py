@@ -4,7 +4,7 @@ import pytest
 
 from app.errors import UsageError
 from sweep.client import RequestRecord
-from sweep.stats import level_stats, mean, percentile, tokens_in_window
+from sweep.stats import level_stats, mean, percentile, rescale, tokens_in_window
 from sweep.workload import CLASSES, make_request, mix_label, parse_mix, synthetic_text
 
 
@@ -80,3 +80,12 @@ def test_requests_are_deterministic_and_about_the_right_size():
         words = spec.prompt.split()
         assert abs(len(words) + spec.prompt.count(".") - spec.prompt_tokens_est) <= 3
     assert len(synthetic_text(random.Random(1), 50).split()) < 50
+
+
+def test_rescale_reports_a_sped_up_server_in_its_own_time():
+    level = level_stats([ok(0.0, [0.1, 0.2], 0.3, usage=2)], concurrency=1, window_s=1.0)
+    slow = rescale(level, 10.0)
+    assert slow.duration_s == 10.0 and slow.tokens_per_s == pytest.approx(0.2) and slow.qps == pytest.approx(0.1)
+    assert slow.ttft_p95_s == pytest.approx(1.0) and slow.e2e_mean_s == pytest.approx(3.0)
+    assert slow.itl_p95_s == pytest.approx(1.0) and slow.error_rate == level.error_rate == 0.0
+    assert rescale(level, 1.0) is level

@@ -23,6 +23,7 @@ from sweep.client import API_PATHS, discover_model
 from sweep.progress import Progress
 from sweep.report import format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
+from sweep.stats import rescale
 from sweep.verdict import recommend
 from sweep.workload import DEFAULT_MIX, mix_label, parse_mix
 
@@ -42,6 +43,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic prompts (default 0)")
     parser.add_argument(
         "--api", choices=sorted(API_PATHS), default="completions", help="endpoint to load (default completions)"
+    )
+    parser.add_argument(
+        "--server-speed",
+        type=float,
+        default=1.0,
+        help="the server's clock runs this many times real time (the simulator's --speed): report its time",
     )
     parser.add_argument(
         "--request-timeout", default="300s", help="silence on a stream that counts as a timeout (default 300s)"
@@ -87,6 +94,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         # httpx logs every request at INFO: thousands of lines that would bury the progress bar.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     slo = _duration(args.ttft_slo, "--ttft-slo") if args.ttft_slo else settings.sweetspot.ttft_p95_slo_s
+    if args.server_speed <= 0:
+        raise UsageError("--server-speed: must be greater than 0")
     _config(args, "?")  # validate every argument before touching the network
     config = _config(args, discover_model(args.url.rstrip("/"), args.model))
     total = format_duration(config.duration_s * len(config.concurrencies))
@@ -96,18 +105,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
     )
     started_at = time.time()
-    levels: list[SweepLevel] = []
-    try:
-        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.duration_s), levels))
-    except KeyboardInterrupt:
-        if levels:  # ten minutes a level: never lose the levels already measured
-            print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
-            print(format_table(levels))
-        raise
-    run = SweepRun(
-        started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), recommend(levels, slo)
-    )
-    _print_result(levels, run)
+    levels = _measure(config)
+    run = _make_run(started_at, config, slo, levels, args.server_speed)
+    _print_result(run)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
@@ -116,8 +116,28 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _print_result(levels: list[SweepLevel], run: SweepRun) -> None:
-    print(format_table(levels))
+def _measure(config: SweepConfig) -> list[SweepLevel]:
+    levels: list[SweepLevel] = []
+    try:
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.duration_s), levels))
+    except KeyboardInterrupt:
+        if levels:  # ten minutes a level: never lose the levels already measured
+            print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
+            print(format_table(levels))
+        raise
+    return levels
+
+
+def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel], speed: float) -> SweepRun:
+    levels = [rescale(level, speed) for level in levels]
+    verdict = recommend(levels, slo)
+    if speed != 1:
+        verdict["server_speed"] = speed  # stored with the run: its figures are in the server's time
+    return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
+
+
+def _print_result(run: SweepRun) -> None:
+    print(format_table(run.levels))
     print()
     print(format_verdict(run.recommendation))
 
