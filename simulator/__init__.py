@@ -8,15 +8,18 @@ Public API (documented in docs/simulator.md):
 
 from simulator.api import RunningSim, SimOptions, start_simulator
 from simulator.calibrate import REFERENCE, calibrate, run_closed_loop
+from simulator.history import HistorySample, generate_history
 from simulator.params import EngineConfig, EngineParams
 
 __all__ = [
     "REFERENCE",
     "EngineConfig",
     "EngineParams",
+    "HistorySample",
     "RunningSim",
     "SimOptions",
     "calibrate",
+    "generate_history",
     "run_closed_loop",
     "start_simulator",
 ]

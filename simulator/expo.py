@@ -68,6 +68,8 @@ class GpuView:
     gpu_util: float
     power_w: float
     temp_c: float
+    sm_clock: float = 1530.0  # MHz, V100 boost
+    mem_clock: float = 877.0  # MHz, V100 HBM2
 
 
 class _Families:
@@ -95,76 +97,112 @@ _HISTOGRAMS = (
     ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
 )
 _V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
+START_DOC = "Start time of the process since unix epoch in seconds."
 
 
 def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
-def _histogram(name: str, doc: str, hist: Hist, labels: dict[str, str], bounds: tuple[float, ...] | None,
-               created: float | None) -> Metric:
-    family = HistogramMetricFamily(name, doc, labels=list(labels))
-    buckets = [(_le(le), count) for le, count in hist.cumulative(bounds)]
-    family.add_metric(list(labels.values()), buckets, hist.total)
-    if created is not None:
-        family.samples.append(Sample(name + "_created", dict(labels), created, None))
-    return family
+class FamilySink:
+    """Collects prometheus_client metric families (the reference output)."""
+
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+
+    def gauge(self, name: str, doc: str, labels: dict[str, str], value: float) -> None:
+        family = GaugeMetricFamily(name, doc, labels=list(labels))
+        family.add_metric(list(labels.values()), value)
+        self.families.append(family)
+
+    def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
+                created: float | None) -> None:
+        family = CounterMetricFamily(name, doc, labels=labelnames)
+        for values, value in children:
+            family.add_metric(values, value, created=created)
+        self.families.append(family)
+
+    def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
+                  created: float | None) -> None:
+        family = HistogramMetricFamily(name, doc, labels=list(labels))
+        buckets = [(_le(le), count) for le, count in hist.cumulative(bounds)]
+        family.add_metric(list(labels.values()), buckets, hist.total)
+        if created is not None:
+            family.samples.append(Sample(name + "_created", dict(labels), created, None))
+        self.families.append(family)
 
 
-def _gauge(name: str, doc: str, labels: dict[str, str], value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), value)
-    return family
+class ValueSink:
+    """Collects only the sample values, in the order FamilySink's families hold their samples."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def gauge(self, name: str, doc: str, labels: dict[str, str], value: float) -> None:
+        self.values.append(value)
+
+    def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
+                created: float | None) -> None:
+        for _, value in children:
+            self.values.append(value)
+            if created is not None:
+                self.values.append(created)
+
+    def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
+                  created: float | None) -> None:
+        cumulative = hist.cumulative(bounds)
+        self.values.extend(count for _, count in cumulative)
+        self.values.append(cumulative[-1][1])
+        self.values.append(hist.total)
+        if created is not None:
+            self.values.append(created)
 
 
-def _counter(name: str, doc: str, labels: dict[str, str], value: float, created: float | None) -> Metric:
-    family = CounterMetricFamily(name, doc, labels=list(labels))
-    family.add_metric(list(labels.values()), value, created=created)
-    return family
+Sink = FamilySink | ValueSink
 
 
-def vllm_families(view: VllmView) -> list[Metric]:
-    """Every family of vLLM's /metrics for ``view`` (V1 names unless ``view.version == "v0"``)."""
+def vllm_layout(view: VllmView, sink: Sink) -> None:
+    """Write every family of vLLM's /metrics for ``view`` into ``sink`` (V1 names unless version v0)."""
     v0 = view.version == "v0"
     labels = {"model_name": view.model} if v0 else {"model_name": view.model, "engine": "0"}
     created = None if v0 else view.stats.started_at
     stats = view.stats
-    out: list[Metric] = [
-        _gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", {},
-               stats.started_at),
-        _gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, view.running),
-        _gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, view.waiting),
-    ]
+    sink.gauge("process_start_time_seconds", START_DOC, {}, stats.started_at)
+    sink.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, view.running)
+    sink.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, view.waiting)
     if v0:
-        out.append(_gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", labels, 0))
-        out.append(_gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", labels,
-                          view.kv_usage))
-        out.append(_gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", labels, 0))
+        sink.gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", labels, 0)
+        sink.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", labels,
+                   view.kv_usage)
+        sink.gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", labels, 0)
     else:
-        out.append(_gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels,
-                          view.kv_usage))
-    out += [
-        _counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", labels,
-                 stats.preemptions, created),
-        _counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, stats.prompt_tokens, created),
-        _counter("vllm:generation_tokens", "Number of generation tokens processed.", labels,
-                 stats.generation_tokens, created),
-    ]
-    success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                  labels=[*labels, "finished_reason"])
-    for reason, count in stats.success.items():
-        success.add_metric([*labels.values(), reason], count, created=created)
-    out.append(success)
+        sink.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, view.kv_usage)
+    names, values = list(labels), list(labels.values())
+    for name, doc, value in (
+        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.preemptions),
+        ("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens),
+        ("vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens),
+    ):
+        sink.counter(name, doc, names, [(values, value)], created)
+    reasons = [([*values, reason], count) for reason, count in stats.success.items()]
+    sink.counter("vllm:request_success", "Count of successfully processed requests.", [*names, "finished_reason"],
+                 reasons, created)
     for name, key, doc in _HISTOGRAMS:
         if v0 and key == "itl":
             name, doc = "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."
         bounds = _V0_BOUNDS.get(key) if v0 else None
-        out.append(_histogram(name, doc, stats.hists[key], labels, bounds, created))
-    out.append(_cache_config(view, labels))
-    return out
+        sink.histogram(name, doc, labels, stats.hists[key], bounds, created)
+    sink.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", _cache_config(view, labels), 1.0)
 
 
-def _cache_config(view: VllmView, labels: dict[str, str]) -> Metric:
+def vllm_families(view: VllmView) -> list[Metric]:
+    """vLLM's /metrics families for ``view`` (prometheus_client objects)."""
+    sink = FamilySink()
+    vllm_layout(view, sink)
+    return sink.families
+
+
+def _cache_config(view: VllmView, labels: dict[str, str]) -> dict[str, str]:
     info = {
         "block_size": str(view.block_size),
         "cache_dtype": "auto",
@@ -176,48 +214,57 @@ def _cache_config(view: VllmView, labels: dict[str, str]) -> Metric:
     }
     if "engine" in labels:
         info["engine"] = labels["engine"]
-    return _gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", info, 1.0)
+    return info
+
+
+def gateway_layout(view: GatewayView, sink: Sink) -> None:
+    """The gateway's own metrics: queue depth (the figure Sweetspot watches), in-flight, limit, totals."""
+    sink.gauge("process_start_time_seconds", START_DOC, {}, view.started_at)
+    sink.gauge("sweetspot_gateway_queue_depth", "Requests waiting in the gateway's FIFO queue.", {}, view.queue_depth)
+    sink.gauge("sweetspot_gateway_in_flight", "Requests forwarded to vLLM and not finished yet.", {}, view.in_flight)
+    sink.gauge("sweetspot_gateway_limit", "Concurrency limit of the gateway.", {}, view.limit)
+    children = [([outcome], count) for outcome, count in sorted(view.requests.items())]
+    sink.counter("sweetspot_gateway_requests", "Requests the gateway finished, by outcome.", ["outcome"], children,
+                 view.started_at)
 
 
 def gateway_families(view: GatewayView) -> list[Metric]:
-    """The gateway's own metrics: queue depth (the figure Sweetspot watches), in-flight, limit, totals."""
-    requests = CounterMetricFamily("sweetspot_gateway_requests", "Requests the gateway finished, by outcome.",
-                                   labels=["outcome"])
-    for outcome, count in sorted(view.requests.items()):
-        requests.add_metric([outcome], count, created=view.started_at)
-    return [
-        _gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", {},
-               view.started_at),
-        _gauge("sweetspot_gateway_queue_depth", "Requests waiting in the gateway's FIFO queue.", {}, view.queue_depth),
-        _gauge("sweetspot_gateway_in_flight", "Requests forwarded to vLLM and not finished yet.", {}, view.in_flight),
-        _gauge("sweetspot_gateway_limit", "Concurrency limit of the gateway.", {}, view.limit),
-        requests,
-    ]
+    sink = FamilySink()
+    gateway_layout(view, sink)
+    return sink.families
 
 
-# dcgm-exporter field → (help, GpuView attribute); dcgm-exporter exposes every field as a gauge.
+# dcgm-exporter field → (help, GpuView attribute, integer field?), in the exporter's default order.
 _DCGM_FIELDS = (
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp_c"),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w"),
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gpu_util"),
-    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_copy_util"),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free_mib"),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb_used_mib"),
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "sm_clock", True),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "mem_clock", True),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp_c", True),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w", False),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gpu_util", True),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_copy_util", True),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free_mib", True),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb_used_mib", True),
     ("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data.",
-     "dram_active"),
+     "dram_active", False),
 )
 GPU_MODEL_NAME = "Tesla V100-SXM2-32GB"
+DRIVER_VERSION = "535.183.01"
 
 
-def dcgm_families(gpus: Sequence[GpuView], hostname: str) -> list[Metric]:
-    """dcgm-exporter's text for ``gpus`` (labels gpu, UUID, pci_bus_id, device, modelName, Hostname)."""
-    names = ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"]
-    out: list[Metric] = []
-    for name, doc, attr in _DCGM_FIELDS:
-        family = GaugeMetricFamily(name, doc, labels=names)
-        for gpu in gpus:
-            values = [str(gpu.index), gpu.uuid, f"00000000:{0x15 + gpu.index * 0x11:02X}:00.0", f"nvidia{gpu.index}",
-                      GPU_MODEL_NAME, hostname, "535.183.01"]
-            family.add_metric(values, round(getattr(gpu, attr), 4))
-        out.append(family)
-    return out
+def dcgm_text(gpus: Sequence[GpuView], hostname: str) -> str:
+    """dcgm-exporter's text for ``gpus``, in its own style: label order gpu, UUID, pci_bus_id, device,
+    modelName, Hostname, DCGM_FI_DRIVER_VERSION; integers without a decimal point (it is a Go program,
+    not prometheus_client)."""
+    labels = [
+        f'{{gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="00000000:{0x15 + g.index * 0x11:02X}:00.0",'
+        f'device="nvidia{g.index}",modelName="{GPU_MODEL_NAME}",Hostname="{hostname}",'
+        f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"}} '
+        for g in gpus
+    ]
+    out = []
+    for name, doc, attr, integer in _DCGM_FIELDS:
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        for gpu, label in zip(gpus, labels, strict=True):
+            value = getattr(gpu, attr)
+            out.append(f"{name}{label}{int(round(value)) if integer else f'{value:g}'}\n")
+    return "".join(out)

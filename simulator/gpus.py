@@ -9,6 +9,7 @@ output tok/s × weight bytes per GPU ÷ peak bandwidth (capped at 0.97): 145 tok
 from __future__ import annotations
 
 import uuid
+from functools import lru_cache
 
 from simulator.expo import GpuView
 from simulator.params import EngineParams
@@ -19,6 +20,7 @@ IDLE_POWER_W = 60.0
 MAX_POWER_W = 300.0
 
 
+@lru_cache(maxsize=256)
 def gpu_uuid(index: int, seed: int) -> str:
     """A stable GPU UUID for the simulated host (same seed → same UUIDs across restarts)."""
     return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_OID, f"sweetspot-sim-{seed}-{index}"))

@@ -80,8 +80,9 @@ class ClosedLoopLoad:
     def _send(self) -> None:
         if self._stop.is_set():
             return
-        spec = sample_request(self._rng)
-        target, reason = answer_length(self._rng, spec.max_tokens)
+        with self._lock:  # clients finish on the engine thread and start on the control thread
+            spec = sample_request(self._rng)
+            target, reason = answer_length(self._rng, spec.max_tokens)
         seq = Sequence(f"load-{next(self._ids)}", spec.prompt_tokens, target, reason, 0.0, None, self._finished)
         self.gateway.enter(lambda: self.live.submit(seq))
 

@@ -114,10 +114,11 @@ class ResponseBuilder:
         self.created = int(time.time())
         self.object = "chat.completion.chunk" if request.chat else "text_completion"
 
-    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
+    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None,
+               with_null_usage: bool = False) -> bytes:
         body: dict[str, Any] = {"id": self.id, "object": self.object, "created": self.created,
                                 "model": self.request.model, "choices": choices}
-        if usage is not None:
+        if usage is not None or with_null_usage:
             body["usage"] = usage
         return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
@@ -129,13 +130,15 @@ class ResponseBuilder:
     def token_chunk(self, text: str, finish_reason: str | None = None) -> bytes:
         """One streamed token; the last one carries the finish reason."""
         if self.request.chat:
+            # vLLM writes chat chunks with exclude_unset=True: stop_reason only when finishing.
             choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None,
                                       "finish_reason": finish_reason}
-        else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
-        if finish_reason is not None:
-            choice["stop_reason"] = None
-        return self._chunk([choice])
+            if finish_reason is not None:
+                choice["stop_reason"] = None
+            return self._chunk([choice])
+        # ... and completion chunks with exclude_unset=False: every field, "usage": null included.
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+        return self._chunk([choice], None, with_null_usage=True)
 
     def usage_chunk(self, completion_tokens: int) -> bytes:
         """The final chunk with ``stream_options.include_usage``: no choices, only usage."""

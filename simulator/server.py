@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.exposition import choose_encoder
 
 from simulator.engine import Sequence
-from simulator.expo import _Families, dcgm_families, gateway_families, vllm_families
+from simulator.expo import _Families, dcgm_text, gateway_families, vllm_families
 from simulator.gpus import gpu_views
 from simulator.openai import DONE, ApiError, ParsedRequest, ResponseBuilder, parse_request
 from simulator.workload import SHORT_OUTPUT, answer_length, token_text
@@ -56,8 +56,8 @@ class Handler(BaseHTTPRequestHandler):
             self._metrics(gateway_families(sim.gateway.view()))
         elif path == "/dcgm/metrics":
             tok_s, busy = sim.live.load()
-            self._metrics(dcgm_families(gpu_views(sim.options.params, tok_s, busy, seed=sim.options.seed),
-                                        socket.gethostname()))
+            text = dcgm_text(gpu_views(sim.options.params, tok_s, busy, seed=sim.options.seed), socket.gethostname())
+            self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif path in ("/v1/models", "/gateway/v1/models"):
             self._json(200, sim.models_body())
         elif path in ("/health", "/ping"):

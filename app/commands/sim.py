@@ -31,6 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--speed", type=float, default=1.0, metavar="K", help="simulated time runs K× faster")
     parser.add_argument("--restart-every", metavar="DURATION", help="restart vLLM every DURATION of simulated time")
     parser.add_argument("--duration", type=float, default=600.0, help="with --calibrate: simulated seconds per level")
+    parser.add_argument("--levels", default="8,16,32", help="with --calibrate: concurrency levels, e.g. 64")
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
@@ -50,7 +51,11 @@ def _config(args: argparse.Namespace) -> Any:
 def _calibrate(args: argparse.Namespace) -> int:
     from simulator.calibrate import REFERENCE, calibrate, misses
 
-    result = calibrate(duration_s=args.duration, seed=args.seed, config=_config(args))
+    try:
+        levels = [int(part) for part in args.levels.split(",")]
+    except ValueError:
+        raise UsageError(f"--levels: not a comma-separated list of integers: {args.levels!r}") from None
+    result = calibrate(levels, duration_s=args.duration, seed=args.seed, config=_config(args))
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
