@@ -18,7 +18,7 @@ import httpx
 from db.results import SweepLevel
 from sweep.client import RequestRecord, request_body, stream_request
 from sweep.progress import Progress
-from sweep.stats import level_stats
+from sweep.stats import level_stats, rescale
 from sweep.workload import RequestClass, client_rng, make_request
 
 _TICK_S = 0.5  # progress refresh period
@@ -35,7 +35,7 @@ class SweepConfig:
     base_url: str  # e.g. http://127.0.0.1:8000/v1, no trailing slash
     model: str
     concurrencies: tuple[int, ...]
-    duration_s: float  # window of each level
+    duration_s: float  # measured window of each level
     mix: tuple[tuple[RequestClass, float], ...]
     api: str = "completions"  # or "chat"
     seed: int = 0
@@ -43,6 +43,15 @@ class SweepConfig:
     # A failed client waits this long before its next request, so a server answering 429 or a
     # refused connection is not hammered in a tight loop (production clients back off too).
     error_pause_s: float = 0.5
+    warmup_s: float = 0.0  # run before each window, left out of the figures (see sweep.stats)
+    # The server's clock runs this many times real time (the simulator's --speed): figures are
+    # converted to its time before they are reported.
+    server_speed: float = 1.0
+
+    @property
+    def level_s(self) -> float:
+        """Wall-clock seconds of one level: warm-up plus window."""
+        return self.warmup_s + self.duration_s
 
 
 async def _client_loop(
@@ -78,18 +87,20 @@ async def _wait_window(
 async def run_level(
     client: httpx.AsyncClient, config: SweepConfig, concurrency: int, tick: Tick | None = None
 ) -> tuple[SweepLevel, list[RequestRecord]]:
-    """Run one level of ``concurrency`` clients for ``config.duration_s``; return its figures and records.
+    """Run one level of ``concurrency`` clients for ``config.level_s``; return its figures (in the
+    server's time) and records (in wall-clock seconds).
     ``tick(elapsed_s, requests_ended, errors)`` is called about every half second."""
     records: list[RequestRecord] = []
     t0 = time.perf_counter()
     tasks = [asyncio.create_task(_client_loop(client, config, concurrency, i, t0, records)) for i in range(concurrency)]
     try:
-        await _wait_window(tasks, records, t0, config.duration_s, tick)
+        await _wait_window(tasks, records, t0, config.level_s, tick)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return level_stats(records, concurrency, config.duration_s), records
+    level = level_stats(records, concurrency, config.duration_s, config.warmup_s)
+    return rescale(level, config.server_speed), records
 
 
 def make_client(config: SweepConfig) -> httpx.AsyncClient:

@@ -45,6 +45,7 @@ def test_sweep_against_the_simulator(sim, tmp_path):
         assert 0 < level["itl_p95_s"] < 1.0
     # figures in the simulator's time: 2 s of wall clock are 100 simulated seconds
     assert one["duration_s"] == 2 * SPEED and doc["recommendation"]["server_speed"] == SPEED
+    assert doc["recommendation"]["warmup_s"] == pytest.approx(0.2 * SPEED)  # default: a tenth of the window
     assert two["tokens_per_s"] > one["tokens_per_s"]  # two streams share the bandwidth-bound steps
     assert two["requests"] >= 1 and two["e2e_mean_s"] > two["ttft_p50_s"]
     (run,) = Reader(db_url).sweep_runs()

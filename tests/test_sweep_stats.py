@@ -4,7 +4,7 @@ import pytest
 
 from app.errors import UsageError
 from sweep.client import RequestRecord
-from sweep.stats import level_stats, mean, percentile, rescale, tokens_in_window
+from sweep.stats import Window, level_stats, mean, percentile, rescale, tokens_in_window
 from sweep.workload import CLASSES, make_request, mix_label, parse_mix, synthetic_text
 
 
@@ -46,8 +46,25 @@ def test_level_figures_from_hand_built_records():
 
 
 def test_tokens_in_window_cuts_in_flight_requests():
-    assert tokens_in_window(ok(0.0, [1, 2, 3, 4], None), 2.5) == 2
-    assert tokens_in_window(ok(0.0, [1, 2], 2.0, usage=5), 2.5) == 5
+    window = Window(0.0, 2.5)
+    assert tokens_in_window(ok(0.0, [1, 2, 3, 4], None), window) == 2
+    assert tokens_in_window(ok(0.0, [1, 2], 2.0, usage=5), window) == 5
+    # started during the warm-up: only the chunks inside the window, not the whole usage
+    assert tokens_in_window(ok(0.0, [1, 2], 2.0, usage=5), Window(1.5, 2.5)) == 1
+
+
+def test_warm_up_keeps_the_start_burst_out_of_latencies():
+    records = [
+        ok(0.0, [4.0, 5.0], 6.0, usage=2),  # start burst: slow first token, ends inside the window
+        ok(0.0, [4.5, 5.5, 6.5], 7.0, usage=3),
+        ok(6.0, [6.5, 7.0], 7.5, usage=2),  # started inside the window
+        ok(7.0, [7.2, 7.4, 7.6], 8.0, usage=3),
+    ]
+    level = level_stats(records, concurrency=2, window_s=5.0, warmup_s=5.0)
+    assert level.duration_s == 5.0 and level.requests == 4 and level.qps == pytest.approx(0.8)
+    assert level.ttft_p95_s == pytest.approx(0.5 - 0.3 * 0.05)  # only 0.5 and 0.2: the burst's 4 s are out
+    assert level.e2e_mean_s == pytest.approx((1.5 + 1.0) / 2)
+    assert level.tokens_per_s == pytest.approx((0 + 2 + 2 + 3) / 5.0)  # 5.5 and 6.5 of the second; 5.0 is not
 
 
 def test_empty_level_has_no_figures():

@@ -23,7 +23,6 @@ from sweep.client import API_PATHS, discover_model
 from sweep.progress import Progress
 from sweep.report import format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
-from sweep.stats import rescale
 from sweep.verdict import recommend
 from sweep.workload import DEFAULT_MIX, mix_label, parse_mix
 
@@ -33,7 +32,10 @@ HELP = "closed-loop load sweep of an OpenAI-compatible server: tok/s and TTFT pe
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--concurrency", default="8,16,32", help="comma-separated levels (default 8,16,32)")
-    parser.add_argument("--duration", required=True, help="window of each level: 600, 90s, 10m")
+    parser.add_argument("--duration", required=True, help="measured window of each level: 600, 90s, 10m")
+    parser.add_argument(
+        "--warmup", help="load run before each window and left out of the figures (default: a tenth of --duration)"
+    )
     parser.add_argument("--mix", default=DEFAULT_MIX, help=f"request classes and shares (default {DEFAULT_MIX})")
     parser.add_argument("--model", help="model name (default: the first of GET /models)")
     parser.add_argument("--ttft-slo", help="TTFT P95 objective: 3, 3s, 2500ms (default: sweetspot.ttft_p95_slo_s)")
@@ -65,6 +67,14 @@ def _duration(value: str, option: str) -> float:
     return seconds
 
 
+def parse_warmup(text: str) -> float:
+    """A warm-up duration; unlike a window it may be 0."""
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise UsageError(f"--warmup: {exc}") from None
+
+
 def parse_concurrency(text: str) -> tuple[int, ...]:
     """``8,16,32`` → (8, 16, 32): distinct positive integers, ascending."""
     try:
@@ -77,11 +87,17 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 
 def _config(args: argparse.Namespace, model: str) -> SweepConfig:
+    if args.server_speed <= 0:
+        raise UsageError("--server-speed: must be greater than 0")
+    duration_s = _duration(args.duration, "--duration")
+    warmup_s = duration_s / 10 if args.warmup is None else parse_warmup(args.warmup)
     return SweepConfig(
         base_url=args.url.rstrip("/"),
         model=model,
         concurrencies=parse_concurrency(args.concurrency),
-        duration_s=_duration(args.duration, "--duration"),
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        server_speed=args.server_speed,
         mix=parse_mix(args.mix),
         api=args.api,
         seed=args.seed,
@@ -94,19 +110,18 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         # httpx logs every request at INFO: thousands of lines that would bury the progress bar.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     slo = _duration(args.ttft_slo, "--ttft-slo") if args.ttft_slo else settings.sweetspot.ttft_p95_slo_s
-    if args.server_speed <= 0:
-        raise UsageError("--server-speed: must be greater than 0")
     _config(args, "?")  # validate every argument before touching the network
     config = _config(args, discover_model(args.url.rstrip("/"), args.model))
-    total = format_duration(config.duration_s * len(config.concurrencies))
+    total = format_duration(round(config.level_s * len(config.concurrencies)))
     print(
         f"sweeping {config.base_url} model {config.model}: concurrency {args.concurrency}, "
-        f"{format_duration(config.duration_s)} each ({total} in all), mix {mix_label(config.mix)}",
+        f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
+        f"({total} in all), mix {mix_label(config.mix)}",
         file=sys.stderr,
     )
     started_at = time.time()
     levels = _measure(config)
-    run = _make_run(started_at, config, slo, levels, args.server_speed)
+    run = _make_run(started_at, config, slo, levels)
     _print_result(run)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
@@ -119,7 +134,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 def _measure(config: SweepConfig) -> list[SweepLevel]:
     levels: list[SweepLevel] = []
     try:
-        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.duration_s), levels))
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels))
     except KeyboardInterrupt:
         if levels:  # ten minutes a level: never lose the levels already measured
             print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
@@ -128,11 +143,12 @@ def _measure(config: SweepConfig) -> list[SweepLevel]:
     return levels
 
 
-def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel], speed: float) -> SweepRun:
-    levels = [rescale(level, speed) for level in levels]
+def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel]) -> SweepRun:
     verdict = recommend(levels, slo)
-    if speed != 1:
-        verdict["server_speed"] = speed  # stored with the run: its figures are in the server's time
+    # Stored with the run (the recommendation is its one free-form field): how it was measured.
+    verdict["warmup_s"] = config.warmup_s * config.server_speed
+    if config.server_speed != 1:
+        verdict["server_speed"] = config.server_speed  # its figures are in the server's time
     return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
 
 
