@@ -1,5 +1,6 @@
 """The closed-loop runner: at each level, N clients each send their next request as soon as the
-previous one ends, for a fixed window; then the level's figures are computed from what they saw.
+previous one ends, through a warm-up and then a fixed window; then the level's figures are computed
+from what they saw.
 
 At the end of a window the clients are cancelled: their open streams are closed (vLLM aborts a
 request whose client went away) and the requests are kept as *in flight* (see ``sweep.stats``).
