@@ -16,32 +16,31 @@ from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus, resolve_preset
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
+from db.writer import Writer
+from simulator import HistorySample, generate_history
 
 OK = SourceResult(True)
 
 
-def rounds_from_history(target: TargetSettings, samples: Iterator[object]) -> Iterator[ScrapeRound]:
+def rounds_from_history(target: TargetSettings, samples: Iterator[HistorySample]) -> Iterator[ScrapeRound]:
     """Turn simulator history samples into the ScrapeRounds a live collector would have built."""
     gateway = resolve_preset(target.gateway)
     for sample in samples:
-        ts, vllm_text, gateway_text, dcgm_text = (
-            sample.ts, sample.vllm, sample.gateway, sample.dcgm  # type: ignore[attr-defined]
-        )
-        depth = queue_from_prometheus(gateway_text, gateway.metric, gateway.labels)
+        depth = queue_from_prometheus(sample.gateway, gateway.metric, gateway.labels)
         yield ScrapeRound(
             target=target.name,
-            ts=ts,
-            vllm=parse_vllm(vllm_text),
+            ts=sample.ts,
+            vllm=parse_vllm(sample.vllm),
             vllm_status=OK,
             gateway=GatewayReading(depth, gateway.metric),
             gateway_status=OK,
-            gpus=parse_dcgm(dcgm_text, peak_bw_gbps=target.ceiling.bandwidth_gbps),
+            gpus=parse_dcgm(sample.dcgm, peak_bw_gbps=target.ceiling.bandwidth_gbps),
             gpu_status=OK,
         )
 
 
 def backfill(
-    writer: object,
+    writer: Writer,
     target: TargetSettings,
     start_ts: float,
     end_ts: float,
@@ -50,8 +49,6 @@ def backfill(
     stream: TextIO | None = None,
 ) -> int:
     """Write simulated history for ``target`` between the two instants; returns the rounds written."""
-    from simulator import generate_history
-
     total = int((end_ts - start_ts) // step_s) + 1
     progress = ProgressLine("backfill", total, "rounds", stream)
     samples = generate_history(start_ts, end_ts, step_s, seed)
@@ -62,7 +59,7 @@ def backfill(
                 progress.update(done)
             yield round_
 
-    written: int = writer.write_rounds(counted())  # type: ignore[attr-defined]
+    written = writer.write_rounds(counted())
     progress.update(total)
     progress.finish()
     return written

@@ -16,10 +16,15 @@ import os
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from app.durations import parse_duration
 from app.errors import UsageError
 from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+
+if TYPE_CHECKING:
+    from app.collector import CollectorService
+    from simulator import RunningSim
 
 HELP = "start the product: collector + dashboard (+ the simulator with a week of history when no target is set)"
 DEMO_TARGET = "demo"
@@ -77,7 +82,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _start_simulator(settings: Settings, seed: int):  # type: ignore[no-untyped-def]
+def _start_simulator(settings: Settings, seed: int) -> RunningSim:
     if not settings.simulator:
         raise UsageError("no target has a vllm_url and simulator = false",
                          "Name a [[targets]] vllm_url in the config file, or set simulator = true")
@@ -89,7 +94,7 @@ def _start_simulator(settings: Settings, seed: int):  # type: ignore[no-untyped-
     return sim
 
 
-def _backfill_once(service, settings: Settings, span_s: float, seed: int) -> None:  # type: ignore[no-untyped-def]
+def _backfill_once(service: CollectorService, settings: Settings, span_s: float, seed: int) -> None:
     from app.backfill import backfill
 
     target = settings.targets[0]
