@@ -75,8 +75,11 @@ def ingest(db_url: str, start: int, days: int) -> dict[str, float]:
         print(f"  day {day + 1:2d}/{days}: {count} rounds", file=sys.stderr, end="\r")
     print(file=sys.stderr)
     live, live_cpu = _live_rounds(writer, start + days * DAY)
-    engine.dispose()
+    wal = disk_mb(db_url) - Path(db_url.removeprefix("sqlite:///")).stat().st_size / 1e6 if "sqlite" in db_url else 0
+    writer.close()
+    engine.dispose()  # the last connection closing checkpoints and removes the WAL
     return {
+        "wal_mb_while_running": wal,
         "live_ms_per_round": live,
         "live_cpu_ms_per_round": live_cpu,
         "rounds": count,
@@ -152,7 +155,10 @@ def main() -> None:
         f"(own transaction); rollup + retention {figures['upkeep_s_per_day']:.2f} s per day"
     )
     if db_url.startswith("sqlite"):
-        print(f"disk after retention (raw 48 h, minutes 30 d, hours beyond): {disk_mb(db_url):.1f} MB")
+        print(
+            f"disk after retention (raw 48 h, minutes 30 d, hours beyond): {disk_mb(db_url):.1f} MB at rest "
+            f"(+ WAL {figures['wal_mb_while_running']:.1f} MB while the writer runs)"
+        )
     print_queries(db_url, end)
     if args.prometheus:
         from bench.prom_compare import compare
