@@ -261,13 +261,11 @@ def _figures(
     spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
     hists = [h for h in sources.QUERY_HISTS if any(n in want for hh, _, n in _QUANTILES if hh == h)]
     scalars = [c for cols in spec.values() for c in cols]
-    if scalars or hists:
-        mrows = [
-            r
-            for lv, lo, hi in segments
-            for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars, sources.QUANTILE_PARTS)
-        ]
-        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists, want))
+    if scalars:
+        mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, (), scalars)]
+        out.update(_model_figures(mrows, list(model_ids), (start, step, groups), spec))
+    if hists:
+        out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     return out
 
 
@@ -303,36 +301,50 @@ def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> n
 
 
 def _model_figures(
+    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]]
+) -> dict[str, np.ndarray]:
+    """Counter sums and gauge figures per step (summed across models; KV usage: max)."""
+    start, step, groups = grid
+    cols = sources.model_cols((), [c for v in spec.values() for c in v])
+    g = _group(rows, start, step)
+    nm = max(len(model_ids), 1)
+    pos = {m: i for i, m in enumerate(model_ids)}
+    mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
+    red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
+    out: dict[str, np.ndarray] = {}
+    for src in (red.sums, red.avgs, red.maxes):
+        for name, values in src.items():
+            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+    return out
+
+
+def _quantile_figures(
     conn: Connection,
-    rows: list[Any],
-    model_ids: list[int],
+    segments: list[tuple[int, int, int]],
+    model_ids: Sequence[int],
     grid: tuple[int, int, int],
-    spec: dict[str, list[str]],
     hists: list[str],
     want: frozenset[str],
 ) -> dict[str, np.ndarray]:
+    """Wanted quantiles per step (every model's buckets merged), from per-step grouped blobs."""
     start, step, groups = grid
-    cols = sources.model_cols(hists, [c for v in spec.values() for c in v], sources.QUANTILE_PARTS)
-    g = _group(rows, start, step)
-    nm = max(len(model_ids), 1)
+    layouts = sources.layouts(conn)
     out: dict[str, np.ndarray] = {}
-    if any(spec.values()):
-        pos = {m: i for i, m in enumerate(model_ids)}
-        mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
-        red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
-        for src in (red.sums, red.avgs, red.maxes):
-            for name, values in src.items():
-                out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
-    layouts = sources.layouts(conn) if rows and hists else {}
-    hred = aggregate.reduce_rows(rows, cols, g, groups, {"hist": hists}, layouts)
-    for hist, q, name in _QUANTILES:
-        if name not in want:
-            continue
-        values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
-        for keys, bounds, counts in hred.hists.get(hist, []):
-            values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
-        out[name] = values
-        out[name + "_inf"] = inf
+    for hist in hists:
+        rows = [
+            r
+            for lv, lo, hi in segments
+            for r in sources.fetch_hist_grouped(conn, lv, model_ids, (lo, hi, start, step), hist)
+        ]
+        key = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        parts = aggregate.hist_parts(rows, key, groups, 1, 2, layouts)
+        for h, q, name in _QUANTILES:
+            if h != hist or name not in want:
+                continue
+            values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
+            for keys, bounds, counts in parts:
+                values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
+            out[name], out[name + "_inf"] = values, inf
     return out
 
 
