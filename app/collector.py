@@ -73,4 +73,5 @@ class CollectorService:
 
     def close(self) -> None:
         self.rounds.close()
+        self.writer.close()
         self.engine.dispose()

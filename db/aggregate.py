@@ -92,11 +92,11 @@ def reduce_rows(
     for c in spec.get("max", ()):
         out.maxes[c] = group_max(key, col(index[c]), nkeys) if rows else np.full(nkeys, np.nan)
     for h in spec.get("hist", ()):
-        out.hists[h] = _hist(rows, key, nkeys, index[f"{h}_layout"], index[f"{h}_buckets"], layouts)
+        out.hists[h] = hist_parts(rows, key, nkeys, index[f"{h}_layout"], index[f"{h}_buckets"], layouts)
     return out
 
 
-def _hist(
+def hist_parts(
     rows: Sequence[Sequence[Any]], key: np.ndarray, nkeys: int, li: int, bi: int, layouts: dict[int, tuple[float, ...]]
 ) -> list[tuple[np.ndarray, tuple[float, ...], np.ndarray]]:
     """Per-key bucket increases; keys are split by their newest layout (usually one part).

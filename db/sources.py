@@ -11,7 +11,18 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, literal_column, select
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    Table,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+)
 
 from db import schema
 
@@ -136,6 +147,32 @@ def _gpus_stmt(level: int) -> Any:
 def fetch_gpus(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: int) -> list[Any]:
     """Per-GPU rows in [lo, hi) with columns ``GPU_COLS``."""
     return _run(conn, _gpus_stmt(level), ids, lo, hi)
+
+
+@lru_cache(maxsize=64)
+def _hist_stmt(level: int, hist: str, dialect: str) -> Any:
+    table = schema.samples if level == RAW else schema.model_rollups
+    blob, layout = table.c[f"{hist}_buckets"], table.c[f"{hist}_layout"]
+    group = (table.c.ts - bindparam("start")) // bindparam("step")
+    if dialect == "postgresql":
+        joined = func.string_agg(blob, literal(b"", LargeBinary))
+    else:  # SQLite: group_concat keeps every byte of a blob; the cast returns it as a blob
+        joined = func.group_concat(blob, "")
+    where = and_(_range(table, "model_id", None if level == RAW else level), blob.is_not(None))
+    return select(group, layout, cast(joined, LargeBinary)).where(where).group_by(group, layout)
+
+
+def fetch_hist_grouped(
+    conn: Connection, level: int, ids: Sequence[int], span: tuple[int, int, int, int], hist: str
+) -> list[Any]:
+    """``(step index, layout id, concatenated packed blobs)`` per step and layout in [lo, hi).
+
+    ``span`` = (lo, hi, start, step). The database concatenates the blobs of each step (they add
+    up, see :mod:`db.histo`), so a week of minutes reaches Python as one row per step.
+    """
+    lo, hi, start, step = span
+    stmt = _hist_stmt(level, hist, conn.dialect.name)
+    return fetch_all(conn, stmt, {"ids": list(ids), "lo": lo, "hi": hi, "start": start, "step": step})
 
 
 def layouts(conn: Connection) -> dict[int, tuple[float, ...]]:
