@@ -49,7 +49,7 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     assert code == 0, err
     text = "".join(lines)
     assert "first start: backfilling" in text and "serving http://127.0.0.1:" in text
-    assert "backfill done: 721 rounds" in err
+    assert "backfill done: 720 rounds" in err  # 6 h at one sample per 30 s
     assert "stopped cleanly" in err and "simulator stopped" in err
     status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
                                        cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)

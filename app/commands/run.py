@@ -18,7 +18,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from app.durations import parse_duration
+from app.durations import format_duration, parse_duration
 from app.errors import UsageError
 from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
 
@@ -101,7 +101,7 @@ def _backfill_once(service: CollectorService, settings: Settings, span_s: float,
     if span_s <= 0 or has_history(settings.db_url, target.name):
         return
     now = time.time()
-    print(f"first start: backfilling {span_s / 86400:g} days of simulated history (one sample per "
+    print(f"first start: backfilling {format_duration(span_s)} of simulated history (one sample per "
           f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
     backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
     print(f"rollups: {service.rollup()}", flush=True)
