@@ -1,0 +1,109 @@
+"""Opening the database: one writer engine (runs migrations) and read-only reader engines.
+
+Users write URLs as ``sqlite:///rel/path``, ``sqlite:////abs/path`` or ``postgresql://user@host/db``;
+:func:`normalize_url` maps PostgreSQL to the installed psycopg 3 driver. SQLite runs in WAL mode with
+``synchronous=NORMAL`` (a crash loses at most the last transactions, never corrupts). Readers open
+SQLite through a ``mode=ro`` URI, so a page or a CLI command can never write; on PostgreSQL readers set
+``default_transaction_read_only``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from app.errors import StorageError
+
+HINT = "check db_url / --db / SWEETSPOT_DB_URL"
+
+
+def normalize_url(db_url: str) -> URL:
+    """Parse a user's URL and pick the installed driver (psycopg 3 for PostgreSQL)."""
+    try:
+        url = make_url(db_url)
+    except ArgumentError:
+        raise StorageError(f"not a database URL: {db_url!r}", HINT) from None
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise StorageError(f"SQLite URL needs a file path: {db_url!r} (e.g. sqlite:///data/sweetspot.db)", HINT)
+        return url.set(drivername="sqlite+pysqlite")
+    raise StorageError(f"unsupported database {backend!r} in {db_url!r} (use sqlite:/// or postgresql://)", HINT)
+
+
+def _sqlite_transactional(engine: Engine, pragmas: tuple[str, ...]) -> None:
+    # pysqlite's own transaction handling skips BEGIN before DDL; take control so migrations and
+    # rounds are really atomic (SQLAlchemy's documented recipe for pysqlite).
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in pragmas:
+            cursor.execute(pragma)
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
+def _create(url: URL, **kwargs: Any) -> Engine:
+    try:
+        return create_engine(url, **kwargs)
+    except (SQLAlchemyError, ImportError) as exc:
+        raise StorageError(f"cannot open database {url.render_as_string(hide_password=True)}: {exc}", HINT) from None
+
+
+def open_engine(db_url: str, migrate: bool = True) -> Engine:
+    """The writer's engine: creates the SQLite folder, sets WAL, applies pending migrations."""
+    url = normalize_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        path = Path(str(url.database))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create the database folder {path.parent}: {exc.strerror}", HINT) from None
+        engine = _create(url, poolclass=NullPool)
+        _sqlite_transactional(
+            engine, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000")
+        )
+    else:
+        engine = _create(url, pool_pre_ping=True)
+    if migrate:
+        from db.migrations import migrate as run_migrations
+
+        run_migrations(engine)
+    return engine
+
+
+def open_reader(db_url: str) -> Engine:
+    """A read-only engine. SQLite: the file must exist (a reader never creates one)."""
+    url = normalize_url(db_url)
+    if url.get_backend_name() == "sqlite":
+        path = Path(str(url.database)).resolve()
+        if not path.exists():
+            raise StorageError(f"no database at {path} (nothing collected yet?)", HINT)
+        ro = URL.create("sqlite+pysqlite", database=f"file:{path}?mode=ro", query={"uri": "true"})
+        # pooled: a kept connection keeps SQLite's page cache warm between queries
+        engine = _create(ro, pool_size=2, max_overflow=4)
+        _sqlite_transactional(engine, ("PRAGMA busy_timeout=5000", "PRAGMA query_only=1", "PRAGMA cache_size=-32000"))
+        return engine
+    engine = _create(url, pool_pre_ping=True, connect_args={"options": "-c default_transaction_read_only=on"})
+    return engine
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def storage_error(action: str, exc: Exception) -> StorageError:
+    """Translate a driver error once, naming what we were doing."""
+    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    return StorageError(f"database error while {action}: {detail}", HINT)

@@ -1,0 +1,92 @@
+"""Prometheus ``histogram_quantile`` over bucket increases (classic histograms).
+
+Semantics, as in Prometheus' ``promql/quantile.go`` (``bucketQuantile``):
+
+- rank = q × Δcount, where Δcount is the increase of the +Inf bucket (all observations);
+- the answer lies in the first bucket whose cumulative increase is ≥ rank, linearly interpolated
+  between its lower bound (the previous bucket's upper bound; 0 for the first bucket) and its upper
+  bound;
+- rank in the +Inf bucket → the largest finite bound, flagged (``in_inf_bucket``);
+- Δcount = 0 (no requests in the window) → None (Prometheus: NaN, drawn as a gap);
+- fewer than two buckets, or a last bound that is not +Inf → None (Prometheus: NaN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """One quantile in seconds (or the histogram's unit); ``in_inf_bucket`` when clamped."""
+
+    value: float
+    in_inf_bucket: bool = False
+
+
+def histogram_quantile(q: float, bounds: Sequence[float], increases: Sequence[float]) -> Quantile | None:
+    """``q`` in [0, 1]; ``bounds`` ascending upper bounds ending in +Inf; ``increases`` per bucket.
+
+    ``increases`` are per-bucket (non-cumulative) increases over the window. None = no value.
+    """
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be within [0, 1], got {q}")
+    if len(bounds) < 2 or bounds[-1] != INF or len(bounds) != len(increases):
+        return None
+    cumulative: list[float] = []
+    running = 0.0
+    for inc in increases:
+        running += max(inc, 0.0)  # a negative increase cannot happen; treat as none (monotonic fix)
+        cumulative.append(running)
+    total = cumulative[-1]
+    if total <= 0:
+        return None
+    rank = q * total
+    b = next((i for i, c in enumerate(cumulative[:-1]) if c >= rank), len(bounds) - 1)
+    if b == len(bounds) - 1:
+        return Quantile(bounds[-2], in_inf_bucket=True)
+    if b == 0 and bounds[0] <= 0:
+        return Quantile(bounds[0])
+    start = bounds[b - 1] if b > 0 else 0.0
+    below = cumulative[b - 1] if b > 0 else 0.0
+    count = cumulative[b] - below
+    if count <= 0:
+        return Quantile(start)
+    return Quantile(start + (bounds[b] - start) * ((rank - below) / count))
+
+
+def quantile_value(q: float, bounds: Sequence[float], increases: Sequence[float]) -> float | None:
+    """The bare value of :func:`histogram_quantile` (None = no value)."""
+    result = histogram_quantile(q, bounds, increases)
+    return None if result is None else result.value
+
+
+def quantile_matrix(q: float, bounds: Sequence[float], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`histogram_quantile` for every row of ``counts`` (rows × buckets) at once.
+
+    Returns ``(values, in_inf_bucket)``; values are NaN where Δcount = 0 (no value).
+    """
+    if counts.size == 0 or len(bounds) < 2 or bounds[-1] != INF:
+        return np.full(counts.shape[0], np.nan), np.zeros(counts.shape[0], dtype=bool)
+    cum = np.cumsum(np.maximum(counts, 0), axis=1).astype(np.float64)
+    total = cum[:, -1]
+    rank = q * total
+    hit = cum[:, :-1] >= rank[:, None]
+    last = len(bounds) - 1
+    b = np.where(hit.any(axis=1), hit.argmax(axis=1), last)
+    in_inf = b == last
+    upper_b = np.asarray([*bounds[:-1], bounds[-2]], dtype=np.float64)
+    lower_b = np.concatenate(([0.0], np.asarray(bounds[:-1], dtype=np.float64)))
+    rows = np.arange(len(b))
+    below = np.where(b > 0, cum[rows, np.maximum(b - 1, 0)], 0.0)
+    count = cum[rows, b] - below
+    lower, upper = lower_b[b], upper_b[b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = np.where(count > 0, lower + (upper - lower) * (rank - below) / np.where(count > 0, count, 1), lower)
+    value = np.where(in_inf, bounds[-2], value)
+    return np.where(total > 0, value, np.nan), in_inf & (total > 0)

@@ -1,0 +1,248 @@
+"""Table definitions (SQLAlchemy Core). Times are integer unix seconds; ``NULL`` means "no data".
+
+Layout, per target (see docs/storage.md for the sizes):
+
+- ``targets``, ``models`` (one row per (target, model name)), ``gpus`` (one row per (target, UUID)),
+  ``bucket_layouts`` (histogram bounds, referenced by id).
+- raw, kept ``raw_retention_s``: ``scrapes`` (one row per round: up, error, duration, gateway queue
+  depth), ``samples`` (one row per (model, round): gauges, counter *increases*, packed histogram
+  increases), ``gpu_samples``.
+- rollups, keyed by ``step`` (60 or 3600 s): ``target_rollups``, ``model_rollups``, ``gpu_rollups``.
+- ``rollup_marks``: per step, the time before which rollups are complete (queries read finer data after it).
+- ``series_state``: the cumulative values the writer needs to resume after a collector restart.
+- ``sweep_runs`` + ``sweep_levels``.
+
+Histogram increases are stored per histogram as four columns: ``<h>_layout`` (bucket_layouts.id),
+``<h>_count`` and ``<h>_sum`` (increase of ``_count``/``_sum``) and ``<h>_buckets``: a packed blob
+of little-endian int64 values ``increase << 8 | bucket_index`` for the buckets that grew (sparse;
+NULL when none grew). See :mod:`db.histo`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# The catalogue keys stored as columns (the parser's ModelFigures keys). A new one costs one entry
+# here plus a named migration that adds its columns.
+COUNTERS = (
+    "generation_tokens",
+    "prompt_tokens",
+    "preemptions",
+    "request_success",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+)
+GAUGES = ("requests_running", "requests_waiting", "requests_swapped", "kv_cache_usage")
+HISTOGRAMS = ("ttft", "itl", "e2e", "queue_time")
+GPU_FIELDS = (
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "memory_busy_pct",
+    "dram_bw_util_pct",
+    "power_w",
+    "temperature_c",
+)
+STEPS = (60, 3600)
+
+metadata = MetaData()
+_NO_ROWID: dict[str, Any] = {"sqlite_with_rowid": False}
+
+
+def _hist_columns() -> list[Column]:
+    cols: list[Column] = []
+    for h in HISTOGRAMS:
+        cols += [Column(f"{h}_layout", Integer), Column(f"{h}_count", Float), Column(f"{h}_sum", Float)]
+        cols.append(Column(f"{h}_buckets", LargeBinary))
+    return cols
+
+
+migrations_table = Table(
+    "sweetspot_migrations", metadata, Column("name", String(200), primary_key=True), Column("applied_at", Integer)
+)
+
+targets = Table(
+    "targets",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", Text, nullable=False, unique=True),
+    Column("vllm_url", Text, nullable=False, default=""),
+    Column("gateway_source", Text, nullable=False, default=""),
+    Column("gpu_source", Text, nullable=False, default=""),
+    Column("weight_gb", Float),
+    Column("tensor_parallel", Integer),
+    Column("bandwidth_gbps", Float),
+    Column("metric_names_used", Text),  # JSON object, last successful scrape
+    Column("missing_metrics", Text),  # JSON list, last successful scrape
+    Column("cache_config", Text),  # JSON object
+    Column("updated_at", Integer),
+)
+
+models = Table(
+    "models",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("target_id", Integer, ForeignKey("targets.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    UniqueConstraint("target_id", "name"),
+)
+
+gpus = Table(
+    "gpus",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("target_id", Integer, ForeignKey("targets.id"), nullable=False),
+    Column("uuid", Text, nullable=False),
+    Column("gpu_index", Integer),
+    Column("name", Text),
+    Column("host", Text),
+    Column("peak_bw_gbps", Float),
+    Column("peak_bw_source", Text),
+    Column("dram_bw_source", Text),
+    Column("last_seen", Integer),
+    UniqueConstraint("target_id", "uuid"),
+)
+
+bucket_layouts = Table(
+    "bucket_layouts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("bounds", Text, nullable=False, unique=True),  # JSON list, last element "+Inf"
+)
+
+scrapes = Table(
+    "scrapes",
+    metadata,
+    Column("target_id", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    Column("up", SmallInteger, nullable=False),
+    Column("error", Text),
+    Column("duration_ms", Integer),
+    Column("queue_depth", Float),
+    Column("gateway_error", Text),
+    Column("gpu_error", Text),
+    **_NO_ROWID,
+)
+
+samples = Table(
+    "samples",
+    metadata,
+    Column("model_id", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    *[Column(g, Float) for g in GAUGES],
+    *[Column(c, Float) for c in COUNTERS],
+    *_hist_columns(),
+    **_NO_ROWID,
+)
+
+gpu_samples = Table(
+    "gpu_samples",
+    metadata,
+    Column("gpu_id", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    *[Column(f, Float) for f in GPU_FIELDS],
+    **_NO_ROWID,
+)
+
+target_rollups = Table(
+    "target_rollups",
+    metadata,
+    Column("target_id", Integer, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    Column("scrapes", Integer, nullable=False),
+    Column("up_scrapes", Integer, nullable=False),
+    Column("queue_samples", Integer, nullable=False),
+    Column("queue_depth_avg", Float),
+    Column("queue_depth_max", Float),
+    **_NO_ROWID,
+)
+
+model_rollups = Table(
+    "model_rollups",
+    metadata,
+    Column("model_id", Integer, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    Column("samples", Integer, nullable=False),
+    *[c for g in GAUGES for c in (Column(f"{g}_avg", Float), Column(f"{g}_max", Float))],
+    *[Column(c, Float) for c in COUNTERS],
+    *_hist_columns(),
+    **_NO_ROWID,
+)
+
+gpu_rollups = Table(
+    "gpu_rollups",
+    metadata,
+    Column("gpu_id", Integer, primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("ts", Integer, primary_key=True),
+    Column("samples", Integer, nullable=False),
+    *[Column(f"{f}_avg", Float) for f in GPU_FIELDS],
+    Column("temperature_c_max", Float),
+    **_NO_ROWID,
+)
+
+rollup_marks = Table(
+    "rollup_marks",
+    metadata,
+    Column("step", Integer, primary_key=True),
+    Column("until_ts", Integer, nullable=False),  # every raw row (or minute) with ts < until_ts is rolled up
+)
+
+series_state = Table(
+    "series_state",
+    metadata,
+    Column("model_id", Integer, primary_key=True),
+    Column("ts", Integer, nullable=False),
+    Column("state", Text, nullable=False),  # JSON: cumulative counters/buckets, created, process start
+)
+
+sweep_runs = Table(
+    "sweep_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("started_at", Float, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("mix", Text, nullable=False),
+    Column("ttft_slo_s", Float, nullable=False),
+    Column("recommendation", Text, nullable=False),  # JSON object
+)
+
+SWEEP_LEVEL_FIELDS = (
+    "tokens_per_s",
+    "qps",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "itl_p95_s",
+    "e2e_mean_s",
+    "e2e_p95_s",
+    "error_rate",
+)
+
+sweep_levels = Table(
+    "sweep_levels",
+    metadata,
+    Column("run_id", Integer, ForeignKey("sweep_runs.id"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("concurrency", Integer, nullable=False),
+    Column("duration_s", Float, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("errors", Integer, nullable=False),
+    *[Column(f, Float) for f in SWEEP_LEVEL_FIELDS],
+)

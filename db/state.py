@@ -1,0 +1,121 @@
+"""Cumulative values of one (target, model) series and the reset-aware increase rules.
+
+Pure functions over a small mutable state, so the rules are testable without a database.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.records import Histogram
+
+
+@dataclass
+class HistState:
+    layout: int
+    cumulative: list[int]
+    count: float
+    sum: float | None
+    created: float | None
+
+
+@dataclass
+class SeriesState:
+    """Last stored cumulative values (``counters``: key → (value, created))."""
+
+    ts: int | None = None
+    process_start: float | None = None
+    counters: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    hists: dict[str, HistState] = field(default_factory=dict)
+
+    def restarted(self, process_start: float | None) -> bool:
+        """True when vLLM's process start time changed since the last scrape."""
+        return self.process_start is not None and process_start is not None and process_start != self.process_start
+
+    def copy(self) -> SeriesState:
+        return SeriesState.from_json(self.to_json())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "ts": self.ts,
+                "ps": self.process_start,
+                "c": {k: list(v) for k, v in self.counters.items()},
+                "h": {k: [h.layout, h.cumulative, h.count, h.sum, h.created] for k, h in self.hists.items()},
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SeriesState:
+        data: dict[str, Any] = json.loads(text)
+        return cls(
+            ts=data.get("ts"),
+            process_start=data.get("ps"),
+            counters={k: (v[0], v[1]) for k, v in data.get("c", {}).items()},
+            hists={k: HistState(*v) for k, v in data.get("h", {}).items()},
+        )
+
+
+def _created_changed(old: float | None, new: float | None) -> bool:
+    return old is not None and new is not None and old != new
+
+
+def counter_increase(
+    state: SeriesState, key: str, value: float | None, created: float | None, restarted: bool, fresh: bool
+) -> float | None:
+    """Increase of a counter since the last scrape; None when unknown (absent or baseline).
+
+    A decrease, a ``created`` change or ``restarted`` → the new value is the increase.
+    """
+    if value is None:
+        return None
+    prev = state.counters.get(key)
+    state.counters[key] = (value, created)
+    if prev is None or fresh:
+        return None
+    old, old_created = prev
+    if restarted or _created_changed(old_created, created) or value < old:
+        return value
+    return value - old
+
+
+def histogram_increase(
+    state: SeriesState,
+    key: str,
+    hist: Histogram | None,
+    layout: int | None,
+    created: float | None,
+    restarted: bool,
+    fresh: bool,
+) -> tuple[float, float | None, list[int]] | None:
+    """``(Δcount, Δsum, per-bucket increases)`` since the last scrape; None when unknown.
+
+    Unknown: histogram absent, first observation, after a long gap, or bucket layout changed (no
+    increase for that scrape; the new layout counts from the next one).
+    """
+    if hist is None or layout is None:
+        return None
+    cumulative = [int(round(c)) for c in hist.cumulative]
+    count = hist.count if hist.count is not None else float(cumulative[-1] if cumulative else 0)
+    prev = state.hists.get(key)
+    state.hists[key] = HistState(layout, cumulative, count, hist.sum, created)
+    if prev is None or fresh or prev.layout != layout or len(prev.cumulative) != len(cumulative):
+        return None
+    reset = (
+        restarted
+        or _created_changed(prev.created, created)
+        or count < prev.count
+        or any(c < p for c, p in zip(cumulative, prev.cumulative, strict=True))
+    )
+    if reset:
+        delta = cumulative
+        d_count, d_sum = count, hist.sum
+    else:
+        delta = [c - p for c, p in zip(cumulative, prev.cumulative, strict=True)]
+        d_count = count - prev.count
+        d_sum = None if hist.sum is None or prev.sum is None else hist.sum - prev.sum
+    per_bucket = [max(d - (delta[i - 1] if i else 0), 0) for i, d in enumerate(delta)]
+    return d_count, d_sum, per_bucket

@@ -1,0 +1,277 @@
+"""The one writer: turns scrape rounds into rows (one transaction per round, or per batch).
+
+Counters are stored as per-scrape *increases*, reset-aware: a decrease, a change of the counter's
+``*_created`` timestamp or of ``process_start_time_s`` means vLLM restarted, and the increase is the
+new value (never negative, never a spike). A histogram whose bucket layout changed gets no increase
+for that scrape; the new layout is used from then on. The first observation of a series, or one after
+a gap longer than ``max_gap_s``, is a baseline: its increase is unknown (NULL), so a collector that was
+down for hours never dumps hours of tokens into one 5-second scrape. The cumulative values needed to
+resume live in ``series_state``; a restarted collector continues from them.
+
+A failed vLLM scrape stores a ``scrapes`` row with ``up = 0`` and the error, and nothing else for vLLM
+(no zero-filled samples).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.settings import TargetSettings
+from collectors.records import GpuReading, ModelFigures, ScrapeRound
+from db import histo, schema
+from db.engine import storage_error
+from db.state import SeriesState, counter_increase, histogram_increase
+
+BATCH_ROUNDS = 1000
+
+
+def gateway_source(target: TargetSettings) -> str:
+    """A one-line description of where queue depth comes from (stored for the UI)."""
+    g = target.gateway
+    if g.kind == "none":
+        return "none"
+    what = g.metric if g.kind == "prometheus" else g.json_path
+    return " ".join(x for x in (g.preset and f"[{g.preset}]", g.kind, g.url, what) if x)
+
+
+class Writer:
+    """The single writer of one database. Not thread-safe: one collector process owns it."""
+
+    def __init__(self, engine: Engine, max_gap_s: float = 600.0) -> None:
+        self.engine = engine
+        self.max_gap_s = max_gap_s
+        self._targets: dict[str, int] = {}
+        self._models: dict[tuple[int, str], int] = {}
+        self._gpus: dict[tuple[int, str], tuple[int, tuple]] = {}
+        self._layouts: dict[str, int] = {}
+        self._states: dict[int, SeriesState] = {}
+        self._target_meta: dict[int, tuple] = {}
+        self._dirty: set[int] = set()
+
+    # -- public API -------------------------------------------------------------------------------
+    def register_target(self, target: TargetSettings) -> int:
+        """Insert or update a target's configuration row; returns its id."""
+        values = {
+            "vllm_url": target.vllm_url,
+            "gateway_source": gateway_source(target),
+            "gpu_source": target.gpu.source + (f" {target.gpu.url}" if target.gpu.url else ""),
+            "weight_gb": target.ceiling.weight_gb,
+            "tensor_parallel": target.ceiling.tensor_parallel,
+            "bandwidth_gbps": target.ceiling.bandwidth_gbps,
+        }
+        try:
+            with self.engine.begin() as conn:
+                target_id = self._target_id(conn, target.name)
+                conn.execute(update(schema.targets).where(schema.targets.c.id == target_id).values(**values))
+        except SQLAlchemyError as exc:
+            raise storage_error(f"registering target {target.name!r}", exc) from None
+        return target_id
+
+    def write_round(self, round_: ScrapeRound) -> None:
+        """Write one round in one transaction (all of it or nothing)."""
+        self.write_rounds((round_,))
+
+    def write_rounds(self, rounds: Iterable[ScrapeRound], batch: int = BATCH_ROUNDS) -> int:
+        """Write rounds in transactions of ``batch`` rounds (backfill); returns the rounds written."""
+        written = 0
+        pending: list[ScrapeRound] = []
+        for round_ in rounds:
+            pending.append(round_)
+            if len(pending) >= batch:
+                written += self._write_batch(pending)
+                pending = []
+        if pending:
+            written += self._write_batch(pending)
+        return written
+
+    # -- batches ----------------------------------------------------------------------------------
+    def _write_batch(self, rounds: list[ScrapeRound]) -> int:
+        rows: dict[str, list[dict[str, Any]]] = {"scrapes": [], "samples": [], "gpu_samples": []}
+        snapshot = {k: v.copy() for k, v in self._states.items()}
+        try:
+            with self.engine.begin() as conn:
+                for round_ in rounds:
+                    self._collect(conn, round_, rows)
+                for name, table in (("scrapes", schema.scrapes), ("samples", schema.samples)):
+                    if rows[name]:
+                        conn.execute(table.insert(), rows[name])
+                if rows["gpu_samples"]:
+                    conn.execute(schema.gpu_samples.insert(), rows["gpu_samples"])
+                self._save_states(conn)
+        except SQLAlchemyError as exc:
+            self._states = snapshot  # the transaction rolled back: so does the in-memory state
+            self._forget_caches()
+            raise storage_error("writing a scrape round", exc) from None
+        return len(rounds)
+
+    def _forget_caches(self) -> None:
+        self._targets.clear()
+        self._models.clear()
+        self._gpus.clear()
+        self._layouts.clear()
+        self._target_meta.clear()
+        self._dirty.clear()
+
+    def _collect(self, conn: Connection, round_: ScrapeRound, rows: dict[str, list[dict[str, Any]]]) -> None:
+        target_id = self._target_id(conn, round_.target)
+        ts = int(round(round_.ts))
+        rows["scrapes"].append(_scrape_row(target_id, ts, round_))
+        if round_.vllm_status.ok and round_.vllm is not None:
+            scrape = round_.vllm
+            self._update_target_meta(conn, target_id, scrape.metric_names_used, scrape.missing, scrape.cache_config)
+            for name, figures in scrape.models.items():
+                model_id = self._model_id(conn, target_id, name)
+                rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s))
+        for gpu in round_.gpus:
+            gpu_id = self._gpu_id(conn, target_id, gpu, ts)
+            rows["gpu_samples"].append({"gpu_id": gpu_id, "ts": ts, **{f: getattr(gpu, f) for f in schema.GPU_FIELDS}})
+
+    # -- samples and state ------------------------------------------------------------------------
+    def _sample_row(
+        self, conn: Connection, model_id: int, ts: int, figures: ModelFigures, process_start: float | None
+    ) -> dict[str, Any]:
+        state = self._state(conn, model_id)
+        fresh = state.ts is None or ts - state.ts > self.max_gap_s
+        restarted = state.restarted(process_start)
+        row: dict[str, Any] = {"model_id": model_id, "ts": ts}
+        for key in schema.GAUGES:
+            row[key] = figures.gauges.get(key)
+        for key in schema.COUNTERS:
+            row[key] = counter_increase(
+                state, key, figures.counters.get(key), figures.created.get(key), restarted, fresh
+            )
+        for key in schema.HISTOGRAMS:
+            hist = figures.histograms.get(key)
+            layout = self._layout_id(conn, hist.bounds) if hist is not None else None
+            row.update(
+                _hist_columns(
+                    key,
+                    layout,
+                    histogram_increase(state, key, hist, layout, figures.created.get(key), restarted, fresh),
+                )
+            )
+        state.ts = ts
+        state.process_start = process_start
+        self._dirty.add(model_id)
+        return row
+
+    def _state(self, conn: Connection, model_id: int) -> SeriesState:
+        state = self._states.get(model_id)
+        if state is None:
+            text = conn.execute(
+                select(schema.series_state.c.state).where(schema.series_state.c.model_id == model_id)
+            ).scalar()
+            state = SeriesState.from_json(text) if text else SeriesState()
+            self._states[model_id] = state
+        return state
+
+    def _save_states(self, conn: Connection) -> None:
+        table = schema.series_state
+        for model_id in sorted(self._dirty):
+            state = self._states[model_id]
+            values = {"ts": state.ts, "state": state.to_json()}
+            done = conn.execute(update(table).where(table.c.model_id == model_id).values(**values)).rowcount
+            if not done:
+                conn.execute(table.insert().values(model_id=model_id, **values))
+        self._dirty.clear()
+
+    # -- id lookups (cached) ----------------------------------------------------------------------
+    def _target_id(self, conn: Connection, name: str) -> int:
+        if name not in self._targets:
+            t = schema.targets
+            found = conn.execute(select(t.c.id).where(t.c.name == name)).scalar()
+            if found is None:
+                found = _insert_id(conn, t.insert().values(name=name, vllm_url=""))
+            self._targets[name] = int(found)
+        return self._targets[name]
+
+    def _model_id(self, conn: Connection, target_id: int, name: str) -> int:
+        key = (target_id, name)
+        if key not in self._models:
+            m = schema.models
+            found = conn.execute(select(m.c.id).where(m.c.target_id == target_id, m.c.name == name)).scalar()
+            if found is None:
+                found = _insert_id(conn, m.insert().values(target_id=target_id, name=name))
+            self._models[key] = int(found)
+        return self._models[key]
+
+    def _layout_id(self, conn: Connection, bounds: tuple[float, ...]) -> int:
+        key = histo.bounds_key(bounds)
+        if key not in self._layouts:
+            b = schema.bucket_layouts
+            found = conn.execute(select(b.c.id).where(b.c.bounds == key)).scalar()
+            if found is None:
+                found = _insert_id(conn, b.insert().values(bounds=key))
+            self._layouts[key] = int(found)
+        return self._layouts[key]
+
+    def _gpu_id(self, conn: Connection, target_id: int, gpu: GpuReading, ts: int) -> int:
+        meta = (gpu.index, gpu.name, gpu.host, gpu.peak_bw_gbps, gpu.peak_bw_source, gpu.dram_bw_source)
+        cached = self._gpus.get((target_id, gpu.uuid))
+        if cached is not None and cached[1] == meta:
+            return cached[0]
+        g = schema.gpus
+        values = dict(
+            zip(("gpu_index", "name", "host", "peak_bw_gbps", "peak_bw_source", "dram_bw_source"), meta, strict=True)
+        )
+        found = conn.execute(select(g.c.id).where(g.c.target_id == target_id, g.c.uuid == gpu.uuid)).scalar()
+        if found is None:
+            found = _insert_id(conn, g.insert().values(target_id=target_id, uuid=gpu.uuid, last_seen=ts, **values))
+        else:
+            conn.execute(update(g).where(g.c.id == found).values(last_seen=ts, **values))
+        self._gpus[(target_id, gpu.uuid)] = (int(found), meta)
+        return int(found)
+
+    def _update_target_meta(self, conn: Connection, target_id: int, used: Any, missing: Any, cache: Any) -> None:
+        meta = (
+            json.dumps(dict(used), sort_keys=True),
+            json.dumps(list(missing)),
+            json.dumps(dict(cache), sort_keys=True),
+        )
+        if self._target_meta.get(target_id) == meta:
+            return
+        t = schema.targets
+        conn.execute(
+            update(t)
+            .where(t.c.id == target_id)
+            .values(metric_names_used=meta[0], missing_metrics=meta[1], cache_config=meta[2])
+        )
+        self._target_meta[target_id] = meta
+
+
+def _insert_id(conn: Connection, stmt: Any) -> int:
+    key = conn.execute(stmt).inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> dict[str, Any]:
+    gateway = round_.gateway
+    gw_ok = round_.gateway_status is None or round_.gateway_status.ok
+    return {
+        "target_id": target_id,
+        "ts": ts,
+        "up": 1 if round_.vllm_status.ok else 0,
+        "error": round_.vllm_status.error,
+        "duration_ms": int(round(round_.vllm_status.duration_s * 1000)),
+        "queue_depth": gateway.queue_depth if gateway is not None and gw_ok else None,
+        "gateway_error": round_.gateway_status.error if round_.gateway_status else None,
+        "gpu_error": round_.gpu_status.error if round_.gpu_status else None,
+    }
+
+
+def _hist_columns(key: str, layout: int | None, inc: tuple[float, float | None, list[int]] | None) -> dict[str, Any]:
+    if inc is None:
+        return {f"{key}_layout": layout, f"{key}_count": None, f"{key}_sum": None, f"{key}_buckets": None}
+    count, total, buckets = inc
+    return {
+        f"{key}_layout": layout,
+        f"{key}_count": count,
+        f"{key}_sum": total,
+        f"{key}_buckets": histo.encode(buckets),
+    }
