@@ -51,11 +51,11 @@ class GatewaySettings:
     """Where a target's gateway queue depth comes from (DOMAIN.md §5)."""
 
     preset: str = _setting(
-        "", "one of litellm, production-stack, gateway-api, aibrix, envoy (fills kind/metric/json_path)"
+        "", "a preset name from docs/gateways.md, e.g. litellm or envoy (fills kind/metric/json_path)"
     )
     kind: str = _setting("none", "prometheus, json or none")
     url: str = _setting("", "Prometheus metrics URL, or the JSON URL when kind = json")
-    metric: str = _setting("", "sample name read as queue depth (kind = prometheus); several may be joined with +")
+    metric: str = _setting("", "sample name read as queue depth (kind = prometheus); a+b sums, a|b takes the first exposed")
     labels: dict[str, str] = _setting(
         None, "only samples whose labels match all of these count (kind = prometheus)", factory=dict
     )
@@ -143,7 +143,7 @@ class Settings:
 
 GATEWAY_PRESETS: dict[str, dict[str, Any]] = {
     "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests"},
-    "litellm-json": {"kind": "json", "json_path": "queue_length"},
+    "litellm-json": {"kind": "json", "json_path": "in_flight_requests"},
     "production-stack": {"kind": "prometheus", "metric": "vllm:num_prefill_requests+vllm:num_decoding_requests"},
     "gateway-api": {"kind": "prometheus", "metric": "inference_pool_average_queue_size"},
     "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size"},
@@ -173,7 +173,7 @@ def iter_settings(cls: type = Settings, prefix: str = "") -> Iterator[tuple[str,
         elif inner is not None and _is_dataclass_type(inner):
             yield from iter_settings(inner, key + "[].")
         else:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[operator]
             yield key, f.metadata.get("kind") or _type_name(tp), default, f.metadata.get("help", "")
 
 

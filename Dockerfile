@@ -1,0 +1,30 @@
+# Slim image that runs the collector, the UI or the whole demo: `docker run IMAGE <command>`.
+#   docker build -t sweetspot .
+#   docker run -p 8501:8501 -v sweetspot-data:/data sweetspot            # demo (simulator + collector + UI)
+#   docker run -v sweetspot-data:/data -v $PWD/my.toml:/app/deploy/container.toml sweetspot collect
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    SWEETSPOT_CONFIG=/app/deploy/container.toml
+
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install -r requirements.txt
+
+COPY app ./app
+COPY collectors ./collectors
+COPY db ./db
+COPY simulator ./simulator
+COPY sweep ./sweep
+COPY deploy ./deploy
+
+RUN useradd --create-home --uid 10001 sweetspot \
+    && mkdir -p /data && chown sweetspot /data
+USER sweetspot
+VOLUME ["/data"]
+EXPOSE 8501
+
+ENTRYPOINT ["python", "-m", "app"]
+CMD ["run"]

@@ -1,0 +1,70 @@
+"""The collector service: the one writer process. Wires collectors, the writer and the scheduler."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from app import scheduler
+from app.jobs import RoundCollector, describe_round
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ROLLUP_EVERY_S = 60.0
+RETENTION_EVERY_S = 3600.0
+
+
+class CollectorService:
+    """Collect every target each interval, roll up each minute, apply retention each hour."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        from db.engine import open_engine
+        from db.writer import Writer
+
+        self.settings = settings
+        self.clock = clock
+        self.engine = open_engine(settings.db_url)
+        self.writer = Writer(self.engine)
+        for target in settings.targets:
+            self.writer.register_target(target)
+        self.rounds = RoundCollector(settings, clock)
+
+    def collect_once(self) -> list[str]:
+        """One round for every target, each written in its own transaction; returns what was stored."""
+        lines = []
+        for target in self.settings.targets:
+            round_ = self.rounds.collect(target)
+            self.writer.write_round(round_)
+            lines.append(describe_round(round_))
+        return lines
+
+    def rollup(self) -> str:
+        from db.rollup import rollup
+
+        return str(rollup(self.engine, self.clock()))
+
+    def retention(self) -> str:
+        from db.rollup import apply_retention
+
+        return str(apply_retention(self.engine, self.clock(), self.settings))
+
+    def jobs(self) -> list[scheduler.Job]:
+        return [
+            scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
+            scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
+            scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+        ]
+
+    def _collect_logged(self) -> None:
+        for line in self.collect_once():
+            log.debug("%s", line)
+
+    def run_forever(self, stop: threading.Event | None = None) -> None:
+        scheduler.run_until_stopped(self.jobs(), stop)
+
+    def close(self) -> None:
+        self.rounds.close()
+        self.engine.dispose()

@@ -1,0 +1,89 @@
+"""The one module that imports APScheduler: it schedules the plain job functions of app.jobs.
+
+Every job can also run once from the CLI (``collect --once``, ``db rollup``, ``db prune``); here it
+only gets a period. ``max_instances=1`` and ``coalesce=True``: a slow round never overlaps the next
+one, and missed runs collapse into one instead of a catch-up burst.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import FrameType
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Job:
+    """A plain function and how often it runs."""
+
+    name: str
+    func: Callable[[], object]
+    every_s: float
+
+
+def _guarded(job: Job) -> Callable[[], None]:
+    # One failing run must never stop the schedule: log it and wait for the next period.
+    def run() -> None:
+        try:
+            job.func()
+        except Exception:
+            log.exception("job %s failed; it runs again in %g s", job.name, job.every_s)
+
+    return run
+
+
+def start(jobs: list[Job]) -> BackgroundScheduler:
+    """Start every job now and then every ``every_s`` seconds, in background threads."""
+    scheduler = BackgroundScheduler(timezone="UTC")
+    for job in jobs:
+        scheduler.add_job(
+            _guarded(job),
+            "interval",
+            seconds=job.every_s,
+            id=job.name,
+            name=job.name,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(job.every_s)),
+            next_run_time=_now(),
+        )
+    scheduler.start()
+    return scheduler
+
+
+def _now() -> datetime:
+
+    return datetime.now(UTC)
+
+
+def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None) -> None:
+    """Run the jobs until SIGTERM/SIGINT (or ``stop`` is set); the round in flight finishes first."""
+    stop = stop or threading.Event()
+    _install_signal_handlers(stop)
+    scheduler = start(jobs)
+    try:
+        stop.wait()
+    finally:
+        # wait=True: a round in flight completes its one transaction, so nothing partial is written.
+        scheduler.shutdown(wait=True)
+        log.info("scheduler stopped cleanly")
+
+
+def _install_signal_handlers(stop: threading.Event) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, stopping after the round in flight", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)

@@ -1,0 +1,205 @@
+"""Gateway queue depth: requests waiting in front of vLLM (DOMAIN.md §5).
+
+Two kinds of source (``GatewaySettings``):
+
+* ``prometheus``: a metrics endpoint and a sample name. ``a+b`` sums several names (the
+  production-stack router: prefill + decoding requests per ``server``); ``a|b`` takes the first
+  name the endpoint exposes (a metric renamed across versions). Every sample of a name whose labels
+  match ``labels`` counts; samples are summed (one per server, pool or cluster).
+* ``json``: a JSON document and a dotted path; list indexes are numbers (``data.0.queue``).
+
+A name the endpoint does not expose at all raises :class:`ScrapeError` naming the metric and the
+setting to fix. A family that is declared but has no sample yet (a labelled gauge before its first
+request), or JSON ``null``, gives ``queue_depth=None``: absent, not zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import re
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.errors import ScrapeError
+from app.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
+from collectors.http import fetch_text
+from collectors.records import GatewayReading
+
+HINT_URL = "Check targets[].gateway.url"
+_NAME_AT_LINE_START = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", re.MULTILINE)
+
+
+def read_gateway(settings: GatewaySettings, timeout_s: float, client: httpx.Client | None = None) -> GatewayReading:
+    """Fetch the configured source and return its queue depth (requests, summed over samples).
+
+    ``kind = none`` returns ``GatewayReading(None, "none")`` without any request. Unreachable
+    source, HTTP error, unparsable text or an absent metric / path raise :class:`ScrapeError`.
+    """
+    gateway = resolve_preset(settings)
+    if gateway.kind == "none":
+        return GatewayReading(queue_depth=None, source="none")
+    text = fetch_text(gateway.url, timeout_s, client, hint=HINT_URL)
+    try:
+        if gateway.kind == "prometheus":
+            value = queue_from_prometheus(text, gateway.metric, gateway.labels)
+            what = gateway.metric
+        elif gateway.kind == "json":
+            value = queue_from_json(text, gateway.json_path)
+            what = gateway.json_path
+        else:
+            raise ScrapeError(f"gateway kind {gateway.kind!r} unknown", "Set targets[].gateway.kind")
+    except ScrapeError as exc:
+        raise ScrapeError(f"{gateway.url}: {exc}", exc.hint) from None
+    return GatewayReading(queue_depth=value, source=f"{gateway.preset or gateway.kind} {what}")
+
+
+def resolve_preset(settings: GatewaySettings) -> GatewaySettings:
+    """Fill kind / metric / json_path from the preset where not given (the settings loader does the
+    same; this covers settings built in code). Explicit values win over the preset's, kind aside."""
+    if not settings.preset:
+        return settings
+    preset = GATEWAY_PRESETS.get(settings.preset)
+    if preset is None:
+        raise ConfigError(f"gateway.preset: unknown preset {settings.preset!r} (one of {', '.join(GATEWAY_PRESETS)})")
+    explicit = {k: v for k, v in dataclasses.asdict(settings).items() if v and k in preset and k != "kind"}
+    return dataclasses.replace(settings, **{**preset, **explicit})
+
+
+# -- Prometheus -------------------------------------------------------------------------------------
+
+
+def queue_from_prometheus(text: str, metric: str, labels: dict[str, str] | None = None) -> float | None:
+    """Sum of the samples named by ``metric`` (``a+b``, ``a|b``) whose labels include ``labels``."""
+    terms = [[name.strip() for name in term.split("|") if name.strip()] for term in metric.split("+")]
+    if not metric.strip() or not all(terms):
+        raise ScrapeError(f"gateway metric {metric!r} is empty or malformed", "Set targets[].gateway.metric")
+    wanted = {name for term in terms for name in term}
+    samples, declared = _parse_selected(text, wanted)
+    values = [_term(term, samples, declared, labels or {}, text) for term in terms]
+    present = [v for v in values if v is not None]
+    return math.fsum(present) if present else None
+
+
+def _parse_selected(text: str, wanted: set[str]) -> tuple[dict[str, list[Any]], set[str]]:
+    """Parse only the lines of the wanted names (gateway payloads such as Envoy's run to megabytes).
+
+    Line filtering is safe: the text format escapes newlines inside label values.
+    """
+    kept = [line for line in text.splitlines() if _line_name(line) in wanted]
+    try:
+        families = list(text_string_to_metric_families("\n".join(kept) + "\n"))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT_URL) from None
+    samples: dict[str, list[Any]] = {}
+    declared: set[str] = set()
+    for family in families:
+        declared.update({family.name, family.name + "_total"} if family.type == "counter" else {family.name})
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(sample)
+    return samples, declared
+
+
+def _line_name(line: str) -> str:
+    if line.startswith("#"):
+        parts = line.split(maxsplit=3)
+        return parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
+    end = len(line)
+    for stop in "{ \t":
+        at = line.find(stop)
+        if at != -1:
+            end = min(end, at)
+    return line[:end]
+
+
+def _term(
+    names: list[str], samples: dict[str, list[Any]], declared: set[str], labels: dict[str, str], text: str
+) -> float | None:
+    for name in names:
+        if name in samples:
+            matching = [s for s in samples[name] if all(s.labels.get(k) == v for k, v in labels.items())]
+            if not matching:
+                seen = "; ".join(sorted({_labels(s.labels) for s in samples[name]})[:3])
+                raise ScrapeError(
+                    f"no sample of {name} has the labels {_labels(labels)} (seen: {seen})",
+                    "Check targets[].gateway.labels",
+                )
+            values = [s.value for s in matching if not math.isnan(s.value)]
+            return math.fsum(values) if values else None
+        if name in declared:
+            return None  # declared, no sample yet: absent rather than zero
+    raise ScrapeError(f"no metric named {' or '.join(names)}{_near(names[0], text)}", _fix_hint())
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _near(name: str, text: str) -> str:
+    if not _NAME_AT_LINE_START.search(text):
+        _check_looks_like_prometheus(text)
+    names = set(_NAME_AT_LINE_START.findall(text))
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
+    return f" (similar names there: {', '.join(close)})" if close else f" ({len(names)} other names there)"
+
+
+def _check_looks_like_prometheus(text: str) -> None:
+    head = "\n".join(text.strip().splitlines()[:20])
+    try:
+        list(text_string_to_metric_families(head + "\n"))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT_URL) from None
+
+
+def _fix_hint() -> str:
+    return "Check targets[].gateway.metric (or pick another gateway.preset); the gateway may need its metrics enabled"
+
+
+# -- JSON -------------------------------------------------------------------------------------------
+
+
+def queue_from_json(text: str, path: str) -> float | None:
+    """The number at dotted ``path`` (``a.b``, ``data.0.queue``; empty path = the whole document).
+
+    JSON ``null`` gives None. A missing key or index, or a value that is not a number, raises
+    :class:`ScrapeError` naming the path.
+    """
+    try:
+        node: Any = json.loads(text)
+    except ValueError as exc:
+        raise ScrapeError(f"not JSON ({str(exc)[:120]})", HINT_URL) from None
+    walked: list[str] = []
+    for part in [p for p in path.split(".") if p] if path else []:
+        node = _step(node, part, ".".join(walked) or "(document)")
+        walked.append(part)
+    if node is None:
+        return None
+    if isinstance(node, bool) or not isinstance(node, (int, float)):
+        raise ScrapeError(
+            f"{path or '(document)'} is {type(node).__name__} {str(node)[:60]!r}, not a number", _json_hint()
+        )
+    return float(node)
+
+
+def _step(node: Any, part: str, where: str) -> Any:
+    if isinstance(node, dict):
+        if part not in node:
+            keys = ", ".join(sorted(map(str, node))[:8])
+            raise ScrapeError(f"no key {part!r} in {where} (keys: {keys})", _json_hint())
+        return node[part]
+    if isinstance(node, list):
+        try:
+            return node[int(part)]
+        except (ValueError, IndexError):
+            raise ScrapeError(
+                f"{where} is a list of {len(node)}; {part!r} is not an index in it", _json_hint()
+            ) from None
+    raise ScrapeError(f"{where} is {type(node).__name__}, cannot take {part!r} from it", _json_hint())
+
+
+def _json_hint() -> str:
+    return "Check targets[].gateway.json_path (dotted, list indexes as numbers: data.0.queue)"

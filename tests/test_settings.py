@@ -1,0 +1,91 @@
+import pytest
+
+from app.durations import DurationError, format_duration, parse_duration
+from app.settings import ConfigError, load_settings
+
+
+def write(tmp_path, text):
+    path = tmp_path / "sweetspot.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_reproduce_the_reference_ceiling_inputs():
+    settings = load_settings(None, {})
+    assert settings.db_url == "sqlite:///data/sweetspot.db"
+    assert settings.interval_s == 5.0
+    assert settings.sweetspot.concurrency == 16
+    assert settings.sweetspot.ttft_p95_slo_s == 3.0
+
+
+def test_file_then_environment_then_overrides(tmp_path):
+    path = write(tmp_path, 'db_url = "sqlite:///file.db"\ninterval_s = "10s"\n[[targets]]\nname = "a"\nvllm_url = "http://127.0.0.1:1/metrics"\n')
+    assert load_settings(path, {}).db_url == "sqlite:///file.db"
+    env = {"SWEETSPOT_DB_URL": "sqlite:///env.db"}
+    assert load_settings(path, env).db_url == "sqlite:///env.db"
+    assert load_settings(path, env, {"db_url": "sqlite:///flag.db"}).db_url == "sqlite:///flag.db"
+    assert load_settings(path, {}).interval_s == 10.0
+    assert load_settings(None, {"SWEETSPOT_CONFIG": str(path)}).targets[0].name == "a"
+
+
+def test_target_tables_and_presets(tmp_path):
+    path = write(
+        tmp_path,
+        '[[targets]]\nname = "p"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
+        'gateway = { preset = "litellm", url = "http://127.0.0.1:2/metrics" }\n'
+        'gpu = { source = "dcgm", url = "http://127.0.0.1:3/metrics" }\n'
+        'ceiling = { weight_gb = 140, tensor_parallel = 4, bandwidth_gbps = 2039 }\n',
+    )
+    target = load_settings(path, {}).targets[0]
+    assert target.gateway.kind == "prometheus"
+    assert target.gateway.metric == "litellm_in_flight_requests"
+    assert target.ceiling.tensor_parallel == 4
+    assert target.ceiling.bandwidth_gbps == 2039.0
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("intervl_s = 5\n", "intervl_s"),
+        ('interval_s = "fast"\n', "interval_s"),
+        ("[[targets]]\nname = 3\n", "targets[0].name"),
+        ('[[targets]]\ngpu = { source = "nvm" }\n', "targets[0].gpu.source"),
+        ('[[targets]]\ngpu = { source = "dcgm" }\n', "targets[0].gpu.url"),
+        ('[[targets]]\ngateway = { preset = "nginx", url = "http://x" }\n', "targets[0].gateway.preset"),
+        ('[[targets]]\nname = "a"\n[[targets]]\nname = "a"\n', "targets"),
+        ('ui_password = "x"\n', "ui_password"),
+        ("[sweetspot]\nconcurrency = 1.5\n", "sweetspot.concurrency"),
+        ("this is = not toml =\n", "not valid TOML"),
+    ],
+)
+def test_invalid_config_names_the_key(tmp_path, text, key):
+    with pytest.raises(ConfigError) as info:
+        load_settings(write(tmp_path, text), {})
+    assert key in str(info.value)
+
+
+def test_missing_file_names_the_fix(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_settings(tmp_path / "absent.toml", {})
+
+
+def test_secrets_only_from_environment():
+    settings = load_settings(None, {"SWEETSPOT_UI_PASSWORD": "pw", "SWEETSPOT_SMTP_PASSWORD": "s"})
+    assert settings.ui_password == "pw"
+    assert settings.smtp_password == "s"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("2h", 7200), ("7d", 604800), ("1.5", 1.5), (30, 30)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5 minutes", "-3s", "m5", "5y"])
+def test_bad_durations(text):
+    with pytest.raises(DurationError):
+        parse_duration(text)
+
+
+def test_format_duration_round_trips():
+    for seconds in (5, 300, 3600, 86400 * 7, 90):
+        assert parse_duration(format_duration(seconds)) == seconds
