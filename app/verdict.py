@@ -223,3 +223,64 @@ RULES: tuple[Rule, ...] = (
     queue_growth_rule,
     efficiency_rule,
 )
+
+
+# --- since when --------------------------------------------------------------------------------------
+# Each clause's rule applied to one series step; None when the step lacks the figure.
+StepRule = Callable[[SeriesPoint, SweetSpotSettings, float | None], "bool | None"]
+
+
+def _step_queued(p: SeriesPoint) -> float:
+    return max(p.waiting_max or 0.0, p.queue_depth_max or 0.0)
+
+
+def _gt(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value > limit
+
+
+def _under_delivering(p: SeriesPoint, s: SweetSpotSettings, ceiling: float | None) -> bool | None:
+    if p.tokens_per_s is None or not ceiling:
+        return None
+    return _step_queued(p) > 0 and p.tokens_per_s < s.min_efficiency * ceiling
+
+
+STEP_RULES: dict[str, StepRule] = {
+    "ttft_p95": lambda p, s, _: _gt(p.ttft_p95_s, s.ttft_p95_slo_s),
+    "preemptions": lambda p, s, _: _gt(p.preemptions, 0),
+    "concurrency": lambda p, s, _: _gt(p.running_avg, s.concurrency),
+    "kv_cache": lambda p, s, _: None if p.kv_cache_usage_max is None else p.kv_cache_usage_max >= s.kv_warning,
+    "not_serving": lambda p, s, _: None if p.tokens_per_s is None else (_step_queued(p) > 0 and p.tokens_per_s == 0),
+    "efficiency": _under_delivering,
+}
+
+
+def broken_since(
+    name: str, points: Sequence[SeriesPoint], rules: SweetSpotSettings, window_s: float, ceiling: float | None = None
+) -> float | None:
+    """Start (unix s) of the current spell in which clause ``name`` kept breaking, from series steps.
+
+    A spell tolerates healthy steps shorter than ``window_s`` (preemptions come in bursts, TTFT
+    wobbles); it ends at the first healthy stretch of a whole window. None when the steps do not
+    show the clause broken in the last window (or the clause has no per-step form).
+    """
+    rule = STEP_RULES.get(name)
+    if rule is None or not points:
+        return None
+    since: float | None = None
+    newest = points[-1].ts
+    for p in reversed(points):
+        broken = rule(p, rules, ceiling)
+        if broken:
+            since = p.ts
+        elif broken is False and (since if since is not None else newest) - p.ts >= window_s:
+            break
+    return since
+
+
+def last_up(points: Sequence[SeriesPoint]) -> float | None:
+    """End of the last step with a successful scrape: where a "no data" spell began."""
+    for i in range(len(points) - 1, -1, -1):
+        if points[i].up_ratio:
+            step = points[i + 1].ts - points[i].ts if i + 1 < len(points) else 0.0
+            return points[i].ts + step
+    return None

@@ -54,7 +54,9 @@ class FakeReader:
         base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error)
         return dataclasses.replace(base, **self.figures)  # type: ignore[arg-type]
 
-    def series(self, target: str, start: float, end: float, step_s: float, model: str | None = None) -> list[SeriesPoint]:
+    def series(
+        self, target: str, start: float, end: float, step_s: float, model: str | None = None, **_: object
+    ) -> list[SeriesPoint]:
         self.calls.append(("series", step_s))
         n = int((end - start) // step_s)
         # A daily wave in concurrency with one hole (collector down) a third of the way in.

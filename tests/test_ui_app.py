@@ -44,7 +44,7 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
 def test_gpu_page_shows_memory_and_time_based_busy(monkeypatch, db_url):
     at = open_app(monkeypatch, db_url)
     at.switch_page(PAGES[1]).run()
-    frame = at.dataframe[0].value
+    frame = at.table[0].value
     assert len(frame) == 8
     assert frame["memory used / total"][0] == "29.6 GB / 34.4 GB"
     assert frame["bandwidth"][0].endswith("% busy (time-based, not bandwidth)")

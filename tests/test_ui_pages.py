@@ -51,7 +51,7 @@ def test_overview_in_the_sweet_spot(app):
     body = texts(at)
     assert "In the sweet spot" in body
     assert "TTFT P95 · 5m 2.1 s" in body
-    assert "70 % of 180 tok/s ceiling" in body
+    assert "70 % of ceiling 180 tok/s" in body
     assert len(at.get("vega_lite_chart")) == 5
 
 
@@ -79,7 +79,7 @@ def test_every_page_renders(app):
 
 def test_gpus_page_labels_time_based_busy(app):
     at = run_page(app(FakeReader(time.time())), PAGES[1])
-    frame = at.dataframe[0].value
+    frame = at.table[0].value
     assert "71 % busy (time-based, not bandwidth)" in set(frame["bandwidth"])
     assert "898 GB/s (nvml-formula)" in set(frame["peak bandwidth"])
 

@@ -3,8 +3,18 @@ from __future__ import annotations
 import pytest
 
 from app.settings import SweetSpotSettings
-from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, WARNING, evaluate, queue_growth
-from tests.builders import END, queue_ramp, window
+from app.verdict import (
+    CRITICAL,
+    IN_SWEET_SPOT,
+    NO_DATA,
+    OUTSIDE,
+    WARNING,
+    broken_since,
+    evaluate,
+    last_up,
+    queue_growth,
+)
+from tests.builders import END, point, queue_ramp, window
 
 RULES = SweetSpotSettings()
 
@@ -148,3 +158,28 @@ def test_queue_not_growing(depths):
 def test_queue_growth_needs_the_whole_span():
     recent = queue_ramp([4, 8, 12], step_s=30.0)  # only 60 s of the 180 s
     assert queue_growth(recent, END, 180.0) is None
+
+
+def test_since_when_a_clause_broke():
+    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate([2, 2, 2, 4, 4, 2.9, 4.5, 5, 5, 5])]
+    # 2.9 is one healthy minute inside the spell: shorter than the 5-minute window, so it does not end it.
+    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 180
+
+
+def test_since_stops_at_a_healthy_window():
+    values = [4, 4, 2, 2, 2, 2, 2, 2, 4, 4]
+    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate(values)]
+    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 480
+
+
+def test_since_ignores_gaps_and_unknown_clauses():
+    points = [point(END - 120, preemptions=2.0), point(END - 60, preemptions=None), point(END, preemptions=1.0)]
+    assert broken_since("preemptions", points, RULES, 300.0) == END - 120
+    assert broken_since("queue_growing", points, RULES, 300.0) is None
+    assert broken_since("preemptions", [point(END)], RULES, 300.0) is None
+
+
+def test_last_up_is_where_no_data_began():
+    points = [point(END - 120), point(END - 60, up_ratio=0.0), point(END, up_ratio=None)]
+    assert last_up(points) == END - 60
+    assert last_up([point(END, up_ratio=0.0)]) is None

@@ -11,6 +11,7 @@ Conventions every chart follows, so pages look alike:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -24,7 +25,10 @@ from app.durations import format_duration
 from app.formatting import number
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
-HEIGHT = 170
+HEIGHT = 200  # the plot; pages give st.altair_chart PANEL_HEIGHT (plot + title, legend, axis)
+PANEL_HEIGHT = 280
+RIGHT_MARGIN = 110  # px for threshold labels ("critical 98 %")
+Y_AXIS = alt.Axis(minExtent=44)  # same width of y labels on every chart: aligned time axes
 THRESHOLD = "#d62728"
 REFERENCE = "#7f7f7f"
 COLORS: dict[str, str] = {
@@ -51,8 +55,14 @@ class Frame:
     step_s: float
 
     @property
-    def domain(self) -> list[float]:
-        return [self.start * 1000, self.end * 1000]
+    def domain(self) -> list[str]:
+        # ISO strings: Streamlit's frontend mis-reads a numeric (epoch ms) temporal domain and
+        # collapses the axis; data values stay epoch ms, which it reads fine.
+        return [_iso(self.start), _iso(self.end)]
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat()
 
 
 AnyChart = alt.Chart | alt.LayerChart
@@ -110,26 +120,32 @@ def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Cha
         .mark_line(invalid="break-paths-show-domains", point=len(data) < 60)
         .encode(
             x=_x(frame),
-            y=alt.Y("value:Q", title=y_title),
+            y=alt.Y("value:Q", title=y_title, axis=Y_AXIS),
             color=color,
             tooltip=[TOOLTIP_TIME, alt.Tooltip("series:N"), alt.Tooltip("value:Q", title=unit, format=".3~f")],
         )
     )
 
 
-def hline(value: float, label: str, frame: Frame, color: str = THRESHOLD) -> alt.LayerChart:
-    """A horizontal threshold across the frame with its label at the right end."""
+def hline(value: float, label: str, frame: Frame, color: str = THRESHOLD, inside: bool = False) -> alt.LayerChart:
+    """A horizontal threshold across the frame, labelled in the right margin (or ``inside``, above its end).
+
+    The margin keeps short labels ("SLO 3 s") off the data; a long one (the ceiling) sits above its line.
+    """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
     rule = base.mark_rule(color=color, strokeDash=[6, 4]).encode(y="y:Q")
-    text = base.mark_text(align="right", dy=-6, color=color, fontSize=12).encode(
+    place: dict[str, Any] = {"align": "right", "dy": -7} if inside else {"align": "left", "dx": 6, "baseline": "middle"}
+    text = base.mark_text(color=color, fontSize=12, **place).encode(
         x=alt.X("time:T", scale=alt.Scale(domain=frame.domain)), y="y:Q", text="label:N"
     )
     return _layer(rule, text)
 
 
 def _finish(chart: AnyChart, title: str) -> AnyChart:
-    return chart.properties(title=title, height=HEIGHT).interactive(bind_y=False)
+    # The same right margin on every time chart keeps their x axes aligned, one under the other.
+    padding = {"left": 5, "top": 5, "bottom": 5, "right": RIGHT_MARGIN}
+    return chart.properties(title=title, height=HEIGHT, padding=padding).interactive(bind_y=False)
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
@@ -156,10 +172,9 @@ def throughput_chart(
     low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
     band_data = pd.DataFrame({"low": [low], "high": [high]})
     shade = alt.Chart(band_data).mark_rect(color=COLORS["output tok/s"], opacity=0.12).encode(y="low:Q", y2="high:Q")
-    band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of ceiling (what real systems reach)"
-    note = hline(low, band_text, frame, color="#2b7a2b")
-    chart = _layer(shade, lines, note, hline(ceiling.tokens_per_s, ceiling_label(ceiling), frame, REFERENCE))
-    return _finish(chart, f"Output tokens per second, per {_step(frame)} (tok/s)")
+    band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
+    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, ceiling_label(ceiling), frame, REFERENCE, inside=True))
+    return _finish(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -170,7 +185,7 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
         .mark_bar(color=COLORS["preemptions"], width={"band": 1})
         .encode(
             x=alt.X("time:T", title=None, scale=alt.Scale(domain=frame.domain), axis=alt.Axis(format=TIME_FORMAT)),
-            y=alt.Y("value:Q", title="per minute", scale=alt.Scale(domainMin=0, domainMax=1, nice=True)),
+            y=alt.Y("value:Q", title="per minute", scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
@@ -186,7 +201,7 @@ def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: i
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
     lines = _lines(long_rows(points, {"kv_cache_usage_max": "KV usage"}, frame.step_s, 100), frame, "%", "%")
-    lines = lines.encode(y=alt.Y("value:Q", title="%", scale=alt.Scale(domain=[0, 100])))
+    lines = lines.encode(y=alt.Y("value:Q", title="%", scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
     chart = _layer(
         lines,
         hline(warning * 100, f"warning {warning * 100:.0f} %", frame, "#ff7f0e"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ import streamlit as st
 
 from app.errors import SweetspotError
 from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
-from db.results import TargetInfo
+from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")
 
@@ -171,6 +171,16 @@ class Context:
 
     def target_info(self) -> TargetInfo | None:
         return next((t for t in self.targets if t.name == self.view.target), None)
+
+    def window(self, end: float) -> WindowFigures:
+        """The chosen target/model's figures over the verdict window ending at ``end`` (guarded)."""
+        v = self.view
+        return guard("the window figures", self.reader.window, v.target, end, v.window_s, model=v.model)
+
+    def series(self, start: float, end: float, step_s: float, fields: Sequence[str] | None = None) -> list[SeriesPoint]:
+        """The chosen target/model's series (guarded); ``fields`` limits what the facade computes."""
+        v = self.view
+        return guard("the series", self.reader.series, v.target, start, end, step_s, model=v.model, fields=fields)
 
 
 def publish(context: Context) -> None:

@@ -18,15 +18,21 @@ from app.verdict import NO_DATA as STATE_NO_DATA
 from db.results import GpuFigures, TargetInfo, WindowFigures
 
 
-def show_banner(verdict: Verdict) -> None:
+def since_text(ts: float | None, now: float) -> str:
+    return f" (since {clock(ts)}, {ago(ts, now).removesuffix(' ago')})" if ts is not None else ""
+
+
+def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float) -> None:
+    """The verdict in one coloured box; ``since`` maps a clause name (or "no_data") to when it began."""
     window = format_duration(verdict.window_s)
     if verdict.state == IN_SWEET_SPOT:
         st.success(f"**In the sweet spot** over the last {window}: every rule holds.", icon=":material/check_circle:")
         return
     if verdict.state == STATE_NO_DATA:
-        st.error(f"**No data** over the last {window}: {verdict.reason}.", icon=":material/cloud_off:")
+        no_data = since_text(since.get("no_data"), now)
+        st.error(f"**No data**{no_data} over the last {window}: {verdict.reason}.", icon=":material/cloud_off:")
         return
-    lines = "\n".join(f"- {c.text}" for c in verdict.clauses)
+    lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now)}" for c in verdict.clauses)
     body = f"**Outside the sweet spot** over the last {window}:\n{lines}"
     if verdict.severity == CRITICAL:
         st.error(body, icon=":material/error:")
@@ -46,28 +52,26 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = f"{percent(f.efficiency)} of {number(f.ceiling_tokens_per_s)} tok/s ceiling"
+    ceiling = f"ceiling {number(f.ceiling_tokens_per_s)} tok/s"
+    if f.efficiency is not None:
+        ceiling = f"{percent(f.efficiency)} of {ceiling}"
     return [
         Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
         Tile(f"Preemptions · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase."),
-        Tile(f"Running · {w}", _running(f), f"sweet spot {rules.concurrency}", "Running requests in vLLM: average (max)."),
+        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
         Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage; near 100 % vLLM preempts."),
     ]  # fmt: skip
 
 
-def _running(f: WindowFigures) -> str:
-    if f.running_avg is None:
-        return NO_DATA
-    return f"{number(f.running_avg)} (max {number(f.running_max)})"
-
-
-def show_tiles(tiles: Sequence[Tile]) -> None:
-    for column, tile in zip(st.columns(len(tiles)), tiles, strict=True):
-        column.metric(
-            tile.label, tile.value, tile.context, delta_color="off", delta_arrow="off", help=tile.help, border=True
-        )
+def show_tiles(tiles: Sequence[Tile], per_row: int = 3) -> None:
+    # Three per row: six abreast truncate "119 tok/s" and its context on a laptop screen.
+    for first in range(0, len(tiles), per_row):
+        for column, tile in zip(st.columns(per_row), tiles[first : first + per_row], strict=False):
+            column.metric(
+                tile.label, tile.value, tile.context, delta_color="off", delta_arrow="off", help=tile.help, border=True
+            )
 
 
 def bandwidth_text(g: GpuFigures) -> str:

@@ -23,7 +23,7 @@ def live() -> None:
             icon=":material/memory:",
         )
         return
-    st.dataframe(widgets.gpu_rows(gpus), hide_index=True, width="stretch")
+    st.table(widgets.gpu_rows(gpus), hide_index=True)
     st.caption(
         "Bandwidth: GB/s where a true figure exists (GPM or DCGM DRAM active × peak); otherwise NVML "
         "memory utilisation, which is the share of TIME the memory was busy, not a share of bandwidth."
@@ -44,7 +44,7 @@ def live() -> None:
     left, right = st.columns(2)
     for i, (field, title, unit, scale) in enumerate(panels):
         chart = charts.gpu_chart(points, frame, field, f"{title}, per {step}", unit, names, scale)
-        (left if i % 2 == 0 else right).altair_chart(chart, width="stretch")
+        (left if i % 2 == 0 else right).altair_chart(chart, width="stretch", height=charts.PANEL_HEIGHT)
 
 
 live()

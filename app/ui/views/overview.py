@@ -1,4 +1,4 @@
-"""Overview: is the target in its sweet spot, and since when did which figure break."""
+"""Overview: is the target in its sweet spot, and if not, which figure broke and since when."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import streamlit as st
 from app.durations import format_duration
 from app.formatting import clock
 from app.ui import charts, state, widgets
-from app.verdict import evaluate
+from app.verdict import broken_since, evaluate, last_up
+
+QUEUE = ("queue_depth_max",)
+TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")
+OTHERS = ("tokens_per_s", "preemptions", "running_avg", "running_max", "waiting_max", "queue_depth_max",
+          "kv_cache_usage_max", "up_ratio")  # fmt: skip
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot
@@ -16,32 +21,35 @@ st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
 def live() -> None:
-    span = view.span(state.now())
-    figures = state.guard(
-        "the window figures", ctx.reader.window, view.target, span.at, view.window_s, model=view.model
-    )
+    span, now = view.span(state.now()), state.now()
+    figures = ctx.window(span.at)
     # The queue-growth rule needs the last minutes step by step, not one window figure.
-    recent_start = span.at - rules.queue_growth_s - 30
-    recent = state.guard("recent steps", ctx.reader.series, view.target, recent_start, span.at, 30.0, model=view.model)
+    recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
+    points = ctx.series(span.start, span.end, span.step_s, fields=OTHERS)
+    # A quantile over 5 s holds one or two requests: noise. TTFT steps are at least a minute.
+    ttft_step = max(span.step_s, 60.0)
+    ttft = ctx.series(span.start, span.end, ttft_step, fields=TTFT)
     verdict = evaluate(figures, rules, recent)
-    widgets.show_banner(verdict)
+    since = {
+        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s, figures.ceiling_tokens_per_s)
+        for c in verdict.clauses
+    }  # fmt: skip
+    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now)
     widgets.show_tiles(widgets.kpi_tiles(figures, rules))
-    points = state.guard(
-        "the series", ctx.reader.series, view.target, span.start, span.end, span.step_s, model=view.model
-    )
-    frame = charts.Frame(span.start, span.end, span.step_s)
     st.caption(
         f"Tiles and verdict: the {format_duration(view.window_s)} up to {clock(span.at)}. Charts: "
-        f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)}."
+        f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
+        f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
     )
+    frame = charts.Frame(span.start, span.end, span.step_s)
     for chart in (
-        charts.ttft_chart(points, frame, rules.ttft_p95_slo_s),
+        charts.ttft_chart(ttft, charts.Frame(span.start, span.end, ttft_step), rules.ttft_p95_slo_s),
         charts.throughput_chart(points, frame, figures.ceiling),
         charts.preemption_chart(points, frame),
         charts.concurrency_chart(points, frame, rules.concurrency),
         charts.kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
     ):
-        st.altair_chart(chart, width="stretch")
+        st.altair_chart(chart, width="stretch", height=charts.PANEL_HEIGHT)
 
 
 live()

@@ -26,6 +26,6 @@ for info in ctx.targets:
         right.markdown(f"Ceiling: {widgets.ceiling_text(info)}")
         rows = widgets.metric_rows(info)
         if rows:
-            st.dataframe(rows, hide_index=True, width="stretch")
+            st.table(rows, hide_index=True)
         if info.gpus:
             st.caption("GPU UUIDs: " + ", ".join(info.gpus))
