@@ -1,0 +1,145 @@
+"""``python -m app inspect SOURCE``: show what the vLLM collector reads from a URL or a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from app.errors import UsageError
+from app.settings import Settings
+from collectors.catalogue import CATALOGUE
+from collectors.records import Histogram, ModelFigures, VllmScrape
+from collectors.vllm import parse_vllm, scrape_vllm, total_figures
+
+HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", metavar="SOURCE", help="http(s):// URL of vLLM's /metrics, or a file path")
+    parser.add_argument("--json", action="store_true", help="print JSON (totals across engines and models)")
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    scrape = _read(args.source, settings.scrape_timeout_s)
+    report = build_report(scrape, args.source)
+    if args.json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        print(render_table(report, scrape))
+    return 0
+
+
+def _read(source: str, timeout_s: float) -> VllmScrape:
+    if source.startswith(("http://", "https://")):
+        return scrape_vllm(source, timeout_s)
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise UsageError(f"cannot read {source} ({reason})", "Give a file of exposition text or an http(s):// URL") from None
+    return parse_vllm(text, source=source)
+
+
+def figure_name(key: str, kind: str) -> str:
+    """The report's name for a catalogue key: counters say ``_total`` (they are cumulative)."""
+    return f"{key}_total" if kind == "counter" else key
+
+
+def figures_json(figures: ModelFigures) -> dict[str, Any]:
+    """Every catalogue figure of ``figures`` by report name; None where absent."""
+    out: dict[str, Any] = {}
+    for spec in CATALOGUE:
+        name = figure_name(spec.key, spec.kind)
+        if spec.kind == "counter":
+            out[name] = _number(figures.counters.get(spec.key))
+        elif spec.kind == "gauge":
+            out[name] = _number(figures.gauges.get(spec.key))
+        elif spec.kind == "histogram":
+            out[name] = histogram_json(figures.histograms.get(spec.key))
+    return out
+
+
+def histogram_json(histogram: Histogram | None) -> dict[str, Any] | None:
+    """``{"buckets": [[le, cumulative], ...], "count", "sum"}``, the last le written "+Inf"."""
+    if histogram is None:
+        return None
+    buckets = [[_number(le), _number(n)] for le, n in zip(histogram.bounds, histogram.cumulative, strict=True)]
+    return {"buckets": buckets, "count": _number(histogram.count), "sum": _number(histogram.sum)}
+
+
+def _number(value: float | None) -> float | str | None:
+    """JSON-safe: NaN becomes null (no value), infinities the strings "+Inf"/"-Inf"."""
+    if value is None or math.isnan(value):
+        return None
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return value
+
+
+def build_report(scrape: VllmScrape, source: str) -> dict[str, Any]:
+    """The JSON document: totals across engines and models, then per-model figures."""
+    total = total_figures(scrape)
+    return {
+        "source": source,
+        "model_names": list(scrape.models),
+        "engines": list(scrape.engines),
+        **figures_json(total),
+        "process_start_time_s": _number(scrape.process_start_time_s),
+        "created": {key: _number(value) for key, value in sorted(total.created.items())},
+        "cache_config": dict(scrape.cache_config),
+        "metric_names_used": dict(scrape.metric_names_used),
+        "missing": list(scrape.missing),
+        "models": {model: figures_json(figures) for model, figures in scrape.models.items()},
+    }
+
+
+def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
+    """A readable summary with units (totals across engines and models)."""
+    rows = [("figure", "value", "exposed as", "unit")]
+    for spec in CATALOGUE:
+        if spec.kind == "info":
+            continue
+        name = figure_name(spec.key, spec.kind)
+        exposed = scrape.metric_names_used.get(spec.key, "(not exposed)")
+        if spec.kind == "histogram":
+            count, detail = _histogram_cells(report[name], spec.unit)
+            rows.append((name, count, exposed, detail))
+        else:
+            rows.append((name, _fmt(report[name], spec.unit), exposed, spec.unit))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    table = [f"{a:{widths[0]}}  {b:>{widths[1]}}  {c:{widths[2]}}  {d}" for a, b, c, d in rows]
+    head = [
+        f"source   {report['source']}",
+        f"models   {', '.join(report['model_names']) or '(none)'}",
+        f"engines  {', '.join(report['engines']) or '(no engine label: V0 or a single engine)'}",
+        f"process  started at unix time {_fmt(report['process_start_time_s'])} s",
+        "",
+    ]
+    tail = ["", f"missing  {', '.join(report['missing']) or '(none)'}"]
+    if report["cache_config"]:
+        tail.insert(1, "cache    " + ", ".join(f"{k}={v}" for k, v in sorted(report["cache_config"].items())))
+    return "\n".join(head + table + tail)
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if unit.startswith("ratio"):
+        return f"{value:.3f} ({value * 100:.1f} %)"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.3f}"
+
+
+def _histogram_cells(value: dict[str, Any] | None, unit: str) -> tuple[str, str]:
+    """(value, unit) cells: the observation count, then sum, mean and bucket count."""
+    if value is None:
+        return "-", unit
+    count, total = value["count"], value["sum"]
+    detail = f"observations; sum {_fmt(total)} {unit}"
+    if isinstance(count, float) and count and isinstance(total, float):
+        detail += f", mean {total / count:.3g} {unit}"
+    return _fmt(count), f"{detail}, {len(value['buckets'])} buckets"

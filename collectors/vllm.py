@@ -1,0 +1,265 @@
+"""The vLLM collector: scrape ``/metrics``, read the catalogue's metrics, aggregate across engines.
+
+Rules (DOMAIN.md §4, docs/metrics.md):
+
+- Figures are kept per model (label ``model_name``; samples without it go under ``""``) and
+  aggregated across engines (label ``engine``, V1 >= 0.8.3) and any other label (``finished_reason``)
+  with the catalogue's rule: counters and histograms are summed, gauges summed or maxed.
+- When several aliases of one metric are exposed (``kv_cache_usage_perc`` and ``gpu_cache_usage_perc``
+  in 0.9.2-0.10), only the first in catalogue order is read: never double counted.
+- Histogram bounds come from each scrape. A series without a ``+Inf`` bucket uses its ``_count`` as
+  ``+Inf``; engines with different bounds are combined on the bounds they share (exact, since counts
+  are cumulative). A model's histogram whose series have no ``+Inf`` and no ``_count`` is left out.
+- Absent is not zero: a metric with no sample is absent from the mappings and listed in ``missing``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from itertools import groupby
+from operator import itemgetter, methodcaller
+from typing import Any
+
+import httpx
+
+from app.errors import ScrapeError
+from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
+from collectors.expfmt import Sample, SelectiveParser
+from collectors.http import fetch_text
+from collectors.records import INF, Histogram, ModelFigures, VllmScrape
+
+HINT = "Is vLLM running? Check targets[].vllm_url"
+_PARSER = SelectiveParser(wanted_sample_names())
+Rows = list[Sample]  # (name, labels, value)
+SeriesKey = frozenset[tuple[str, str]]
+_NAME = itemgetter(0)
+_LABELS = itemgetter(1)
+_ENGINE = methodcaller("get", "engine")
+# Bucket label set -> (series key, model, bound), computed once per label set. The parser hands out
+# the same label objects scrape after scrape; the entry keeps its object alive so id() stays unique.
+_BUCKET_INFO: dict[int, tuple[Mapping[str, str], frozenset[tuple[str, str]], str, float]] = {}
+_BUCKET_INFO_MAX = 16384
+
+
+def scrape_vllm(url: str, timeout_s: float, client: httpx.Client | None = None) -> VllmScrape:
+    """GET ``url`` (vLLM's ``/metrics``) and parse it; any failure raises ScrapeError naming the URL."""
+    text = fetch_text(url, timeout_s, client, hint=HINT)
+    try:
+        return parse_vllm(text, source=url)
+    except ScrapeError as exc:
+        if str(exc).startswith("no vLLM metrics"):
+            raise
+        raise ScrapeError(f"{url}: {exc}", HINT) from None
+
+
+def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
+    """Read one exposition page into a VllmScrape (see the module docstring for the rules).
+
+    Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
+    at all (the page is not vLLM's).
+    """
+    by_name = _group(_PARSER.parse(text))
+    models: dict[str, dict[str, dict[str, Any]]] = {}
+    used: dict[str, str] = {}
+    cache_config: dict[str, str] = {}
+    for spec in CATALOGUE:
+        alias = _chosen_alias(spec, by_name)
+        if alias is None:
+            continue
+        used[spec.key] = alias
+        if spec.kind == "info":
+            cache_config = _info_labels(by_name.get(alias, []))
+            continue
+        for model, section, value in _read(spec, alias, by_name):
+            models.setdefault(model, {"counters": {}, "gauges": {}, "histograms": {}, "created": {}})[section][
+                spec.key
+            ] = value
+    if not used:
+        raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
+    return VllmScrape(
+        models={model: ModelFigures(**parts) for model, parts in sorted(models.items())},
+        engines=_engines(by_name, used),
+        process_start_time_s=max((v for _, _, v in by_name.get(PROCESS_START, [])), default=None),
+        metric_names_used=used,
+        missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
+        cache_config=cache_config,
+    )
+
+
+def _group(samples: list[Sample]) -> dict[str, Rows]:
+    """Samples by name. A page lists a family's samples together, so this loops over runs, not samples."""
+    by_name: dict[str, Rows] = {}
+    for name, run in groupby(samples, key=_NAME):
+        by_name.setdefault(name, []).extend(run)
+    return by_name
+
+
+def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
+    """The first exposed alias with at least one sample (an empty family does not count)."""
+    for alias in spec.names:
+        if any(by_name.get(sample) for sample in spec.sample_names(alias)):
+            return alias
+    return None
+
+
+def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable[tuple[str, str, Any]]:
+    """Yield (model, ModelFigures section, value) for one metric under its chosen alias."""
+    if spec.kind == "histogram":
+        for model, histogram in _histograms(alias, by_name).items():
+            yield model, "histograms", histogram
+    else:
+        section = "counters" if spec.kind == "counter" else "gauges"
+        for model, value in _per_model(by_name.get(alias, []), spec.agg).items():
+            yield model, section, value
+    created = spec.created_name(alias)
+    if created:
+        for model, value in _per_model(by_name.get(created, []), "max").items():
+            yield model, "created", value
+
+
+def _per_model(rows: Rows, agg: str) -> dict[str, float]:
+    """Combine every series of each model with ``agg`` ("sum" or "max")."""
+    out: dict[str, float] = {}
+    for _, labels, value in rows:
+        model = labels.get("model_name", "")
+        old = out.get(model)
+        if old is None:
+            out[model] = value
+        else:
+            out[model] = old + value if agg == "sum" else _max(old, value)
+    return out
+
+
+def _max(a: float, b: float) -> float:
+    """max() that lets a NaN engine not hide the others (NaN only when every engine says NaN)."""
+    if math.isnan(a):
+        return b
+    return a if math.isnan(b) or a >= b else b
+
+
+def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]:
+    """One Histogram per model, summed across its series (engines) on their common bounds."""
+    buckets: dict[SeriesKey, dict[float, float]] = {}
+    models: dict[SeriesKey, str] = {}
+    for _, labels, value in by_name.get(alias + "_bucket", []):
+        info = _BUCKET_INFO.get(id(labels))
+        if info is None or info[0] is not labels:
+            info = _bucket_info(labels, alias)
+        key = info[1]
+        series = buckets.get(key)
+        if series is None:
+            series = buckets[key] = {}
+            models[key] = info[2]
+        series[info[3]] = value
+    counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
+    sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
+    per_model: dict[str, list[Histogram]] = {}
+    for key in {*buckets, *counts, *sums}:
+        histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
+        if histogram is not None:
+            model = models.get(key) or dict(key).get("model_name", "")
+            per_model.setdefault(model, []).append(histogram)
+    return {model: h for model, hs in per_model.items() if (h := merge_histograms(hs)) is not None}
+
+
+def _bucket_info(labels: Mapping[str, str], alias: str) -> tuple[Mapping[str, str], SeriesKey, str, float]:
+    le = labels.get("le")
+    info = (labels, frozenset(labels.items()).difference((("le", le),)), labels.get("model_name", ""), _bound(le, alias))
+    if len(_BUCKET_INFO) >= _BUCKET_INFO_MAX:
+        _BUCKET_INFO.clear()  # endless distinct label sets must not grow memory forever
+    _BUCKET_INFO[id(labels)] = info
+    return info
+
+
+def _series_key(labels: Mapping[str, str]) -> SeriesKey:
+    """The series a sample belongs to: its labels (without ``le``), whatever their order on the page."""
+    return frozenset(labels.items())
+
+
+def _bound(le: str | None, alias: str) -> float:
+    try:
+        bound = float(le) if le is not None else math.nan
+    except ValueError:
+        bound = math.nan
+    if math.isnan(bound):
+        raise ScrapeError(f"{alias}_bucket has a bucket whose le={le!r} is not a bound")
+    return bound
+
+
+def _series_histogram(buckets: dict[float, float], count: float | None, total: float | None) -> Histogram | None:
+    if INF not in buckets and count is not None:
+        buckets = {**buckets, INF: count}  # DOMAIN.md: a missing +Inf bucket is the _count
+    if INF not in buckets:
+        return None
+    bounds = tuple(sorted(buckets))
+    return Histogram(bounds, tuple(map(buckets.__getitem__, bounds)), count, total)
+
+
+def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:
+    """Sum histograms on the bounds they all share (+Inf always is); None when given none.
+
+    ``count`` and ``sum`` are summed, or None when any input lacks them.
+    """
+    items = list(histograms)
+    if not items:
+        return None
+    if len(items) == 1:
+        return items[0]
+    bounds = items[0].bounds
+    if all(h.bounds == bounds for h in items):  # the usual case: engines share their buckets
+        cumulative = tuple([sum(column) for column in zip(*(h.cumulative for h in items), strict=True)])
+    else:
+        bounds = tuple(sorted(set(bounds).intersection(*(h.bounds for h in items[1:]))))
+        maps = [dict(zip(h.bounds, h.cumulative, strict=True)) for h in items]
+        cumulative = tuple(sum(m[b] for m in maps) for b in bounds)
+    return Histogram(bounds, cumulative, _sum_or_none(h.count for h in items), _sum_or_none(h.sum for h in items))
+
+
+def _sum_or_none(values: Iterable[float | None]) -> float | None:
+    total = 0.0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
+def _engines(by_name: Mapping[str, Rows], used: Mapping[str, str]) -> tuple[str, ...]:
+    """Engine labels seen on the catalogue metrics read (C-level map: buckets are many)."""
+    engines: set[str | None] = set()
+    for spec in CATALOGUE:
+        if spec.key in used:
+            for sample in spec.sample_names(used[spec.key]):
+                engines.update(map(_ENGINE, map(_LABELS, by_name.get(sample, ()))))
+    engines.discard(None)
+    return tuple(sorted((e for e in engines if e is not None), key=lambda e: (len(e), e)))  # "2" before "10"
+
+
+def _info_labels(rows: Rows) -> dict[str, str]:
+    """Labels of the first info sample, without the per-engine/model labels."""
+    if not rows:
+        return {}
+    return {k: v for k, v in rows[0][1].items() if k not in ("engine", "model_name")}
+
+
+def total_figures(scrape: VllmScrape) -> ModelFigures:
+    """All models combined with the catalogue's rules (what ``inspect`` shows for a whole server)."""
+    specs = {spec.key: spec for spec in CATALOGUE}
+    counters: dict[str, float] = {}
+    gauges: dict[str, float] = {}
+    created: dict[str, float] = {}
+    for figures in scrape.models.values():
+        for key, value in figures.counters.items():
+            counters[key] = counters.get(key, 0.0) + value
+        for key, value in figures.gauges.items():
+            old = gauges.get(key)
+            gauges[key] = value if old is None else (old + value if specs[key].agg == "sum" else _max(old, value))
+        for key, value in figures.created.items():
+            created[key] = max(created.get(key, value), value)
+    histograms = {}
+    for key in {k for f in scrape.models.values() for k in f.histograms}:
+        merged = merge_histograms(f.histograms[key] for f in scrape.models.values() if key in f.histograms)
+        if merged is not None:
+            histograms[key] = merged
+    return ModelFigures(counters=counters, gauges=gauges, histograms=histograms, created=created)

@@ -1,0 +1,270 @@
+"""Prometheus exposition of the simulated vLLM, gateway and GPUs, built with prometheus_client.
+
+Each endpoint is a list of metric families built from a plain snapshot (no global registry), so a
+restart is just a new snapshot with new ``started_at``: counters back to zero, new ``*_created``,
+new ``process_start_time_seconds``. Names, labels and bucket bounds follow vLLM V1 (≥ 0.11) or, with
+``version="v0"``, the old V0 engine (DOMAIN.md §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.samples import Sample
+
+from simulator.stats import (
+    ITL_BUCKETS_V0,
+    REQUEST_BUCKETS_V0,
+    TTFT_BUCKETS_V0,
+    EngineStats,
+    Hist,
+)
+
+
+@dataclass(frozen=True)
+class VllmView:
+    """What vLLM's /metrics shows at one instant (counts since ``stats.started_at``)."""
+
+    model: str
+    stats: EngineStats
+    running: int
+    waiting: int
+    kv_usage: float  # fraction 0–1
+    num_gpu_blocks: int
+    block_size: int
+    gpu_memory_utilization: float
+    version: str = "v1"
+
+
+@dataclass(frozen=True)
+class GatewayView:
+    """The gateway's figures: requests waiting in its FIFO, requests forwarded and not finished."""
+
+    queue_depth: int
+    in_flight: int
+    limit: int
+    started_at: float
+    requests: dict[str, float] = field(default_factory=dict)  # outcome → count
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """One simulated GPU (units as dcgm-exporter: MiB, %, ratio, W, °C)."""
+
+    index: int
+    uuid: str
+    fb_used_mib: float
+    fb_free_mib: float
+    dram_active: float
+    mem_copy_util: float
+    gpu_util: float
+    power_w: float
+    temp_c: float
+    sm_clock: float = 1530.0  # MHz, V100 boost
+    mem_clock: float = 877.0  # MHz, V100 HBM2
+
+
+class _Families:
+    """A collector over a fixed list of families (what generate_latest needs)."""
+
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def render(families: Sequence[Metric]) -> str:
+    """Prometheus text format 0.0.4, as prometheus_client writes it."""
+    return generate_latest(_Families(families)).decode("utf-8")
+
+
+# (exposed name, stats key, help) of the latency histograms; V0 renames/re-bins some below.
+_HISTOGRAMS = (
+    ("vllm:time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
+    ("vllm:inter_token_latency_seconds", "itl", "Histogram of inter-token latency in seconds."),
+    ("vllm:e2e_request_latency_seconds", "e2e", "Histogram of e2e request latency in seconds."),
+    ("vllm:request_queue_time_seconds", "queue", "Histogram of time spent in WAITING phase for request."),
+    ("vllm:request_prefill_time_seconds", "prefill", "Histogram of time spent in PREFILL phase for request."),
+    ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
+)
+_V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
+START_DOC = "Start time of the process since unix epoch in seconds."
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+class FamilySink:
+    """Collects prometheus_client metric families (the reference output)."""
+
+    def __init__(self) -> None:
+        self.families: list[Metric] = []
+
+    def gauge(self, name: str, doc: str, labels: dict[str, str], value: float) -> None:
+        family = GaugeMetricFamily(name, doc, labels=list(labels))
+        family.add_metric(list(labels.values()), value)
+        self.families.append(family)
+
+    def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
+                created: float | None) -> None:
+        family = CounterMetricFamily(name, doc, labels=labelnames)
+        for values, value in children:
+            family.add_metric(values, value, created=created)
+        self.families.append(family)
+
+    def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
+                  created: float | None) -> None:
+        family = HistogramMetricFamily(name, doc, labels=list(labels))
+        buckets = [(_le(le), count) for le, count in hist.cumulative(bounds)]
+        family.add_metric(list(labels.values()), buckets, hist.total)
+        if created is not None:
+            family.samples.append(Sample(name + "_created", dict(labels), created, None))
+        self.families.append(family)
+
+
+class ValueSink:
+    """Collects only the sample values, in the order FamilySink's families hold their samples."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def gauge(self, name: str, doc: str, labels: dict[str, str], value: float) -> None:
+        self.values.append(value)
+
+    def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
+                created: float | None) -> None:
+        for _, value in children:
+            self.values.append(value)
+            if created is not None:
+                self.values.append(created)
+
+    def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
+                  created: float | None) -> None:
+        cumulative = hist.cumulative(bounds)
+        self.values.extend(count for _, count in cumulative)
+        self.values.append(cumulative[-1][1])
+        self.values.append(hist.total)
+        if created is not None:
+            self.values.append(created)
+
+
+Sink = FamilySink | ValueSink
+
+
+def vllm_layout(view: VllmView, sink: Sink) -> None:
+    """Write every family of vLLM's /metrics for ``view`` into ``sink`` (V1 names unless version v0)."""
+    v0 = view.version == "v0"
+    labels = {"model_name": view.model} if v0 else {"model_name": view.model, "engine": "0"}
+    created = None if v0 else view.stats.started_at
+    stats = view.stats
+    sink.gauge("process_start_time_seconds", START_DOC, {}, stats.started_at)
+    sink.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, view.running)
+    sink.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, view.waiting)
+    if v0:
+        sink.gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", labels, 0)
+        sink.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", labels,
+                   view.kv_usage)
+        sink.gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", labels, 0)
+    else:
+        sink.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels, view.kv_usage)
+    names, values = list(labels), list(labels.values())
+    for name, doc, value in (
+        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", stats.preemptions),
+        ("vllm:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens),
+        ("vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens),
+    ):
+        sink.counter(name, doc, names, [(values, value)], created)
+    reasons = [([*values, reason], count) for reason, count in stats.success.items()]
+    sink.counter("vllm:request_success", "Count of successfully processed requests.", [*names, "finished_reason"],
+                 reasons, created)
+    for name, key, doc in _HISTOGRAMS:
+        if v0 and key == "itl":
+            name, doc = "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."
+        bounds = _V0_BOUNDS.get(key) if v0 else None
+        sink.histogram(name, doc, labels, stats.hists[key], bounds, created)
+    sink.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", _cache_config(view, labels), 1.0)
+
+
+def vllm_families(view: VllmView) -> list[Metric]:
+    """vLLM's /metrics families for ``view`` (prometheus_client objects)."""
+    sink = FamilySink()
+    vllm_layout(view, sink)
+    return sink.families
+
+
+def _cache_config(view: VllmView, labels: dict[str, str]) -> dict[str, str]:
+    info = {
+        "block_size": str(view.block_size),
+        "cache_dtype": "auto",
+        "enable_prefix_caching": "False",
+        "gpu_memory_utilization": str(view.gpu_memory_utilization),
+        "num_cpu_blocks": "0",
+        "num_gpu_blocks": str(view.num_gpu_blocks),
+        "swap_space": "4",
+    }
+    if "engine" in labels:
+        info["engine"] = labels["engine"]
+    return info
+
+
+def gateway_layout(view: GatewayView, sink: Sink) -> None:
+    """The gateway's own metrics: queue depth (the figure Sweetspot watches), in-flight, limit, totals."""
+    sink.gauge("process_start_time_seconds", START_DOC, {}, view.started_at)
+    sink.gauge("sweetspot_gateway_queue_depth", "Requests waiting in the gateway's FIFO queue.", {}, view.queue_depth)
+    sink.gauge("sweetspot_gateway_in_flight", "Requests forwarded to vLLM and not finished yet.", {}, view.in_flight)
+    sink.gauge("sweetspot_gateway_limit", "Concurrency limit of the gateway.", {}, view.limit)
+    children = [([outcome], count) for outcome, count in sorted(view.requests.items())]
+    sink.counter("sweetspot_gateway_requests", "Requests the gateway finished, by outcome.", ["outcome"], children,
+                 view.started_at)
+
+
+def gateway_families(view: GatewayView) -> list[Metric]:
+    sink = FamilySink()
+    gateway_layout(view, sink)
+    return sink.families
+
+
+# dcgm-exporter field → (help, GpuView attribute, integer field?), in the exporter's default order.
+_DCGM_FIELDS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "sm_clock", True),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "mem_clock", True),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp_c", True),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w", False),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gpu_util", True),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_copy_util", True),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "fb_free_mib", True),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "fb_used_mib", True),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data.",
+     "dram_active", False),
+)
+GPU_MODEL_NAME = "Tesla V100-SXM2-32GB"
+DRIVER_VERSION = "535.183.01"
+
+
+def dcgm_text(gpus: Sequence[GpuView], hostname: str) -> str:
+    """dcgm-exporter's text for ``gpus``, in its own style: label order gpu, UUID, pci_bus_id, device,
+    modelName, Hostname, DCGM_FI_DRIVER_VERSION; integers without a decimal point (it is a Go program,
+    not prometheus_client)."""
+    labels = [
+        f'{{gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="00000000:{0x15 + g.index * 0x11:02X}:00.0",'
+        f'device="nvidia{g.index}",modelName="{GPU_MODEL_NAME}",Hostname="{hostname}",'
+        f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"}} '
+        for g in gpus
+    ]
+    out = []
+    for name, doc, attr, integer in _DCGM_FIELDS:
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        for gpu, label in zip(gpus, labels, strict=True):
+            value = getattr(gpu, attr)
+            out.append(f"{name}{label}{int(round(value)) if integer else f'{value:g}'}\n")
+    return "".join(out)

@@ -1,0 +1,93 @@
+"""``python -m app inspect`` run as users run it: a subprocess on a file and on a loopback URL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.loopback import closed_port, serve
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+MODEL = "meta-llama/Llama-3.3-70B-Instruct-AWQ"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEETSPOT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "app", "inspect", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def check_v1(report: dict) -> None:
+    assert report["model_names"] == [MODEL]
+    assert report["engines"] == ["0", "1"]
+    assert report["generation_tokens_total"] == 2_000_000
+    assert report["prompt_tokens_total"] == 5_500_000
+    assert report["preemptions_total"] == 7
+    assert report["requests_running"] == 16 and report["requests_waiting"] == 5
+    assert report["requests_swapped"] is None
+    assert report["kv_cache_usage"] == 0.57
+    ttft = report["ttft"]
+    assert ttft["buckets"][0] == [0.001, 0] and ttft["buckets"][-2] == [2560, 9406]
+    assert ttft["buckets"][-1] == ["+Inf", 9407] and len(ttft["buckets"]) == 23
+    assert (ttft["count"], ttft["sum"]) == (9407, 12500.75)
+    assert report["metric_names_used"]["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert report["missing"] == ["requests_swapped"]
+
+
+def test_file_json():
+    done = run(str(DATA / "vllm_v1.txt"), "--json")
+    assert done.returncode == 0, done.stderr
+    check_v1(json.loads(done.stdout))
+
+
+def test_loopback_url_json_and_table():
+    with serve({"/metrics": (200, (DATA / "vllm_v1.txt").read_text())}) as (base, _):
+        as_json = run(base + "/metrics", "--json")
+        as_table = run(base + "/metrics")
+    assert as_json.returncode == 0, as_json.stderr
+    check_v1(json.loads(as_json.stdout))
+    assert as_table.returncode == 0, as_table.stderr
+    assert "generation_tokens_total" in as_table.stdout and "2,000,000" in as_table.stdout
+    assert "0.570 (57.0 %)" in as_table.stdout and "vllm:kv_cache_usage_perc" in as_table.stdout
+
+
+def test_v0_file_reports_old_names_and_absent_as_null():
+    report = json.loads(run(str(DATA / "vllm_v0.txt"), "--json").stdout)
+    assert report["engines"] == [] and report["requests_swapped"] == 1
+    assert report["queue_time"] is None and report["ttft"]["buckets"][-2][0] == 10
+    assert report["metric_names_used"]["itl"] == "vllm:time_per_output_token_seconds"
+
+
+def test_two_models_are_totalled(tmp_path):
+    page = tmp_path / "two.txt"
+    page.write_text(
+        'vllm:generation_tokens_total{model_name="a"} 5\nvllm:generation_tokens_total{model_name="b"} 7\n'
+        'vllm:kv_cache_usage_perc{model_name="a"} 0.5\nvllm:kv_cache_usage_perc{model_name="b"} NaN\n'
+    )
+    report = json.loads(run(str(page), "--json").stdout)
+    assert report["generation_tokens_total"] == 12 and report["kv_cache_usage"] == 0.5
+    assert report["models"]["b"]["kv_cache_usage"] is None  # NaN is no value, and JSON stays valid
+    assert report["ttft"] is None
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("README.md", "ERROR: no vLLM metrics found at README.md"),
+        ("does/not/exist.txt", "ERROR: cannot read does/not/exist.txt"),
+        (f"http://127.0.0.1:{closed_port()}/metrics", "ERROR: cannot reach"),
+    ],
+)
+def test_garbage_is_one_error_line(source, message):
+    done = run(source, "--json")
+    assert done.returncode != 0
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message)
