@@ -97,7 +97,7 @@ RENDERED_JS = """(charts) => {
 }"""
 
 
-def wait_rendered(page: Any, charts: int, timeout_ms: float = 20000) -> None:
+def wait_rendered(page: Any, charts: int, timeout_ms: float = 45000) -> None:
     """Until the script finished running and ``charts`` Vega charts are drawn with a size."""
     page.wait_for_function(RENDERED_JS, arg=charts, timeout=timeout_ms, polling=50)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,8 @@ MAIN = Path(__file__).resolve().parents[1] / "app" / "ui" / "main.py"
 
 
 @pytest.fixture(scope="module")
-def db_url(tmp_path_factory):
-    return ui_db.fill(tmp_path_factory.mktemp("ui") / "sweetspot.db", time.time())
+def db_url():
+    return ui_db.shared()
 
 
 def open_app(monkeypatch, url: str, **params: str) -> AppTest:
@@ -41,13 +40,14 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
         assert expected in texts(at), page
 
 
-def test_gpu_page_shows_memory_and_time_based_busy(monkeypatch, db_url):
+def test_gpu_page_shows_memory_and_true_bandwidth(monkeypatch, db_url):
     at = open_app(monkeypatch, db_url)
     at.switch_page(PAGES[1]).run()
     frame = at.table[0].value
     assert len(frame) == 8
-    assert frame["memory used / total"][0] == "29.6 GB / 34.4 GB"
-    assert frame["bandwidth"][0].endswith("% busy (time-based, not bandwidth)")
+    assert frame["memory used / total"][0].endswith(" GB / 34.4 GB")
+    assert frame["bandwidth"][0].endswith(" GB/s (dcgm)")  # DCGM DRAM active × the configured peak
+    assert frame["peak bandwidth"][0] == "900 GB/s (config)"
     assert len(at.get("vega_lite_chart")) == 4
 
 

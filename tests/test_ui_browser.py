@@ -6,7 +6,6 @@ Screenshots land in artifacts/screenshots/ (gitignored; docs/ui.md says so).
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -22,18 +21,17 @@ pytestmark = [
 PAGES = {
     "overview": ("/", 5, ["TTFT P95 · 5m", "tok/s ceiling", "sweet spot 16", "Time to first token"]),
     "overview-edge-down": ("/?target=edge", 5, ["No data", "connection refused"]),
-    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "time-based", "nvml-formula", "29.6 GB / 34.4 GB"]),
+    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GB / 34.4 GB"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
 }
 
 
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory):
+def base_url():
     from tests.browser import streamlit_server
 
-    url = ui_db.fill(tmp_path_factory.mktemp("browser") / "sweetspot.db", time.time())
-    with streamlit_server(url) as base:
+    with streamlit_server(ui_db.shared()) as base:
         yield base
 
 
@@ -56,8 +54,8 @@ def test_page_in_chromium(browser, base_url, name):
     page = new_page(browser)
     page.goto(base_url + path)
     wait_rendered(page, charts)
-    for text in expected:  # waits for each (the script may still be streaming elements), fails after 10 s
-        page.get_by_text(text).first.wait_for(timeout=10000)
+    for text in expected:  # waits for each (the script may still be streaming elements), fails after 20 s
+        page.get_by_text(text).first.wait_for(timeout=20000)
     screenshot(page, SCREENSHOTS / f"{name}.png")
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")[:2000]
     page.close()

@@ -27,9 +27,9 @@ from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give st.altair_chart PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
-RIGHT_MARGIN = 110  # px for threshold labels ("critical 98 %")
 Y_AXIS = alt.Axis(minExtent=44)  # same width of y labels on every chart: aligned time axes
 THRESHOLD = "#d62728"
+WARNING_COLOR = "#ff7f0e"
 REFERENCE = "#7f7f7f"
 COLORS: dict[str, str] = {
     "P50": "#9ecae1",
@@ -127,32 +127,33 @@ def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Cha
     )
 
 
-def hline(value: float, label: str, frame: Frame, color: str = THRESHOLD, inside: bool = False) -> alt.LayerChart:
-    """A horizontal threshold across the frame, labelled in the right margin (or ``inside``, above its end).
+def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -> alt.LayerChart | alt.Chart:
+    """A dashed horizontal threshold; thresholds are named in the chart title, which data never covers.
 
-    The margin keeps short labels ("SLO 3 s") off the data; a long one (the ceiling) sits above its line.
+    Only a ``label`` that sits above the data (the ceiling) is drawn in the plot, above its right end.
     """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
-    rule = base.mark_rule(color=color, strokeDash=[6, 4]).encode(y="y:Q")
-    place: dict[str, Any] = {"align": "right", "dy": -7} if inside else {"align": "left", "dx": 6, "baseline": "middle"}
-    text = base.mark_text(color=color, fontSize=12, **place).encode(
+    rule = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
+        y="y:Q", tooltip=alt.value(label or None)
+    )
+    if not label:
+        return rule
+    text = base.mark_text(color=color, fontSize=12, align="right", dx=-4, dy=-8).encode(
         x=alt.X("time:T", scale=alt.Scale(domain=frame.domain)), y="y:Q", text="label:N"
     )
     return _layer(rule, text)
 
 
 def _finish(chart: AnyChart, title: str) -> AnyChart:
-    # The same right margin on every time chart keeps their x axes aligned, one under the other.
-    padding = {"left": 5, "top": 5, "bottom": 5, "right": RIGHT_MARGIN}
-    return chart.properties(title=title, height=HEIGHT, padding=padding).interactive(bind_y=False)
+    return chart.properties(title=title, height=HEIGHT).interactive(bind_y=False)
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
     fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "TTFT (s)", "seconds")
-    slo = hline(slo_s, f"SLO {number(slo_s)} s", frame)
-    return _finish(_layer(lines, slo), f"Time to first token, per {_step(frame)} (s)")
+    title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
+    return _finish(_layer(lines, hline(slo_s, frame)), title)
 
 
 def ceiling_label(ceiling: CeilingInfo) -> str:
@@ -173,7 +174,7 @@ def throughput_chart(
     band_data = pd.DataFrame({"low": [low], "high": [high]})
     shade = alt.Chart(band_data).mark_rect(color=COLORS["output tok/s"], opacity=0.12).encode(y="low:Q", y2="high:Q")
     band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
-    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, ceiling_label(ceiling), frame, REFERENCE, inside=True))
+    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
     return _finish(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
 
 
@@ -195,8 +196,9 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
     fields = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests", "requests")
-    chart = _layer(lines, hline(sweet_spot, f"sweet spot {sweet_spot}", frame))
-    return _finish(chart, f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests)")
+    chart = _layer(lines, hline(sweet_spot, frame))
+    title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} · red dashes: sweet spot {sweet_spot}"
+    return _finish(chart, title)
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
@@ -204,10 +206,14 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
     lines = lines.encode(y=alt.Y("value:Q", title="%", scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
     chart = _layer(
         lines,
-        hline(warning * 100, f"warning {warning * 100:.0f} %", frame, "#ff7f0e"),
-        hline(critical * 100, f"critical {critical * 100:.0f} %", frame),
+        hline(warning * 100, frame, WARNING_COLOR),
+        hline(critical * 100, frame),
     )
-    return _finish(chart, f"KV-cache usage, max per {_step(frame)} (%)")
+    title = (
+        f"KV-cache usage, max per {_step(frame)} (%) · orange: warning {warning * 100:.0f} %, "
+        f"red: critical {critical * 100:.0f} %"
+    )
+    return _finish(chart, title)
 
 
 def _step(frame: Frame) -> str:

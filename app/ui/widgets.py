@@ -19,7 +19,7 @@ from db.results import GpuFigures, TargetInfo, WindowFigures
 
 
 def since_text(ts: float | None, now: float) -> str:
-    return f" (since {clock(ts)}, {ago(ts, now).removesuffix(' ago')})" if ts is not None else ""
+    return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})" if ts is not None else ""
 
 
 def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float) -> None:
