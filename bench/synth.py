@@ -171,13 +171,13 @@ def gpus(rng: random.Random, ts: float) -> tuple[GpuReading, ...]:
             uuid=f"GPU-{i:08d}",
             index=i,
             name="Tesla V100-SXM2-32GB",
-            memory_used_bytes=30e9 + rng.random() * 1e8,
+            memory_used_bytes=float(30_000_000_000 + rng.randrange(100_000_000)),
             memory_total_bytes=32e9,
-            memory_busy_pct=rng.uniform(40, 70),
+            memory_busy_pct=float(rng.randint(40, 70)),
             peak_bw_gbps=898.0,
             peak_bw_source="nvml-formula",
-            power_w=rng.uniform(150, 250),
-            temperature_c=rng.uniform(50, 70),
+            power_w=rng.randint(150_000, 250_000) / 1000,
+            temperature_c=float(rng.randint(50, 70)),
         )
         for i in range(2)
     )

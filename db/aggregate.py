@@ -41,12 +41,11 @@ def group_sum(key: np.ndarray, values: np.ndarray, nkeys: int) -> np.ndarray:
     return np.where(seen > 0, total, np.nan)
 
 
-def group_avg(key: np.ndarray, values: np.ndarray, weights: np.ndarray, nkeys: int) -> np.ndarray:
-    """Average per key weighted by ``weights`` (sample counts); NaN where no value."""
-    present = ~np.isnan(values)
-    w = np.where(present, weights, 0.0)
-    total = np.bincount(key, weights=np.where(present, values, 0.0) * w, minlength=nkeys)
-    seen = np.bincount(key, weights=w, minlength=nkeys)
+def group_avg(key: np.ndarray, sums: np.ndarray, counts: np.ndarray, nkeys: int) -> np.ndarray:
+    """Average per key = Σ sums ÷ Σ counts over rows whose sum is known; NaN where none."""
+    present = ~np.isnan(sums)
+    total = np.bincount(key, weights=np.where(present, sums, 0.0), minlength=nkeys)
+    seen = np.bincount(key, weights=np.where(present, counts, 0.0), minlength=nkeys)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(seen > 0, total / np.where(seen > 0, seen, 1.0), np.nan)
 
@@ -68,16 +67,22 @@ def reduce_rows(
 ) -> Reduced:
     """Group ``rows`` (named by ``cols``) by ``key`` (ints in [0, nkeys)).
 
-    ``spec`` lists column names per operation: ``sum``, ``avg`` (weighted by ``n``), ``max`` and
+    ``spec`` lists column names per operation: ``sum``, ``avg`` (a ``<x>_sum`` column; result
+    ``<x>_avg`` = Σ sums ÷ Σ ``n``), ``max`` and
     ``hist`` (a histogram name ``h`` reads columns ``h_layout`` and ``h_buckets``).
     """
     index = {c: i for i, c in enumerate(cols)}
-    n = column(rows, index["n"]) if rows else np.zeros(0)
-    out = Reduced(n=np.bincount(key, weights=n, minlength=nkeys) if rows else np.zeros(nkeys))
+    if set(spec) == {"hist"}:  # sample counts unused: skip a pass over the rows
+        n = np.zeros(0)
+        out = Reduced(n=np.full(nkeys, np.nan))
+    else:
+        n = column(rows, index["n"]) if rows else np.zeros(0)
+        out = Reduced(n=np.bincount(key, weights=n, minlength=nkeys) if rows else np.zeros(nkeys))
     for c in spec.get("sum", ()):
         out.sums[c] = group_sum(key, column(rows, index[c]), nkeys) if rows else np.full(nkeys, np.nan)
-    for c in spec.get("avg", ()):
-        out.avgs[c] = group_avg(key, column(rows, index[c]), n, nkeys) if rows else np.full(nkeys, np.nan)
+    for c in spec.get("avg", ()):  # a ``<x>_sum`` column (sum over ``n`` samples) gives ``<x>_avg``
+        name = c.removesuffix("_sum") + "_avg"
+        out.avgs[name] = group_avg(key, column(rows, index[c]), n, nkeys) if rows else np.full(nkeys, np.nan)
     for c in spec.get("max", ()):
         out.maxes[c] = group_max(key, column(rows, index[c]), nkeys) if rows else np.full(nkeys, np.nan)
     for h in spec.get("hist", ()):
@@ -92,13 +97,13 @@ def _hist(
 
     Returns ``[(keys, bounds, counts[len(keys), buckets]), ...]``.
     """
-    present = {r[li] for r in rows} - {None}
+    present = {r[li] for r in rows}
+    present.discard(None)
     if len(present) == 1:  # the usual case: one layout, no per-key split needed
-        layout = present.pop()
-        acc = histo.accumulate(nkeys, [(k, r[li], r[bi]) for k, r in zip(key.tolist(), rows, strict=True)], layouts)
-        if acc is None:
-            return []
-        return [(np.arange(nkeys, dtype=np.int64), layouts[layout], acc[1])]
+        bounds = layouts[present.pop()]
+        pairs = [(k, r[bi]) for k, r in zip(key.tolist(), rows, strict=True) if r[bi]]
+        counts = histo.sum_blobs(nkeys, len(bounds), [k for k, _ in pairs], [b for _, b in pairs])
+        return [(np.arange(nkeys, dtype=np.int64), bounds, counts)]
     newest: dict[int, int] = {}
     for k, r in zip(key.tolist(), rows, strict=True):
         if r[li] is not None:

@@ -33,7 +33,7 @@ RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
 _SCALAR_SPEC = {
     "sum": ["generation_tokens", "prompt_tokens", "preemptions", "request_success"],
-    "avg": ["requests_running_avg"],
+    "avg": ["requests_running_sum"],  # → requests_running_avg
     "max": ["requests_running_max", "requests_waiting_max", "kv_cache_usage_max"],
 }
 _POINT_KEYS = (
@@ -57,7 +57,7 @@ _NEEDED_BY = {
     "prompt_tokens": {"prompt_tokens_per_s"},
     "preemptions": {"preemptions"},
     "request_success": {"requests_per_s"},
-    "requests_running_avg": {"running_avg"},
+    "requests_running_sum": {"running_avg"},
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
     "kv_cache_usage_max": {"kv_cache_usage_max"},
@@ -263,9 +263,11 @@ def _figures(
     scalars = [c for cols in spec.values() for c in cols]
     if scalars or hists:
         mrows = [
-            r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars)
+            r
+            for lv, lo, hi in segments
+            for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars, sources.QUANTILE_PARTS)
         ]
-        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists))
+        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists, want))
     return out
 
 
@@ -307,21 +309,25 @@ def _model_figures(
     grid: tuple[int, int, int],
     spec: dict[str, list[str]],
     hists: list[str],
+    want: frozenset[str],
 ) -> dict[str, np.ndarray]:
     start, step, groups = grid
-    cols = sources.model_cols(hists, [c for v in spec.values() for c in v])
+    cols = sources.model_cols(hists, [c for v in spec.values() for c in v], sources.QUANTILE_PARTS)
     g = _group(rows, start, step)
-    pos = {m: i for i, m in enumerate(model_ids)}
-    mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
     nm = max(len(model_ids), 1)
-    red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
     out: dict[str, np.ndarray] = {}
-    for src in (red.sums, red.avgs, red.maxes):
-        for name, values in src.items():
-            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+    if any(spec.values()):
+        pos = {m: i for i, m in enumerate(model_ids)}
+        mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
+        red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
+        for src in (red.sums, red.avgs, red.maxes):
+            for name, values in src.items():
+                out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
     layouts = sources.layouts(conn) if rows and hists else {}
     hred = aggregate.reduce_rows(rows, cols, g, groups, {"hist": hists}, layouts)
     for hist, q, name in _QUANTILES:
+        if name not in want:
+            continue
         values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
         for keys, bounds, counts in hred.hists.get(hist, []):
             values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
@@ -422,7 +428,7 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
-        up=None if last is None else bool(last.up),
+        up=None if last is None or last.ts < lo else bool(last.up),  # no scrape in the window: unknown
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
@@ -436,7 +442,7 @@ def _gpu_grid(conn: Connection, gpus: list[Any], lo: int, hi: int, step: int, le
     groups = max(1, -(-(hi - lo) // step))
     pos = {gid: i for i, gid in enumerate(ids)}
     key = _group(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
-    spec = {"avg": [f"{f}_avg" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
+    spec = {"avg": [f"{f}_sum" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
     return aggregate.reduce_rows(rows, sources.GPU_COLS, key, groups * len(ids), spec, {}), groups
 
 

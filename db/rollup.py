@@ -121,11 +121,8 @@ def _v(x: Any) -> float | None:
 def _target_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
     ids, starts, key = _keys(rows, step)
     nk = len(ids)
-    red = aggregate.reduce_rows(
-        rows, sources.TARGET_COLS, key, nk, {"sum": ["up_scrapes", "queue_samples"], "max": ["queue_depth_max"]}, {}
-    )
-    weights = aggregate.column(rows, 4)
-    q_avg = aggregate.group_avg(key, aggregate.column(rows, 5), weights, nk)
+    spec = {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum"], "max": ["queue_depth_max"]}
+    red = aggregate.reduce_rows(rows, sources.TARGET_COLS, key, nk, spec, {})
     return [
         {
             "target_id": int(ids[i]),
@@ -134,7 +131,7 @@ def _target_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
             "scrapes": int(red.n[i]),
             "up_scrapes": int(np.nan_to_num(red.sums["up_scrapes"][i])),
             "queue_samples": int(np.nan_to_num(red.sums["queue_samples"][i])),
-            "queue_depth_avg": _v(q_avg[i]),
+            "queue_depth_sum": _v(red.sums["queue_depth_sum"][i]),
             "queue_depth_max": _v(red.maxes["queue_depth_max"][i]),
         }
         for i in range(nk)
@@ -142,8 +139,11 @@ def _target_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
 
 
 MODEL_SPEC: dict[str, list[str]] = {
-    "sum": [*schema.COUNTERS, *[f"{h}_{p}" for h in schema.HISTOGRAMS for p in ("count", "sum")]],
-    "avg": [f"{g}_avg" for g in schema.GAUGES],
+    "sum": [
+        *schema.COUNTERS,
+        *[f"{g}_sum" for g in schema.GAUGES],
+        *[f"{h}_{p}" for h in schema.HISTOGRAMS for p in ("count", "sum")],
+    ],
     "max": [f"{g}_max" for g in schema.GAUGES],
     "hist": list(schema.HISTOGRAMS),
 }
@@ -160,8 +160,6 @@ def _model_rows(
         row: dict[str, Any] = {"model_id": int(ids[i]), "step": step, "ts": int(starts[i]), "samples": int(red.n[i])}
         for c in MODEL_SPEC["sum"]:
             row[c] = _v(red.sums[c][i])
-        for c in MODEL_SPEC["avg"]:
-            row[c] = _v(red.avgs[c][i])
         for c in MODEL_SPEC["max"]:
             row[c] = _v(red.maxes[c][i])
         for h in schema.HISTOGRAMS:
@@ -178,15 +176,15 @@ def _model_rows(
 def _gpu_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
     ids, starts, key = _keys(rows, step)
     nk = len(ids)
-    avg = [f"{f}_avg" for f in schema.GPU_FIELDS]
-    red = aggregate.reduce_rows(rows, sources.GPU_COLS, key, nk, {"avg": avg, "max": ["temperature_c_max"]}, {})
+    sums = [f"{f}_sum" for f in schema.GPU_FIELDS]
+    red = aggregate.reduce_rows(rows, sources.GPU_COLS, key, nk, {"sum": sums, "max": ["temperature_c_max"]}, {})
     return [
         {
             "gpu_id": int(ids[i]),
             "step": step,
             "ts": int(starts[i]),
             "samples": int(red.n[i]),
-            **{c: _v(red.avgs[c][i]) for c in avg},
+            **{c: _v(red.sums[c][i]) for c in sums},
             "temperature_c_max": _v(red.maxes["temperature_c_max"][i]),
         }
         for i in range(nk)

@@ -14,8 +14,12 @@ Layout, per target (see docs/storage.md for the sizes):
 
 Histogram increases are stored per histogram as four columns: ``<h>_layout`` (bucket_layouts.id),
 ``<h>_count`` and ``<h>_sum`` (increase of ``_count``/``_sum``) and ``<h>_buckets``: a packed blob
-of little-endian int64 values ``increase << 8 | bucket_index`` for the buckets that grew (sparse;
+of little-endian uint32 values ``increase << 8 | bucket_index`` for the buckets that grew (sparse;
 NULL when none grew). See :mod:`db.histo`.
+
+Rollups keep gauge *sums* with the sample count (``samples``) rather than averages: sums of
+integral readings (running requests, NVML percentages, bytes) are integers, which SQLite stores in
+1–6 bytes instead of an 8-byte REAL; the average is sum ÷ samples.
 """
 
 from __future__ import annotations
@@ -166,7 +170,7 @@ target_rollups = Table(
     Column("scrapes", Integer, nullable=False),
     Column("up_scrapes", Integer, nullable=False),
     Column("queue_samples", Integer, nullable=False),
-    Column("queue_depth_avg", Float),
+    Column("queue_depth_sum", Float),
     Column("queue_depth_max", Float),
     **_NO_ROWID,
 )
@@ -178,7 +182,7 @@ model_rollups = Table(
     Column("step", Integer, primary_key=True),
     Column("ts", Integer, primary_key=True),
     Column("samples", Integer, nullable=False),
-    *[c for g in GAUGES for c in (Column(f"{g}_avg", Float), Column(f"{g}_max", Float))],
+    *[c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))],
     *[Column(c, Float) for c in COUNTERS],
     *_hist_columns(),
     **_NO_ROWID,
@@ -191,7 +195,7 @@ gpu_rollups = Table(
     Column("step", Integer, primary_key=True),
     Column("ts", Integer, primary_key=True),
     Column("samples", Integer, nullable=False),
-    *[Column(f"{f}_avg", Float) for f in GPU_FIELDS],
+    *[Column(f"{f}_sum", Float) for f in GPU_FIELDS],
     Column("temperature_c_max", Float),
     **_NO_ROWID,
 )

@@ -19,34 +19,36 @@ QUERY_HISTS = ("ttft", "itl", "e2e")
 
 
 def fetch_all(conn: Connection, stmt: Any) -> list[Any]:
-    """Run a Core SELECT on the DBAPI cursor: SQLAlchemy's row processing costs ~2 ms per thousand
-    wide rows, more than SQLite's own work; our columns need no type conversion.
+    """Run a Core SELECT (through SQLAlchemy's compiled-statement cache) and fetch the DBAPI
+    tuples directly: SQLAlchemy's row objects cost ~2 ms per thousand wide rows, more than SQLite's
+    own work, and these columns need no type conversion.
     """
-    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params: Any = compiled.params
-    if compiled.positional:
-        params = tuple(params[k] for k in compiled.positiontup or ())
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    result = conn.execute(stmt)
     try:
-        cursor.execute(str(compiled), params)
-        return list(cursor.fetchall())
+        return list(result.cursor.fetchall()) if result.cursor is not None else []
     finally:
-        cursor.close()
+        result.close()
 
 
-def hist_cols(hists: Sequence[str]) -> list[str]:
-    return [f"{h}_{p}" for h in hists for p in ("count", "sum", "layout", "buckets")]
+HIST_PARTS = ("count", "sum", "layout", "buckets")
+QUANTILE_PARTS = ("layout", "buckets")  # all a quantile needs (and what the covering index holds)
 
 
-TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_avg", "queue_depth_max"]
-GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("avg", "max")]
-GPU_COLS = ["ts", "id", "n", *[f"{f}_avg" for f in schema.GPU_FIELDS], "temperature_c_max"]
+def hist_cols(hists: Sequence[str], parts: Sequence[str] = HIST_PARTS) -> list[str]:
+    return [f"{h}_{p}" for h in hists for p in parts]
 
 
-def model_cols(hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None) -> list[str]:
+TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_sum", "queue_depth_max"]
+GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("sum", "max")]
+GPU_COLS = ["ts", "id", "n", *[f"{f}_sum" for f in schema.GPU_FIELDS], "temperature_c_max"]
+
+
+def model_cols(
+    hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None, parts: Sequence[str] = HIST_PARTS
+) -> list[str]:
     """Column names of :func:`fetch_models` rows (``scalars`` None = every gauge and counter)."""
     chosen = [*GAUGE_COLS, *schema.COUNTERS] if scalars is None else list(scalars)
-    return ["ts", "id", "n", *chosen, *hist_cols(hists)]
+    return ["ts", "id", "n", *chosen, *hist_cols(hists, parts)]
 
 
 def _range(table: Table, id_col: str, ids: Sequence[int], lo: int, hi: int, step: int | None) -> Any:
@@ -72,7 +74,7 @@ def fetch_targets(conn: Connection, level: int, ids: Sequence[int], lo: int, hi:
             r.c.scrapes,
             r.c.up_scrapes,
             r.c.queue_samples,
-            r.c.queue_depth_avg,
+            r.c.queue_depth_sum,
             r.c.queue_depth_max,
         ).where(_range(r, "target_id", ids, lo, hi, level))
     return fetch_all(conn, stmt.order_by("ts"))
@@ -86,12 +88,13 @@ def fetch_models(
     hi: int,
     hists: Sequence[str] = schema.HISTOGRAMS,
     scalars: Sequence[str] | None = None,
+    parts: Sequence[str] = HIST_PARTS,
 ) -> list[Any]:
     """Per-model rows in [lo, hi) named by :func:`model_cols` (fetch only what a query needs)."""
-    names = model_cols(hists, scalars)[3:]
+    names = model_cols(hists, scalars, parts)[3:]
     if level == RAW:
         s = schema.samples
-        # raw rows stand for one sample: a gauge's avg and max are the value itself
+        # raw rows stand for one sample: a gauge's sum and max are the value itself
         cols = [s.c[c.rsplit("_", 1)[0]] if c in GAUGE_COLS else s.c[c] for c in names]
         stmt = select(s.c.ts, s.c.model_id, literal(1), *cols).where(_range(s, "model_id", ids, lo, hi, None))
     else:
@@ -112,7 +115,7 @@ def fetch_gpus(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: in
     else:
         r = schema.gpu_rollups
         stmt = select(
-            r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_avg"] for f in schema.GPU_FIELDS], r.c.temperature_c_max
+            r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_sum"] for f in schema.GPU_FIELDS], r.c.temperature_c_max
         ).where(_range(r, "gpu_id", ids, lo, hi, level))
     return fetch_all(conn, stmt.order_by("ts"))
 

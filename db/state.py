@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.records import Histogram
+from db.histo import MAX_INC, entries
 
 
 @dataclass
 class HistState:
     layout: int
-    cumulative: list[int]
+    cumulative: list[float]
     count: float
     sum: float | None
     created: float | None
@@ -91,31 +92,42 @@ def histogram_increase(
     restarted: bool,
     fresh: bool,
 ) -> tuple[float, float | None, list[int]] | None:
-    """``(Δcount, Δsum, per-bucket increases)`` since the last scrape; None when unknown.
+    """``(Δcount, Δsum, packed bucket increases)`` since the last scrape; None when unknown.
 
-    Unknown: histogram absent, first observation, after a long gap, or bucket layout changed (no
-    increase for that scrape; the new layout counts from the next one).
+    Packed increases are ``increase << 8 | bucket_index`` for the buckets that grew (see
+    :mod:`db.histo`). Unknown: histogram absent, first observation, after a long gap, or bucket
+    layout changed (no increase for that scrape; the new layout counts from the next one).
     """
     if hist is None or layout is None:
         return None
-    cumulative = [int(round(c)) for c in hist.cumulative]
-    count = hist.count if hist.count is not None else float(cumulative[-1] if cumulative else 0)
+    cumulative = list(hist.cumulative)
+    count = hist.count if hist.count is not None else (cumulative[-1] if cumulative else 0.0)
     prev = state.hists.get(key)
     state.hists[key] = HistState(layout, cumulative, count, hist.sum, created)
     if prev is None or fresh or prev.layout != layout or len(prev.cumulative) != len(cumulative):
         return None
-    reset = (
-        restarted
-        or _created_changed(prev.created, created)
-        or count < prev.count
-        or any(c < p for c, p in zip(cumulative, prev.cumulative, strict=True))
-    )
+    delta = [c - p for c, p in zip(cumulative, prev.cumulative, strict=True)]
+    reset = restarted or _created_changed(prev.created, created) or count < prev.count or min(delta) < 0
     if reset:
         delta = cumulative
         d_count, d_sum = count, hist.sum
     else:
-        delta = [c - p for c, p in zip(cumulative, prev.cumulative, strict=True)]
         d_count = count - prev.count
         d_sum = None if hist.sum is None or prev.sum is None else hist.sum - prev.sum
-    per_bucket = [max(d - (delta[i - 1] if i else 0), 0) for i, d in enumerate(delta)]
-    return d_count, d_sum, per_bucket
+    return d_count, d_sum, pack_increases(delta)
+
+
+def pack_increases(delta_cumulative: list[float]) -> list[int]:
+    """Cumulative increases → packed per-bucket increases (whole counts; zero buckets skipped)."""
+    packed = []
+    below = 0.0
+    for i, d in enumerate(delta_cumulative):
+        inc = d - below
+        below = d
+        if inc >= 0.5:  # counts are whole numbers; rounding absorbs float noise
+            whole = int(inc + 0.5)
+            if whole <= MAX_INC:
+                packed.append((whole << 8) | i)
+            else:
+                packed.extend(entries(i, whole))
+    return packed

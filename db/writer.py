@@ -228,19 +228,17 @@ class Writer:
         return int(found)
 
     def _update_target_meta(self, conn: Connection, target_id: int, used: Any, missing: Any, cache: Any) -> None:
-        meta = (
-            json.dumps(dict(used), sort_keys=True),
-            json.dumps(list(missing)),
-            json.dumps(dict(cache), sort_keys=True),
-        )
+        # compared as tuples: this runs every round, the JSON only when something changed
+        meta = (tuple(sorted(used.items())), tuple(missing), tuple(sorted(cache.items())))
         if self._target_meta.get(target_id) == meta:
             return
         t = schema.targets
-        conn.execute(
-            update(t)
-            .where(t.c.id == target_id)
-            .values(metric_names_used=meta[0], missing_metrics=meta[1], cache_config=meta[2])
-        )
+        values = {
+            "metric_names_used": json.dumps(dict(used), sort_keys=True),
+            "missing_metrics": json.dumps(list(missing)),
+            "cache_config": json.dumps(dict(cache), sort_keys=True),
+        }
+        conn.execute(update(t).where(t.c.id == target_id).values(**values))
         self._target_meta[target_id] = meta
 
 
@@ -268,10 +266,5 @@ def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> dict[str, Any]:
 def _hist_columns(key: str, layout: int | None, inc: tuple[float, float | None, list[int]] | None) -> dict[str, Any]:
     if inc is None:
         return {f"{key}_layout": layout, f"{key}_count": None, f"{key}_sum": None, f"{key}_buckets": None}
-    count, total, buckets = inc
-    return {
-        f"{key}_layout": layout,
-        f"{key}_count": count,
-        f"{key}_sum": total,
-        f"{key}_buckets": histo.encode(buckets),
-    }
+    count, total, packed = inc
+    return {f"{key}_layout": layout, f"{key}_count": count, f"{key}_sum": total, f"{key}_buckets": histo.pack(packed)}

@@ -1,0 +1,55 @@
+"""``python -m app db migrate|rollup|prune|info``: database upkeep, each printing what it did."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from app.settings import Settings
+from db import schema
+from db.engine import normalize_url, open_engine
+from db.migrations import MIGRATIONS, applied, migrate
+from db.rollup import apply_retention, rollup
+
+HELP = "database upkeep: migrate the schema, fold rollups, prune old rows, or print table sizes"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("migrate", "rollup", "prune", "info"), help="what to do")
+    parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url / SWEETSPOT_DB_URL)")
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    now = time.time()
+    if args.action == "migrate":
+        names = migrate(open_engine(settings.db_url, migrate=False))
+        print(f"applied {len(names)} migration(s): {', '.join(names)}" if names else "schema up to date")
+    elif args.action == "rollup":
+        written = rollup(open_engine(settings.db_url), now)
+        print(f"rollups written: {written[60]} one-minute rows, {written[3600]} hourly rows")
+    elif args.action == "prune":
+        deleted = apply_retention(open_engine(settings.db_url), now, settings)
+        for table, n in deleted.items():
+            print(f"deleted {n:8d} rows from {table}")
+    else:
+        _info(settings)
+    return 0
+
+
+def _info(settings: Settings) -> None:
+    engine = open_engine(settings.db_url)
+    url = normalize_url(settings.db_url)
+    print(f"database: {url.render_as_string(hide_password=True)}")
+    if url.get_backend_name() == "sqlite":
+        path = Path(str(url.database))
+        size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+        print(f"size on disk: {size / 1e6:.1f} MB (with WAL)")
+    with engine.connect() as conn:
+        done = applied(conn)
+        print(f"migrations: {len(done)} of {len(MIGRATIONS)} applied")
+        for table in schema.metadata.sorted_tables:
+            rows = conn.execute(select(func.count()).select_from(table)).scalar()
+            print(f"  {table.name:22} {rows:10d} rows")

@@ -1,0 +1,116 @@
+"""``python -m app status``: the figures of one target over the window ending now."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from typing import Any
+
+from app.durations import DurationError, format_duration, parse_duration
+from app.errors import UsageError
+from app.settings import Settings
+from db.queries import Reader
+from db.results import WindowFigures
+
+HELP = "print the figures of a target over the window ending now (TTFT, tok/s, preemptions, ceiling...)"
+
+# (JSON key, label, unit, scale): the readable table, in the order operators read it.
+ROWS = (
+    ("up", "target up", "", None),
+    ("last_scrape_at", "last scrape", "", None),
+    ("tokens_per_s", "output tokens", "tok/s", 1.0),
+    ("ceiling_tokens_per_s", "ceiling", "tok/s", 1.0),
+    ("efficiency", "efficiency", "%", 100.0),
+    ("prompt_tokens_per_s", "prompt tokens", "tok/s", 1.0),
+    ("requests_per_s", "finished requests", "req/s", 1.0),
+    ("ttft_p50_s", "TTFT P50", "s", 1.0),
+    ("ttft_p95_s", "TTFT P95", "s", 1.0),
+    ("ttft_p99_s", "TTFT P99", "s", 1.0),
+    ("itl_p95_s", "ITL P95", "s", 1.0),
+    ("e2e_p95_s", "E2E P95", "s", 1.0),
+    ("preemptions", "preemptions", "", 1.0),
+    ("running_avg", "running (avg)", "requests", 1.0),
+    ("running_max", "running (max)", "requests", 1.0),
+    ("waiting_max", "waiting in vLLM (max)", "requests", 1.0),
+    ("queue_depth_max", "gateway queue (max)", "requests", 1.0),
+    ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="NAME", help="target name (default: the first configured or stored)")
+    parser.add_argument("--window", default="5m", metavar="DURATION", help="window ending now, e.g. 90s, 5m, 1h")
+    parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url / SWEETSPOT_DB_URL)")
+    parser.add_argument("--json", action="store_true", help="print JSON (null where there is no data)")
+
+
+def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -> str:
+    if args.target:
+        return str(args.target)
+    if settings.targets:
+        return settings.targets[0].name
+    stored = reader.targets()
+    if not stored:
+        raise UsageError("no target stored in the database yet", "run `python -m app collect` first, or pass --db")
+    return stored[0].name
+
+
+def figures_json(fig: WindowFigures) -> dict[str, Any]:
+    """The ``status --json`` document: every WindowFigures field (GPUs and ceiling as objects)."""
+    data = dataclasses.asdict(fig)
+    data["window"] = format_duration(fig.window_s)
+    return data
+
+
+def _format(value: Any, unit: str, scale: float | None) -> str:
+    if value is None:
+        return "no data"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if scale is None:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    number = value * scale
+    text = f"{number:.3f}" if abs(number) < 10 else f"{number:.1f}"
+    return f"{text} {unit}".rstrip()
+
+
+def render(fig: WindowFigures) -> str:
+    """The readable table: one line per figure with its unit, and the window."""
+    over = format_duration(fig.window_s)
+    lines = [
+        f"{fig.target}{f' / {fig.model}' if fig.model else ''}: figures over {over} "
+        f"({fig.scrapes} scrapes, {fig.failed_scrapes} failed)"
+    ]
+    data = figures_json(fig)
+    for key, label, unit, scale in ROWS:
+        lines.append(f"  {label:24} {_format(data[key], unit, scale)}")
+    if fig.ttft_p95_in_inf_bucket:
+        lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
+    if fig.ceiling:
+        c = fig.ceiling
+        lines.append(
+            f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP {c.tensor_parallel})"
+        )
+    for g in fig.gpus:
+        used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
+        busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"
+        lines.append(f"  GPU {g.index if g.index is not None else '?'} {g.uuid}: memory {used}, memory busy {busy}")
+    if fig.last_error:
+        lines.append(f"  last error: {fig.last_error}")
+    return "\n".join(lines)
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        window_s = parse_duration(args.window)
+    except DurationError as exc:
+        raise UsageError(f"--window: {exc}") from None
+    if window_s <= 0:
+        raise UsageError("--window must be longer than 0")
+    reader = Reader(settings.db_url)
+    name = _target_name(args, settings, reader)
+    fig = reader.window(name, time.time(), window_s)
+    print(json.dumps(figures_json(fig), indent=2) if args.json else render(fig))
+    return 0

@@ -1,0 +1,37 @@
+"""Small builders of scrape rounds for the storage tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from collectors.records import INF, Histogram, ModelFigures, ScrapeRound, SourceResult, VllmScrape
+
+BOUNDS = (0.1, 0.5, 1.0, INF)
+
+
+def vllm_round(
+    ts: float,
+    gen: float | None = None,
+    *,
+    target: str = "t",
+    model: str = "m",
+    hist: tuple[float, ...] | None = None,
+    bounds: tuple[float, ...] = BOUNDS,
+    created: Mapping[str, float] | None = None,
+    process_start: float | None = None,
+    running: float | None = 4.0,
+) -> ScrapeRound:
+    counters = {} if gen is None else {"generation_tokens": gen}
+    histograms = {} if hist is None else {"ttft": Histogram(bounds, hist, hist[-1], None)}
+    figures = ModelFigures(
+        counters=counters,
+        gauges={} if running is None else {"requests_running": running},
+        histograms=histograms,
+        created=dict(created or {}),
+    )
+    scrape = VllmScrape({model: figures}, process_start_time_s=process_start)
+    return ScrapeRound(target, ts, scrape, SourceResult(True, None, 0.01))
+
+
+def failed_round(ts: float, error: str = "connection refused", target: str = "t") -> ScrapeRound:
+    return ScrapeRound(target, ts, None, SourceResult(False, error, 3.0))

@@ -1,0 +1,86 @@
+"""histogram_quantile vectors worked out by hand from Prometheus' bucketQuantile rules."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from db import histo
+from db.quantiles import histogram_quantile, quantile_matrix
+
+INF = float("inf")
+B = (0.1, 0.5, 1.0, INF)
+
+
+@pytest.mark.parametrize(
+    ("q", "increases", "expected", "in_inf"),
+    [
+        (0.5, (10, 0, 0, 0), 0.05, False),  # rank 5 of 10 in [0, 0.1]: lower bound 0 for the first bucket
+        (0.5, (2, 6, 2, 0), 0.3, False),  # rank 5: 0.1 + 0.4 × (5 − 2) / 6
+        (0.95, (2, 6, 2, 0), 0.875, False),  # rank 9.5: 0.5 + 0.5 × (9.5 − 8) / 2
+        (0.99, (2, 6, 2, 0), 0.975, False),  # rank 9.9: 0.5 + 0.5 × 1.9 / 2
+        (0.5, (5, 5, 0, 0), 0.1, False),  # rank exactly on a bucket's cumulative count → its upper bound
+        (1.0, (5, 5, 0, 0), 0.5, False),  # rank 10 is reached in the second bucket
+        (0.1, (1, 1, 0, 8), 0.1, False),
+        (0.15, (1, 1, 0, 8), 0.3, False),  # 0.1 + 0.4 × 0.5 / 1
+        (0.5, (1, 1, 0, 8), 1.0, True),  # rank in +Inf → largest finite bound, flagged
+    ],
+)
+def test_vectors(q: float, increases: tuple[int, ...], expected: float, in_inf: bool) -> None:
+    result = histogram_quantile(q, B, increases)
+    assert result is not None
+    assert result.value == pytest.approx(expected)
+    assert result.in_inf_bucket is in_inf
+
+
+def test_no_requests_is_no_value() -> None:
+    assert histogram_quantile(0.95, B, (0, 0, 0, 0)) is None
+
+
+def test_malformed_layouts_have_no_value() -> None:
+    assert histogram_quantile(0.5, (0.1, 0.5), (1, 1)) is None  # no +Inf bucket
+    assert histogram_quantile(0.5, (INF,), (3,)) is None  # a single bucket
+    with pytest.raises(ValueError):
+        histogram_quantile(1.5, B, (1, 0, 0, 0))
+
+
+def test_matrix_matches_scalar() -> None:
+    rng = random.Random(7)
+    rows = [[rng.choice((0, 0, 1, 3, 20)) for _ in B] for _ in range(300)]
+    for q in (0.5, 0.95, 0.99):
+        values, inf = quantile_matrix(q, B, np.asarray(rows))
+        for row, v, flag in zip(rows, values.tolist(), inf.tolist(), strict=True):
+            expected = histogram_quantile(q, B, row)
+            if expected is None:
+                assert v != v  # NaN
+            else:
+                assert v == pytest.approx(expected.value)
+                assert flag is expected.in_inf_bucket
+
+
+def test_mixed_layouts_merge_onto_newest() -> None:
+    old, new = (0.5, 1.0, INF), (0.25, 0.5, 1.0, 2.0, INF)
+    layouts = {1: old, 2: new}
+    rows = [(0, 1, histo.encode([3, 0, 1])), (0, 2, histo.encode([1, 0, 0, 2, 0]))]
+    acc = histo.accumulate(1, rows, layouts)
+    assert acc is not None
+    bounds, counts = acc
+    assert bounds == new
+    # old ≤0.5 → new ≤0.5 (index 1); old +Inf → new +Inf
+    assert counts[0].tolist() == [1, 3, 0, 2, 1]
+
+
+def test_pack_roundtrip() -> None:
+    assert histo.encode([0, 0, 0]) is None
+    assert histo.decode(histo.encode([0, 5, 0, 1234567]), 4) == [0, 5, 0, 1234567]
+
+
+def test_huge_increase_is_split_into_entries() -> None:
+    big = 3 * histo.MAX_INC + 5
+    blob = histo.encode([0, big])
+    assert blob is not None and len(blob) == 4 * 4
+    assert histo.decode(blob, 2) == [0, big]
+    acc = histo.accumulate(1, [(0, 1, blob)], {1: (1.0, INF)})
+    assert acc is not None and acc[1][0].tolist() == [0, big]

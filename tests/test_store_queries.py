@@ -1,0 +1,224 @@
+"""Rollups, retention, raw-vs-rollup equality, ceiling provenance, hostile strings, status CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.settings import CeilingSettings, Settings, TargetSettings
+from bench.synth import rounds
+from collectors.records import GpuReading, ScrapeRound, SourceResult
+from db import schema
+from db.ceiling import compute_ceiling
+from db.engine import open_engine
+from db.queries import Reader
+from db.results import SweepLevel, SweepRun
+from db.rollup import apply_retention, rollup
+from db.sweeps import store_sweep
+from db.writer import Writer
+from tests.store_helpers import failed_round, vllm_round
+
+DAY0 = 1_800_000_000 - 1_800_000_000 % 86400
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _filled(db_url: str, hours: float = 2.0, start: float = DAY0) -> Any:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t"))
+    writer.write_rounds(rounds("t", start, start + hours * 3600, restart_at=start + 2400, fail_every=97))
+    return engine
+
+
+def _dump(engine: Any, table: Any) -> list[Any]:
+    with engine.connect() as conn:
+        return sorted(conn.execute(select(table)).all(), key=repr)
+
+
+def test_rollup_is_idempotent_and_rebuildable(db_url: str) -> None:
+    engine = _filled(db_url)
+    first = rollup(engine, DAY0 + 7200)
+    assert first[60] >= 3 * 120 and first[3600] >= 3 * 2  # target, model and GPU rows
+    tables = (schema.model_rollups, schema.target_rollups, schema.gpu_rollups)
+    before = [_dump(engine, t) for t in tables]
+    assert rollup(engine, DAY0 + 7200) == {60: 0, 3600: 0}
+    rollup(engine, DAY0 + 7200, since=DAY0)
+    assert [_dump(engine, t) for t in tables] == before
+
+
+@pytest.mark.parametrize("step", [60, 300, 3600])
+def test_rollups_answer_like_raw_rows(db_url: str, step: int) -> None:
+    engine = _filled(db_url)
+    rollup(engine, DAY0 + 7200)
+    reader = Reader(db_url)
+    raw = reader.series("t", DAY0, DAY0 + 7200, step, level=0)
+    rolled = reader.series("t", DAY0, DAY0 + 7200, step)
+    assert len(raw) == 7200 // step
+    for a, b in zip(raw, rolled, strict=True):
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            assert x == pytest.approx(y, rel=1e-9, abs=1e-12) if x is not None else y is None, (f.name, a.ts)
+    assert any(p.up_ratio is not None and p.up_ratio < 1 for p in raw)  # failed scrapes were in there
+
+
+def test_series_reads_raw_tail_after_rollups(db_url: str) -> None:
+    engine = _filled(db_url)
+    rollup(engine, DAY0 + 3600)  # the second hour is only in raw rows
+    reader = Reader(db_url)
+    mixed = reader.series_columns("t", DAY0, DAY0 + 7200, 60, fields=["tokens_per_s"])
+    raw = reader.series_columns("t", DAY0, DAY0 + 7200, 60, fields=["tokens_per_s"], level=0)
+    assert mixed["tokens_per_s"] == pytest.approx(raw["tokens_per_s"])
+
+
+def test_window_figures_and_gaps(db_url: str) -> None:
+    _filled(db_url, hours=0.5)
+    reader = Reader(db_url)
+    fig = reader.window("t", DAY0 + 1800, 300)
+    assert fig.tokens_per_s is not None and 50 < fig.tokens_per_s < 400
+    assert fig.ttft_p95_s is not None and fig.ttft_p50_s is not None and fig.ttft_p50_s <= fig.ttft_p95_s
+    assert fig.ceiling_tokens_per_s == pytest.approx(898 / 5)
+    assert fig.efficiency == pytest.approx(fig.tokens_per_s / fig.ceiling_tokens_per_s)
+    assert [g.uuid for g in fig.gpus] == ["GPU-00000000", "GPU-00000001"]
+    empty = reader.window("t", DAY0 + 86400, 300)
+    assert empty.tokens_per_s is None and empty.up is None and empty.scrapes == 0
+    assert reader.window("nope", DAY0, 300).up is None
+
+
+def test_retention_keeps_rollups_answering(db_url: str) -> None:
+    engine = _filled(db_url)
+    rollup(engine, DAY0 + 7200)
+    before = Reader(db_url).series_columns("t", DAY0, DAY0 + 3600, 3600)
+    settings = Settings(raw_retention_s=1800, rollup_retention_s=5400)
+    deleted = apply_retention(engine, DAY0 + 7200, settings)
+    assert deleted["samples"] > 0 and deleted["model_rollups[60s]"] > 0
+    with engine.connect() as conn:
+        oldest = conn.execute(select(schema.samples.c.ts).order_by(schema.samples.c.ts).limit(1)).scalar()
+    assert oldest >= DAY0 + 7200 - 1800
+    after = Reader(db_url).series_columns("t", DAY0, DAY0 + 3600, 3600)
+    assert after["tokens_per_s"] == pytest.approx(before["tokens_per_s"])
+
+
+def test_ceiling_provenance(db_url: str) -> None:
+    assert compute_ceiling(40, 8, 900).tokens_per_s == pytest.approx(180)
+    assert compute_ceiling(40, 8, 900).bandwidth_source == "config"
+    assert compute_ceiling(40, 8, None, 898).bandwidth_source == "nvml-formula"
+    default = compute_ceiling(40, 8)
+    assert (default.tokens_per_s, default.bandwidth_source) == (180, "default (V100 reference)")
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="a"))
+    writer.register_target(TargetSettings(name="b", ceiling=CeilingSettings(bandwidth_gbps=2000.0)))
+    gpu = GpuReading(uuid="GPU-1", peak_bw_gbps=1000.0, peak_bw_source="nvml-formula")
+    writer.write_round(ScrapeRound("b", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
+    by_name = {t.name: t.ceiling for t in Reader(db_url).targets()}
+    assert by_name["a"] is not None and by_name["a"].bandwidth_source == "default (V100 reference)"
+    assert by_name["b"] is not None and (by_name["b"].bandwidth_source, by_name["b"].tokens_per_s) == ("config", 400)
+    writer.write_round(ScrapeRound("a", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
+    a = next(t for t in Reader(db_url).targets() if t.name == "a").ceiling
+    assert a is not None and (a.bandwidth_source, a.tokens_per_s) == ("nvml-formula", 200)
+
+
+HOSTILE = 'x\'); DROP TABLE targets; -- "quoted" % _ \\ ∑ 🚀'
+
+
+def test_hostile_strings_round_trip_verbatim(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name=HOSTILE, vllm_url="http://h/metrics?a='1'"))
+    writer.write_rounds([vllm_round(DAY0, 1, target=HOSTILE, model=HOSTILE), failed_round(DAY0 + 5, HOSTILE, HOSTILE)])
+    reader = Reader(db_url)
+    (info,) = reader.targets()
+    assert (info.name, info.vllm_url, info.models, info.last_error) == (
+        HOSTILE,
+        "http://h/metrics?a='1'",
+        (HOSTILE,),
+        HOSTILE,
+    )
+    assert reader.models(HOSTILE) == [HOSTILE]
+    assert reader.window(HOSTILE, DAY0 + 5, 60, model=HOSTILE).last_error == HOSTILE
+    assert reader.models("x' OR '1'='1") == []
+
+
+def test_sweeps_round_trip(db_url: str) -> None:
+    level = SweepLevel(16, 600.0, 170, 0, 126.0, 0.28, 0.8, 2.1, 2.9, 0.09, 40.0, 60.0, 0.0)
+    run = SweepRun(
+        1.0, "http://x", HOSTILE, "mixed", 3.0, (level, dataclasses.replace(level, concurrency=32)), {"sweet_spot": 16}
+    )
+    run_id = store_sweep(open_engine(db_url), run)
+    (loaded,) = Reader(db_url).sweep_runs(5)
+    assert loaded == dataclasses.replace(run, id=run_id)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEETSPOT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_status_cli_json_and_table(db_url: str) -> None:
+    now = time.time()
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t"))
+    writer.write_rounds(
+        [
+            vllm_round(now - 300 + 5 * i, 1000 + 60 * i, hist=(i, 2 * i, 3 * i, 3 * i), running=float(i % 5))
+            for i in range(60)
+        ]
+    )
+    done = _cli("status", "--db", db_url, "--json", "--window", "5m")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    for key in (
+        "ttft_p50_s",
+        "ttft_p95_s",
+        "ttft_p99_s",
+        "tokens_per_s",
+        "prompt_tokens_per_s",
+        "preemptions",
+        "requests_per_s",
+        "running_avg",
+        "running_max",
+        "waiting_max",
+        "queue_depth_max",
+        "kv_cache_usage_max",
+        "ceiling_tokens_per_s",
+        "efficiency",
+        "gpus",
+        "last_scrape_at",
+        "up",
+    ):
+        assert key in data
+    assert data["tokens_per_s"] == pytest.approx(59 * 60 / 300, rel=0.02)
+    assert data["prompt_tokens_per_s"] is None and data["queue_depth_max"] is None
+    assert data["running_max"] == 4 and data["up"] is True and data["ceiling_tokens_per_s"] == 180
+    assert 0 < data["ttft_p95_s"] <= 1.0
+    if db_url.startswith("sqlite"):  # the table is the same code on both databases; spare a subprocess
+        table = _cli("status", "--db", db_url, "--window", "5m")
+        assert table.returncode == 0 and "over 5m" in table.stdout and "tok/s" in table.stdout
+
+
+def test_status_cli_missing_database(tmp_path: Path) -> None:
+    done = _cli("status", "--db", f"sqlite:///{tmp_path}/none.db")
+    assert done.returncode == 2 and "SWEETSPOT_DB_URL" in done.stderr
+
+
+def test_gpu_series_and_latest(db_url: str) -> None:
+    _filled(db_url, hours=0.25)
+    reader = Reader(db_url)
+    points = reader.gpu_series("t", DAY0, DAY0 + 600, 60)
+    assert len(points) == 2 * 10 and {p.uuid for p in points} == {"GPU-00000000", "GPU-00000001"}
+    assert all(p.memory_total_bytes == 32e9 and p.dram_bw_gbps is None for p in points)
+    latest = reader.latest_gpus("t")
+    assert [g.uuid for g in latest] == ["GPU-00000000", "GPU-00000001"]
+    assert latest[0].peak_bw_source == "nvml-formula" and latest[0].temperature_c_max is not None

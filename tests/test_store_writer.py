@@ -1,0 +1,97 @@
+"""The writer: increases, every kind of reset, failed scrapes, collector restarts (SQLite + PostgreSQL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from db import histo, schema
+from db.engine import open_engine
+from db.queries import Reader
+from db.writer import Writer
+from tests.store_helpers import failed_round, vllm_round
+
+T = 1_800_000_000
+
+
+def _samples(engine: Any, column: str) -> list[Any]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(schema.samples.c[column]).order_by(schema.samples.c.ts)).scalars())
+
+
+def _write(db_url: str, *rounds: Any) -> Any:
+    engine = open_engine(db_url)
+    Writer(engine).write_rounds(rounds)
+    return engine
+
+
+def test_increases_and_counter_decrease(db_url: str) -> None:
+    engine = _write(db_url, *(vllm_round(T + 5 * i, g) for i, g in enumerate((100, 150, 210, 20, 50))))
+    # first scrape is a baseline; a decrease (restart) counts the new value, never negative
+    assert _samples(engine, "generation_tokens") == [None, 50, 60, 20, 30]
+
+
+def test_created_change_is_a_reset(db_url: str) -> None:
+    engine = _write(
+        db_url,
+        vllm_round(T, 100, created={"generation_tokens": 1.0}),
+        vllm_round(T + 5, 150, created={"generation_tokens": 2.0}),  # restarted, already past 100
+    )
+    assert _samples(engine, "generation_tokens") == [None, 150]
+
+
+def test_process_start_change_is_a_reset(db_url: str) -> None:
+    engine = _write(db_url, vllm_round(T, 100, process_start=10.0), vllm_round(T + 5, 180, process_start=20.0))
+    assert _samples(engine, "generation_tokens") == [None, 180]
+
+
+def test_histogram_layout_change_gives_no_increase_that_scrape(db_url: str) -> None:
+    other = (0.2, 2.0, float("inf"))
+    engine = _write(
+        db_url,
+        vllm_round(T, hist=(1, 2, 2, 2)),
+        vllm_round(T + 5, hist=(2, 4, 4, 5)),
+        vllm_round(T + 10, hist=(1, 1, 1), bounds=other),
+        vllm_round(T + 15, hist=(1, 3, 4), bounds=other),
+    )
+    counts = _samples(engine, "ttft_count")
+    blobs = _samples(engine, "ttft_buckets")
+    assert counts == [None, 3, None, 3]
+    assert histo.decode(blobs[1], 4) == [1, 1, 0, 1]
+    assert histo.decode(blobs[3], 3) == [0, 2, 1]
+
+
+def test_histogram_reset_counts_new_values(db_url: str) -> None:
+    engine = _write(db_url, vllm_round(T, hist=(5, 8, 9, 9)), vllm_round(T + 5, hist=(1, 1, 2, 2)))
+    assert _samples(engine, "ttft_count") == [None, 2]
+    assert histo.decode(_samples(engine, "ttft_buckets")[1], 4) == [1, 0, 1, 0]
+
+
+def test_collector_restart_resumes_from_stored_state(db_url: str) -> None:
+    engine = _write(db_url, vllm_round(T, 100, hist=(1, 1, 1, 1)), vllm_round(T + 5, 150, hist=(1, 2, 2, 2)))
+    Writer(open_engine(db_url)).write_round(vllm_round(T + 10, 170, hist=(2, 3, 3, 3)))  # a new process
+    assert _samples(engine, "generation_tokens") == [None, 50, 20]
+    assert _samples(engine, "ttft_count") == [None, 1, 1]
+
+
+def test_long_gap_is_a_baseline_not_a_spike(db_url: str) -> None:
+    engine = _write(db_url, vllm_round(T, 100), vllm_round(T + 5, 110), vllm_round(T + 3600, 90_000))
+    assert _samples(engine, "generation_tokens") == [None, 10, None]
+
+
+def test_failed_scrape_is_stored_as_down_never_zeros(db_url: str) -> None:
+    engine = _write(db_url, *(failed_round(T + 5 * i, "HTTP 503 from vLLM") for i in range(6)))
+    assert _samples(engine, "generation_tokens") == []
+    with engine.connect() as conn:
+        rows = conn.execute(select(schema.scrapes.c.up, schema.scrapes.c.error)).all()
+    assert rows == [(0, "HTTP 503 from vLLM")] * 6
+    fig = Reader(db_url).window("t", T + 25, 300)
+    assert fig.up is False and fig.last_error == "HTTP 503 from vLLM"
+    assert (fig.scrapes, fig.failed_scrapes) == (6, 6)
+    assert fig.tokens_per_s is None and fig.running_avg is None and fig.ttft_p95_s is None
+
+
+def test_counter_resumes_across_a_failed_scrape(db_url: str) -> None:
+    engine = _write(db_url, vllm_round(T, 100), failed_round(T + 5), vllm_round(T + 10, 130))
+    assert _samples(engine, "generation_tokens") == [None, 30]
