@@ -106,7 +106,7 @@ def test_reads_the_same_samples_as_prometheus_client(text):
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.one_of(st.text(max_size=300), page().map(lambda t: t[: len(t) // 2] + '{"\\' + t[len(t) // 2 :])))
+@given(st.one_of(st.text(max_size=300), page().map(lambda t: t[: len(t) // 2] + "{\"\\" + t[len(t) // 2 :])))
 def test_arbitrary_text_raises_only_scrape_error(text):
     try:
         PARSER.parse(text)
@@ -158,7 +158,7 @@ def test_hostile_label_values_and_special_floats():
 
 
 def test_no_help_type_blank_lines_and_indentation():
-    text = '\n\n   vllm:num_requests_running 3\n\n\tvllm:num_requests_waiting{engine="1"} 4\n'
+    text = "\n\n   vllm:num_requests_running 3\n\n\tvllm:num_requests_waiting{engine=\"1\"} 4\n"
     assert key(parse(text, WANTED)) == [
         ("vllm:num_requests_running", {}, 3.0),
         ("vllm:num_requests_waiting", {"engine": "1"}, 4.0),
@@ -181,7 +181,7 @@ def test_family_with_no_samples_and_unwanted_garbage_are_ignored():
         ("vllm:num_requests_running abc", "is not a number"),
         ("vllm:num_requests_running 1_000", "is not a number"),
         ('vllm:num_requests_running{a="1" 2', "not closed"),
-        ("vllm:num_requests_running{a=1} 2", "malformed label set"),
+        ('vllm:num_requests_running{a=1} 2', "malformed label set"),
         ('vllm:num_requests_running{a="1",a="2"} 2', "appears twice"),
         ('vllm:num_requests_running{__x="1"} 2', "reserved"),
         ("vllm:num_requests_running 1 zz", "is not a number"),

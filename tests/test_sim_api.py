@@ -24,7 +24,7 @@ def _events(response: httpx.Response) -> list[str]:
         if not line:
             continue
         assert line.startswith("data: "), line
-        payloads.append(line[len("data: ") :])
+        payloads.append(line[len("data: "):])
     return payloads
 
 

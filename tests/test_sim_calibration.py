@@ -18,19 +18,8 @@ def test_calibration_matches_the_report_within_tolerance():
 
 def test_levels_use_the_sweep_key_names():
     level = calibrate(levels=(8,), duration_s=60)["levels"][0]
-    for key in (
-        "concurrency",
-        "tokens_per_s",
-        "qps",
-        "ttft_p50_s",
-        "ttft_p95_s",
-        "ttft_p99_s",
-        "itl_p95_s",
-        "e2e_mean_s",
-        "e2e_p95_s",
-        "error_rate",
-        "preemptions",
-    ):
+    for key in ("concurrency", "tokens_per_s", "qps", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p95_s",
+                "e2e_mean_s", "e2e_p95_s", "error_rate", "preemptions"):
         assert key in level
 
 

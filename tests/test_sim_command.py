@@ -18,13 +18,9 @@ def _start_time(url: str) -> float:
 
 
 def test_cli_serves_restarts_on_sighup_and_stops_cleanly():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "sim", "--port", "0", "--speed", "10"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "app", "sim", "--port", "0", "--speed", "10"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
     try:
         urls = json.loads(proc.stdout.readline())
         assert set(urls) == {"openai_base", "vllm_metrics", "gateway_base", "gateway_metrics", "dcgm_metrics"}
@@ -44,13 +40,9 @@ def test_cli_serves_restarts_on_sighup_and_stops_cleanly():
 
 
 def test_calibrate_json():
-    out = subprocess.run(
-        [sys.executable, "-m", "app", "sim", "--calibrate", "--json", "--duration", "60"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
-    )
+    out = subprocess.run([sys.executable, "-m", "app", "sim", "--calibrate", "--json", "--duration", "60"],
+                         capture_output=True, text=True, timeout=120,
+                         cwd=os.path.dirname(os.path.dirname(__file__)))
     data = json.loads(out.stdout)
     assert [level["concurrency"] for level in data["levels"]] == [8, 16, 32]
     assert [ref["concurrency"] for ref in data["reference"]] == [8, 16, 32]

@@ -12,12 +12,8 @@ from simulator.stats import EngineStats
 
 DAY = 86400.0
 START = 1_795_000_000.0  # 2026-11-18 (a Wednesday), 11:06 UTC
-COUNTERS = (
-    "vllm:generation_tokens_total",
-    "vllm:prompt_tokens_total",
-    "vllm:num_preemptions_total",
-    "vllm:e2e_request_latency_seconds_count",
-)
+COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_preemptions_total",
+            "vllm:e2e_request_latency_seconds_count")
 
 
 def _values(text: str) -> dict[str, float]:

@@ -33,10 +33,7 @@ def _le(samples: dict[str, list], name: str) -> list[float]:
 def loaded():
     sim = start_simulator(SimOptions(speed=40, load=6, seed=3))
     deadline = time.time() + 20
-    while (
-        time.time() < deadline
-        and not _samples(sim.urls["vllm_metrics"]).get("vllm:e2e_request_latency_seconds_count", [0])[0]
-    ):
+    while time.time() < deadline and not _samples(sim.urls["vllm_metrics"]).get("vllm:e2e_request_latency_seconds_count", [0])[0]:
         time.sleep(0.3)
     yield sim
     sim.stop()
@@ -44,21 +41,11 @@ def loaded():
 
 def test_v1_names_labels_and_buckets(loaded):
     s = _samples(loaded.urls["vllm_metrics"])
-    for name in (
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-        "vllm:kv_cache_usage_perc",
-        "vllm:num_preemptions_total",
-        "vllm:generation_tokens_total",
-        "vllm:prompt_tokens_total",
-        "vllm:request_success_total",
-        "vllm:inter_token_latency_seconds_count",
-        "vllm:e2e_request_latency_seconds_count",
-        "vllm:request_queue_time_seconds_count",
-        "vllm:cache_config_info",
-        "process_start_time_seconds",
-        "vllm:generation_tokens_created",
-    ):
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:num_preemptions_total", "vllm:generation_tokens_total", "vllm:prompt_tokens_total",
+                 "vllm:request_success_total", "vllm:inter_token_latency_seconds_count",
+                 "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count",
+                 "vllm:cache_config_info", "process_start_time_seconds", "vllm:generation_tokens_created"):
         assert name in s, name
     assert s["vllm:num_requests_running"][0].labels == {"model_name": "sweetspot/sim-70b-awq", "engine": "0"}
     assert _le(s, "vllm:time_to_first_token_seconds") == [*TTFT_BUCKETS_V1, float("inf")]

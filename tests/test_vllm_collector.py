@@ -15,31 +15,8 @@ from tests.loopback import closed_port, serve
 
 DATA = Path(__file__).parent / "data"
 MODEL = "meta-llama/Llama-3.3-70B-Instruct-AWQ"
-V1_TTFT = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1,
-    2.5,
-    5,
-    7.5,
-    10,
-    20,
-    40,
-    80,
-    160,
-    640,
-    2560,
-    INF,
-)
+V1_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160,
+           640, 2560, INF)
 
 
 def read(name: str) -> str:
@@ -58,12 +35,8 @@ def test_v1_two_engines_summed_and_kv_maxed():
     assert scrape.engines == ("0", "1")
     fig = scrape.models[MODEL]
     assert fig.counters == {
-        "generation_tokens": 2_000_000,
-        "prompt_tokens": 5_500_000,
-        "preemptions": 7,
-        "request_success": 10_920,
-        "prefix_cache_hits": 550_000,
-        "prefix_cache_queries": 1_700_000,
+        "generation_tokens": 2_000_000, "prompt_tokens": 5_500_000, "preemptions": 7, "request_success": 10_920,
+        "prefix_cache_hits": 550_000, "prefix_cache_queries": 1_700_000,
     }
     assert fig.gauges == {"requests_running": 16, "requests_waiting": 5, "kv_cache_usage": 0.57}
     ttft = fig.histograms["ttft"]
@@ -210,11 +183,8 @@ def test_unreachable_url():
 
 
 def test_server_answering_500_and_garbage():
-    routes = {
-        "/500": (500, "oops"),
-        "/garbage": (200, "\x00\x01 hello { not metrics"),
-        "/bad": (200, 'vllm:num_requests_running{a="1" 3\n'),
-    }
+    routes = {"/500": (500, "oops"), "/garbage": (200, "\x00\x01 hello { not metrics"),
+              "/bad": (200, "vllm:num_requests_running{a=\"1\" 3\n")}
     with serve(routes) as (base, _):
         with pytest.raises(ScrapeError, match="answered HTTP 500"):
             scrape_vllm(base + "/500", timeout_s=5)
