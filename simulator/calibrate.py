@@ -1,7 +1,8 @@
 """Virtual-time closed-loop runs straight into the engine, and the calibration against the field report.
 
-A level's figures use the sweep tool's key names (``concurrency``, ``tokens_per_s``, ``qps``,
-``ttft_p50_s``, ... ``error_rate``) plus ``preemptions`` and ``kv_usage_max``.
+A level's figures use the sweep tool's key names (every field of ``db.results.SweepLevel``:
+``concurrency``, ``duration_s``, ``requests``, ``errors``, ``tokens_per_s``, ``qps``, ``ttft_p50_s``,
+... ``error_rate``) plus ``preemptions`` and ``kv_usage_max``.
 """
 
 from __future__ import annotations
@@ -116,6 +117,9 @@ def _figures(clients: int, duration_s: float, obs: _Observed, preemptions: float
     mean = sum(obs.e2e) / len(obs.e2e) if obs.e2e else None
     return {
         "concurrency": clients,
+        "duration_s": duration_s,
+        "requests": len(obs.e2e),
+        "errors": 0,
         "tokens_per_s": rounded(obs.tokens / duration_s, 1),
         "qps": rounded(len(obs.e2e) / duration_s),
         "ttft_p50_s": rounded(quantile(obs.ttft, 0.50)),

@@ -166,6 +166,7 @@ class Engine:
     def commit(self, plan: StepPlan, now: float) -> None:
         """Apply a planned step that ended at ``now``: advance KV, emit tokens, finish sequences."""
         self.steps += 1
+        self.stats.hists["iteration"].observe(plan.decode_seqs + plan.prefill_tokens)
         finished: list[Sequence] = []
         for seq, n in plan.work:
             if seq.done or seq.blocks == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import (
@@ -95,6 +96,7 @@ _HISTOGRAMS = (
     ("vllm:request_queue_time_seconds", "queue", "Histogram of time spent in WAITING phase for request."),
     ("vllm:request_prefill_time_seconds", "prefill", "Histogram of time spent in PREFILL phase for request."),
     ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
+    ("vllm:iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
 )
 _V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
 START_DOC = "Start time of the process since unix epoch in seconds."
@@ -251,16 +253,21 @@ GPU_MODEL_NAME = "Tesla V100-SXM2-32GB"
 DRIVER_VERSION = "535.183.01"
 
 
+@lru_cache(maxsize=16)
+def _dcgm_labels(gpus: tuple[tuple[int, str], ...], hostname: str) -> list[str]:
+    return [
+        f'{{gpu="{index}",UUID="{uuid}",pci_bus_id="00000000:{0x15 + index * 0x11:02X}:00.0",'
+        f'device="nvidia{index}",modelName="{GPU_MODEL_NAME}",Hostname="{hostname}",'
+        f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"}} '
+        for index, uuid in gpus
+    ]
+
+
 def dcgm_text(gpus: Sequence[GpuView], hostname: str) -> str:
     """dcgm-exporter's text for ``gpus``, in its own style: label order gpu, UUID, pci_bus_id, device,
     modelName, Hostname, DCGM_FI_DRIVER_VERSION; integers without a decimal point (it is a Go program,
     not prometheus_client)."""
-    labels = [
-        f'{{gpu="{g.index}",UUID="{g.uuid}",pci_bus_id="00000000:{0x15 + g.index * 0x11:02X}:00.0",'
-        f'device="nvidia{g.index}",modelName="{GPU_MODEL_NAME}",Hostname="{hostname}",'
-        f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"}} '
-        for g in gpus
-    ]
+    labels = _dcgm_labels(tuple((g.index, g.uuid) for g in gpus), hostname)
     out = []
     for name, doc, attr, integer in _DCGM_FIELDS:
         out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")

@@ -147,21 +147,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         sent = 0
-        seed = int(seq.extra["seed"])  # type: ignore[call-overload]
         while True:
             batch = self._next_events(events)
             if batch is None or any(kind == "end" and reason not in ("stop", "length") for kind, reason in batch):
                 self.close_connection = True  # vLLM went away or dropped the request: the stream is cut
                 return "error"
-            out = []
-            for kind, _ in batch:
-                if kind != "tok":
-                    continue
-                if sent == 0 and builder.request.chat:
-                    out.append(builder.role_chunk())
-                last = sent + 1 >= seq.target_output
-                out.append(builder.token_chunk(token_text(seed, sent), seq.finish_reason if last else None))
-                sent += 1
+            new_tokens = sum(1 for kind, _ in batch if kind == "tok")
+            out = _token_chunks(builder, seq, sent, new_tokens)
+            sent += new_tokens
             if sent >= seq.target_output:
                 if builder.request.include_usage:
                     out.append(builder.usage_chunk(sent))
@@ -204,6 +197,18 @@ class Handler(BaseHTTPRequestHandler):
     def _metrics(self, families: list[Any]) -> None:
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         self._send(200, encoder(_Families(families)), content_type)
+
+
+def _token_chunks(builder: ResponseBuilder, seq: Sequence, sent: int, count: int) -> list[bytes]:
+    """SSE chunks for ``count`` new tokens after ``sent``; the last token carries the finish reason."""
+    seed = int(seq.extra["seed"])  # type: ignore[call-overload]
+    out = []
+    for index in range(sent, sent + count):
+        if index == 0 and builder.request.chat:
+            out.append(builder.role_chunk())
+        last = index + 1 >= seq.target_output
+        out.append(builder.token_chunk(token_text(seed, index), seq.finish_reason if last else None))
+    return out
 
 
 def request_rng(seed: int, number: int) -> random.Random:

@@ -19,6 +19,8 @@ ITL_BUCKETS_V0 = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
 REQUEST_BUCKETS_V1 = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                       120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 REQUEST_BUCKETS_V0 = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+# Tokens per engine step (vLLM's vllm:iteration_tokens_total: a histogram despite its name).
+ITERATION_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
 # The engine records into the finest bounds; V0 exposition re-bins (every V0 bound is a V1 bound).
 HISTOGRAM_BOUNDS = {
     "ttft": TTFT_BUCKETS_V1,
@@ -27,6 +29,7 @@ HISTOGRAM_BOUNDS = {
     "queue": REQUEST_BUCKETS_V1,
     "prefill": REQUEST_BUCKETS_V1,
     "decode": REQUEST_BUCKETS_V1,
+    "iteration": ITERATION_BUCKETS,
 }
 
 

@@ -1,5 +1,8 @@
 """The simulator reproduces the field report (DOMAIN.md §2) in virtual time."""
 
+import dataclasses
+
+from db.results import SweepLevel
 from simulator import EngineConfig, calibrate, run_closed_loop
 from simulator.calibrate import misses
 
@@ -21,6 +24,7 @@ def test_levels_use_the_sweep_key_names():
     for key in ("concurrency", "tokens_per_s", "qps", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "itl_p95_s",
                 "e2e_mean_s", "e2e_p95_s", "error_rate", "preemptions"):
         assert key in level
+    SweepLevel(**{f.name: level[f.name] for f in dataclasses.fields(SweepLevel)})
 
 
 def test_preemption_storm_beyond_kv_capacity():

@@ -45,7 +45,8 @@ def test_v1_names_labels_and_buckets(loaded):
                  "vllm:num_preemptions_total", "vllm:generation_tokens_total", "vllm:prompt_tokens_total",
                  "vllm:request_success_total", "vllm:inter_token_latency_seconds_count",
                  "vllm:e2e_request_latency_seconds_count", "vllm:request_queue_time_seconds_count",
-                 "vllm:cache_config_info", "process_start_time_seconds", "vllm:generation_tokens_created"):
+                 "vllm:cache_config_info", "process_start_time_seconds", "vllm:generation_tokens_created",
+                 "vllm:iteration_tokens_total_bucket"):
         assert name in s, name
     assert s["vllm:num_requests_running"][0].labels == {"model_name": "sweetspot/sim-70b-awq", "engine": "0"}
     assert _le(s, "vllm:time_to_first_token_seconds") == [*TTFT_BUCKETS_V1, float("inf")]
