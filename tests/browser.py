@@ -46,7 +46,7 @@ def streamlit_server(db_url: str, env: dict[str, str] | None = None) -> Iterator
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(base, proc)
+        wait_healthy(base, proc)
         yield base
     finally:
         proc.terminate()
@@ -57,7 +57,7 @@ def streamlit_server(db_url: str, env: dict[str, str] | None = None) -> Iterator
         log.close()
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

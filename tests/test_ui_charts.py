@@ -68,3 +68,28 @@ def test_relative_ranges_end_on_a_step_boundary():
     assert span.live and span.at == END + 17
     custom = state.resolve("custom", now=END, custom=(END - 7200, END - 3600))
     assert not custom.live and custom.at == END - 3600
+
+
+def test_every_builder_makes_a_valid_vega_lite_spec():
+    # The app serialises without validation (state._spec) for speed; this is where specs are checked.
+    from db.results import GpuPoint, SweepLevel, SweepRun
+
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 120), point(END - 60)]
+    gpus = [GpuPoint(END - 60, "GPU-1", 29e9, 34e9, 60.0, 45.0, 400.0, 200.0, 55.0)]
+    level = SweepLevel(16, 600, 90, 0, 126.0, 0.4, 0.9, 2.5, 2.8, 0.08, 40.0, 60.0, 0.0)
+    sweep = SweepRun(END - 86400, "http://127.0.0.1:8000", "m", "mixed", 3.0, (level,))
+    specs = [
+        charts.ttft_chart(points, FRAME, 3.0),
+        charts.throughput_chart(points, FRAME, ceiling),
+        charts.throughput_chart(points, FRAME, None),
+        charts.preemption_chart(points, FRAME),
+        charts.concurrency_chart(points, FRAME, 16),
+        charts.kv_chart(points, FRAME, 0.9, 0.98),
+        charts.gpu_chart(gpus, FRAME, "dram_bw_gbps", "DRAM bandwidth", "GB/s", {"GPU-1": "#0"}),
+        charts.operating_point_chart(
+            points, "tokens_per_s", "tok/s", charts.REFERENCE_TOKENS, [sweep], [(16, "x")], "t"
+        ),
+    ]
+    for chart in specs:
+        assert chart.to_dict(validate=True)["$schema"].startswith("https://vega.github.io/schema/vega-lite/")

@@ -24,6 +24,7 @@ def app(tmp_path, monkeypatch):
     monkeypatch.delenv("SWEETSPOT_CONFIG", raising=False)
     monkeypatch.delenv("SWEETSPOT_UI_PASSWORD", raising=False)
     st.cache_resource.clear()
+    st.cache_data.clear()
 
     def make(reader: object) -> AppTest:
         monkeypatch.setattr(state, "reader", lambda url: reader)
@@ -117,3 +118,11 @@ def test_empty_database_explains_how_to_start(app):
     at = app(empty).run()
     assert not at.exception
     assert "python -m app run" in "\n".join(c.value for c in at.code)
+
+
+def test_custom_range_from_the_url_is_a_fixed_picture(app):
+    at = app(FakeReader(time.time()))
+    at.query_params.update({"range": "custom", "start": "2026-11-29T10:00", "end": "2026-11-29T16:00"})
+    at.run()
+    assert not at.exception
+    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 30s" in texts(at)

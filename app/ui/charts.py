@@ -25,7 +25,7 @@ from app.durations import format_duration
 from app.formatting import number
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
-HEIGHT = 200  # the plot; pages give st.altair_chart PANEL_HEIGHT (plot + title, legend, axis)
+HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
 Y_AXIS = alt.Axis(minExtent=44)  # same width of y labels on every chart: aligned time axes
 THRESHOLD = "#d62728"
@@ -267,6 +267,7 @@ def operating_point_chart(
     reference: Sequence[tuple[int, float]],
     sweeps: Sequence[SweepRun] = (),
     marks: Sequence[tuple[float, str]] = (),
+    title: str = "",
 ) -> alt.LayerChart:
     """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks."""
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
@@ -290,7 +291,7 @@ def operating_point_chart(
     if sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
     layers.extend(_vmark(at, text) for at, text in marks)
-    return _layer(*layers).properties(height=300).resolve_scale(color="independent")
+    return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
 
 
 def _reference_curve(reference: Sequence[tuple[int, float]], y_title: str) -> alt.LayerChart:

@@ -19,6 +19,8 @@ import streamlit as st
 
 from app.errors import SweetspotError
 from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
+from app.ui import charts
+from app.ui.charts import PANEL_HEIGHT
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")
@@ -61,13 +63,18 @@ class Span:
 
 
 def resolve(range_key: str, now: float, custom: tuple[float, float] | None = None) -> Span:
-    """The span for ``range_key`` ending now (end rounded up to the step, so steps line up with rollups)."""
+    """The span for ``range_key`` ending at the last complete step before ``now``.
+
+    Complete steps only: the facade divides a step's increases by the whole step, so the step in
+    progress would read low (a 30-day chart's current hour at 10 minutes in shows a sixth of its
+    tok/s). Charts therefore lag by up to one step; tiles and verdict stay live (``at`` = now).
+    """
     if range_key == "custom" and custom and custom[1] > custom[0]:
         start, end = custom
         return Span(start, end, nice_step(end - start), live=False, at=end)
     length = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
     step = nice_step(length)
-    end = math.ceil(now / step) * step
+    end = math.floor(now / step) * step
     return Span(end - length, end, step, live=True, at=now)
 
 
@@ -173,14 +180,66 @@ class Context:
         return next((t for t in self.targets if t.name == self.view.target), None)
 
     def window(self, end: float) -> WindowFigures:
-        """The chosen target/model's figures over the verdict window ending at ``end`` (guarded)."""
-        v = self.view
-        return guard("the window figures", self.reader.window, v.target, end, v.window_s, model=v.model)
+        """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""
+        v, url = self.view, self.settings.db_url
+        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model)
 
     def series(self, start: float, end: float, step_s: float, fields: Sequence[str] | None = None) -> list[SeriesPoint]:
-        """The chosen target/model's series (guarded); ``fields`` limits what the facade computes."""
-        v = self.view
-        return guard("the series", self.reader.series, v.target, start, end, step_s, model=v.model, fields=fields)
+        """The chosen target/model's series (guarded, cached); ``fields`` limits what the facade computes."""
+        v, url = self.view, self.settings.db_url
+        cached = _series_coarse if step_s >= COARSE_STEP_S else _series_fine
+        return guard("the series", cached, url, v.target, start, end, step_s, v.model, tuple(fields or ()))
+
+
+# Query results are shared by every session for a few seconds: several viewers, page switches and
+# the live refresh then cost one query. Coarse steps (≥ 5 min) change slowly, so they live longer;
+# that delays the newest partial step of a 7- or 30-day chart by up to a minute.
+FINE_TTL_S = 5.0
+COARSE_TTL_S = 60.0
+COARSE_STEP_S = 300.0
+
+
+def _floor(ts: float, step: float) -> float:
+    return math.floor(ts / step) * step
+
+
+@st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)
+def _window(url: str, target: str, end: float, window_s: float, model: str | None) -> WindowFigures:
+    return reader(url).window(target, end, window_s, model=model)
+
+
+def _query_series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,
+                  fields: tuple[str, ...]) -> list[SeriesPoint]:  # fmt: skip
+    return reader(url).series(target, start, end, step_s, model=model, fields=fields or None)
+
+
+_series_fine = st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)(_query_series)
+_series_coarse = st.cache_data(ttl=COARSE_TTL_S, max_entries=64, show_spinner=False)(_query_series)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _spec(builder: str, key: tuple[Any, ...], _args: tuple[Any, ...]) -> dict[str, Any]:
+    # Altair's schema validation and deep copies cost ~0.1 s a chart here; the tests validate every
+    # builder's output (tests/test_ui_charts.py), so the running app serialises without it.
+    # The builder travels by name (Streamlit cannot hash a function), the arguments by ``key``
+    # (``_args`` is not hashed: Streamlit's hasher walks 1,000 dataclasses slowly, hash() does not).
+    spec: dict[str, Any] = getattr(charts, builder)(*_args).to_dict(validate=False)
+    return spec
+
+
+def _fingerprint(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        return ("map", tuple(sorted(arg.items())))
+    try:
+        return ("hash", hash(tuple(arg) if isinstance(arg, list) else arg))  # records are frozen dataclasses
+    except TypeError:  # e.g. a SweepRun, whose recommendation is a dict
+        return ("repr", repr(arg))
+
+
+def show_chart(builder: Callable[..., Any], *args: Any, height: int = PANEL_HEIGHT, where: Any = None) -> None:
+    """Draw ``builder(*args)`` (an Altair chart) full width; the spec is cached by its inputs."""
+    key = tuple(_fingerprint(a) for a in args)
+    (where or st).vega_lite_chart(_spec(builder.__name__, key, args), width="stretch", height=height)
 
 
 def publish(context: Context) -> None:

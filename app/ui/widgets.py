@@ -18,21 +18,26 @@ from app.verdict import NO_DATA as STATE_NO_DATA
 from db.results import GpuFigures, TargetInfo, WindowFigures
 
 
-def since_text(ts: float | None, now: float) -> str:
-    return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})" if ts is not None else ""
+def since_text(ts: float | None, now: float, range_start: float) -> str:
+    """`` — since 09:12:00 (34 min)``; a spell that reaches back to the chart's start began earlier still."""
+    if ts is None:
+        return ""
+    if ts <= range_start:
+        return f" — since before {clock(range_start)} (the whole chosen range)"
+    return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})"
 
 
-def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float) -> None:
+def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float, range_start: float) -> None:
     """The verdict in one coloured box; ``since`` maps a clause name (or "no_data") to when it began."""
     window = format_duration(verdict.window_s)
     if verdict.state == IN_SWEET_SPOT:
         st.success(f"**In the sweet spot** over the last {window}: every rule holds.", icon=":material/check_circle:")
         return
     if verdict.state == STATE_NO_DATA:
-        no_data = since_text(since.get("no_data"), now)
+        no_data = since_text(since.get("no_data"), now, range_start)
         st.error(f"**No data**{no_data} over the last {window}: {verdict.reason}.", icon=":material/cloud_off:")
         return
-    lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now)}" for c in verdict.clauses)
+    lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
     body = f"**Outside the sweet spot** over the last {window}:\n{lines}"
     if verdict.severity == CRITICAL:
         st.error(body, icon=":material/error:")

@@ -28,11 +28,13 @@ def live() -> None:
         "Bandwidth: GB/s where a true figure exists (GPM or DCGM DRAM active × peak); otherwise NVML "
         "memory utilisation, which is the share of TIME the memory was busy, not a share of bandwidth."
     )
-    points = state.guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, span.step_s)
-    frame = charts.Frame(span.start, span.end, span.step_s)
-    names = {g.uuid: f"#{g.index} {g.name or ''}".strip() if g.index is not None else g.uuid[:12] for g in gpus}
+    # GPU figures move slowly and may be read less often than vLLM: minute steps keep the lines whole.
+    gpu_step = max(span.step_s, 60.0)
+    points = state.guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, gpu_step)
+    frame = charts.Frame(span.start, span.end, gpu_step)
+    names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
     true_bw = any(p.dram_bw_gbps is not None for p in points)
-    step = format_duration(span.step_s)
+    step = format_duration(gpu_step)
     panels = [
         ("memory_used_bytes", "Memory used (GB)", "GB", 1e-9),
         ("dram_bw_gbps", "DRAM bandwidth (GB/s)", "GB/s", 1.0)
@@ -43,8 +45,10 @@ def live() -> None:
     ]
     left, right = st.columns(2)
     for i, (field, title, unit, scale) in enumerate(panels):
-        chart = charts.gpu_chart(points, frame, field, f"{title}, per {step}", unit, names, scale)
-        (left if i % 2 == 0 else right).altair_chart(chart, width="stretch", height=charts.PANEL_HEIGHT)
+        where = left if i % 2 == 0 else right
+        state.show_chart(
+            charts.gpu_chart, points, frame, field, f"{title}, per {step}", unit, names, scale, where=where
+        )
 
 
 live()

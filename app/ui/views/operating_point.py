@@ -15,7 +15,8 @@ st.header(f"Operating point · {view.target}")
 span = view.span(state.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.
 step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
-points = ctx.series(span.start, span.end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
+end = span.end - span.end % step  # complete steps only: a step in progress reads low tok/s
+points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
 sweeps = state.guard("the load sweeps", ctx.reader.sweep_runs, 5)
 
 latest = sweeps[0] if sweeps else None
@@ -33,17 +34,13 @@ st.caption(
     "Grey dashes: the report's reference curve. Diamonds: stored load sweeps."
 )
 left, right = st.columns(2)
-left.altair_chart(
-    charts.operating_point_chart(points, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS, sweeps, marks)
-    .properties(title="Concurrency vs output tok/s"),
-    width="stretch",
-    height=420,
-)  # fmt: skip
-right.altair_chart(
-    charts.operating_point_chart(points, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, sweeps, marks)
-    .properties(title="Concurrency vs TTFT P95 (s)"),
-    width="stretch",
-    height=420,
-)  # fmt: skip
+for where, attr, label, reference in (
+    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS),
+    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95),
+):
+    title = f"Concurrency vs {label}"
+    state.show_chart(
+        charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, height=420, where=where
+    )
 if not points:
     st.info("No measured steps in this range yet: only the reference curve is shown.", icon=":material/info:")
