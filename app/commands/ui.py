@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -49,7 +50,17 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     address = args.address or settings.ui.address
     env = child_environment(args, settings, dict(os.environ))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {settings.db_url}; Ctrl-C stops it)", flush=True)
+    child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
+    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        return subprocess.call(streamlit_command(settings, port, address), cwd=ROOT, env=env)
+        return child.wait()
     except KeyboardInterrupt:
         return 130
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
