@@ -15,7 +15,6 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.pool import NullPool
 
 from app.errors import StorageError
 
@@ -70,9 +69,18 @@ def open_engine(db_url: str, migrate: bool = True) -> Engine:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"cannot create the database folder {path.parent}: {exc.strerror}", HINT) from None
-        engine = _create(url, poolclass=NullPool)
+        # a kept connection: opening one (and re-reading the schema) costs more than a round's writes
+        engine = _create(url, pool_size=2, max_overflow=2)
         _sqlite_transactional(
-            engine, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA busy_timeout=5000")
+            engine,
+            # journal_size_limit: the WAL shrinks back to 4 MB after a checkpoint instead of staying
+            # as large as the largest backfill batch ever written.
+            (
+                "PRAGMA journal_mode=WAL",
+                "PRAGMA synchronous=NORMAL",
+                "PRAGMA busy_timeout=5000",
+                "PRAGMA journal_size_limit=4194304",
+            ),
         )
     else:
         engine = _create(url, pool_pre_ping=True)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import aggregate, schema, sources
@@ -181,17 +181,23 @@ class Reader:
 
 
 # -- catalogue helpers -----------------------------------------------------------------------------
+# Fixed statements built once (building and keying a SELECT per call costs ~0.1 ms each).
+_T, _M = schema.targets, schema.models
+_TARGET_BY_NAME = select(_T).where(_T.c.name == bindparam("name"))
+_MODELS_OF = select(_M.c.id, _M.c.name).where(_M.c.target_id == bindparam("tid")).order_by(_M.c.id)
+_MODEL_BY_NAME = _MODELS_OF.where(_M.c.name == bindparam("mname"))
+
+
 def _target_row(conn: Connection, name: str) -> Any:
-    t = schema.targets
-    return conn.execute(select(t).where(t.c.name == name)).first()
+    return conn.execute(_TARGET_BY_NAME, {"name": name}).first()
 
 
 def _model_ids(conn: Connection, target_id: int, model: str | None) -> list[tuple[int, str]]:
-    m = schema.models
-    stmt = select(m.c.id, m.c.name).where(m.c.target_id == target_id)
-    if model is not None:
-        stmt = stmt.where(m.c.name == model)
-    return [(int(i), str(n)) for i, n in conn.execute(stmt.order_by(m.c.id))]
+    if model is None:
+        rows = conn.execute(_MODELS_OF, {"tid": target_id})
+    else:
+        rows = conn.execute(_MODEL_BY_NAME, {"tid": target_id, "mname": model})
+    return [(int(i), str(n)) for i, n in rows]
 
 
 def _gpu_rows(conn: Connection, target_id: int) -> list[Any]:
@@ -261,13 +267,11 @@ def _figures(
     spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
     hists = [h for h in sources.QUERY_HISTS if any(n in want for hh, _, n in _QUANTILES if hh == h)]
     scalars = [c for cols in spec.values() for c in cols]
-    if scalars or hists:
-        mrows = [
-            r
-            for lv, lo, hi in segments
-            for r in sources.fetch_models(conn, lv, model_ids, lo, hi, hists, scalars, sources.QUANTILE_PARTS)
-        ]
-        out.update(_model_figures(conn, mrows, list(model_ids), (start, step, groups), spec, hists, want))
+    if scalars:
+        mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, (), scalars)]
+        out.update(_model_figures(mrows, list(model_ids), (start, step, groups), spec))
+    if hists:
+        out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     return out
 
 
@@ -303,36 +307,50 @@ def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> n
 
 
 def _model_figures(
+    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]]
+) -> dict[str, np.ndarray]:
+    """Counter sums and gauge figures per step (summed across models; KV usage: max)."""
+    start, step, groups = grid
+    cols = sources.model_cols((), [c for v in spec.values() for c in v])
+    g = _group(rows, start, step)
+    nm = max(len(model_ids), 1)
+    pos = {m: i for i, m in enumerate(model_ids)}
+    mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
+    red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
+    out: dict[str, np.ndarray] = {}
+    for src in (red.sums, red.avgs, red.maxes):
+        for name, values in src.items():
+            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+    return out
+
+
+def _quantile_figures(
     conn: Connection,
-    rows: list[Any],
-    model_ids: list[int],
+    segments: list[tuple[int, int, int]],
+    model_ids: Sequence[int],
     grid: tuple[int, int, int],
-    spec: dict[str, list[str]],
     hists: list[str],
     want: frozenset[str],
 ) -> dict[str, np.ndarray]:
+    """Wanted quantiles per step (every model's buckets merged), from per-step grouped blobs."""
     start, step, groups = grid
-    cols = sources.model_cols(hists, [c for v in spec.values() for c in v], sources.QUANTILE_PARTS)
-    g = _group(rows, start, step)
-    nm = max(len(model_ids), 1)
+    layouts = sources.layouts(conn)
     out: dict[str, np.ndarray] = {}
-    if any(spec.values()):
-        pos = {m: i for i, m in enumerate(model_ids)}
-        mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
-        red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
-        for src in (red.sums, red.avgs, red.maxes):
-            for name, values in src.items():
-                out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
-    layouts = sources.layouts(conn) if rows and hists else {}
-    hred = aggregate.reduce_rows(rows, cols, g, groups, {"hist": hists}, layouts)
-    for hist, q, name in _QUANTILES:
-        if name not in want:
-            continue
-        values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
-        for keys, bounds, counts in hred.hists.get(hist, []):
-            values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
-        out[name] = values
-        out[name + "_inf"] = inf
+    for hist in hists:
+        rows = [
+            r
+            for lv, lo, hi in segments
+            for r in sources.fetch_hist_grouped(conn, lv, model_ids, (lo, hi, start, step), hist)
+        ]
+        key = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        parts = aggregate.hist_parts(rows, key, groups, 1, 2, layouts)
+        for h, q, name in _QUANTILES:
+            if h != hist or name not in want:
+                continue
+            values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
+            for keys, bounds, counts in parts:
+                values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
+            out[name], out[name + "_inf"] = values, inf
     return out
 
 
@@ -386,7 +404,7 @@ def _series_columns(
     want = None if fields is None else frozenset(fields)
     f = _figures(conn, row.id, ids, (lo, hi, step), _level_for_step(step) if level is None else level, want)
     cols = _columns(f, float(step))
-    return {"ts": [float(lo + i * step) for i in range(len(f["scrapes"]))], **cols}
+    return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
 
 
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:

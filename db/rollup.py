@@ -24,11 +24,12 @@ from db import aggregate, histo, schema, sources
 from db.engine import storage_error
 
 CHUNK_S = 6 * 3600
+GRACE_S = 30
 _SHIFT = 1 << 34  # packs (id, period start) into one int64 for grouping
 
 
 def rollup(engine: Engine, now: float, since: int | None = None) -> dict[int, int]:
-    """Fold finished minutes and hours (before ``now``); returns rows written per step.
+    """Fold minutes and hours that ended at least ``GRACE_S`` before ``now``; rows written per step.
 
     ``since`` (unix s) rebuilds from that time instead of the stored mark.
     """
@@ -61,7 +62,9 @@ def _start(conn: Connection, step: int, source: int, since: int | None) -> int |
 
 
 def _finished(conn: Connection, step: int, source: int, now: float) -> int:
-    hi = int(now) // step * step
+    # A round is stamped when it starts and written when its scrapes return (up to the scrape
+    # timeout later): a minute is folded only GRACE_S after it ends, so no late round is missed.
+    hi = int(now - GRACE_S) // step * step
     if source != sources.RAW:  # hours only from minutes already rolled up
         hi = min(hi, sources.marks(conn).get(source, 0) // step * step)
     return hi

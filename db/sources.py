@@ -8,22 +8,35 @@ fixed statements built with SQLAlchemy Core reach the database; nothing from use
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, literal, select
+from sqlalchemy import (
+    Connection,
+    LargeBinary,
+    Table,
+    and_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+)
 
 from db import schema
 
 RAW = 0
+ONE: Any = literal_column("1")  # a raw row stands for one sample
 QUERY_HISTS = ("ttft", "itl", "e2e")
 
 
-def fetch_all(conn: Connection, stmt: Any) -> list[Any]:
+def fetch_all(conn: Connection, stmt: Any, params: dict[str, Any] | None = None) -> list[Any]:
     """Run a Core SELECT (through SQLAlchemy's compiled-statement cache) and fetch the DBAPI
     tuples directly: SQLAlchemy's row objects cost ~2 ms per thousand wide rows, more than SQLite's
     own work, and these columns need no type conversion.
     """
-    result = conn.execute(stmt)
+    result = conn.execute(stmt, params or {})
     try:
         return list(result.cursor.fetchall()) if result.cursor is not None else []
     finally:
@@ -51,33 +64,58 @@ def model_cols(
     return ["ts", "id", "n", *chosen, *hist_cols(hists, parts)]
 
 
-def _range(table: Table, id_col: str, ids: Sequence[int], lo: int, hi: int, step: int | None) -> Any:
-    cond = [table.c[id_col].in_(list(ids)), table.c.ts >= lo, table.c.ts < hi]
-    if step is not None:
-        cond.append(table.c.step == step)
+def _range(table: Table, id_col: str, level: int | None) -> Any:
+    cond = [
+        table.c[id_col].in_(bindparam("ids", expanding=True)),
+        table.c.ts >= bindparam("lo"),
+        table.c.ts < bindparam("hi"),
+    ]
+    if level is not None:
+        cond.append(table.c.step == level)  # a literal per cached statement: the index prefix
     return and_(*cond)
+
+
+def _run(conn: Connection, stmt: Any, ids: Sequence[int], lo: int, hi: int) -> list[Any]:
+    return fetch_all(conn, stmt, {"ids": list(ids), "lo": lo, "hi": hi})
+
+
+@lru_cache(maxsize=64)
+def _targets_stmt(level: int) -> Any:
+    # Statements are built once per shape and reused: building and keying a SELECT costs more
+    # than SQLite's work for a day of minutes.
+    if level == RAW:
+        s = schema.scrapes
+        q = s.c.queue_depth
+        cols = [s.c.ts, s.c.target_id, ONE, s.c.up, (q.is_not(None)).cast(schema.Integer), q, q]
+        return select(*cols).where(_range(s, "target_id", None)).order_by(s.c.ts)
+    r = schema.target_rollups
+    cols = [
+        r.c.ts,
+        r.c.target_id,
+        r.c.scrapes,
+        r.c.up_scrapes,
+        r.c.queue_samples,
+        r.c.queue_depth_sum,
+        r.c.queue_depth_max,
+    ]
+    return select(*cols).where(_range(r, "target_id", level)).order_by(r.c.ts)
 
 
 def fetch_targets(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: int) -> list[Any]:
     """Scrape health and gateway queue depth rows in [lo, hi)."""
+    return _run(conn, _targets_stmt(level), ids, lo, hi)
+
+
+@lru_cache(maxsize=256)
+def _models_stmt(level: int, names: tuple[str, ...]) -> Any:
     if level == RAW:
-        s = schema.scrapes
-        q = s.c.queue_depth
-        stmt = select(s.c.ts, s.c.target_id, literal(1), s.c.up, (q.is_not(None)).cast(schema.Integer), q, q).where(
-            _range(s, "target_id", ids, lo, hi, None)
-        )
-    else:
-        r = schema.target_rollups
-        stmt = select(
-            r.c.ts,
-            r.c.target_id,
-            r.c.scrapes,
-            r.c.up_scrapes,
-            r.c.queue_samples,
-            r.c.queue_depth_sum,
-            r.c.queue_depth_max,
-        ).where(_range(r, "target_id", ids, lo, hi, level))
-    return fetch_all(conn, stmt.order_by("ts"))
+        s = schema.samples
+        # raw rows stand for one sample: a gauge's sum and max are the value itself
+        cols = [s.c[c.rsplit("_", 1)[0]] if c in GAUGE_COLS else s.c[c] for c in names]
+        return select(s.c.ts, s.c.model_id, ONE, *cols).where(_range(s, "model_id", None)).order_by(s.c.ts)
+    r = schema.model_rollups
+    cols = [r.c[c] for c in names]
+    return select(r.c.ts, r.c.model_id, r.c.samples, *cols).where(_range(r, "model_id", level)).order_by(r.c.ts)
 
 
 def fetch_models(
@@ -91,33 +129,50 @@ def fetch_models(
     parts: Sequence[str] = HIST_PARTS,
 ) -> list[Any]:
     """Per-model rows in [lo, hi) named by :func:`model_cols` (fetch only what a query needs)."""
-    names = model_cols(hists, scalars, parts)[3:]
+    names = tuple(model_cols(hists, scalars, parts)[3:])
+    return _run(conn, _models_stmt(level, names), ids, lo, hi)
+
+
+@lru_cache(maxsize=16)
+def _gpus_stmt(level: int) -> Any:
     if level == RAW:
-        s = schema.samples
-        # raw rows stand for one sample: a gauge's sum and max are the value itself
-        cols = [s.c[c.rsplit("_", 1)[0]] if c in GAUGE_COLS else s.c[c] for c in names]
-        stmt = select(s.c.ts, s.c.model_id, literal(1), *cols).where(_range(s, "model_id", ids, lo, hi, None))
-    else:
-        r = schema.model_rollups
-        stmt = select(r.c.ts, r.c.model_id, r.c.samples, *[r.c[c] for c in names]).where(
-            _range(r, "model_id", ids, lo, hi, level)
-        )
-    return fetch_all(conn, stmt.order_by("ts"))
+        s = schema.gpu_samples
+        cols = [s.c.ts, s.c.gpu_id, ONE, *[s.c[f] for f in schema.GPU_FIELDS], s.c.temperature_c]
+        return select(*cols).where(_range(s, "gpu_id", None)).order_by(s.c.ts)
+    r = schema.gpu_rollups
+    cols = [r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_sum"] for f in schema.GPU_FIELDS], r.c.temperature_c_max]
+    return select(*cols).where(_range(r, "gpu_id", level)).order_by(r.c.ts)
 
 
 def fetch_gpus(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: int) -> list[Any]:
     """Per-GPU rows in [lo, hi) with columns ``GPU_COLS``."""
-    if level == RAW:
-        s = schema.gpu_samples
-        stmt = select(s.c.ts, s.c.gpu_id, literal(1), *[s.c[f] for f in schema.GPU_FIELDS], s.c.temperature_c).where(
-            _range(s, "gpu_id", ids, lo, hi, None)
-        )
-    else:
-        r = schema.gpu_rollups
-        stmt = select(
-            r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_sum"] for f in schema.GPU_FIELDS], r.c.temperature_c_max
-        ).where(_range(r, "gpu_id", ids, lo, hi, level))
-    return fetch_all(conn, stmt.order_by("ts"))
+    return _run(conn, _gpus_stmt(level), ids, lo, hi)
+
+
+@lru_cache(maxsize=64)
+def _hist_stmt(level: int, hist: str, dialect: str) -> Any:
+    table = schema.samples if level == RAW else schema.model_rollups
+    blob, layout = table.c[f"{hist}_buckets"], table.c[f"{hist}_layout"]
+    group = (table.c.ts - bindparam("start")) // bindparam("step")
+    if dialect == "postgresql":
+        joined = func.string_agg(blob, literal(b"", LargeBinary))
+    else:  # SQLite: group_concat keeps every byte of a blob; the cast returns it as a blob
+        joined = func.group_concat(blob, "")
+    where = and_(_range(table, "model_id", None if level == RAW else level), blob.is_not(None))
+    return select(group, layout, cast(joined, LargeBinary)).where(where).group_by(group, layout)
+
+
+def fetch_hist_grouped(
+    conn: Connection, level: int, ids: Sequence[int], span: tuple[int, int, int, int], hist: str
+) -> list[Any]:
+    """``(step index, layout id, concatenated packed blobs)`` per step and layout in [lo, hi).
+
+    ``span`` = (lo, hi, start, step). The database concatenates the blobs of each step (they add
+    up, see :mod:`db.histo`), so a week of minutes reaches Python as one row per step.
+    """
+    lo, hi, start, step = span
+    stmt = _hist_stmt(level, hist, conn.dialect.name)
+    return fetch_all(conn, stmt, {"ids": list(ids), "lo": lo, "hi": hi, "start": start, "step": step})
 
 
 def layouts(conn: Connection) -> dict[int, tuple[float, ...]]:

@@ -22,7 +22,7 @@ from db.ceiling import compute_ceiling
 from db.engine import open_engine
 from db.queries import Reader
 from db.results import SweepLevel, SweepRun
-from db.rollup import apply_retention, rollup
+from db.rollup import GRACE_S, apply_retention, rollup
 from db.sweeps import store_sweep
 from db.writer import Writer
 from tests.store_helpers import failed_round, vllm_round
@@ -46,11 +46,12 @@ def _dump(engine: Any, table: Any) -> list[Any]:
 
 def test_rollup_is_idempotent_and_rebuildable(db_url: str) -> None:
     engine = _filled(db_url)
-    first = rollup(engine, DAY0 + 7200)
+    first = rollup(engine, DAY0 + 7200 + GRACE_S)
     assert first[60] >= 3 * 120 and first[3600] >= 3 * 2  # target, model and GPU rows
     tables = (schema.model_rollups, schema.target_rollups, schema.gpu_rollups)
     before = [_dump(engine, t) for t in tables]
-    assert rollup(engine, DAY0 + 7200) == {60: 0, 3600: 0}
+    assert rollup(engine, DAY0 + 7200 + GRACE_S) == {60: 0, 3600: 0}
+    assert rollup(engine, DAY0 + 7200 + GRACE_S + 20) == {60: 0, 3600: 0}  # no new finished minute
     rollup(engine, DAY0 + 7200, since=DAY0)
     assert [_dump(engine, t) for t in tables] == before
 
@@ -58,7 +59,7 @@ def test_rollup_is_idempotent_and_rebuildable(db_url: str) -> None:
 @pytest.mark.parametrize("step", [60, 300, 3600])
 def test_rollups_answer_like_raw_rows(db_url: str, step: int) -> None:
     engine = _filled(db_url)
-    rollup(engine, DAY0 + 7200)
+    rollup(engine, DAY0 + 7200 + GRACE_S)
     reader = Reader(db_url)
     raw = reader.series("t", DAY0, DAY0 + 7200, step, level=0)
     rolled = reader.series("t", DAY0, DAY0 + 7200, step)
@@ -72,7 +73,7 @@ def test_rollups_answer_like_raw_rows(db_url: str, step: int) -> None:
 
 def test_series_reads_raw_tail_after_rollups(db_url: str) -> None:
     engine = _filled(db_url)
-    rollup(engine, DAY0 + 3600)  # the second hour is only in raw rows
+    rollup(engine, DAY0 + 3600 + GRACE_S)  # the second hour is only in raw rows
     reader = Reader(db_url)
     mixed = reader.series_columns("t", DAY0, DAY0 + 7200, 60, fields=["tokens_per_s"])
     raw = reader.series_columns("t", DAY0, DAY0 + 7200, 60, fields=["tokens_per_s"], level=0)
@@ -95,7 +96,7 @@ def test_window_figures_and_gaps(db_url: str) -> None:
 
 def test_retention_keeps_rollups_answering(db_url: str) -> None:
     engine = _filled(db_url)
-    rollup(engine, DAY0 + 7200)
+    rollup(engine, DAY0 + 7200 + GRACE_S)
     before = Reader(db_url).series_columns("t", DAY0, DAY0 + 3600, 3600)
     settings = Settings(raw_retention_s=1800, rollup_retention_s=5400)
     deleted = apply_retention(engine, DAY0 + 7200, settings)
