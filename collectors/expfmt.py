@@ -10,7 +10,8 @@ differentially on generated text). Deliberate differences, all on lines the refe
   ``# TYPE x counter`` line announces it (a Prometheus server stores ``x``);
 - the quoted UTF-8 name syntax (``{"metric.name", a="b"}``) is not read: such lines are skipped;
 - timestamps are checked but dropped (vLLM never sends them);
-- HELP/TYPE lines are not read at all, so a malformed one is not an error here.
+- HELP/TYPE lines are not read at all, so a malformed one is not an error here;
+- a label term with an empty unquoted value (``{a=}``) is refused; the reference skips it.
 
 A malformed line of a wanted name raises :class:`~app.errors.ScrapeError` naming the line number; no
 other exception type escapes. Lines of names not asked for are never looked at, so garbage there is
@@ -38,7 +39,8 @@ _PAIRS_RE = re.compile(rf'({_LABEL_NAME})="((?:[^"\\\n]|\\.)*)"')
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
-_INDENTED_RE = re.compile(r"\n[ \t]")
+# Any whitespace but a newline, as str.strip() (which the reference applies to each line) removes.
+_INDENTED_RE = re.compile(r"\n[^\S\n]")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
 _LABEL_CACHE_MAX = 8192
@@ -47,7 +49,10 @@ _LABEL_CACHE_MAX = 8192
 # three value tokens, a '}' inside a label value...). It follows prometheus_client.parser's leniency.
 _LAX_NAME = rf'(?:{_LABEL_NAME}|"(?:[^"\\]|\\.)*")'
 _LAX_PAIR = rf'\s*{_LAX_NAME}\s*=\s*"(?:[^"\\]|\\.)*"\s*'
-_LAX_LABELS_RE = re.compile(rf"\s*,?(?:{_LAX_PAIR}(?:,{_LAX_PAIR})*,?)?\s*", re.S)
+# Separators: commas, where two commas need blanks between them (the reference skips the empty
+# term in ", ," but refuses ",,").
+_LAX_SEP = r",(?:\s+,)*"
+_LAX_LABELS_RE = re.compile(rf"\s*(?:{_LAX_SEP})?(?:{_LAX_PAIR}(?:{_LAX_SEP}{_LAX_PAIR})*(?:{_LAX_SEP})?)?\s*", re.S)
 _LAX_PAIRS_RE = re.compile(rf'\s*({_LAX_NAME})\s*=\s*"((?:[^"\\]|\\.)*)"', re.S)
 _LAX_BLOCK_RE = re.compile(r'\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\}(.*)', re.S)
 
@@ -69,7 +74,7 @@ class SelectiveParser:
         # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
         # (4x slower). Splitting the rest in Python (C-level map) is cheaper than a detailed regex.
         self._re = re.compile(rf"\n({names})(?![{_NAME_CHARS}])(.*)")
-        self._re_indented = re.compile(rf"\n[ \t]*({names})(?![{_NAME_CHARS}])(.*)")
+        self._re_indented = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
 
     def parse(self, text: str) -> list[Sample]:
         """All wanted samples of ``text`` in page order. Values are floats (NaN and ±Inf kept).
@@ -114,11 +119,13 @@ def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sampl
     """Second pass with match positions, used only when the fast pass met an unusual line."""
     for m in matches:
         try:
-            yield _careful_line(m.group(1), text[m.start(1) : m.end()])
+            sample = _careful_line(m.group(1), text[m.start(1) : m.end()])
         except _BadLine as exc:
             line_no = text.count("\n", 0, m.start()) + 1  # m.start() is the "\n" ending the previous line
             line = text[m.start() : m.end()].strip()
             raise ScrapeError(f"line {line_no}: {exc}: {line[:160]!r}") from None
+        if sample is not None:
+            yield sample
 
 
 def _trie_pattern(names: list[str]) -> str:
@@ -146,7 +153,8 @@ def _unescape(value: str) -> str:
     return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value) if "\\" in value else value
 
 
-def _remember(key: str, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
+def _remember(key: str | None, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
+    """Checked, read-only labels from (name, escaped value) pairs; cached under ``key`` unless None."""
     labels = {name: _unescape(value) for name, value in pairs}
     if len(labels) != len(pairs):
         raise _BadLine("a label name appears twice")
@@ -156,7 +164,8 @@ def _remember(key: str, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
         _LABEL_CACHE.clear()  # endless distinct label sets must not grow memory forever
         _LABEL_CACHE[""] = _EMPTY
     frozen = MappingProxyType(labels)
-    _LABEL_CACHE[key] = frozen
+    if key is not None:
+        _LABEL_CACHE[key] = frozen
     return frozen
 
 
@@ -167,17 +176,22 @@ def _strict_labels(block: str) -> Mapping[str, str]:
     return _remember(block, _PAIRS_RE.findall(block))
 
 
-def _careful_line(name: str, line: str) -> Sample:
-    """Parse one wanted line (starting with ``name``) with the reference parser's leniency."""
+def _careful_line(name: str, line: str) -> Sample | None:
+    """Parse one line starting with ``name`` with the reference parser's leniency.
+
+    None when the reference would read another name there (``name}{...}``: its name is not ours).
+    """
     line = line.strip()
     brace = line.find("{")
     if brace == -1 or " # " in line[:brace]:
         cut = min((i for i in (line.find(" "), line.find("\t")) if i != -1), default=-1)
         if cut == -1:
             raise _BadLine("no value after the name")
+        if line[:cut] != name:
+            return None
         return name, _EMPTY, _value_and_stamp(line[cut + 1 :])
     if line[:brace].strip() != name:
-        raise _BadLine("unexpected text between the name and '{'")
+        return None
     m = _LAX_BLOCK_RE.fullmatch(line, brace)
     if m is None:
         raise _BadLine("label set not closed by '}'")
@@ -188,7 +202,7 @@ def _lax_labels(block: str) -> Mapping[str, str]:
     if _LAX_LABELS_RE.fullmatch(block) is None:
         raise _BadLine('malformed label set (expected name="value" pairs separated by commas)')
     pairs = [(_unescape(n[1:-1]) if n.startswith('"') else n, v) for n, v in _LAX_PAIRS_RE.findall(block)]
-    return _remember("\0" + block, pairs)  # "\0": never a fast-path key, which must be canonical
+    return _remember(None, pairs)  # not cached: the fast pass must only ever find canonical blocks
 
 
 def _value_and_stamp(s: str) -> float:

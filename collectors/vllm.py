@@ -50,7 +50,7 @@ def scrape_vllm(url: str, timeout_s: float, client: httpx.Client | None = None) 
     except ScrapeError as exc:
         if str(exc).startswith("no vLLM metrics"):
             raise
-        raise ScrapeError(f"{url}: {exc}", HINT) from None
+        raise ScrapeError(f"{url}: {exc}", "Check that targets[].vllm_url is vLLM's /metrics") from None
 
 
 def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:

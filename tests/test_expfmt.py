@@ -195,6 +195,24 @@ def test_malformed_wanted_lines_raise_scrape_error_with_line_number(line, reason
         list(text_string_to_metric_families(text))
 
 
+@pytest.mark.parametrize("block", [' , a="1", ,b="2" , ', ", ,", "a=\"1\"  ,", 'a="x} 1"'])
+def test_lenient_label_blocks_read_like_the_reference(block):
+    text = f"vllm:num_requests_running{{{block}}} 7\n"
+    assert key(PARSER.parse(text)) == reference(text)
+
+
+def test_other_name_glued_to_a_wanted_one_is_not_ours():
+    text = 'vllm:num_requests_running}{a="1"} 7\nvllm:num_requests_waiting 1\n'
+    assert key(PARSER.parse(text)) == reference(text) == [("vllm:num_requests_waiting", {}, 1.0)]
+
+
+def test_empty_unquoted_label_value_is_refused_unlike_the_reference():
+    text = "vllm:num_requests_running{a=} 7\n"
+    assert reference(text) == [("vllm:num_requests_running", {}, 7.0)]  # documented difference
+    with pytest.raises(ScrapeError, match="malformed label set"):
+        PARSER.parse(text)
+
+
 def test_timestamp_is_read_like_the_reference():
     text = 'vllm:num_requests_running{engine="0"} 5 1700000000000\nvllm:num_requests_waiting 1 2 3\n'
     assert key(PARSER.parse(text)) == reference(text)

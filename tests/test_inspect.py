@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.loopback import closed_port, serve
+from tests.support.http_server import closed_port_url, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -48,7 +48,7 @@ def test_file_json():
 
 
 def test_loopback_url_json_and_table():
-    with serve({"/metrics": (200, (DATA / "vllm_v1.txt").read_text())}) as (base, _):
+    with serve({"/metrics": (200, "text/plain", (DATA / "vllm_v1.txt").read_text())}) as base:
         as_json = run(base + "/metrics", "--json")
         as_table = run(base + "/metrics")
     assert as_json.returncode == 0, as_json.stderr
@@ -82,7 +82,7 @@ def test_two_models_are_totalled(tmp_path):
     [
         ("README.md", "ERROR: no vLLM metrics found at README.md"),
         ("does/not/exist.txt", "ERROR: cannot read does/not/exist.txt"),
-        (f"http://127.0.0.1:{closed_port()}/metrics", "ERROR: cannot reach"),
+        (closed_port_url(), "ERROR: cannot reach"),
     ],
 )
 def test_garbage_is_one_error_line(source, message):

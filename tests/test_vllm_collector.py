@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from app.errors import ScrapeError
 from collectors.records import INF, Histogram
 from collectors.vllm import merge_histograms, parse_vllm, scrape_vllm, total_figures
 from tests.data import make_vllm_fixtures
-from tests.loopback import closed_port, serve
+from tests.support.http_server import closed_port_url, serve
 
 DATA = Path(__file__).parent / "data"
 MODEL = "meta-llama/Llama-3.3-70B-Instruct-AWQ"
@@ -168,24 +170,50 @@ def test_nan_counter_is_kept_not_zeroed():
 # --- real HTTP on loopback ------------------------------------------------------------------------
 
 
-def test_scrape_over_http_sends_accept_text_plain():
-    with serve({"/metrics": (200, read("vllm_v1.txt"))}) as (base, accepts):
+def test_scrape_over_http():
+    with serve({"/metrics": (200, "text/plain; version=0.0.4", read("vllm_v1.txt"))}) as base:
         scrape = scrape_vllm(base + "/metrics", timeout_s=5)
     assert scrape.models[MODEL].counters["generation_tokens"] == 2_000_000
-    assert accepts and accepts[0].startswith("text/plain")
+
+
+def test_scrape_asks_for_the_text_format():
+    accepts: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            accepts.append(self.headers.get("Accept", ""))
+            body = b"vllm:num_requests_running 1\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        scrape_vllm(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout_s=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert accepts and accepts[0].startswith("text/plain")  # not OpenMetrics
 
 
 def test_unreachable_url():
-    url = f"http://127.0.0.1:{closed_port()}/metrics"
+    url = closed_port_url()
     with pytest.raises(ScrapeError, match="cannot reach") as info:
         scrape_vllm(url, timeout_s=2)
     assert url in str(info.value) and "Check targets[].vllm_url" in info.value.one_line()
 
 
 def test_server_answering_500_and_garbage():
-    routes = {"/500": (500, "oops"), "/garbage": (200, "\x00\x01 hello { not metrics"),
-              "/bad": (200, "vllm:num_requests_running{a=\"1\" 3\n")}
-    with serve(routes) as (base, _):
+    routes = {"/500": (500, "text/plain", "oops"), "/garbage": (200, "text/html", "\x00\x01 hello { not metrics"),
+              "/bad": (200, "text/plain", "vllm:num_requests_running{a=\"1\" 3\n")}
+    with serve(routes) as base:
         with pytest.raises(ScrapeError, match="answered HTTP 500"):
             scrape_vllm(base + "/500", timeout_s=5)
         with pytest.raises(ScrapeError, match=f"no vLLM metrics found at {base}/garbage"):
