@@ -35,7 +35,7 @@ def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float,
         return
     if verdict.state == STATE_NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
-        st.error(f"**No data**{no_data} over the last {window}: {verdict.reason}.", icon=":material/cloud_off:")
+        st.error(f"**No data** over the last {window}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
         return
     lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
     body = f"**Outside the sweet spot** over the last {window}:\n{lines}"
@@ -117,12 +117,23 @@ VERSION_HINTS: Mapping[str, str] = {
 }
 
 
+# Why a catalogue figure may be absent though vLLM is healthy.
+MISSING_HINTS: Mapping[str, str] = {
+    "requests_swapped": "V0 engine only: expected on V1",
+    "prefix_cache_hits": "prefix caching off, or vLLM before it was exported",
+    "prefix_cache_queries": "prefix caching off, or vLLM before it was exported",
+}
+
+
 def metric_rows(info: TargetInfo) -> list[dict[str, str]]:
     rows = [
         {"figure": key, "exposed as": name, "version hint": VERSION_HINTS.get(name, "")}
         for key, name in sorted(info.metric_names_used.items())
     ]
-    rows += [{"figure": key, "exposed as": "missing", "version hint": ""} for key in info.missing_metrics]
+    rows += [
+        {"figure": key, "exposed as": "missing", "version hint": MISSING_HINTS.get(key, "")}
+        for key in info.missing_metrics
+    ]
     return rows
 
 
