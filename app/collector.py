@@ -31,25 +31,31 @@ class CollectorService:
         for target in settings.targets:
             self.writer.register_target(target)
         self.rounds = RoundCollector(settings, clock)
+        # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
+        # retention jobs take turns on this lock (scrapes themselves happen outside it).
+        self.write_lock = threading.Lock()
 
     def collect_once(self) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored."""
         lines = []
         for target in self.settings.targets:
             round_ = self.rounds.collect(target)
-            self.writer.write_round(round_)
+            with self.write_lock:
+                self.writer.write_round(round_)
             lines.append(describe_round(round_))
         return lines
 
     def rollup(self) -> str:
         from db.rollup import rollup
 
-        return str(rollup(self.engine, self.clock()))
+        with self.write_lock:
+            return str(rollup(self.engine, self.clock()))
 
     def retention(self) -> str:
         from db.rollup import apply_retention
 
-        return str(apply_retention(self.engine, self.clock(), self.settings))
+        with self.write_lock:
+            return str(apply_retention(self.engine, self.clock(), self.settings))
 
     def jobs(self) -> list[scheduler.Job]:
         return [
@@ -67,4 +73,5 @@ class CollectorService:
 
     def close(self) -> None:
         self.rounds.close()
+        self.writer.close()
         self.engine.dispose()

@@ -5,7 +5,9 @@ used + free + reserved, reserved counting 0 when the exporter does not send it),
 utilisation (% of TIME the memory was busy → ``memory_busy_pct``, never bandwidth), profiling DRAM
 active (ratio 0–1 → ``dram_bw_util_pct`` 0–100, source "dcgm"), power (W), GPU temperature (°C).
 Labels: ``gpu`` (index), ``UUID``, ``modelName``, ``Hostname``. A field the exporter does not send
-is None. The payload is small (one line per field and GPU), so prometheus_client's parser is used.
+is None. Parsed with the selective parser (collectors.expfmt, differentially tested against
+prometheus_client's), which keeps only these fields: 40× faster, and the demo backfill parses
+tens of thousands of these payloads.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import math
 from collections.abc import Callable
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
+from collectors.expfmt import SelectiveParser, require_exposition
 from collectors.http import fetch_text
 from collectors.records import GpuReading
 
@@ -34,6 +36,8 @@ FIELDS: dict[str, tuple[str, Callable[[float], float]]] = {
     "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", float),
 }
 
+_PARSER = SelectiveParser(FIELDS)
+
 
 def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:
     """Readings of every GPU in a dcgm-exporter payload, ordered by host then index.
@@ -43,15 +47,14 @@ def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading
     Prometheus exposition, or has no DCGM GPU sample at all, raises :class:`ScrapeError`.
     """
     try:
-        samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    except (ValueError, TypeError, IndexError) as exc:
+        samples = _PARSER.parse(text)
+    except ScrapeError as exc:
         raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT) from None
     gpus: dict[tuple[str, str], dict[str, object]] = {}
-    for sample in samples:
-        target = FIELDS.get(sample.name)
-        if target is None or math.isnan(sample.value):
+    for sample_name, labels, value in samples:
+        target = FIELDS.get(sample_name)
+        if target is None or math.isnan(value):
             continue
-        labels = sample.labels
         host, index, uuid = labels.get("Hostname", ""), labels.get("gpu", ""), labels.get("UUID", "")
         if not (uuid or index):
             continue
@@ -60,8 +63,9 @@ def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading
         gpu = gpus.setdefault(key, {"uuid": key[1], "index": _int(index), "name": labels.get("modelName") or None})
         gpu["host"] = host or None
         name, convert = target
-        gpu.setdefault(name, convert(sample.value))  # first sample wins (MIG exporters repeat fields)
+        gpu.setdefault(name, convert(value))  # first sample wins (MIG exporters repeat fields)
     if not gpus:
+        require_exposition(text, HINT)
         raise ScrapeError("no DCGM_FI_* GPU sample in the payload; is this a dcgm-exporter?", HINT)
     return tuple(_reading(fields, peak_bw_gbps) for _, fields in sorted(gpus.items(), key=_order))
 

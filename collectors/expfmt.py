@@ -227,3 +227,18 @@ def _number(token: str) -> float:
             except ValueError:
                 pass
     raise _BadLine(f"{token[:40]!r} is not a number")
+
+
+def require_exposition(text: str, hint: str = "") -> None:
+    """Raise ScrapeError("not Prometheus text ...") when the head of ``text`` is not exposition format.
+
+    Only for error paths (a payload that yielded nothing we want): it asks the reference parser,
+    which is slow, about the first 20 lines only.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    head = "\n".join(text.strip().splitlines()[:20])
+    try:
+        list(text_string_to_metric_families(head + "\n"))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", hint) from None

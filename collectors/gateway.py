@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
 from app.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
+from collectors.expfmt import require_exposition
 from collectors.http import fetch_text
 from collectors.records import GatewayReading
 
@@ -141,18 +142,10 @@ def _labels(labels: dict[str, str]) -> str:
 
 def _near(name: str, text: str) -> str:
     if not _NAME_AT_LINE_START.search(text):
-        _check_looks_like_prometheus(text)
+        require_exposition(text, HINT_URL)
     names = set(_NAME_AT_LINE_START.findall(text))
     close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
     return f" (similar names there: {', '.join(close)})" if close else f" ({len(names)} other names there)"
-
-
-def _check_looks_like_prometheus(text: str) -> None:
-    head = "\n".join(text.strip().splitlines()[:20])
-    try:
-        list(text_string_to_metric_families(head + "\n"))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT_URL) from None
 
 
 def _fix_hint() -> str:

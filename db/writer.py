@@ -15,10 +15,11 @@ A failed vLLM scrape stores a ``scrapes`` row with ``up = 0`` and the error, and
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, select, update
+from sqlalchemy import Connection, Engine, bindparam, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.settings import TargetSettings
@@ -27,6 +28,7 @@ from db import histo, schema
 from db.engine import storage_error
 from db.state import SeriesState, counter_increase, histogram_increase
 
+log = logging.getLogger(__name__)
 BATCH_ROUNDS = 1000
 
 # Statements built once: building and cache-keying one costs more than SQLite's insert.
@@ -66,6 +68,7 @@ class Writer:
         self._states: dict[int, SeriesState] = {}
         self._target_meta: dict[int, tuple] = {}
         self._dirty: set[int] = set()
+        self._last_ts: dict[int, int] = {}
         self._conn: Connection | None = None
 
     def _connection(self) -> Connection:
@@ -125,8 +128,7 @@ class Writer:
         try:
             conn = self._connection()
             with conn.begin():
-                for round_ in rounds:
-                    self._collect(conn, round_, rows)
+                kept = sum(self._collect(conn, round_, rows) for round_ in rounds)
                 for name, stmt in _INSERTS.items():
                     if rows[name]:
                         conn.execute(stmt, rows[name])
@@ -138,7 +140,7 @@ class Writer:
             self._forget_caches()
             self.close()
             raise storage_error("writing a scrape round", exc) from None
-        return len(rounds)
+        return kept
 
     def _forget_caches(self) -> None:
         self._targets.clear()
@@ -147,10 +149,25 @@ class Writer:
         self._layouts.clear()
         self._target_meta.clear()
         self._dirty.clear()
+        self._last_ts.clear()
 
-    def _collect(self, conn: Connection, round_: ScrapeRound, rows: dict[str, list[dict[str, Any]]]) -> None:
+    def _collect(self, conn: Connection, round_: ScrapeRound, rows: dict[str, list[dict[str, Any]]]) -> bool:
+        """Queue the round's rows; False (nothing queued) when the target already has a round at or after it.
+
+        Rows are keyed by whole seconds: a second round in the same second (``collect --once`` run
+        twice, a clock step back) is skipped with a warning rather than failing the batch. Its
+        counter increases are not lost: the next stored round's increase covers them.
+        """
         target_id = self._target_id(conn, round_.target)
         ts = int(round(round_.ts))
+        if target_id not in self._last_ts:
+            last = conn.execute(select(func.max(schema.scrapes.c.ts)).where(schema.scrapes.c.target_id == target_id))
+            self._last_ts[target_id] = last.scalar() or 0
+        if ts <= self._last_ts[target_id]:
+            log.warning("%s: a round at %d is already stored (latest %d); this one is skipped",
+                        round_.target, ts, self._last_ts[target_id])
+            return False
+        self._last_ts[target_id] = ts
         rows["scrapes"].append(_scrape_row(target_id, ts, round_))
         if round_.vllm_status.ok and round_.vllm is not None:
             scrape = round_.vllm
@@ -161,6 +178,7 @@ class Writer:
         for gpu in round_.gpus:
             gpu_id = self._gpu_id(conn, target_id, gpu, ts)
             rows["gpu_samples"].append({"gpu_id": gpu_id, "ts": ts, **{f: getattr(gpu, f) for f in schema.GPU_FIELDS}})
+        return True
 
     # -- samples and state ------------------------------------------------------------------------
     def _sample_row(

@@ -34,6 +34,8 @@ POLL_S = 0.5  # how often a waiting handler checks whether the simulator is stop
 
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # A sweep opens dozens of connections at once; the default backlog of 5 resets some of them.
+    request_queue_size = 128
     allow_reuse_address = True
     sim: RunningSim
 

@@ -95,3 +95,13 @@ def test_failed_scrape_is_stored_as_down_never_zeros(db_url: str) -> None:
 def test_counter_resumes_across_a_failed_scrape(db_url: str) -> None:
     engine = _write(db_url, vllm_round(T, 100), failed_round(T + 5), vllm_round(T + 10, 130))
     assert _samples(engine, "generation_tokens") == [None, 30]
+
+
+def test_a_second_round_in_the_same_second_is_skipped_not_fatal(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    assert writer.write_rounds([vllm_round(T, 100), vllm_round(T + 0.2, 130), vllm_round(T + 5, 170)]) == 2
+    # the skipped round's tokens are not lost: the next stored increase covers them
+    assert _samples(engine, "generation_tokens") == [None, 70]
+    # a fresh writer (collector restart) also refuses a round it already has
+    assert Writer(engine).write_rounds([vllm_round(T + 5, 170)]) == 0

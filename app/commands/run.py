@@ -1,0 +1,130 @@
+"""``python -m app run``: the whole product in one command (the README's first line).
+
+With real targets configured it runs the collector and the UI. With none (a fresh machine), it starts
+the built-in simulator of the reference deployment with its daily load pattern, backfills a week of
+simulated history through the normal ingestion path on the first start, then collects live.
+Ctrl-C (or SIGTERM) stops every part cleanly: the UI process, the collector after its round in
+flight, then the simulator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from app.durations import format_duration, parse_duration
+from app.errors import UsageError
+from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+
+if TYPE_CHECKING:
+    from app.collector import CollectorService
+    from simulator import RunningSim
+
+HELP = "start the product: collector + dashboard (+ the simulator with a week of history when no target is set)"
+DEMO_TARGET = "demo"
+BACKFILL_STEP_S = 30.0
+log = logging.getLogger(__name__)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", help="database URL (default: db_url, a SQLite file under ./data/)")
+    parser.add_argument("--no-ui", action="store_true", help="run without the dashboard")
+    parser.add_argument("--backfill", metavar="DURATION", default="7d", help="simulated history on first start (0: none)")
+    parser.add_argument("--seed", type=int, default=0, help="simulator seed (demo only)")
+    parser.add_argument("--port", type=int, help="dashboard port (default: ui.port, 8501)")
+
+
+def demo_target(urls: dict[str, str]) -> TargetSettings:
+    """The target that watches the simulator: its vLLM, its gateway queue and its 8 dcgm GPUs."""
+    return TargetSettings(
+        name=DEMO_TARGET,
+        vllm_url=urls["vllm_metrics"],
+        gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url=urls["gateway_metrics"],
+                                metric="sweetspot_gateway_queue_depth"),
+        gpu=GpuSettings(source="dcgm", url=urls["dcgm_metrics"]),
+    )
+
+
+def has_history(db_url: str, target: str) -> bool:
+    from db.queries import Reader
+
+    return any(t.name == target and t.last_scrape_at is not None for t in Reader(db_url).targets())
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    from app.collector import CollectorService
+
+    sim = None
+    if not any(t.vllm_url for t in settings.targets):
+        sim = _start_simulator(settings, args.seed)
+        settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
+    service = CollectorService(settings)
+    ui = None
+    try:
+        if sim is not None:
+            _backfill_once(service, settings, parse_duration(args.backfill), args.seed)
+        if not args.no_ui:
+            ui = _start_ui(args, settings)
+        print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
+              f"into {settings.db_url}; Ctrl-C stops everything", flush=True)
+        service.run_forever()
+    finally:
+        _stop_ui(ui)
+        service.close()
+        if sim is not None:
+            sim.stop()
+    return 0
+
+
+def _start_simulator(settings: Settings, seed: int) -> RunningSim:
+    if not settings.simulator:
+        raise UsageError("no target has a vllm_url and simulator = false",
+                         "Name a [[targets]] vllm_url in the config file, or set simulator = true")
+    from simulator import SimOptions, start_simulator
+
+    sim = start_simulator(SimOptions(port=0, seed=seed, load_pattern="daily"))
+    print(f"simulator of the reference deployment (8x V100, 70B AWQ, TP 8) serving {sim.urls['openai_base']}",
+          flush=True)
+    return sim
+
+
+def _backfill_once(service: CollectorService, settings: Settings, span_s: float, seed: int) -> None:
+    from app.backfill import backfill
+
+    target = settings.targets[0]
+    if span_s <= 0 or has_history(settings.db_url, target.name):
+        return
+    now = time.time()
+    print(f"first start: backfilling {format_duration(span_s)} of simulated history (one sample per "
+          f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
+    backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
+    print(f"rollups: {service.rollup()}", flush=True)
+
+
+def _start_ui(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[bytes]:
+    from app.commands.ui import child_environment, streamlit_command
+
+    port = args.port or settings.ui.port
+    command = streamlit_command(settings, port, settings.ui.address)
+    # The UI is its own process group so the terminal's Ctrl-C reaches us first and we stop it in order.
+    ui = subprocess.Popen(command, env=child_environment(args, settings, dict(os.environ)), start_new_session=True)
+    print(f"dashboard: http://{settings.ui.address}:{port}/", flush=True)
+    return ui
+
+
+def _stop_ui(ui: subprocess.Popen[bytes] | None) -> None:
+    if ui is None or ui.poll() is not None:
+        return
+    ui.terminate()
+    try:
+        ui.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        ui.kill()
+        print("dashboard did not stop within 10 s and was killed", file=sys.stderr)
+

@@ -1,0 +1,170 @@
+"""``python -m app sweep``: the field report's load sweep, automated (docs/sweep.md).
+
+Runs a closed-loop load at each concurrency level against an OpenAI-compatible server, prints the
+result table and the verdict (sweet-spot concurrency, gateway limit), optionally writes a JSON file,
+and stores the run in the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from app.durations import DurationError, format_duration, parse_duration
+from app.errors import UsageError
+from app.settings import Settings
+from db.results import SweepLevel, SweepRun
+from sweep.client import API_PATHS, discover_model
+from sweep.progress import Progress
+from sweep.report import format_table, format_verdict, to_json
+from sweep.runner import SweepConfig, run_sweep
+from sweep.verdict import recommend
+from sweep.workload import DEFAULT_MIX, mix_label, parse_mix
+
+HELP = "closed-loop load sweep of an OpenAI-compatible server: tok/s and TTFT per concurrency, and the sweet spot"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--concurrency", default="8,16,32", help="comma-separated levels (default 8,16,32)")
+    parser.add_argument("--duration", required=True, help="measured window of each level: 600, 90s, 10m")
+    parser.add_argument(
+        "--warmup", help="load run before each window and left out of the figures (default: a tenth of --duration)"
+    )
+    parser.add_argument("--mix", default=DEFAULT_MIX, help=f"request classes and shares (default {DEFAULT_MIX})")
+    parser.add_argument("--model", help="model name (default: the first of GET /models)")
+    parser.add_argument("--ttft-slo", help="TTFT P95 objective: 3, 3s, 2500ms (default: sweetspot.ttft_p95_slo_s)")
+    parser.add_argument("--json", metavar="FILE", help="also write the levels and the verdict to this JSON file")
+    parser.add_argument("--db", metavar="URL", help="database URL (default: the db_url setting)")
+    parser.add_argument("--no-store", action="store_true", help="do not store the run in the database")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic prompts (default 0)")
+    parser.add_argument(
+        "--api", choices=sorted(API_PATHS), default="completions", help="endpoint to load (default completions)"
+    )
+    parser.add_argument(
+        "--server-speed",
+        type=float,
+        default=1.0,
+        help="the server's clock runs this many times real time (the simulator's --speed): report its time",
+    )
+    parser.add_argument(
+        "--request-timeout", default="300s", help="silence on a stream that counts as a timeout (default 300s)"
+    )
+
+
+def _duration(value: str, option: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except DurationError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    if seconds <= 0:
+        raise UsageError(f"{option}: must be greater than 0")
+    return seconds
+
+
+def parse_warmup(text: str) -> float:
+    """A warm-up duration; unlike a window it may be 0."""
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise UsageError(f"--warmup: {exc}") from None
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """``8,16,32`` → (8, 16, 32): distinct positive integers, ascending."""
+    try:
+        levels = {int(part) for part in text.split(",") if part.strip()}
+    except ValueError:
+        raise UsageError(f"--concurrency: {text!r} is not a list of integers", "write it like 8,16,32") from None
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--concurrency: {text!r} needs integers of at least 1", "write it like 8,16,32")
+    return tuple(sorted(levels))
+
+
+def _config(args: argparse.Namespace, model: str) -> SweepConfig:
+    if args.server_speed <= 0:
+        raise UsageError("--server-speed: must be greater than 0")
+    duration_s = _duration(args.duration, "--duration")
+    warmup_s = duration_s / 10 if args.warmup is None else parse_warmup(args.warmup)
+    return SweepConfig(
+        base_url=args.url.rstrip("/"),
+        model=model,
+        concurrencies=parse_concurrency(args.concurrency),
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        server_speed=args.server_speed,
+        mix=parse_mix(args.mix),
+        api=args.api,
+        seed=args.seed,
+        request_timeout_s=_duration(args.request_timeout, "--request-timeout"),
+    )
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    if not getattr(args, "verbose", False):
+        # httpx logs every request at INFO: thousands of lines that would bury the progress bar.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+    slo = _duration(args.ttft_slo, "--ttft-slo") if args.ttft_slo else settings.sweetspot.ttft_p95_slo_s
+    _config(args, "?")  # validate every argument before touching the network
+    config = _config(args, discover_model(args.url.rstrip("/"), args.model))
+    total = format_duration(round(config.level_s * len(config.concurrencies)))
+    print(
+        f"sweeping {config.base_url} model {config.model}: concurrency {args.concurrency}, "
+        f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
+        f"({total} in all), mix {mix_label(config.mix)}",
+        file=sys.stderr,
+    )
+    started_at = time.time()
+    levels = _measure(config)
+    run = _make_run(started_at, config, slo, levels)
+    _print_result(run)
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}", file=sys.stderr)
+    if not args.no_store:
+        print(f"stored as sweep run {_store(run, settings.db_url)} in {settings.db_url}", file=sys.stderr)
+    return 0
+
+
+def _measure(config: SweepConfig) -> list[SweepLevel]:
+    levels: list[SweepLevel] = []
+    try:
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels))
+    except KeyboardInterrupt:
+        if levels:  # ten minutes a level: never lose the levels already measured
+            print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
+            print(format_table(levels))
+        raise
+    return levels
+
+
+def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel]) -> SweepRun:
+    verdict = recommend(levels, slo)
+    # Stored with the run (the recommendation is its one free-form field): how it was measured.
+    verdict["warmup_s"] = config.warmup_s * config.server_speed
+    if config.server_speed != 1:
+        verdict["server_speed"] = config.server_speed  # its figures are in the server's time
+    return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
+
+
+def _print_result(run: SweepRun) -> None:
+    print(format_table(run.levels))
+    print()
+    print(format_verdict(run.recommendation))
+
+
+def _store(run: SweepRun, db_url: str) -> int:
+    # Imported here: the database layer (SQLAlchemy) costs nothing to a sweep run with --no-store.
+    from db.engine import open_engine
+    from db.sweeps import store_sweep
+
+    engine = open_engine(db_url)
+    try:
+        return store_sweep(engine, run)
+    finally:
+        engine.dispose()

@@ -1,0 +1,177 @@
+"""One streaming request to an OpenAI-compatible server, timed from the client's side.
+
+The request is sent like production traffic: ``stream=true`` with
+``stream_options.include_usage`` so the server's own output-token count arrives in the last chunk.
+Every failure (HTTP 429/5xx, an error object in the stream, a disconnect, a timeout) is recorded on
+the :class:`RequestRecord`, never raised: a sweep counts errors, it does not stop on them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from app.errors import SweetspotError
+from sweep.workload import RequestSpec
+
+API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
+_ERROR_BODY_CHARS = 200
+
+
+class SweepError(SweetspotError):
+    """The sweep cannot start: the server is unreachable, or it serves no model."""
+
+
+@dataclass
+class RequestRecord:
+    """What the client saw of one request. Times are seconds since the level started (monotonic clock).
+
+    ``end_s`` stays None while the request is in flight (e.g. cut off by the end of its level).
+    ``chunk_times_s`` holds the arrival of every chunk carrying generated text: the first one is the
+    first token (TTFT = ``chunk_times_s[0] - start_s``), the gaps between them are inter-token latencies.
+    ``usage_tokens`` is the server's ``completion_tokens`` when it sent usage, else None.
+    """
+
+    kind: str
+    start_s: float
+    chunk_times_s: list[float] = field(default_factory=list)
+    usage_tokens: int | None = None
+    end_s: float | None = None
+    error: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        """Output tokens: the server's usage when present, else the count of text chunks."""
+        return self.usage_tokens if self.usage_tokens is not None else len(self.chunk_times_s)
+
+
+def request_body(api: str, model: str, spec: RequestSpec) -> dict[str, Any]:
+    """The JSON body of a streaming request for ``api`` (``completions`` or ``chat``)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": spec.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": spec.prompt}]
+    else:
+        body["prompt"] = spec.prompt
+    return body
+
+
+async def stream_request(
+    client: httpx.AsyncClient, base_url: str, api: str, body: dict[str, Any], record: RequestRecord, t0: float
+) -> None:
+    """Send one streaming request and fill ``record`` as chunks arrive (``t0``: the level's start,
+    ``time.perf_counter()`` seconds). Cancellation leaves the record as it was: in flight."""
+    try:
+        async with client.stream("POST", base_url + API_PATHS[api], json=body) as response:
+            if response.status_code != 200:
+                await response.aread()
+                record.error = f"HTTP {response.status_code}: {_snippet(response.text)}"
+            else:
+                await _read_events(response, record, t0)
+    except httpx.TimeoutException:
+        record.error = "timeout"
+    except httpx.HTTPError as exc:
+        # Connection refused or reset, a stream cut before its end: the server went away under us.
+        record.error = f"disconnect: {type(exc).__name__}"
+    record.end_s = time.perf_counter() - t0
+
+
+async def _read_events(response: httpx.Response, record: RequestRecord, t0: float) -> None:
+    done = False
+    async for line in response.aiter_lines():
+        if not line.startswith("data:"):
+            continue  # blank separators, SSE comments and other fields carry nothing we time
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        now = time.perf_counter() - t0
+        error = _apply_chunk(data, record, now)
+        if error:
+            record.error = error
+            return
+    if not done:
+        record.error = "disconnect: stream ended without [DONE]"
+
+
+def _apply_chunk(data: str, record: RequestRecord, now: float) -> str | None:
+    """Record one SSE ``data:`` payload; return an error text when the payload is an error."""
+    try:
+        chunk = json.loads(data)
+    except json.JSONDecodeError:
+        return f"bad chunk: {_snippet(data)}"
+    if not isinstance(chunk, dict):
+        return f"bad chunk: {_snippet(data)}"
+    if "error" in chunk:
+        return f"stream error: {_snippet(json.dumps(chunk['error']))}"
+    if any(_chunk_text(choice) for choice in chunk.get("choices") or ()):
+        record.chunk_times_s.append(now)
+    usage = chunk.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        record.usage_tokens = usage["completion_tokens"]
+    return None
+
+
+def _chunk_text(choice: Any) -> str:
+    """The generated text of one choice: ``text`` (completions) or the delta's content (chat).
+    Reasoning text counts too: those are output tokens the server generated."""
+    if not isinstance(choice, dict):
+        return ""
+    if isinstance(choice.get("text"), str):
+        return str(choice["text"])
+    delta = choice.get("delta") or {}
+    if not isinstance(delta, dict):
+        return ""
+    for key in ("content", "reasoning_content", "reasoning"):
+        if isinstance(delta.get(key), str) and delta[key]:
+            return str(delta[key])
+    return ""
+
+
+def _snippet(text: str) -> str:
+    return " ".join(text.split())[:_ERROR_BODY_CHARS]
+
+
+def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) -> str:
+    """Check that ``base_url`` answers and return the model to load: ``model``, or the first served one.
+
+    Raises SweepError (one line, with the next step) when the server cannot be reached, or when it
+    serves no model and none was given.
+    """
+    url = base_url + "/models"
+    hint = "Is the server running? Check --url (an OpenAI-compatible base such as http://127.0.0.1:8000/v1)"
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.TimeoutException:
+        raise SweepError(f"cannot reach {url} (no answer within {timeout_s:g} s)", hint) from None
+    except httpx.HTTPError as exc:
+        raise SweepError(f"cannot reach {url} ({_reason(exc)})", hint) from None
+    if model:
+        return model  # the list is only a convenience once the server answers
+    if response.status_code != 200:
+        more = "" if base_url.endswith("/v1") else f"; did you mean {base_url}/v1?"
+        raise SweepError(f"{url} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
+    return _first_model(response, url)
+
+
+def _first_model(response: httpx.Response, url: str) -> str:
+    try:
+        data = response.json().get("data") or []
+        return str(data[0]["id"])
+    except (ValueError, AttributeError, LookupError, TypeError):
+        raise SweepError(f"{url} lists no model", "Pass --model NAME") from None
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    text = str(exc) or type(exc).__name__
+    if "refused" in text.lower():
+        return "connection refused"
+    return text.splitlines()[0][:200]

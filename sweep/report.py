@@ -1,0 +1,63 @@
+"""The result table (laid out like the field report's) and the JSON document of a sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from db.results import SweepLevel, SweepRun
+
+# (header, field, format): the report's columns first, then the rest.
+_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("concurrency", "concurrency", "{:d}"),
+    ("output tok/s", "tokens_per_s", "{:.1f}"),
+    ("TTFT P95", "ttft_p95_s", "{:.2f} s"),
+    ("E2E mean", "e2e_mean_s", "{:.2f} s"),
+    ("QPS", "qps", "{:.2f}"),
+    ("TTFT P50", "ttft_p50_s", "{:.2f} s"),
+    ("TTFT P99", "ttft_p99_s", "{:.2f} s"),
+    ("ITL P95", "itl_p95_s", "{:.3f} s"),
+    ("E2E P95", "e2e_p95_s", "{:.2f} s"),
+    ("requests", "requests", "{:d}"),
+    ("errors", "error_rate", "{:.1%}"),
+)
+
+
+def _cell(level: SweepLevel, field: str, fmt: str) -> str:
+    value = getattr(level, field)
+    return "n/a" if value is None else fmt.format(value)
+
+
+def format_table(levels: list[SweepLevel] | tuple[SweepLevel, ...]) -> str:
+    """A Markdown table, one row per level, units in the cells; ``n/a`` where a figure has no sample."""
+    rows = [[header for header, _, _ in _COLUMNS]]
+    rows += [[_cell(level, field, fmt) for _, field, fmt in _COLUMNS] for level in levels]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    lines = ["| " + " | ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) + " |" for row in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def format_verdict(recommendation: dict[str, Any]) -> str:
+    """The verdict as a few lines of text."""
+    sweet = recommendation.get("sweet_spot_concurrency")
+    head = (
+        f"Sweet spot: concurrency {sweet}, gateway limit {recommendation.get('gateway_limit')}"
+        if sweet
+        else ("Sweet spot: none in the swept range")
+    )
+    return f"{head}\n{recommendation.get('reason', '')}"
+
+
+def to_json(run: SweepRun) -> dict[str, Any]:
+    """The JSON document: ``{"levels": [...], "recommendation": {...}}`` plus the run's inputs.
+    Level keys are SweepLevel's fields (the same names as ``sim --calibrate``)."""
+    return {
+        "started_at": run.started_at,
+        "url": run.url,
+        "model": run.model,
+        "mix": run.mix,
+        "ttft_slo_s": run.ttft_slo_s,
+        "levels": [dataclasses.asdict(level) for level in run.levels],
+        "recommendation": run.recommendation,
+    }

@@ -1,0 +1,147 @@
+"""The closed-loop runner: at each level, N clients each send their next request as soon as the
+previous one ends, through a warm-up and then a fixed window; then the level's figures are computed
+from what they saw.
+
+At the end of a window the clients are cancelled: their open streams are closed (vLLM aborts a
+request whose client went away) and the requests are kept as *in flight* (see ``sweep.stats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from db.results import SweepLevel
+from sweep.client import RequestRecord, request_body, stream_request
+from sweep.progress import Progress
+from sweep.stats import level_stats, rescale
+from sweep.workload import RequestClass, client_rng, make_request
+
+_TICK_S = 0.5  # progress refresh period
+_CONNECT_TIMEOUT_S = 10.0
+
+# tick(elapsed_s, requests_ended, errors): progress of the running level.
+Tick = Callable[[float, int, int], None]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What to send and for how long. Durations in seconds."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1, no trailing slash
+    model: str
+    concurrencies: tuple[int, ...]
+    duration_s: float  # measured window of each level
+    mix: tuple[tuple[RequestClass, float], ...]
+    api: str = "completions"  # or "chat"
+    seed: int = 0
+    request_timeout_s: float = 300.0  # longest silence on a stream before it counts as a timeout
+    # A failed client waits this long before its next request, so a server answering 429 or a
+    # refused connection is not hammered in a tight loop (production clients back off too).
+    error_pause_s: float = 0.5
+    warmup_s: float = 0.0  # run before each window, left out of the figures (see sweep.stats)
+    # The server's clock runs this many times real time (the simulator's --speed): figures are
+    # converted to its time before they are reported.
+    server_speed: float = 1.0
+
+    @property
+    def level_s(self) -> float:
+        """Wall-clock seconds of one level: warm-up plus window."""
+        return self.warmup_s + self.duration_s
+
+
+async def _client_loop(
+    client: httpx.AsyncClient, config: SweepConfig, concurrency: int, index: int, t0: float, out: list[RequestRecord]
+) -> None:
+    rng = client_rng(config.seed, concurrency, index)
+    while True:
+        spec = make_request(rng, config.mix)
+        record = RequestRecord(spec.kind, time.perf_counter() - t0)
+        out.append(record)  # before sending, so a request cut by the window's end is still counted
+        await stream_request(
+            client, config.base_url, config.api, request_body(config.api, config.model, spec), record, t0
+        )
+        if record.error is not None:
+            await asyncio.sleep(config.error_pause_s)
+
+
+async def _wait_window(
+    tasks: Sequence[asyncio.Task[None]], records: list[RequestRecord], t0: float, window_s: float, tick: Tick | None
+) -> None:
+    """Sleep until the window closes, refreshing the progress; re-raise a client's unexpected failure."""
+    while (elapsed := time.perf_counter() - t0) < window_s:
+        await asyncio.sleep(min(_TICK_S, window_s - elapsed))
+        for task in tasks:
+            failure = task.exception() if task.done() and not task.cancelled() else None
+            if failure is not None:
+                raise failure  # a bug in the client: server failures are recorded, never raised
+        if tick is not None:
+            ended = [r for r in records if r.end_s is not None]
+            tick(time.perf_counter() - t0, len(ended), sum(1 for r in ended if r.error))
+
+
+async def run_level(
+    client: httpx.AsyncClient, config: SweepConfig, concurrency: int, tick: Tick | None = None
+) -> tuple[SweepLevel, list[RequestRecord]]:
+    """Run one level of ``concurrency`` clients for ``config.level_s``; return its figures (in the
+    server's time) and records (in wall-clock seconds).
+    ``tick(elapsed_s, requests_ended, errors)`` is called about every half second."""
+    records: list[RequestRecord] = []
+    t0 = time.perf_counter()
+    tasks = [asyncio.create_task(_client_loop(client, config, concurrency, i, t0, records)) for i in range(concurrency)]
+    try:
+        await _wait_window(tasks, records, t0, config.level_s, tick)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    level = level_stats(records, concurrency, config.duration_s, config.warmup_s)
+    return rescale(level, config.server_speed), records
+
+
+def make_client(config: SweepConfig) -> httpx.AsyncClient:
+    """An HTTP client with one connection per concurrent stream (httpx's default pool holds only 100)."""
+    size = max(config.concurrencies)
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(config.request_timeout_s, connect=_CONNECT_TIMEOUT_S, pool=None),
+        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+    )
+
+
+async def run_sweep(
+    config: SweepConfig, progress: Progress | None = None, levels: list[SweepLevel] | None = None
+) -> list[SweepLevel]:
+    """Run every level in ascending concurrency order; return their figures in that order.
+    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them."""
+    levels = [] if levels is None else levels
+    for index, concurrency in enumerate(sorted(config.concurrencies)):
+        tick: Tick | None = None
+        if progress is not None:
+            progress.start_level(index, concurrency)
+            tick = _ticker(progress, index, concurrency)
+        # A fresh connection pool per level: a keep-alive connection left from the previous level
+        # may have been closed by the server meanwhile, and would count as a disconnect here.
+        async with make_client(config) as client:
+            level, records = await run_level(client, config, concurrency, tick)
+        if progress is not None:
+            progress.finish_level(index, level, error_kinds(records))
+        levels.append(level)
+    return levels
+
+
+def error_kinds(records: Sequence[RequestRecord], top: int = 3) -> list[tuple[str, int]]:
+    """The most frequent error texts of a level with their counts, most frequent first."""
+    counts = Counter(r.error for r in records if r.error is not None)
+    return counts.most_common(top)
+
+
+def _ticker(progress: Progress, index: int, concurrency: int) -> Tick:
+    def tick(elapsed_s: float, requests: int, errors: int) -> None:
+        progress.update(index, concurrency, elapsed_s, requests, errors)
+
+    return tick

@@ -1,0 +1,66 @@
+"""The README's run command: simulator + backfill + collector (+ UI) from an empty machine, stopped by Ctrl-C."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_run(db: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "app", "run", "--db", db, *extra], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    seen: list[str] = []
+    deadline = time.time() + timeout
+    assert proc.stdout is not None
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"{needle!r} not printed; got {seen}")
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
+    db = f"sqlite:///{tmp_path}/demo.db"
+    proc = start_run(db, "--no-ui", "--backfill", "6h")
+    try:
+        lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=240)
+        time.sleep(6)  # at least one live round after the backfill
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    text = "".join(lines)
+    assert "first start: backfilling" in text and "serving http://127.0.0.1:" in text
+    assert "backfill done: 720 rounds" in err  # 6 h at one sample per 30 s
+    assert "stopped cleanly" in err and "simulator stopped" in err
+    status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
+                                       cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
+    assert status["target"] == "demo" and status["up"] is True
+    assert status["tokens_per_s"] > 10 and status["ceiling_tokens_per_s"] == 180.0
+    assert len(status["gpus"]) == 8
+
+    second = start_run(db, "--no-ui")
+    try:
+        lines = wait_for_line(second, "Ctrl-C stops everything", timeout=120)
+    finally:
+        code, err = stop(second)
+    assert code == 0, err
+    assert "first start" not in "".join(lines)  # history is written once, not on every start

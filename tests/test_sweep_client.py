@@ -1,0 +1,192 @@
+"""The SSE client and the closed-loop runner against a tiny real server on 127.0.0.1 (port 0).
+
+The stub answers like vLLM's streaming API, and fails on purpose: every 4th request gets HTTP 429,
+every 7th HTTP 500, every 9th is cut before ``[DONE]``. The end-to-end test against the simulator is
+tests/test_sweep_e2e.py.
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from sweep.client import RequestRecord, SweepError, discover_model, request_body, stream_request
+from sweep.runner import SweepConfig, make_client, run_level
+from sweep.workload import RequestSpec, parse_mix
+
+CHUNK_GAP_S = 0.005
+
+
+class StubHandler(BaseHTTPRequestHandler):
+    counter = 0
+    lock = threading.Lock()
+
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"object": "list", "data": [{"id": "stub-70b", "object": "model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        try:
+            self._answer()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client cancelled the stream at the end of its level
+
+    def _answer(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.lock:
+            StubHandler.counter += 1
+            n = StubHandler.counter
+        if n % 4 == 0 or n % 7 == 0:
+            self._fail(429 if n % 4 == 0 else 500)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        chat = "messages" in request
+        tokens = min(request["max_tokens"], 5)
+        for i in range(tokens):
+            self._event(_chunk(chat, f" w{i}"))
+            time.sleep(CHUNK_GAP_S)
+            if n % 9 == 0 and i == 1:
+                return  # the server goes away mid-stream
+        self._event({"id": "x", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": tokens}})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def _event(self, payload):
+        self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+        self.wfile.flush()
+
+    def _fail(self, status):
+        body = json.dumps({"error": {"message": "busy", "code": status}}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _chunk(chat, text):
+    if chat:
+        return {"id": "x", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    return {"id": "x", "choices": [{"index": 0, "text": text, "finish_reason": None}]}
+
+
+@pytest.fixture
+def stub():
+    StubHandler.counter = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _one(base, api):
+    async def go():
+        record = RequestRecord("short", 0.0)
+        spec = RequestSpec("short", "hello there", 2, 3)
+        async with httpx.AsyncClient(timeout=5) as client:
+            await stream_request(client, base, api, request_body(api, "stub-70b", spec), record, time.perf_counter())
+        return record
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_one_streaming_request_is_timed(stub, api):
+    record = _one(stub, api)
+    assert record.error is None
+    assert record.usage_tokens == 3 and len(record.chunk_times_s) == 3
+    assert 0 < record.chunk_times_s[0] <= record.chunk_times_s[-1] <= record.end_s
+    assert record.chunk_times_s == sorted(record.chunk_times_s)  # gaps are timing-dependent on a busy host
+
+
+def test_closed_loop_counts_errors_without_stopping(stub):
+    config = SweepConfig(stub, "stub-70b", (3,), 1.0, parse_mix("short:1"), error_pause_s=0.01)
+
+    async def go():
+        async with make_client(config) as client:
+            return await run_level(client, config, 3)
+
+    level, records = asyncio.run(go())
+    errors = [r.error for r in records if r.error]
+    assert any(e.startswith("HTTP 429") for e in errors)
+    assert any(e.startswith("HTTP 500") for e in errors)
+    assert any(e.startswith("disconnect") for e in errors)
+    assert level.requests >= 20 and 0 < level.errors < level.requests
+    assert level.error_rate == pytest.approx(level.errors / level.requests)
+    assert level.tokens_per_s > 0 and level.ttft_p95_s is not None and level.itl_p95_s is not None
+
+
+def test_model_discovery(stub):
+    assert discover_model(stub, None) == "stub-70b"
+    assert discover_model(stub, "mine") == "mine"
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_url_is_one_line_error_with_next_step(tmp_path):
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    with pytest.raises(SweepError, match="connection refused"):
+        discover_model(url, None, timeout_s=2)
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "sweep", "--url", url, "--duration", "1", "--db", f"sqlite:///{tmp_path}/x.db"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ERROR: cannot reach")
+    assert "Check --url" in lines[0]
+
+
+def test_bad_arguments_are_usage_errors(stub):
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "sweep", "--url", stub, "--duration", "1", "--concurrency", "0,x", "--no-store"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2 and "ERROR: --concurrency" in done.stderr
+
+
+def test_command_writes_json_and_stores_the_run(stub, tmp_path):
+    from db.queries import Reader
+
+    db_url = f"sqlite:///{tmp_path}/sweeps.db"
+    out = tmp_path / "sweep.json"
+    args = ["--url", stub, "--concurrency", "2,1", "--duration", "0.6s", "--json", str(out), "--db", db_url]
+    done = subprocess.run([sys.executable, "-m", "app", "sweep", *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].startswith("| concurrency | output tok/s | TTFT P95 | E2E mean |")
+    doc = json.loads(out.read_text())
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 2]
+    assert doc["model"] == "stub-70b" and "reason" in doc["recommendation"]
+    (run,) = Reader(db_url).sweep_runs()
+    assert run.url == stub and run.mix == "short:0.6,long:0.4" and run.ttft_slo_s == 3.0
+    assert [lv.concurrency for lv in run.levels] == [1, 2]
+    assert run.levels[1].errors == doc["levels"][1]["errors"] > 0
+    assert run.recommendation == doc["recommendation"]
+    assert f"stored as sweep run {run.id}" in done.stderr

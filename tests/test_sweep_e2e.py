@@ -1,0 +1,69 @@
+"""End to end: ``python -m app sweep`` as a subprocess against the simulator on 127.0.0.1 (port 0).
+
+The simulator runs 50× faster than real time (``--server-speed`` reports in its time); the test
+checks the plumbing (streams timed, JSON written, run stored, errors counted), not the calibration
+(that is the simulator's own test).
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from db.queries import Reader
+from simulator import SimOptions, start_simulator
+
+SPEED = 50.0
+
+
+@pytest.fixture
+def sim():
+    running = start_simulator(SimOptions(speed=SPEED, seed=3))
+    yield running
+    running.stop()
+
+
+def sweep(*args):
+    return subprocess.run([sys.executable, "-m", "app", "sweep", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_sweep_against_the_simulator(sim, tmp_path):
+    db_url = f"sqlite:///{tmp_path}/sweetspot.db"
+    out = tmp_path / "sweep.json"
+    done = sweep(
+        "--url", sim.urls["openai_base"], "--concurrency", "1,2", "--duration", "2s",
+        "--json", str(out), "--db", db_url, "--seed", "5", "--server-speed", str(SPEED),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["model"] == "sweetspot/sim-70b-awq"
+    one, two = doc["levels"]
+    for level in (one, two):
+        assert level["error_rate"] in (0.0, None)
+        assert level["tokens_per_s"] > 0 and 0 < level["ttft_p50_s"] <= level["ttft_p95_s"] <= level["ttft_p99_s"]
+        assert 0 < level["itl_p95_s"] < 1.0
+    # figures in the simulator's time: 2 s of wall clock are 100 simulated seconds
+    assert one["duration_s"] == 2 * SPEED and doc["recommendation"]["server_speed"] == SPEED
+    assert doc["recommendation"]["warmup_s"] == pytest.approx(0.2 * SPEED)  # default: a tenth of the window
+    assert two["tokens_per_s"] > one["tokens_per_s"]  # two streams share the bandwidth-bound steps
+    assert two["requests"] >= 1 and two["e2e_mean_s"] > two["ttft_p50_s"]
+    (run,) = Reader(db_url).sweep_runs()
+    assert run.url == sim.urls["openai_base"] and run.model == doc["model"]
+    assert [lv.tokens_per_s for lv in run.levels] == [one["tokens_per_s"], two["tokens_per_s"]]
+    assert run.recommendation["sweet_spot_concurrency"] == doc["recommendation"]["sweet_spot_concurrency"]
+    assert "| concurrency | output tok/s | TTFT P95 |" in done.stdout
+
+
+def test_engine_restarts_mid_sweep_are_counted_not_fatal(tmp_path):
+    # A restart every simulated 60 s (1.2 s of wall time) cuts the streams in flight.
+    options = SimOptions(speed=SPEED, seed=4, restart_every_s=60.0)
+    with start_simulator(options) as sim:
+        done = sweep(
+            "--url", sim.urls["openai_base"], "--api", "chat", "--concurrency", "3", "--duration", "3s",
+            "--json", str(tmp_path / "s.json"), "--no-store",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (level,) = json.loads((tmp_path / "s.json").read_text())["levels"]
+    assert level["errors"] >= 1 and level["requests"] > level["errors"]
+    assert level["tokens_per_s"] > 0

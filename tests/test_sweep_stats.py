@@ -1,0 +1,108 @@
+import random
+
+import pytest
+
+from app.errors import UsageError
+from sweep.client import RequestRecord
+from sweep.stats import Window, level_stats, mean, percentile, rescale, tokens_in_window
+from sweep.workload import CLASSES, make_request, mix_label, parse_mix, synthetic_text
+
+
+def test_percentile_interpolates_like_numpy():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert percentile(values, 0.5) == 3.0
+    assert percentile(values, 0.95) == pytest.approx(4.8)
+    assert percentile([5.0, 1.0], 0.25) == 2.0
+    assert percentile([7.0], 0.99) == 7.0
+    assert percentile([], 0.5) is None
+    assert mean([]) is None
+
+
+def ok(start, chunks, end, usage=None):
+    return RequestRecord("short", start, list(chunks), usage, end, None)
+
+
+def test_level_figures_from_hand_built_records():
+    records = [
+        ok(0.0, [1.0, 1.5, 2.0], 2.0, usage=3),
+        ok(2.0, [2.5, 3.0], 3.0),  # no usage: tokens = chunks
+        ok(0.0, [3.0, 4.0, 5.0], 6.0, usage=10),  # the server says 10 tokens in 3 chunks
+        RequestRecord("long", 3.0, [], None, 3.1, "HTTP 429: busy"),
+        ok(6.0, [7.0, 8.0, 11.0], None),  # in flight at the end of the 10 s window
+        ok(8.0, [10.5], 10.5),  # ended after the window: in flight too
+    ]
+    level = level_stats(records, concurrency=2, window_s=10.0)
+    assert level.requests == 4 and level.errors == 1
+    assert level.error_rate == 0.25
+    assert level.qps == pytest.approx(0.3)
+    # 3 + 2 + 10 ended, plus 2 chunks of the in-flight request inside the window
+    assert level.tokens_per_s == pytest.approx(1.7)
+    # TTFTs 1.0, 0.5, 3.0, 1.0 (the in-flight request's first token came inside the window)
+    assert level.ttft_p50_s == pytest.approx(1.0)
+    assert level.ttft_p95_s == pytest.approx(2.7)
+    assert level.e2e_mean_s == pytest.approx((2.0 + 1.0 + 6.0) / 3)
+    # gaps 0.5 0.5 | 0.5 | 1 1 | 1 (7→8; 8→11 is past the window)
+    assert level.itl_p95_s == pytest.approx(1.0)
+
+
+def test_tokens_in_window_cuts_in_flight_requests():
+    window = Window(0.0, 2.5)
+    assert tokens_in_window(ok(0.0, [1, 2, 3, 4], None), window) == 2
+    assert tokens_in_window(ok(0.0, [1, 2], 2.0, usage=5), window) == 5
+    # started during the warm-up: only the chunks inside the window, not the whole usage
+    assert tokens_in_window(ok(0.0, [1, 2], 2.0, usage=5), Window(1.5, 2.5)) == 1
+
+
+def test_warm_up_keeps_the_start_burst_out_of_latencies():
+    records = [
+        ok(0.0, [4.0, 5.0], 6.0, usage=2),  # start burst: slow first token, ends inside the window
+        ok(0.0, [4.5, 5.5, 6.5], 7.0, usage=3),
+        ok(6.0, [6.5, 7.0], 7.5, usage=2),  # started inside the window
+        ok(7.0, [7.2, 7.4, 7.6], 8.0, usage=3),
+    ]
+    level = level_stats(records, concurrency=2, window_s=5.0, warmup_s=5.0)
+    assert level.duration_s == 5.0 and level.requests == 4 and level.qps == pytest.approx(0.8)
+    assert level.ttft_p95_s == pytest.approx(0.5 - 0.3 * 0.05)  # only 0.5 and 0.2: the burst's 4 s are out
+    assert level.e2e_mean_s == pytest.approx((1.5 + 1.0) / 2)
+    assert level.tokens_per_s == pytest.approx((0 + 2 + 2 + 3) / 5.0)  # 5.5 and 6.5 of the second; 5.0 is not
+
+
+def test_empty_level_has_no_figures():
+    level = level_stats([RequestRecord("short", 0.0)], concurrency=1, window_s=5.0)
+    assert level.requests == 0 and level.error_rate is None and level.ttft_p95_s is None
+    assert level.tokens_per_s == 0.0 and level.qps == 0.0
+
+
+def test_mix_parsing_and_label():
+    mix = parse_mix("short:3,long:1")
+    assert [(c.name, share) for c, share in mix] == [("short", 0.75), ("long", 0.25)]
+    assert mix_label(parse_mix("short:0.6, long:0.4")) == "short:0.6,long:0.4"
+    for bad in ("medium:1", "short:x", "short:-1", "short:0"):
+        with pytest.raises(UsageError):
+            parse_mix(bad)
+
+
+def test_requests_are_deterministic_and_about_the_right_size():
+    mix = parse_mix("short:0.6,long:0.4")
+    first = [make_request(random.Random(7), mix) for _ in range(2)]
+    assert first[0] == first[1]
+    specs = [make_request(random.Random(i), mix) for i in range(200)]
+    kinds = [s.kind for s in specs]
+    assert 0.45 < kinds.count("short") / len(kinds) < 0.75
+    for spec in specs:
+        cls = CLASSES[spec.kind]
+        assert cls.input_tokens[0] <= spec.prompt_tokens_est <= cls.input_tokens[1]
+        assert cls.max_tokens[0] <= spec.max_tokens <= cls.max_tokens[1]
+        # one token per word or period, within a few tokens of the target
+        words = spec.prompt.split()
+        assert abs(len(words) + spec.prompt.count(".") - spec.prompt_tokens_est) <= 3
+    assert len(synthetic_text(random.Random(1), 50).split()) < 50
+
+
+def test_rescale_reports_a_sped_up_server_in_its_own_time():
+    level = level_stats([ok(0.0, [0.1, 0.2], 0.3, usage=2)], concurrency=1, window_s=1.0)
+    slow = rescale(level, 10.0)
+    assert slow.duration_s == 10.0 and slow.tokens_per_s == pytest.approx(0.2) and slow.qps == pytest.approx(0.1)
+    assert slow.ttft_p95_s == pytest.approx(1.0) and slow.e2e_mean_s == pytest.approx(3.0)
+    assert slow.itl_p95_s == pytest.approx(1.0) and slow.error_rate == level.error_rate == 0.0
+    assert rescale(level, 1.0) is level

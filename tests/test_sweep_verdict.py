@@ -1,0 +1,95 @@
+from db.results import SweepLevel
+from sweep.report import format_table
+from sweep.verdict import meets_slo, recommend, steps
+
+
+def level(concurrency, tok_s, ttft_p95, e2e_mean=None, qps=None, error_rate=0.0):
+    return SweepLevel(
+        concurrency=concurrency,
+        duration_s=600.0,
+        requests=100,
+        errors=int(100 * error_rate),
+        tokens_per_s=tok_s,
+        qps=qps,
+        ttft_p50_s=None,
+        ttft_p95_s=ttft_p95,
+        ttft_p99_s=None,
+        itl_p95_s=None,
+        e2e_mean_s=e2e_mean,
+        e2e_p95_s=None,
+        error_rate=error_rate,
+    )
+
+
+# The field report (DOMAIN.md §2); its level 16 TTFT P95 is "between" 1.5 and 4.8 s.
+REPORT = [level(8, 85, 1.5, 32.8, 0.28), level(16, 126, 2.6), level(32, 145, 4.8, 67.4, 0.48)]
+
+
+def test_report_numbers_give_sweet_spot_16():
+    verdict = recommend(REPORT, ttft_slo_s=3.0)
+    assert verdict["sweet_spot_concurrency"] == 16
+    assert verdict["gateway_limit"] == 16
+    assert verdict["knee_concurrency"] == 16
+    assert verdict["slo_max_concurrency"] == 16
+    assert "knee is at 16" in verdict["reason"]
+    assert "32: TTFT P95 4.80 s" in verdict["reason"]
+
+
+def test_steps_on_report_numbers():
+    gains = steps(REPORT)
+    assert [(s["from"], s["to"]) for s in gains] == [(8, 16), (16, 32)]
+    assert [s["tokens_per_s_gain_pct"] for s in gains] == [48.2, 15.1]
+    assert gains[0]["tokens_per_s_per_added_client"] == 5.125
+    assert gains[1]["elasticity"] == 0.151
+
+
+def test_knee_caps_a_generous_slo():
+    verdict = recommend(REPORT, ttft_slo_s=10.0)
+    assert verdict["slo_max_concurrency"] == 32
+    assert verdict["sweet_spot_concurrency"] == 16
+    assert "bound by the knee" in verdict["reason"]
+
+
+def test_slo_caps_below_the_knee():
+    verdict = recommend(REPORT, ttft_slo_s=2.0)
+    assert verdict["sweet_spot_concurrency"] == 8
+    assert verdict["knee_concurrency"] == 16
+    assert "bound by the TTFT SLO" in verdict["reason"]
+
+
+def test_no_knee_inside_the_sweep_keeps_the_slo_level():
+    linear = [level(8, 80, 1.0), level(16, 150, 1.5), level(32, 280, 2.5)]
+    verdict = recommend(linear, ttft_slo_s=3.0)
+    assert verdict["knee_concurrency"] is None
+    assert verdict["sweet_spot_concurrency"] == 32
+    assert "sweep higher" in verdict["reason"]
+    assert "bound by the highest level swept" in verdict["reason"]
+
+
+def test_no_level_meets_the_slo():
+    verdict = recommend([level(8, 85, 3.5), level(16, 126, 5.0)], ttft_slo_s=3.0)
+    assert verdict["sweet_spot_concurrency"] is None
+    assert verdict["gateway_limit"] is None
+    assert "below 8" in verdict["reason"]
+
+
+def test_errors_disqualify_a_level_and_throughput_drop_is_a_knee():
+    storm = [level(8, 85, 1.5), level(16, 126, 2.0, error_rate=0.05), level(32, 100, 2.5)]
+    verdict = recommend(storm, ttft_slo_s=3.0)
+    assert not meets_slo(storm[1], 3.0)
+    assert verdict["knee_concurrency"] == 16
+    assert verdict["slo_max_concurrency"] == 32
+    assert verdict["sweet_spot_concurrency"] == 8  # 32 meets the SLO but is past the knee; 16 fails
+    missing = recommend([level(8, None, None)], ttft_slo_s=3.0)
+    assert missing["sweet_spot_concurrency"] is None
+    assert "fewer than two levels" in missing["reason"]
+
+
+def test_table_has_the_report_columns_and_units():
+    text = format_table(REPORT)
+    header = text.splitlines()[0]
+    for column in ("concurrency", "output tok/s", "TTFT P95", "E2E mean", "QPS"):
+        assert column in header
+    row_32 = text.splitlines()[-1]
+    assert "145.0" in row_32 and "4.80 s" in row_32 and "67.40 s" in row_32 and "0.48" in row_32
+    assert "n/a" in text.splitlines()[3]  # level 16 has no E2E mean in the report
