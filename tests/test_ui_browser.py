@@ -19,7 +19,7 @@ pytestmark = [
 
 # (url path and query, charts expected, texts that must be visible)
 PAGES = {
-    "overview": ("/", 5, ["TTFT P95 · 5m", "tok/s ceiling", "sweet spot 16", "Time to first token"]),
+    "overview": ("/", 5, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token"]),
     "overview-edge-down": ("/?target=edge", 5, ["No data", "connection refused"]),
     "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GB / 34.4 GB"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
