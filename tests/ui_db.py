@@ -25,9 +25,8 @@ from simulator import generate_history
 
 GATEWAY_METRIC = "sweetspot_gateway_queue_depth"
 DOWN_ERROR = "cannot reach http://127.0.0.1:8000/metrics (connection refused)"
-# dcgm-exporter text goes through prometheus_client's parser (~15 ms a page here): GPUs are read
-# once a minute in fixtures, which the GPU charts' steps hide.
-GPU_EVERY_S = 60.0
+# GPUs are read every round, as the collector does; the benchmark thins its old history with this.
+GPU_EVERY_S = 0.0
 
 
 def target_settings(name: str) -> TargetSettings:
