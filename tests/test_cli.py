@@ -37,6 +37,6 @@ def test_describe_lists_every_setting():
 
 
 def test_every_command_has_help():
-    for command in ("run", "collect", "inspect", "status", "sim", "sweep", "config", "db"):
+    for command in ("run", "collect", "inspect", "status", "sim", "sweep", "config", "db", "ui"):
         done = app(command, "--help")
         assert done.returncode == 0 and "usage: python -m app " + command in done.stdout

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from app.durations import format_duration, parse_duration
 from app.errors import UsageError
-from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+from app.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
     from app.collector import CollectorService
@@ -48,6 +48,8 @@ def demo_target(urls: dict[str, str]) -> TargetSettings:
         gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url=urls["gateway_metrics"],
                                 metric="sweetspot_gateway_queue_depth"),
         gpu=GpuSettings(source="dcgm", url=urls["dcgm_metrics"]),
+        # dcgm-exporter cannot tell peak bandwidth; the simulated V100s have the datasheet's 900 GB/s.
+        ceiling=CeilingSettings(weight_gb=40.0, tensor_parallel=8, bandwidth_gbps=900.0),
     )
 
 

@@ -33,6 +33,8 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
         sys.executable, "-m", "streamlit", "run", str(MAIN),
         "--server.port", str(port), "--server.address", address, "--server.headless", "true",
         "--browser.gatherUsageStats", "false", "--global.developmentMode", "false",
+        # Ops people get the dashboard, not Streamlit's "Deploy" button and developer menu.
+        "--client.toolbarMode", "viewer",
     ]  # fmt: skip
 
 
