@@ -39,19 +39,26 @@ def build_parser(commands: Sequence[str] | None = None) -> argparse.ArgumentPars
     parser.add_argument("--config", metavar="FILE", help=f"TOML settings file (or ${ENV_CONFIG})")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # The global options are accepted after the command too (`status --config f.toml`): users type both.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     for name in commands or COMMANDS:
         module = _load(name)
-        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command_parser = sub.add_parser(name, help=module.HELP, description=module.HELP, parents=[common])
         module.configure(command_parser)
     return parser
 
 
 def _requested_command(argv: Sequence[str]) -> list[str] | None:
     """Build only the requested command's parser, so one command's imports never slow another."""
-    for token in argv:
+    tokens = iter(argv)
+    for token in tokens:
         if token in COMMANDS:
             return [token]
-        if not token.startswith("-"):
+        if token == "--config":
+            next(tokens, None)  # its value is a path, not a command
+        elif not token.startswith("-"):
             return None
     return None
 

@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from app.errors import ScrapeError
 from app.settings import Settings, TargetSettings
+from collectors.http import ScrapeClient
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult, VllmScrape
 
 log = logging.getLogger(__name__)
@@ -27,7 +26,7 @@ class RoundCollector:
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.clock = clock
-        self.client = httpx.Client(timeout=settings.scrape_timeout_s)
+        self.client = ScrapeClient()
         self._nvml: Any = None
         self._last_error: dict[tuple[str, str], str] = {}
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import httpx
-
 from app.errors import ScrapeError
 from collectors.expfmt import SelectiveParser, require_exposition
-from collectors.http import fetch_text
+from collectors.http import ScrapeClient, fetch_text
 from collectors.records import GpuReading
 
 MIB = 1024 * 1024
@@ -71,7 +69,7 @@ def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading
 
 
 def scrape_dcgm(
-    url: str, timeout_s: float, client: httpx.Client | None = None, peak_bw_gbps: float | None = None
+    url: str, timeout_s: float, client: ScrapeClient | None = None, peak_bw_gbps: float | None = None
 ) -> tuple[GpuReading, ...]:
     """GET ``url`` and parse it with :func:`parse_dcgm`; any failure raises :class:`ScrapeError`."""
     text = fetch_text(url, timeout_s, client, hint=HINT)

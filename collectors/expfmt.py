@@ -153,7 +153,8 @@ def _unescape(value: str) -> str:
     return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value) if "\\" in value else value
 
 
-def _remember(key: str, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
+def _remember(key: str | None, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
+    """Checked, read-only labels from (name, escaped value) pairs; cached under ``key`` unless None."""
     labels = {name: _unescape(value) for name, value in pairs}
     if len(labels) != len(pairs):
         raise _BadLine("a label name appears twice")
@@ -163,7 +164,8 @@ def _remember(key: str, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
         _LABEL_CACHE.clear()  # endless distinct label sets must not grow memory forever
         _LABEL_CACHE[""] = _EMPTY
     frozen = MappingProxyType(labels)
-    _LABEL_CACHE[key] = frozen
+    if key is not None:
+        _LABEL_CACHE[key] = frozen
     return frozen
 
 
@@ -200,7 +202,7 @@ def _lax_labels(block: str) -> Mapping[str, str]:
     if _LAX_LABELS_RE.fullmatch(block) is None:
         raise _BadLine('malformed label set (expected name="value" pairs separated by commas)')
     pairs = [(_unescape(n[1:-1]) if n.startswith('"') else n, v) for n, v in _LAX_PAIRS_RE.findall(block)]
-    return _remember("\0" + block, pairs)  # "\0": never a fast-path key, which must be canonical
+    return _remember(None, pairs)  # not cached: the fast pass must only ever find canonical blocks
 
 
 def _value_and_stamp(s: str) -> float:

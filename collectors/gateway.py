@@ -22,20 +22,19 @@ import math
 import re
 from typing import Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
 from app.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
 from collectors.expfmt import require_exposition
-from collectors.http import fetch_text
+from collectors.http import ScrapeClient, fetch_text
 from collectors.records import GatewayReading
 
 HINT_URL = "Check targets[].gateway.url"
 _NAME_AT_LINE_START = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", re.MULTILINE)
 
 
-def read_gateway(settings: GatewaySettings, timeout_s: float, client: httpx.Client | None = None) -> GatewayReading:
+def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClient | None = None) -> GatewayReading:
     """Fetch the configured source and return its queue depth (requests, summed over samples).
 
     ``kind = none`` returns ``GatewayReading(None, "none")`` without any request. Unreachable

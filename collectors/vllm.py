@@ -21,12 +21,10 @@ from itertools import groupby
 from operator import itemgetter, methodcaller
 from typing import Any
 
-import httpx
-
 from app.errors import ScrapeError
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import Sample, SelectiveParser
-from collectors.http import fetch_text
+from collectors.http import ScrapeClient, fetch_text
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
@@ -42,7 +40,7 @@ _BUCKET_INFO: dict[int, tuple[Mapping[str, str], frozenset[tuple[str, str]], str
 _BUCKET_INFO_MAX = 16384
 
 
-def scrape_vllm(url: str, timeout_s: float, client: httpx.Client | None = None) -> VllmScrape:
+def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
     """GET ``url`` (vLLM's ``/metrics``) and parse it; any failure raises ScrapeError naming the URL."""
     text = fetch_text(url, timeout_s, client, hint=HINT)
     try:

@@ -47,8 +47,12 @@ def target_ceiling(conn: Connection, target_id: int) -> CeilingInfo | None:
     if row is None or row.weight_gb is None or not row.tensor_parallel:
         return None
     g = schema.gpus
+    # Only NVML's own figure counts here: a peak a GPU row carries from configuration is the
+    # configured value, which the row above already holds.
     # The slowest GPU bounds a tensor-parallel step, hence the minimum.
     peak = conn.execute(
-        select(func.min(g.c.peak_bw_gbps)).where(g.c.target_id == target_id, g.c.peak_bw_gbps.is_not(None))
+        select(func.min(g.c.peak_bw_gbps)).where(
+            g.c.target_id == target_id, g.c.peak_bw_gbps.is_not(None), g.c.peak_bw_source == "nvml-formula"
+        )
     ).scalar()
     return compute_ceiling(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, peak)

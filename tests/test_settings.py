@@ -19,10 +19,7 @@ def test_defaults_reproduce_the_reference_ceiling_inputs():
 
 
 def test_file_then_environment_then_overrides(tmp_path):
-    path = write(
-        tmp_path,
-        'db_url = "sqlite:///file.db"\ninterval_s = "10s"\n[[targets]]\nname = "a"\nvllm_url = "http://127.0.0.1:1/metrics"\n',
-    )
+    path = write(tmp_path, 'db_url = "sqlite:///file.db"\ninterval_s = "10s"\n[[targets]]\nname = "a"\nvllm_url = "http://127.0.0.1:1/metrics"\n')
     assert load_settings(path, {}).db_url == "sqlite:///file.db"
     env = {"SWEETSPOT_DB_URL": "sqlite:///env.db"}
     assert load_settings(path, env).db_url == "sqlite:///env.db"
@@ -37,7 +34,7 @@ def test_target_tables_and_presets(tmp_path):
         '[[targets]]\nname = "p"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
         'gateway = { preset = "litellm", url = "http://127.0.0.1:2/metrics" }\n'
         'gpu = { source = "dcgm", url = "http://127.0.0.1:3/metrics" }\n'
-        "ceiling = { weight_gb = 140, tensor_parallel = 4, bandwidth_gbps = 2039 }\n",
+        'ceiling = { weight_gb = 140, tensor_parallel = 4, bandwidth_gbps = 2039 }\n',
     )
     target = load_settings(path, {}).targets[0]
     assert target.gateway.kind == "prometheus"
@@ -78,9 +75,7 @@ def test_secrets_only_from_environment():
     assert settings.smtp_password == "s"
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("90s", 90), ("5m", 300), ("2h", 7200), ("7d", 604800), ("1.5", 1.5), (30, 30)]
-)
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("2h", 7200), ("7d", 604800), ("1.5", 1.5), (30, 30)])
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 

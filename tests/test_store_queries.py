@@ -126,6 +126,12 @@ def test_ceiling_provenance(db_url: str) -> None:
     writer.write_round(ScrapeRound("a", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
     a = next(t for t in Reader(db_url).targets() if t.name == "a").ceiling
     assert a is not None and (a.bandwidth_source, a.tokens_per_s) == ("nvml-formula", 200)
+    # a peak carried from configuration by a dcgm GPU row is not NVML's figure
+    writer.register_target(TargetSettings(name="c"))
+    dcgm = GpuReading(uuid="GPU-2", peak_bw_gbps=1200.0, peak_bw_source="config")
+    writer.write_round(ScrapeRound("c", DAY0, None, SourceResult(False, "x"), gpus=(dcgm,)))
+    c = next(t for t in Reader(db_url).targets() if t.name == "c").ceiling
+    assert c is not None and c.bandwidth_source == "default (V100 reference)"
 
 
 HOSTILE = 'x\'); DROP TABLE targets; -- "quoted" % _ \\ ∑ 🚀'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,17 +112,25 @@ def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
             rows.append((name, _fmt(report[name], spec.unit), exposed, spec.unit))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     table = [f"{a:{widths[0]}}  {b:>{widths[1]}}  {c:{widths[2]}}  {d}" for a, b, c, d in rows]
+    models = [name or "(no model_name label)" for name in report["model_names"]]
     head = [
         f"source   {report['source']}",
-        f"models   {', '.join(report['model_names']) or '(none)'}",
+        f"models   {', '.join(models) or '(none)'}",
         f"engines  {', '.join(report['engines']) or '(no engine label: V0 or a single engine)'}",
-        f"process  started at unix time {_fmt(report['process_start_time_s'])} s",
+        f"process  {_started(report['process_start_time_s'])}",
         "",
     ]
     tail = ["", f"missing  {', '.join(report['missing']) or '(none)'}"]
     if report["cache_config"]:
         tail.insert(1, "cache    " + ", ".join(f"{k}={v}" for k, v in sorted(report["cache_config"].items())))
     return "\n".join(head + table + tail)
+
+
+def _started(unix_s: Any) -> str:
+    if not isinstance(unix_s, float):
+        return "start time not exposed (process_start_time_seconds)"
+    when = datetime.fromtimestamp(unix_s, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"started {when} (unix {unix_s:.0f} s)"
 
 
 def _fmt(value: Any, unit: str = "") -> str:

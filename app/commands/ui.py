@@ -1,0 +1,66 @@
+"""``python -m app ui``: start the Streamlit dashboard (app/ui/main.py) in a child process.
+
+The child gets its settings through the environment the loader already honours
+(SWEETSPOT_CONFIG, SWEETSPOT_DB_URL, SWEETSPOT_UI_PASSWORD), so it loads exactly what this
+process loaded, --db included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from app.settings import ENV_CONFIG, ENV_DB_URL, Settings
+
+HELP = "start the dashboard in the browser (Streamlit) and print its URL"
+ROOT = Path(__file__).resolve().parents[2]
+MAIN = ROOT / "app" / "ui" / "main.py"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url)")
+    parser.add_argument("--port", type=int, help="port to listen on (default: ui.port)")
+    parser.add_argument("--address", help="address to bind (default: ui.address)")
+
+
+def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
+    """The ``streamlit run`` command line: headless, no telemetry, bound where the settings say."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(MAIN),
+        "--server.port", str(port), "--server.address", address, "--server.headless", "true",
+        "--browser.gatherUsageStats", "false", "--global.developmentMode", "false",
+    ]  # fmt: skip
+
+
+def child_environment(args: argparse.Namespace, settings: Settings, environ: dict[str, str]) -> dict[str, str]:
+    env = dict(environ)
+    if args.config:
+        env[ENV_CONFIG] = str(Path(args.config).resolve())
+    env[ENV_DB_URL] = settings.db_url
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    port = args.port or settings.ui.port
+    address = args.address or settings.ui.address
+    env = child_environment(args, settings, dict(os.environ))
+    print(f"Sweetspot dashboard: http://{address}:{port}/  (database {settings.db_url}; Ctrl-C stops it)", flush=True)
+    child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
+    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()

@@ -1,0 +1,338 @@
+"""Altair chart builders: pure functions from query-facade records to ``alt.Chart``. No Streamlit here.
+
+Conventions every chart follows, so pages look alike:
+- time on x as epoch milliseconds (Vega shows the viewer's local time), all time charts of a page
+  share one explicit domain ``(start, end)``;
+- a missing value (``None``) is a gap: missing steps are filled with NaN rows and lines break there
+  (``invalid="break-paths-show-domains"``), never drawn through zero;
+- one colour per figure across pages (:data:`COLORS`), thresholds in red dashes, references in grey;
+- tooltips carry the unit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from app.durations import format_duration
+from app.formatting import number
+from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
+
+HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
+PANEL_HEIGHT = 280
+Y_AXIS = alt.Axis(minExtent=44)  # same width of y labels on every chart: aligned time axes
+THRESHOLD = "#d62728"
+WARNING_COLOR = "#ff7f0e"
+REFERENCE = "#7f7f7f"
+COLORS: dict[str, str] = {
+    "P50": "#9ecae1",
+    "P95": "#3182bd",
+    "P99": "#08306b",
+    "output tok/s": "#2ca02c",
+    "preemptions": "#d62728",
+    "running": "#1f77b4",
+    "waiting": "#ff7f0e",
+    "gateway queue": "#9467bd",
+    "KV usage": "#8c564b",
+}
+TIME_FORMAT = "%b %d %H:%M"
+TOOLTIP_TIME = alt.Tooltip("time:T", title="time", format="%Y-%m-%d %H:%M:%S")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The x-axis every time chart of one page shares: ``start``/``end`` unix seconds, ``step_s`` series step."""
+
+    start: float
+    end: float
+    step_s: float
+
+    @property
+    def domain(self) -> list[str]:
+        # ISO strings: Streamlit's frontend mis-reads a numeric (epoch ms) temporal domain and
+        # collapses the axis; data values stay epoch ms, which it reads fine.
+        return [_iso(self.start), _iso(self.end)]
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat()
+
+
+AnyChart = alt.Chart | alt.LayerChart
+
+
+def _layer(*layers: Any) -> alt.LayerChart:
+    # alt.layer() is typed as possibly returning a FacetChart; the constructor says what we build.
+    return alt.LayerChart(layer=list(layers))
+
+
+def _x(frame: Frame) -> alt.X:
+    return alt.X("time:T", title=None, scale=alt.Scale(domain=frame.domain), axis=alt.Axis(format=TIME_FORMAT))
+
+
+def with_gaps(points: Sequence[Any], step_s: float) -> list[Any]:
+    """``points`` (sorted by ``ts``) with a ``None`` marker wherever steps are missing.
+
+    The facade may omit steps without data; without a marker a line would join across the hole.
+    """
+    out: list[Any] = []
+    for point in points:
+        if out and point.ts - out[-1].ts > 1.5 * step_s:
+            out.append(None)
+        out.append(point)
+    return out
+
+
+def long_rows(points: Sequence[Any], fields: dict[str, str], step_s: float, scale: float = 1.0) -> pd.DataFrame:
+    """One row per (step, series): columns ``time`` (ms), ``series`` (display name), ``value`` (NaN = gap)."""
+    rows: list[dict[str, Any]] = []
+    previous_ts = None
+    for point in with_gaps(points, step_s):
+        ts = previous_ts + step_s if point is None and previous_ts is not None else getattr(point, "ts", None)
+        for attr, name in fields.items():
+            value = None if point is None else getattr(point, attr)
+            rows.append({"time": (ts or 0) * 1000, "series": name, "value": _num(value, scale)})
+        previous_ts = ts
+    return pd.DataFrame(rows, columns=["time", "series", "value"])
+
+
+def _num(value: float | None, scale: float) -> float:
+    return math.nan if value is None else value * scale
+
+
+def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Chart:
+    names = list(dict.fromkeys(data["series"]))
+    color = alt.Color(
+        "series:N",
+        title=None,
+        scale=alt.Scale(domain=names, range=[COLORS.get(n, REFERENCE) for n in names]),
+        legend=alt.Legend(orient="top", direction="horizontal"),
+    )
+    return (
+        alt.Chart(data)
+        .mark_line(invalid="break-paths-show-domains", point=len(data) < 60)
+        .encode(
+            x=_x(frame),
+            y=alt.Y("value:Q", title=y_title, axis=Y_AXIS),
+            color=color,
+            tooltip=[TOOLTIP_TIME, alt.Tooltip("series:N"), alt.Tooltip("value:Q", title=unit, format=".3~f")],
+        )
+    )
+
+
+def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -> alt.LayerChart | alt.Chart:
+    """A dashed horizontal threshold; thresholds are named in the chart title, which data never covers.
+
+    Only a ``label`` that sits above the data (the ceiling) is drawn in the plot, above its right end.
+    """
+    data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
+    base = alt.Chart(data)
+    rule = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
+        y="y:Q", tooltip=alt.value(label or None)
+    )
+    if not label:
+        return rule
+    text = base.mark_text(color=color, fontSize=12, align="right", dx=-4, dy=-8).encode(
+        x=alt.X("time:T", scale=alt.Scale(domain=frame.domain)), y="y:Q", text="label:N"
+    )
+    return _layer(rule, text)
+
+
+def _finish(chart: AnyChart, title: str) -> AnyChart:
+    return chart.properties(title=title, height=HEIGHT).interactive(bind_y=False)
+
+
+def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
+    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
+    lines = _lines(long_rows(points, fields, frame.step_s), frame, "TTFT (s)", "seconds")
+    title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
+    return _finish(_layer(lines, hline(slo_s, frame)), title)
+
+
+def ceiling_label(ceiling: CeilingInfo) -> str:
+    """``ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)``: the figure with its inputs."""
+    return (
+        f"ceiling {number(ceiling.tokens_per_s)} tok/s = {number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"({number(ceiling.weight_gb)} GB ÷ {ceiling.tensor_parallel})"
+    )
+
+
+def throughput_chart(
+    points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None, band: tuple[float, float] = (0.6, 0.8)
+) -> AnyChart:
+    lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s", "tok/s")
+    if ceiling is None:
+        return _finish(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
+    low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
+    band_data = pd.DataFrame({"low": [low], "high": [high]})
+    shade = alt.Chart(band_data).mark_rect(color=COLORS["output tok/s"], opacity=0.12).encode(y="low:Q", y2="high:Q")
+    band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
+    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
+    return _finish(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
+
+
+def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
+    per_minute = 60.0 / frame.step_s
+    data = long_rows(points, {"preemptions": "preemptions"}, frame.step_s, scale=per_minute)
+    bars = (
+        alt.Chart(data.dropna())
+        .mark_bar(color=COLORS["preemptions"], width={"band": 1})
+        .encode(
+            x=alt.X("time:T", title=None, scale=alt.Scale(domain=frame.domain), axis=alt.Axis(format=TIME_FORMAT)),
+            y=alt.Y("value:Q", title="per minute", scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
+            tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
+        )
+    )
+    return _finish(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
+
+
+def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
+    fields = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
+    lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests", "requests")
+    chart = _layer(lines, hline(sweet_spot, frame))
+    title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} · red dashes: sweet spot {sweet_spot}"
+    return _finish(chart, title)
+
+
+def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
+    lines = _lines(long_rows(points, {"kv_cache_usage_max": "KV usage"}, frame.step_s, 100), frame, "%", "%")
+    lines = lines.encode(y=alt.Y("value:Q", title="%", scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
+    chart = _layer(
+        lines,
+        hline(warning * 100, frame, WARNING_COLOR),
+        hline(critical * 100, frame),
+    )
+    title = (
+        f"KV-cache usage, max per {_step(frame)} (%) · orange: warning {warning * 100:.0f} %, "
+        f"red: critical {critical * 100:.0f} %"
+    )
+    return _finish(chart, title)
+
+
+def _step(frame: Frame) -> str:
+    return format_duration(frame.step_s)
+
+
+def gpu_chart(
+    points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str], scale: float = 1
+) -> AnyChart:
+    """One line per GPU (named by ``names[uuid]``) of ``field`` scaled by ``scale``."""
+    frames = []
+    for uuid in sorted({p.uuid for p in points}, key=lambda u: names.get(u, u)):
+        mine = [p for p in points if p.uuid == uuid]
+        frames.append(long_rows(mine, {field: names.get(uuid, uuid[:12])}, frame.step_s, scale))
+    data = pd.concat(frames) if frames else pd.DataFrame(columns=["time", "series", "value"])
+    chart = (
+        alt.Chart(data)
+        .mark_line(invalid="break-paths-show-domains")
+        .encode(
+            x=_x(frame),
+            y=alt.Y("value:Q", title=unit),
+            color=alt.Color("series:N", title="GPU", legend=alt.Legend(orient="right")),
+            tooltip=[
+                TOOLTIP_TIME,
+                alt.Tooltip("series:N", title="GPU"),
+                alt.Tooltip("value:Q", title=unit, format=".3~f"),
+            ],
+        )
+    )
+    return _finish(chart, title)
+
+
+# The reference deployment of DOMAIN.md §2 (8× V100, 70B AWQ, TP 8), mixed load.
+REFERENCE_TOKENS = ((8, 85.0), (16, 126.0), (32, 145.0))
+REFERENCE_TTFT_P95 = ((8, 1.5), (32, 4.8))
+
+
+def scatter_rows(points: Iterable[SeriesPoint], y_attr: str) -> pd.DataFrame:
+    rows = [
+        {"running": p.running_avg, "value": getattr(p, y_attr), "time": p.ts * 1000}
+        for p in points
+        if p.running_avg is not None and getattr(p, y_attr) is not None
+    ]
+    return pd.DataFrame(rows, columns=["running", "value", "time"])
+
+
+def operating_point_chart(
+    points: Sequence[SeriesPoint],
+    y_attr: str,
+    y_title: str,
+    reference: Sequence[tuple[int, float]],
+    sweeps: Sequence[SweepRun] = (),
+    marks: Sequence[tuple[float, str]] = (),
+    title: str = "",
+) -> alt.LayerChart:
+    """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks."""
+    x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
+    dots = (
+        alt.Chart(scatter_rows(points, y_attr))
+        .mark_circle(size=28, opacity=0.7)
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", title=y_title),
+            color=alt.Color(
+                "time:T", title="time", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=TIME_FORMAT)
+            ),
+            tooltip=[
+                TOOLTIP_TIME,
+                alt.Tooltip("running:Q", format=".1f"),
+                alt.Tooltip("value:Q", title=y_title, format=".3~f"),
+            ],
+        )
+    )
+    layers: list[Any] = [dots, _reference_curve(reference, y_title)]
+    if sweeps:
+        layers.append(_sweep_layer(sweeps, y_attr, y_title))
+    layers.extend(_vmark(at, text) for at, text in marks)
+    return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+
+
+def _reference_curve(reference: Sequence[tuple[int, float]], y_title: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [c for c, _ in reference], "value": [v for _, v in reference]})
+    data["label"] = "reference (V100 report)"
+    base = alt.Chart(data).encode(
+        x="running:Q", y="value:Q", tooltip=["label:N", "running:Q", alt.Tooltip("value:Q", title=y_title)]
+    )
+    return _layer(base.mark_line(color=REFERENCE, strokeDash=[4, 3]), base.mark_point(color=REFERENCE, size=60))
+
+
+def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.Chart:
+    sweep_attr = {"tokens_per_s": "tokens_per_s", "ttft_p95_s": "ttft_p95_s"}[y_attr]
+    rows = [
+        {"running": level.concurrency, "value": getattr(level, sweep_attr), "sweep": _sweep_name(run)}
+        for run in sweeps
+        for level in run.levels
+        if getattr(level, sweep_attr) is not None
+    ]
+    data = pd.DataFrame(rows, columns=["running", "value", "sweep"])
+    return (
+        alt.Chart(data)
+        .mark_line(point=alt.OverlayMarkDef(shape="diamond", size=80))
+        .encode(
+            x="running:Q",
+            y="value:Q",
+            color=alt.Color("sweep:N", title="load sweep", scale=alt.Scale(scheme="dark2")),
+            tooltip=["sweep:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
+        )
+    )
+
+
+def _sweep_name(run: SweepRun) -> str:
+    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} ({run.mix})"
+
+
+def _vmark(at: float, text: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [at], "label": [text]})
+    base = alt.Chart(data)
+    rule = base.mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(x="running:Q")
+    label = base.mark_text(align="left", baseline="top", dx=4, dy=4, color=THRESHOLD).encode(
+        x="running:Q", y=alt.value(0), text="label:N"
+    )
+    return _layer(rule, label)

@@ -1,0 +1,52 @@
+"""Entry point of the dashboard (``python -m app ui`` runs ``streamlit run app/ui/main.py``).
+
+Settings are loaded once from the environment the launcher passes (SWEETSPOT_CONFIG,
+SWEETSPOT_DB_URL, SWEETSPOT_UI_PASSWORD); pages receive them through :func:`state.context`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from app.ui import auth, state, welcome
+
+st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
+settings = state.load(os.environ)  # the UI process's entry point: the one place that reads the environment
+
+if not auth.allowed(settings.ui_password):
+    st.stop()
+
+
+def _missing_sqlite_file(db_url: str) -> bool:
+    # A database the collector never created is "empty", not an error.
+    prefix = "sqlite:///"
+    return db_url.startswith(prefix) and not Path(db_url[len(prefix) :]).exists()
+
+
+if _missing_sqlite_file(settings.db_url):
+    welcome.render(settings, "the database does not exist yet")
+    st.stop()
+
+reader = state.guard("the database", state.reader, settings.db_url)
+targets = state.guard("the targets", reader.targets)
+if not targets:
+    welcome.render(settings, "no target has been scraped into this database")
+    st.stop()
+
+PAGES = {
+    "Serving": [
+        st.Page("views/overview.py", title="Overview", icon=":material/speed:", default=True),
+        st.Page("views/gpus.py", title="GPUs", icon=":material/memory:", url_path="gpus"),
+        st.Page("views/operating_point.py", title="Operating point", icon=":material/scatter_plot:"),
+    ],
+    # Alerts and Query pages (later issues) join here.
+    "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
+}
+navigation = st.navigation(PAGES)
+view = state.sidebar(targets, state.now())
+st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {settings.db_url}")
+state.publish(state.Context(settings, reader, targets, view))
+navigation.run()

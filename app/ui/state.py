@@ -1,0 +1,257 @@
+"""Shared state of the dashboard: settings and reader (loaded once), the view in the URL, guarded queries.
+
+The view (target, model, time range, verdict window) lives in the URL query parameters through
+widgets bound with ``bind="query-params"``, so a link (e.g. from an alert e-mail) reproduces it:
+``?target=demo&model=…&range=24h&window=5m`` or ``range=custom&start=…&end=…``.
+Pure helpers first (unit-tested), the Streamlit glue after.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from app.errors import SweetspotError
+from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
+from app.ui import charts
+from app.ui.charts import PANEL_HEIGHT
+from db.results import SeriesPoint, TargetInfo, WindowFigures
+
+T = TypeVar("T")
+
+RANGES: dict[str, float] = {
+    "15m": 900,
+    "1h": 3600,
+    "6h": 6 * 3600,
+    "24h": 86400,
+    "7d": 7 * 86400,
+    "30d": 30 * 86400,
+}
+DEFAULT_RANGE = "1h"
+WINDOWS: dict[str, float] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600}
+DEFAULT_WINDOW = "5m"
+ALL_MODELS = "all models"
+MAX_POINTS = 1000
+# Steps a series may use: round numbers people read on an axis, and multiples of the 1-minute and
+# hourly rollups once a step reaches them (so the facade can serve it from rollups).
+STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def nice_step(span_s: float, max_points: int = MAX_POINTS, minimum: float = 5) -> float:
+    """The smallest step of :data:`STEPS` (≥ ``minimum``) that keeps ``span_s`` under ``max_points`` points."""
+    for step in STEPS:
+        if step >= minimum and span_s / step <= max_points:
+            return float(step)
+    return float(math.ceil(span_s / max_points / 86400) * 86400)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The resolved time range of one render: unix seconds, and the series step."""
+
+    start: float
+    end: float
+    step_s: float
+    live: bool  # a relative range ending now (refreshes); a custom range is a fixed picture
+    at: float  # the instant the verdict is judged: now, or the end of a custom range
+
+
+def resolve(range_key: str, now: float, custom: tuple[float, float] | None = None) -> Span:
+    """The span for ``range_key`` ending at the last complete step before ``now``.
+
+    Complete steps only: the facade divides a step's increases by the whole step, so the step in
+    progress would read low (a 30-day chart's current hour at 10 minutes in shows a sixth of its
+    tok/s). Charts therefore lag by up to one step; tiles and verdict stay live (``at`` = now).
+    """
+    if range_key == "custom" and custom and custom[1] > custom[0]:
+        start, end = custom
+        return Span(start, end, nice_step(end - start), live=False, at=end)
+    length = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
+    step = nice_step(length)
+    end = math.floor(now / step) * step
+    return Span(end - length, end, step, live=True, at=now)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the user is looking at; every field comes from the URL."""
+
+    target: str | None
+    model: str | None  # None = all models of the target
+    range_key: str
+    custom: tuple[float, float] | None
+    window_s: float
+
+    def span(self, now: float) -> Span:
+        """Resolved at each render, so a live fragment moves with the clock."""
+        return resolve(self.range_key, now, self.custom)
+
+    @property
+    def live(self) -> bool:
+        return self.range_key != "custom"
+
+
+# --- Streamlit glue ---------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False)
+def _settings(config_path: str | None, db_url: str | None, password: str | None) -> Settings:
+    environ = {k: v for k, v in ((ENV_CONFIG, config_path), (ENV_DB_URL, db_url), (ENV_UI_PASSWORD, password)) if v}
+    return load_settings(None, environ)
+
+
+def load(environ: Mapping[str, str]) -> Settings:
+    """The settings, loaded once per distinct environment (``python -m app ui`` passes them this way)."""
+    return _settings(environ.get(ENV_CONFIG), environ.get(ENV_DB_URL), environ.get(ENV_UI_PASSWORD))
+
+
+@st.cache_resource(show_spinner=False)
+def reader(db_url: str) -> Any:
+    """One read-only facade per database URL, shared by every session."""
+    from db.queries import Reader  # imported here so a missing facade is a guarded one-line error
+
+    return Reader(db_url)
+
+
+def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a facade query; on failure show one line with the next step and stop this page."""
+    try:
+        return call(*args, **kwargs)
+    except SweetspotError as exc:
+        st.error(f"Could not read {what}: {exc.one_line()}", icon=":material/error:")
+    except Exception as exc:  # noqa: BLE001 - the page must show one line, never a traceback
+        settings = st.session_state.get("_settings")
+        url = settings.db_url if settings else "db_url"
+        st.error(
+            f"Could not read {what}: {type(exc).__name__}: {exc}. Check that the database at {url} exists "
+            "and the collector has written to it (python -m app run), or set db_url / SWEETSPOT_DB_URL.",
+            icon=":material/error:",
+        )
+    st.stop()
+    raise AssertionError("unreachable")  # st.stop() raises; this keeps type checkers honest
+
+
+def sidebar(targets: list[TargetInfo], now: float) -> View:
+    """Target, model, range and window pickers, bound to the URL; returns the view they describe."""
+    names = [t.name for t in targets]
+    target = st.sidebar.selectbox("Target", names, key="target", bind="query-params") if names else None
+    models = [m for t in targets if t.name == target for m in t.models]
+    model = st.sidebar.selectbox("Model", [ALL_MODELS, *models], key="model", bind="query-params")
+    range_key = st.sidebar.selectbox(
+        "Time range", [*RANGES, "custom"], index=list(RANGES).index(DEFAULT_RANGE),
+        key="range", bind="query-params", help="Last 15 minutes … 30 days ending now, or a custom range.",
+    )  # fmt: skip
+    custom = _custom_range(now) if range_key == "custom" else None
+    window = st.sidebar.selectbox(
+        "Verdict window", list(WINDOWS), index=list(WINDOWS).index(DEFAULT_WINDOW), key="window",
+        bind="query-params", help="Window of the verdict and the KPI tiles (e.g. TTFT P95 over 5 min).",
+    )  # fmt: skip
+    return View(target, None if model == ALL_MODELS else model, str(range_key), custom, WINDOWS[str(window)])
+
+
+def _custom_range(now: float) -> tuple[float, float]:
+    default_end = dt.datetime.fromtimestamp(now).replace(second=0, microsecond=0)
+    start = st.sidebar.datetime_input(
+        "From", default_end - dt.timedelta(hours=6), key="start", bind="query-params", format="YYYY-MM-DD"
+    )
+    end = st.sidebar.datetime_input("To", default_end, key="end", bind="query-params", format="YYYY-MM-DD")
+    if start is None or end is None or end <= start:
+        st.sidebar.warning("Pick a start before the end; showing the last 6 hours meanwhile.")
+        return (now - 6 * 3600, now)
+    return (start.timestamp(), end.timestamp())
+
+
+@dataclass(frozen=True)
+class Context:
+    """What main.py hands every page: settings, the reader and the view."""
+
+    settings: Settings
+    reader: Any
+    targets: list[TargetInfo]
+    view: View
+
+    def target_info(self) -> TargetInfo | None:
+        return next((t for t in self.targets if t.name == self.view.target), None)
+
+    def window(self, end: float) -> WindowFigures:
+        """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""
+        v, url = self.view, self.settings.db_url
+        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model)
+
+    def series(self, start: float, end: float, step_s: float, fields: Sequence[str] | None = None) -> list[SeriesPoint]:
+        """The chosen target/model's series (guarded, cached); ``fields`` limits what the facade computes."""
+        v, url = self.view, self.settings.db_url
+        cached = _series_coarse if step_s >= COARSE_STEP_S else _series_fine
+        return guard("the series", cached, url, v.target, start, end, step_s, v.model, tuple(fields or ()))
+
+
+# Query results are shared by every session for a few seconds: several viewers, page switches and
+# the live refresh then cost one query. Coarse steps (≥ 5 min) change slowly, so they live longer;
+# that delays the newest partial step of a 7- or 30-day chart by up to a minute.
+FINE_TTL_S = 5.0
+COARSE_TTL_S = 60.0
+COARSE_STEP_S = 300.0
+
+
+def _floor(ts: float, step: float) -> float:
+    return math.floor(ts / step) * step
+
+
+@st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)
+def _window(url: str, target: str, end: float, window_s: float, model: str | None) -> WindowFigures:
+    return reader(url).window(target, end, window_s, model=model)
+
+
+def _query_series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,
+                  fields: tuple[str, ...]) -> list[SeriesPoint]:  # fmt: skip
+    return reader(url).series(target, start, end, step_s, model=model, fields=fields or None)
+
+
+_series_fine = st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)(_query_series)
+_series_coarse = st.cache_data(ttl=COARSE_TTL_S, max_entries=64, show_spinner=False)(_query_series)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _spec(builder: str, key: tuple[Any, ...], _args: tuple[Any, ...]) -> dict[str, Any]:
+    # Altair's schema validation and deep copies cost ~0.1 s a chart here; the tests validate every
+    # builder's output (tests/test_ui_charts.py), so the running app serialises without it.
+    # The builder travels by name (Streamlit cannot hash a function), the arguments by ``key``
+    # (``_args`` is not hashed: Streamlit's hasher walks 1,000 dataclasses slowly, hash() does not).
+    spec: dict[str, Any] = getattr(charts, builder)(*_args).to_dict(validate=False)
+    return spec
+
+
+def _fingerprint(arg: Any) -> Any:
+    if isinstance(arg, dict):
+        return ("map", tuple(sorted(arg.items())))
+    try:
+        return ("hash", hash(tuple(arg) if isinstance(arg, list) else arg))  # records are frozen dataclasses
+    except TypeError:  # e.g. a SweepRun, whose recommendation is a dict
+        return ("repr", repr(arg))
+
+
+def show_chart(builder: Callable[..., Any], *args: Any, height: int = PANEL_HEIGHT, where: Any = None) -> None:
+    """Draw ``builder(*args)`` (an Altair chart) full width; the spec is cached by its inputs."""
+    key = tuple(_fingerprint(a) for a in args)
+    (where or st).vega_lite_chart(_spec(builder.__name__, key, args), width="stretch", height=height)
+
+
+def publish(context: Context) -> None:
+    st.session_state["_context"] = context
+    st.session_state["_settings"] = context.settings
+
+
+def context() -> Context:
+    """The context main.py published for this run."""
+    context: Context = st.session_state["_context"]
+    return context
+
+
+def now() -> float:
+    return time.time()

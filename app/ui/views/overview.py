@@ -1,0 +1,57 @@
+"""Overview: is the target in its sweet spot, and if not, which figure broke and since when."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.durations import format_duration
+from app.formatting import clock
+from app.ui import charts, state, widgets
+from app.verdict import broken_since, evaluate, last_up
+
+QUEUE = ("queue_depth_max",)
+TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")
+OTHERS = ("tokens_per_s", "preemptions", "running_avg", "running_max", "waiting_max", "queue_depth_max",
+          "kv_cache_usage_max", "up_ratio")  # fmt: skip
+
+ctx = state.context()
+view, rules = ctx.view, ctx.settings.sweetspot
+st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else ""))
+
+
+@st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
+def live() -> None:
+    span, now = view.span(state.now()), state.now()
+    figures = ctx.window(span.at)
+    # The queue-growth rule needs the last minutes step by step, not one window figure.
+    recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
+    # A quantile over 5 s holds one or two requests: noise. TTFT steps are at least a minute.
+    ttft_step = max(span.step_s, 60.0)
+    if ttft_step == span.step_s:  # one query serves both
+        points = ttft = ctx.series(span.start, span.end, span.step_s, fields=OTHERS + TTFT)
+    else:
+        points = ctx.series(span.start, span.end, span.step_s, fields=OTHERS)
+        ttft = ctx.series(span.start, span.end, ttft_step, fields=TTFT)
+    verdict = evaluate(figures, rules, recent)
+    since = {
+        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s, figures.ceiling_tokens_per_s)
+        for c in verdict.clauses
+    }  # fmt: skip
+    # The first step of the range is the earliest the series can see: a spell starting there is older.
+    first = points[0].ts if points else span.start
+    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first)
+    widgets.show_tiles(widgets.kpi_tiles(figures, rules))
+    st.caption(
+        f"Tiles and verdict: the {format_duration(view.window_s)} up to {clock(span.at)}. Charts: "
+        f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
+        f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
+    )
+    frame = charts.Frame(span.start, span.end, span.step_s)
+    state.show_chart(charts.ttft_chart, ttft, charts.Frame(span.start, span.end, ttft_step), rules.ttft_p95_slo_s)
+    state.show_chart(charts.throughput_chart, points, frame, figures.ceiling)
+    state.show_chart(charts.preemption_chart, points, frame)
+    state.show_chart(charts.concurrency_chart, points, frame, rules.concurrency)
+    state.show_chart(charts.kv_chart, points, frame, rules.kv_warning, rules.kv_critical)
+
+
+live()

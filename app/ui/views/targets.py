@@ -1,0 +1,31 @@
+"""Targets: health and configuration of every watched deployment, as stored by the collector."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.ui import state, widgets
+
+ctx = state.context()
+st.header("Targets")
+now = state.now()
+
+for info in ctx.targets:
+    with st.container(border=True):
+        st.subheader(info.name)
+        st.markdown(widgets.health_text(info, now))
+        if info.last_error:
+            st.error(f"Last error: {info.last_error}", icon=":material/error:")
+        left, right = st.columns(2)
+        left.markdown(
+            f"- vLLM endpoint: `{info.vllm_url or 'built-in simulator'}`\n"
+            f"- models: {', '.join(info.models) or '—'}\n"
+            f"- gateway queue source: `{info.gateway_source}`\n"
+            f"- GPU source: `{info.gpu_source}` · GPUs seen: {len(info.gpus)}"
+        )
+        right.markdown(f"Ceiling: {widgets.ceiling_text(info)}")
+        rows = widgets.metric_rows(info)
+        if rows:
+            st.table(rows, hide_index=True)
+        if info.gpus:
+            st.caption("GPU UUIDs: " + ", ".join(info.gpus))

@@ -1,0 +1,152 @@
+"""Building blocks the pages share: the verdict banner, KPI tiles, GPU and target tables.
+
+The ``*_rows``/``*_tiles`` functions are pure (tested without Streamlit); the ``show_*`` ones draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app.durations import format_duration
+from app.formatting import NO_DATA, ago, clock, gigabytes, number, percent, with_unit
+from app.settings import SweetSpotSettings
+from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
+from app.verdict import NO_DATA as STATE_NO_DATA
+from db.results import GpuFigures, TargetInfo, WindowFigures
+
+
+def since_text(ts: float | None, now: float, range_start: float) -> str:
+    """`` — since 09:12:00 (34 min)``; a spell that reaches back to the chart's start began earlier still."""
+    if ts is None:
+        return ""
+    if ts <= range_start:
+        return f" — since before {clock(range_start)} (the whole chosen range)"
+    return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})"
+
+
+def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float, range_start: float) -> None:
+    """The verdict in one coloured box; ``since`` maps a clause name (or "no_data") to when it began."""
+    window = format_duration(verdict.window_s)
+    if verdict.state == IN_SWEET_SPOT:
+        st.success(f"**In the sweet spot** over the last {window}: every rule holds.", icon=":material/check_circle:")
+        return
+    if verdict.state == STATE_NO_DATA:
+        no_data = since_text(since.get("no_data"), now, range_start)
+        st.error(f"**No data** over the last {window}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
+        return
+    lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
+    body = f"**Outside the sweet spot** over the last {window}:\n{lines}"
+    if verdict.severity == CRITICAL:
+        st.error(body, icon=":material/error:")
+    else:
+        st.warning(body, icon=":material/warning:")
+
+
+@dataclass(frozen=True)
+class Tile:
+    label: str
+    value: str
+    context: str  # the reference the value is read against, shown under it
+    help: str
+
+
+def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
+    """The Overview's tiles: each value with the threshold or reference it is judged against."""
+    w = format_duration(f.window_s)
+    ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
+    ceiling = f"ceiling {number(f.ceiling_tokens_per_s)} tok/s"
+    if f.efficiency is not None:
+        ceiling = f"{percent(f.efficiency)} of {ceiling}"
+    return [
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
+        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
+        Tile(f"Preemptions · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase."),
+        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
+        Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
+        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage; near 100 % vLLM preempts."),
+    ]  # fmt: skip
+
+
+def show_tiles(tiles: Sequence[Tile], per_row: int = 3) -> None:
+    # Three per row: six abreast truncate "119 tok/s" and its context on a laptop screen.
+    for first in range(0, len(tiles), per_row):
+        for column, tile in zip(st.columns(per_row), tiles[first : first + per_row], strict=False):
+            column.metric(
+                tile.label, tile.value, tile.context, delta_color="off", delta_arrow="off", help=tile.help, border=True
+            )
+
+
+def bandwidth_text(g: GpuFigures) -> str:
+    """A true bandwidth figure when one exists; otherwise NVML's memory-busy %, named as time-based."""
+    if g.dram_bw_gbps_avg is not None:
+        return f"{number(g.dram_bw_gbps_avg)} GB/s ({g.dram_bw_source})"
+    if g.dram_bw_util_pct_avg is not None:
+        return f"{number(g.dram_bw_util_pct_avg)} % of peak ({g.dram_bw_source})"
+    if g.memory_busy_pct_avg is not None:
+        return f"{number(g.memory_busy_pct_avg)} % busy (time-based, not bandwidth)"
+    return NO_DATA
+
+
+def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
+    return [
+        {
+            "GPU": f"#{g.index}" if g.index is not None else g.uuid[:12],
+            "name": g.name or NO_DATA,
+            "host": g.host or NO_DATA,
+            "memory used / total": f"{gigabytes(g.memory_used_bytes)} / {gigabytes(g.memory_total_bytes)}",
+            "bandwidth": bandwidth_text(g),
+            "peak bandwidth": f"{with_unit(g.peak_bw_gbps, 'GB/s')} ({g.peak_bw_source or 'unknown'})",
+            "power": with_unit(g.power_w_avg, "W"),
+            "temperature (max)": with_unit(g.temperature_c_max, "°C"),
+        }
+        for g in gpus
+    ]
+
+
+# Which vLLM versions expose a sample name (DOMAIN.md §4): a hint, not a proof.
+VERSION_HINTS: Mapping[str, str] = {
+    "vllm:kv_cache_usage_perc": "vLLM ≥ 0.9.2",
+    "vllm:gpu_cache_usage_perc": "vLLM < 0.10 (older KV name)",
+    "vllm:inter_token_latency_seconds": "vLLM ≥ 0.11",
+    "vllm:time_per_output_token_seconds": "vLLM < 0.11 (older ITL name)",
+    "vllm:num_requests_swapped": "V0 engine",
+    "vllm:num_requests_waiting_by_reason": "newest vLLM",
+}
+
+
+# Why a catalogue figure may be absent though vLLM is healthy.
+MISSING_HINTS: Mapping[str, str] = {
+    "requests_swapped": "V0 engine only: expected on V1",
+    "prefix_cache_hits": "prefix caching off, or vLLM before it was exported",
+    "prefix_cache_queries": "prefix caching off, or vLLM before it was exported",
+}
+
+
+def metric_rows(info: TargetInfo) -> list[dict[str, str]]:
+    rows = [
+        {"figure": key, "exposed as": name, "version hint": VERSION_HINTS.get(name, "")}
+        for key, name in sorted(info.metric_names_used.items())
+    ]
+    rows += [
+        {"figure": key, "exposed as": "missing", "version hint": MISSING_HINTS.get(key, "")}
+        for key in info.missing_metrics
+    ]
+    return rows
+
+
+def health_text(info: TargetInfo, now: float) -> str:
+    state = {True: ":green[**up**]", False: ":red[**down**]", None: ":gray[**never scraped**]"}[info.up]
+    return f"{state} · last scrape {clock(info.last_scrape_at)} ({ago(info.last_scrape_at, now)})"
+
+
+def ceiling_text(info: TargetInfo) -> str:
+    c = info.ceiling
+    if c is None:
+        return "no ceiling known (set targets[].ceiling)"
+    return (
+        f"**{number(c.tokens_per_s)} tok/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
+        f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
+    )

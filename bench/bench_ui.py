@@ -1,0 +1,144 @@
+"""Dashboard benchmark: time until the Overview over 30 days is completely rendered in headless Chromium.
+
+1. Fill a SQLite database with 30 days of the simulator's history, as the collector would store it:
+   parse_vllm/parse_dcgm → Writer → rollup → retention (raw rows older than 48 h deleted, so the
+   30-day view reads hourly rollups as in production). Old history is written at 60 s steps, the
+   last 2 hours at 5 s steps (the production scrape interval); GPUs every 15 min, then every round.
+   The file is kept under artifacts/ and reused (``--rebuild`` to make it again).
+2. Start the dashboard with ``streamlit run`` on 127.0.0.1 and open ``/?range=30d`` in Chromium.
+3. Measure from navigation start until the script has finished and all 5 charts are drawn; one cold
+   load (first session of the server process), then ``--runs`` warm loads, each in a new tab
+   (queries and chart specs then come from the app's caches), the 1-hour view, and the same
+   measurement on a one-line Streamlit page: the floor any Streamlit app pays on this machine.
+
+Usage: .venv/bin/python bench/bench_ui.py [--runs 5] [--rebuild]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.settings import Settings  # noqa: E402
+from db.engine import open_engine  # noqa: E402
+from db.queries import Reader  # noqa: E402
+from db.rollup import apply_retention, rollup  # noqa: E402
+from db.writer import Writer  # noqa: E402
+from tests import ui_db  # noqa: E402
+from tests.browser import CHROMIUM, free_port, launch, new_page, streamlit_server, wait_healthy, wait_rendered  # noqa: E402
+
+DB = ROOT / "artifacts" / "bench-ui" / "sweetspot-30d.db"
+DAYS = 30
+GOAL_S = 2.0
+
+
+def build(path: Path, now: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    engine = open_engine(f"sqlite:///{path}")
+    writer = Writer(engine)
+    writer.register_target(ui_db.target_settings("demo"))
+    recent = now - 2 * 3600
+    t0 = time.perf_counter()
+    ui_db.GPU_EVERY_S = 900.0
+    old = writer.write_rounds(ui_db.simulated_rounds("demo", now - DAYS * 86400, recent - 60, 60.0))
+    ui_db.GPU_EVERY_S = 0.0
+    new = writer.write_rounds(ui_db.simulated_rounds("demo", recent, now, 5.0))
+    t1 = time.perf_counter()
+    rollup(engine, now)
+    apply_retention(engine, now, Settings())
+    t2 = time.perf_counter()
+    engine.dispose()
+    size = path.stat().st_size / 1e6
+    print(f"filled {old + new:,} rounds ({DAYS} d) in {t1 - t0:.0f} s, rollup+retention {t2 - t1:.1f} s, {size:.0f} MB")
+
+
+def facade_times(url: str, now: float) -> None:
+    """What the Overview asks the facade for a 30-day view, timed server-side (no browser)."""
+    reader = Reader(url)
+    start, end, step = now - DAYS * 86400, now, 3600.0
+    calls = {
+        "window 5m": lambda: reader.window("demo", now, 300.0),
+        "series 30d @1h": lambda: reader.series("demo", start, end, step),
+        "series recent @30s": lambda: reader.series("demo", now - 210, now, 30.0, fields=("queue_depth_max",)),
+    }
+    for name, call in calls.items():
+        t0 = time.perf_counter()
+        call()
+        print(f"  facade {name}: {(time.perf_counter() - t0) * 1000:.0f} ms")
+
+
+def load_once(browser: object, url: str, charts: int = 5) -> float:
+    page = new_page(browser)
+    t0 = time.perf_counter()
+    page.goto(url)
+    wait_rendered(page, charts=charts, timeout_ms=60000)
+    elapsed = time.perf_counter() - t0
+    if page.locator('[data-testid="stException"]').count():
+        raise SystemExit("the Overview shows an exception")
+    page.close()
+    return elapsed
+
+
+def floor_times(browser: object, runs: int) -> list[float]:
+    """The same measurement on a one-line Streamlit page: what any Streamlit app costs on this machine."""
+    with tempfile.TemporaryDirectory() as folder:
+        bare = Path(folder) / "bare.py"
+        bare.write_text("import streamlit as st\nst.write('hello')\n")
+        port = free_port()
+        command = [sys.executable, "-m", "streamlit", "run", str(bare), "--server.port", str(port),
+                   "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_healthy(f"http://127.0.0.1:{port}", proc)
+            return [load_once(browser, f"http://127.0.0.1:{port}/", charts=0) for _ in range(runs)]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="warm loads after the cold one")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild the 30-day database")
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"SKIP: no Chromium at {CHROMIUM}")
+        return 0
+    now = time.time()
+    if args.rebuild or not DB.exists() or now - DB.stat().st_mtime > 3600:
+        build(DB, now)  # an hour-old file would show a gap up to now; rebuild it
+    url = f"sqlite:///{DB}"
+    facade_times(url, time.time())
+    from playwright.sync_api import sync_playwright
+
+    with streamlit_server(url) as base, sync_playwright() as playwright:
+        browser = launch(playwright)
+        cold = load_once(browser, f"{base}/?range=30d")
+        warm = [load_once(browser, f"{base}/?range=30d") for _ in range(args.runs)]
+        hour = [load_once(browser, f"{base}/?range=1h") for _ in range(args.runs)]
+        floor = floor_times(browser, args.runs)
+        browser.close()
+    median = statistics.median(warm)
+    print(f"Overview 30 d, cold (first session): {cold:.2f} s")
+    print(
+        f"Overview 30 d, warm: median {median:.2f} s, min {min(warm):.2f} s, max {max(warm):.2f} s ({len(warm)} runs)"
+    )
+    print(f"Overview 1 h,  warm: median {statistics.median(hour):.2f} s, max {max(hour):.2f} s")
+    print(f"bare Streamlit page (floor): median {statistics.median(floor):.2f} s, max {max(floor):.2f} s")
+    print(f"goal ≤ {GOAL_S:.0f} s (warm median): {'met' if median <= GOAL_S else 'NOT met'}")
+    print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

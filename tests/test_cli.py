@@ -1,0 +1,42 @@
+"""The entry point: one-line errors with the next step, exit status 2, global options anywhere."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def app(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_malformed_config_is_one_line_naming_the_key(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[[targets]]\nname = "x"\nvllm_url = "http://127.0.0.1:1/metrics"\ngpu = { source = "nvm" }\n')
+    for args in (("--config", str(path), "status"), ("status", "--config", str(path))):
+        done = app(*args)
+        assert done.returncode == 2
+        assert done.stderr.strip() == "ERROR: targets[0].gpu.source: 'nvm' is not one of nvml, dcgm, none"
+
+
+def test_config_command_prints_effective_settings_and_masks_secrets(tmp_path):
+    path = tmp_path / "ok.toml"
+    path.write_text('interval_s = "10s"\n')
+    done = subprocess.run([sys.executable, "-m", "app", "config", "--config", str(path), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, env={"SWEETSPOT_UI_PASSWORD": "s3cret", "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    assert '"interval_s": 10.0' in done.stdout
+    assert "s3cret" not in done.stdout and '"ui_password": "***"' in done.stdout
+
+
+def test_describe_lists_every_setting():
+    done = app("config", "--describe")
+    assert done.returncode == 0
+    assert "targets[].ceiling.bandwidth_gbps" in done.stdout and "SWEETSPOT_DB_URL" in done.stdout
+
+
+def test_every_command_has_help():
+    for command in ("run", "collect", "inspect", "status", "sim", "sweep", "config", "db"):
+        done = app(command, "--help")
+        assert done.returncode == 0 and "usage: python -m app " + command in done.stdout

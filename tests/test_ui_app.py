@@ -1,0 +1,95 @@
+"""AppTest of every page over a real SQLite database filled through the writer (tests/ui_db.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from tests import ui_db
+from tests.test_ui_pages import PAGES, texts
+
+MAIN = Path(__file__).resolve().parents[1] / "app" / "ui" / "main.py"
+
+
+@pytest.fixture(scope="module")
+def db_url():
+    return ui_db.shared()
+
+
+def open_app(monkeypatch, url: str, **params: str) -> AppTest:
+    monkeypatch.setenv("SWEETSPOT_DB_URL", url)
+    monkeypatch.delenv("SWEETSPOT_CONFIG", raising=False)
+    monkeypatch.delenv("SWEETSPOT_UI_PASSWORD", raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=30)
+    at.query_params.update(params)
+    return at.run()
+
+
+def test_every_page_on_stored_history(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url)
+    assert not at.exception, at.exception
+    assert "Overview · demo" in texts(at)
+    assert len(at.get("vega_lite_chart")) == 5
+    for page, expected in zip(PAGES[1:], ("GPUs · demo", "Knee at concurrency 16", "edge"), strict=True):
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert expected in texts(at), page
+
+
+def test_gpu_page_shows_memory_and_true_bandwidth(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url)
+    at.switch_page(PAGES[1]).run()
+    frame = at.table[0].value
+    assert len(frame) == 8
+    assert frame["memory used / total"][0].endswith(" GB / 34.4 GB")
+    assert frame["bandwidth"][0].endswith(" GB/s (dcgm)")  # DCGM DRAM active × the configured peak
+    assert frame["peak bandwidth"][0] == "900 GB/s (config)"
+    assert len(at.get("vega_lite_chart")) == 4
+
+
+def test_down_target_is_no_data_not_all_good(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url, target="edge")
+    assert not at.exception
+    banner = at.error[0].body
+    assert "No data" in banner and "connection refused" in banner
+    assert not at.success
+
+
+def test_thirty_day_range_stays_under_a_thousand_points(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url, range="30d")
+    assert not at.exception
+    assert "one point per 1h" in texts(at)
+
+
+def test_empty_database_is_a_helpful_page(monkeypatch, tmp_path):
+    at = open_app(monkeypatch, ui_db.empty(tmp_path / "empty.db"))
+    assert not at.exception
+    assert "no target has been scraped" in at.info[0].body
+    assert any("python -m app run" in c.value for c in at.code)
+
+
+def test_missing_database_file_is_a_helpful_page(monkeypatch, tmp_path):
+    at = open_app(monkeypatch, f"sqlite:///{tmp_path / 'never.db'}")
+    assert not at.exception
+    assert "does not exist yet" in at.info[0].body
+
+
+def test_password_gate(monkeypatch, db_url):
+    monkeypatch.setenv("SWEETSPOT_DB_URL", db_url)
+    monkeypatch.setenv("SWEETSPOT_UI_PASSWORD", "s3cret")
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    assert not at.get("vega_lite_chart")
+    at.text_input[0].input("wrong")
+    at.button[0].click().run()
+    assert "Wrong password." in at.error[0].body
+    at.text_input[0].input("s3cret")
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.get("vega_lite_chart")) == 5

@@ -1,0 +1,61 @@
+"""Every page of a running dashboard in headless Chromium: key figures shown, no exception, screenshots.
+
+Screenshots land in artifacts/screenshots/ (gitignored; docs/ui.md says so).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests import ui_db
+from tests.browser import CHROMIUM, SCREENSHOTS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
+]
+
+# (url path and query, charts expected, texts that must be visible)
+PAGES = {
+    "overview": ("/", 5, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token"]),
+    "overview-edge-down": ("/?target=edge", 5, ["No data", "connection refused"]),
+    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GB / 34.4 GB"]),
+    "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
+    "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
+}
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    from tests.browser import streamlit_server
+
+    with streamlit_server(ui_db.shared()) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.browser import launch
+
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_in_chromium(browser, base_url, name):
+    from tests.browser import new_page, screenshot, wait_rendered
+
+    path, charts, expected = PAGES[name]
+    page = new_page(browser)
+    page.goto(base_url + path)
+    wait_rendered(page, charts)
+    for text in expected:  # waits for each (the script may still be streaming elements), fails after 20 s
+        page.get_by_text(text).first.wait_for(timeout=20000)
+    screenshot(page, SCREENSHOTS / f"{name}.png")
+    assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")[:2000]
+    page.close()

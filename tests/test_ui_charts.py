@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import math
+
+from app.ui import charts, state
+from db.results import CeilingInfo
+from tests.builders import END, point
+
+FRAME = charts.Frame(END - 300, END, 60.0)
+
+
+def test_missing_steps_become_gaps_not_zeros():
+    points = [point(END - 300), point(END - 240), point(END - 60)]  # steps -180 and -120 missing
+    rows = charts.long_rows(points, {"tokens_per_s": "tok/s"}, 60.0)
+    assert list(rows["time"]) == [(END - 300) * 1000, (END - 240) * 1000, (END - 180) * 1000, (END - 60) * 1000]
+    assert math.isnan(rows["value"][2])
+    assert rows["value"][3] == 126.0
+
+
+def test_none_figures_are_nan():
+    rows = charts.long_rows([point(END, ttft_p95_s=None)], {"ttft_p95_s": "P95"}, 60.0)
+    assert math.isnan(rows["value"][0])
+
+
+def test_lines_break_at_gaps_and_share_one_domain():
+    spec = charts.ttft_chart([point(END - 60)], FRAME, 3.0).to_dict()
+    line = spec["layer"][0]
+    assert line["mark"]["invalid"] == "break-paths-show-domains"
+    assert line["encoding"]["x"]["scale"]["domain"] == FRAME.domain
+    assert FRAME.domain == ["2027-01-15T07:55:00+00:00", "2027-01-15T08:00:00+00:00"]  # ISO: Streamlit reads it right
+    assert "SLO 3 s" in spec["title"]
+
+
+def test_ceiling_is_labelled_with_its_inputs():
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    assert charts.ceiling_label(ceiling) == "ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)"
+    spec = charts.throughput_chart([point(END - 60)], FRAME, ceiling).to_dict()
+    texts = [layer for layer in spec["layer"] if "layer" in layer]
+    assert texts, "the ceiling line carries its label"
+    assert "60–80 % of the ceiling" in spec["title"]
+
+
+def test_kv_chart_is_in_percent_with_both_thresholds():
+    spec = charts.kv_chart([point(END - 60)], FRAME, 0.9, 0.98).to_dict()
+    rules = [layer["encoding"]["y"] for layer in spec["layer"][1:]]
+    assert len(rules) == 2
+    assert "warning 90 %" in spec["title"] and "critical 98 %" in spec["title"]
+
+
+def test_preemptions_are_per_minute_whatever_the_step():
+    frame = charts.Frame(END - 60, END, 5.0)
+    spec = charts.preemption_chart([point(END - 10, preemptions=2.0)], frame).to_dict()
+    (values,) = spec["datasets"].values()
+    assert values[0]["value"] == 24.0  # 2 in 5 s
+
+
+def test_steps_keep_every_range_under_a_thousand_points():
+    for length in state.RANGES.values():
+        step = state.nice_step(length)
+        assert length / step <= 1000
+    assert state.nice_step(900) == 5
+    assert state.nice_step(30 * 86400) == 3600
+
+
+def test_relative_ranges_end_on_a_step_boundary():
+    span = state.resolve("24h", now=END + 17)
+    assert (span.step_s, span.end % span.step_s, span.end - span.start) == (120.0, 0.0, 86400.0)
+    assert span.live and span.at == END + 17
+    custom = state.resolve("custom", now=END, custom=(END - 7200, END - 3600))
+    assert not custom.live and custom.at == END - 3600
+
+
+def test_every_builder_makes_a_valid_vega_lite_spec():
+    # The app serialises without validation (state._spec) for speed; this is where specs are checked.
+    from db.results import GpuPoint, SweepLevel, SweepRun
+
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 120), point(END - 60)]
+    gpus = [GpuPoint(END - 60, "GPU-1", 29e9, 34e9, 60.0, 45.0, 400.0, 200.0, 55.0)]
+    level = SweepLevel(16, 600, 90, 0, 126.0, 0.4, 0.9, 2.5, 2.8, 0.08, 40.0, 60.0, 0.0)
+    sweep = SweepRun(END - 86400, "http://127.0.0.1:8000", "m", "mixed", 3.0, (level,))
+    specs = [
+        charts.ttft_chart(points, FRAME, 3.0),
+        charts.throughput_chart(points, FRAME, ceiling),
+        charts.throughput_chart(points, FRAME, None),
+        charts.preemption_chart(points, FRAME),
+        charts.concurrency_chart(points, FRAME, 16),
+        charts.kv_chart(points, FRAME, 0.9, 0.98),
+        charts.gpu_chart(gpus, FRAME, "dram_bw_gbps", "DRAM bandwidth", "GB/s", {"GPU-1": "#0"}),
+        charts.operating_point_chart(
+            points, "tokens_per_s", "tok/s", charts.REFERENCE_TOKENS, [sweep], [(16, "x")], "t"
+        ),
+    ]
+    for chart in specs:
+        assert chart.to_dict(validate=True)["$schema"].startswith("https://vega.github.io/schema/vega-lite/")

@@ -1,0 +1,128 @@
+"""AppTest for every page over a fake facade (scenarios pinned); the real-database tests are in test_ui_app.py."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from app.ui import state
+from tests.fake_reader import BrokenReader, FakeReader
+
+MAIN = Path(__file__).resolve().parents[1] / "app" / "ui" / "main.py"
+PAGES = ["views/overview.py", "views/gpus.py", "views/operating_point.py", "views/targets.py"]
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    db = tmp_path / "sweetspot.db"
+    db.touch()
+    monkeypatch.setenv("SWEETSPOT_DB_URL", f"sqlite:///{db}")
+    monkeypatch.delenv("SWEETSPOT_CONFIG", raising=False)
+    monkeypatch.delenv("SWEETSPOT_UI_PASSWORD", raising=False)
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+    def make(reader: object) -> AppTest:
+        monkeypatch.setattr(state, "reader", lambda url: reader)
+        return AppTest.from_file(str(MAIN), default_timeout=30)
+
+    return make
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for e in (*at.markdown, *at.caption, *at.header, *at.subheader)]
+    parts += [e.body for e in (*at.error, *at.warning, *at.success, *at.info)]
+    parts += [f"{m.label} {m.value} {m.delta}" for m in at.metric]
+    return "\n".join(str(p) for p in parts).replace("**", "")
+
+
+def run_page(at: AppTest, page: str) -> AppTest:
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_overview_in_the_sweet_spot(app):
+    at = run_page(app(FakeReader(time.time(), wave=False)), PAGES[0])
+    body = texts(at)
+    assert "In the sweet spot" in body
+    assert "TTFT P95 · 5m 2.1 s" in body
+    assert "70 % of ceiling 180 tok/s" in body
+    assert len(at.get("vega_lite_chart")) == 5
+
+
+def test_overview_outside_names_each_clause(app):
+    at = run_page(app(FakeReader(time.time(), ttft_p95_s=4.8, preemptions=3.0)), PAGES[0])
+    (banner,) = at.error
+    assert "Outside the sweet spot" in banner.body
+    assert "TTFT P95 over 5m 4.8 s > 3 s" in banner.body
+    assert "preemptions over 5m 3 > 0" in banner.body
+
+
+def test_overview_target_down_is_no_data(app):
+    at = run_page(app(FakeReader(time.time(), up=False)), PAGES[0])
+    assert "No data" in at.error[0].body
+    assert "connection refused" in at.error[0].body
+    assert not at.success
+
+
+def test_every_page_renders(app):
+    reader = FakeReader(time.time())
+    for page in PAGES:
+        at = run_page(app(reader), page)
+        assert at.header, page
+
+
+def test_gpus_page_labels_time_based_busy(app):
+    at = run_page(app(FakeReader(time.time())), PAGES[1])
+    frame = at.table[0].value
+    assert "71 % busy (time-based, not bandwidth)" in set(frame["bandwidth"])
+    assert "898 GB/s (nvml-formula)" in set(frame["peak bandwidth"])
+
+
+def test_operating_point_names_the_knee(app):
+    at = run_page(app(FakeReader(time.time())), PAGES[2])
+    assert "Knee at concurrency 16" in texts(at)
+
+
+def test_targets_page_shows_health_and_provenance(app):
+    at = run_page(app(FakeReader(time.time(), up=False)), PAGES[3])
+    body = texts(at)
+    assert "down" in body and "connection refused" in body
+    assert "900 GB/s per GPU" in body
+
+
+def test_url_reproduces_the_view(app):
+    at = app(FakeReader(time.time()))
+    at.query_params.update({"range": "7d", "window": "15m"})
+    at.run()
+    assert not at.exception
+    assert "TTFT P95 · 15m" in texts(at)
+    assert at.sidebar.selectbox(key="range").value == "7d"
+
+
+def test_a_failing_query_is_one_line_with_the_next_step(app):
+    at = run_page(app(BrokenReader(time.time())), PAGES[0])
+    (error,) = at.error
+    assert "database is locked" in error.body and "python -m app run" in error.body
+
+
+def test_empty_database_explains_how_to_start(app):
+    empty = FakeReader(time.time())
+    empty.targets = lambda: []  # type: ignore[method-assign]
+    at = app(empty).run()
+    assert not at.exception
+    assert "python -m app run" in "\n".join(c.value for c in at.code)
+
+
+def test_custom_range_from_the_url_is_a_fixed_picture(app):
+    at = app(FakeReader(time.time()))
+    at.query_params.update({"range": "custom", "start": "2026-11-29T10:00", "end": "2026-11-29T16:00"})
+    at.run()
+    assert not at.exception
+    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 30s" in texts(at)

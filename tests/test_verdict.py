@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import pytest
+
+from app.settings import SweetSpotSettings
+from app.verdict import (
+    CRITICAL,
+    IN_SWEET_SPOT,
+    NO_DATA,
+    OUTSIDE,
+    WARNING,
+    broken_since,
+    evaluate,
+    last_up,
+    queue_growth,
+)
+from tests.builders import END, point, queue_ramp, window
+
+RULES = SweetSpotSettings()
+
+
+def names(verdict):
+    return [c.name for c in verdict.clauses]
+
+
+def test_reference_sweet_spot_is_in_the_sweet_spot():
+    verdict = evaluate(window(), RULES)
+    assert verdict.state == IN_SWEET_SPOT
+    assert verdict.severity is None
+    assert verdict.headline == "demo: in the sweet spot over 5m"
+
+
+def test_ttft_over_slo_names_value_and_threshold():
+    verdict = evaluate(window(ttft_p95_s=4.8), RULES)
+    assert verdict.state == OUTSIDE
+    (clause,) = verdict.clauses
+    assert clause.text == "TTFT P95 over 5m 4.8 s > 3 s"
+    assert clause.severity == CRITICAL
+
+
+def test_ttft_in_inf_bucket_is_flagged_as_a_lower_bound():
+    (clause,) = evaluate(window(ttft_p95_s=10.0, ttft_p95_in_inf_bucket=True), RULES).clauses
+    assert "at least" in clause.text
+
+
+def test_ttft_at_the_slo_is_still_fine():
+    assert evaluate(window(ttft_p95_s=3.0), RULES).state == IN_SWEET_SPOT
+
+
+def test_one_preemption_leaves_the_sweet_spot():
+    (clause,) = evaluate(window(preemptions=1.0), RULES).clauses
+    assert clause.text == "preemptions over 5m 1 > 0"
+    assert clause.severity == CRITICAL
+
+
+def test_running_above_sweet_spot_concurrency_uses_the_average():
+    assert evaluate(window(running_avg=15.0, running_max=19.0), RULES).state == IN_SWEET_SPOT
+    (clause,) = evaluate(window(running_avg=24.0, running_max=32.0), RULES).clauses
+    assert clause.text == "running requests (avg over 5m) 24 requests > 16 requests (sweet-spot concurrency)"
+    assert clause.severity == WARNING
+
+
+@pytest.mark.parametrize(
+    ("usage", "severity", "text"),
+    [
+        (0.93, WARNING, "KV-cache usage (max over 5m) 93 % ≥ 90 %"),
+        (0.99, CRITICAL, "KV-cache usage (max over 5m) 99 % ≥ 98 % (preemption imminent)"),
+    ],
+)
+def test_kv_cache_warning_and_critical(usage, severity, text):
+    (clause,) = evaluate(window(kv_cache_usage_max=usage), RULES).clauses
+    assert (clause.severity, clause.text) == (severity, text)
+
+
+def test_kv_under_warning_is_fine():
+    assert evaluate(window(kv_cache_usage_max=0.89), RULES).state == IN_SWEET_SPOT
+
+
+def test_low_throughput_while_requests_wait_is_under_delivering():
+    (clause,) = evaluate(window(tokens_per_s=80.0, efficiency=0.44, waiting_max=5.0), RULES).clauses
+    assert clause.name == "efficiency"
+    assert clause.text.startswith("output tok/s over 5m 80 tok/s < 108 tok/s")
+    assert "while 5 requests wait" in clause.text
+
+
+def test_low_throughput_when_idle_is_fine():
+    figures = window(tokens_per_s=20.0, waiting_max=0.0, queue_depth_max=0.0, running_avg=2.0)
+    assert evaluate(figures, RULES).state == IN_SWEET_SPOT
+
+
+def test_up_but_not_serving_is_critical_and_not_double_reported():
+    figures = window(waiting_max=7.0, running_avg=0.0, running_max=0.0, tokens_per_s=0.0, ttft_p95_s=None)
+    verdict = evaluate(figures, RULES)
+    assert names(verdict) == ["not_serving"]
+    assert verdict.severity == CRITICAL
+    assert "nothing running, 0 tok/s" in verdict.clauses[0].text
+
+
+def test_several_clauses_critical_first():
+    figures = window(ttft_p95_s=4.8, running_avg=32.0, kv_cache_usage_max=0.95, preemptions=12.0)
+    verdict = evaluate(figures, RULES)
+    assert names(verdict) == ["ttft_p95", "preemptions", "kv_cache", "concurrency"]
+    assert verdict.severity == CRITICAL
+    assert verdict.headline.startswith("demo: outside the sweet spot over 5m: TTFT P95 over 5m 4.8 s > 3 s; ")
+
+
+def test_thresholds_come_from_settings():
+    strict = SweetSpotSettings(ttft_p95_slo_s=2.0, concurrency=8)
+    assert names(evaluate(window(), strict)) == ["ttft_p95", "concurrency"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"up": None, "last_scrape_at": None, "scrapes": 0}, "never been scraped"),
+        ({"up": False, "last_error": "connection refused"}, "down: the last scrape failed (connection refused)"),
+        ({"scrapes": 0}, "no scrape in the window"),
+        ({"scrapes": 4, "failed_scrapes": 4, "last_error": "HTTP 500"}, "every scrape in the window failed (HTTP 500)"),
+        ({"tokens_per_s": None, "running_max": None, "running_avg": None}, "expose no vLLM figures"),
+    ],
+)
+def test_no_data_is_its_own_state_with_a_reason(changes, reason):
+    verdict = evaluate(window(**changes), RULES)
+    assert verdict.state == NO_DATA
+    assert reason in verdict.reason
+    assert verdict.severity == CRITICAL
+    assert verdict.headline.startswith("demo: no data over 5m: ")
+
+
+def test_no_data_wins_over_stale_figures():
+    assert evaluate(window(up=False, ttft_p95_s=9.0), RULES).state == NO_DATA
+
+
+def test_queue_growing_for_minutes_leaves_the_sweet_spot():
+    recent = queue_ramp([4, 6, 5, 9, 14, 19])
+    verdict = evaluate(window(queue_depth_max=19.0), RULES, recent)
+    (clause,) = verdict.clauses
+    assert clause.text == (
+        "gateway queue growing for 3m 19 requests > 5 requests (3m ago; demand exceeds the sweet-spot capacity)"
+    )
+
+
+@pytest.mark.parametrize(
+    "depths",
+    [
+        [4, 6, 9, 14, 19, 3],  # drained at the end
+        [4, 6, 0, 9, 14, 19],  # drained in between: not one growth
+        [19, 14, 9, 6, 5, 4],  # shrinking
+        [9, 9, 9, 9, 9, 9],  # steady
+        [4, 6, None, 9, 14, 19],  # a gap: cannot claim minutes of growth
+        [9, 19],  # too short
+    ],
+)
+def test_queue_not_growing(depths):
+    assert queue_growth(queue_ramp(depths), END, 180.0) is None
+
+
+def test_queue_growth_needs_the_whole_span():
+    recent = queue_ramp([4, 8, 12], step_s=30.0)  # only 60 s of the 180 s
+    assert queue_growth(recent, END, 180.0) is None
+
+
+def test_since_when_a_clause_broke():
+    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate([2, 2, 2, 4, 4, 2.9, 4.5, 5, 5, 5])]
+    # 2.9 is one healthy minute inside the spell: shorter than the 5-minute window, so it does not end it.
+    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 180
+
+
+def test_since_stops_at_a_healthy_window():
+    values = [4, 4, 2, 2, 2, 2, 2, 2, 4, 4]
+    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate(values)]
+    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 480
+
+
+def test_since_ignores_gaps_and_unknown_clauses():
+    points = [point(END - 120, preemptions=2.0), point(END - 60, preemptions=None), point(END, preemptions=1.0)]
+    assert broken_since("preemptions", points, RULES, 300.0) == END - 120
+    assert broken_since("queue_growing", points, RULES, 300.0) is None
+    assert broken_since("preemptions", [point(END)], RULES, 300.0) is None
+
+
+def test_last_up_is_where_no_data_began():
+    points = [point(END - 120), point(END - 60, up_ratio=0.0), point(END, up_ratio=None)]
+    assert last_up(points) == END - 60
+    assert last_up([point(END, up_ratio=0.0)]) is None

@@ -1,0 +1,82 @@
+"""Databases for the UI tests and the benchmark: the simulator's history, parsed by the real
+collectors' parsers, written by the real writer, rolled up by the real rollup.
+
+``demo`` is healthy history up to now; ``edge`` was scraped for an hour and has been down for the
+last ten minutes (failed rounds with the error a refused connection gives).
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from app.settings import GatewaySettings, GpuSettings, TargetSettings
+from collectors.dcgm import parse_dcgm
+from collectors.gateway import queue_from_prometheus
+from collectors.records import GatewayReading, ScrapeRound, SourceResult
+from collectors.vllm import parse_vllm
+from db.engine import open_engine
+from db.rollup import rollup
+from db.writer import Writer
+from simulator import generate_history
+
+GATEWAY_METRIC = "sweetspot_gateway_queue_depth"
+DOWN_ERROR = "cannot reach http://127.0.0.1:8000/metrics (connection refused)"
+# GPUs are read every round, as the collector does; the benchmark thins its old history with this.
+GPU_EVERY_S = 0.0
+
+
+def target_settings(name: str) -> TargetSettings:
+    return TargetSettings(
+        name=name,
+        vllm_url="http://127.0.0.1:8000/metrics",
+        gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url="http://127.0.0.1:8001/metrics", metric=GATEWAY_METRIC),
+        gpu=GpuSettings(source="dcgm", url="http://127.0.0.1:9400/metrics"),
+    )  # fmt: skip
+
+
+def simulated_rounds(
+    target: str, start: float, end: float, step_s: float, seed: int = 0, down_after: float | None = None
+) -> Iterator[ScrapeRound]:
+    """Rounds as the collector would make them from the simulator's three endpoints."""
+    next_gpu = start
+    for sample in generate_history(start, end, step_s, seed=seed):
+        if down_after is not None and sample.ts >= down_after:
+            yield ScrapeRound(target, sample.ts, None, SourceResult(False, DOWN_ERROR))
+            continue
+        gpus = ()
+        if sample.ts >= next_gpu:
+            gpus, next_gpu = parse_dcgm(sample.dcgm, peak_bw_gbps=900.0), sample.ts + GPU_EVERY_S
+        gateway = GatewayReading(queue_from_prometheus(sample.gateway, GATEWAY_METRIC), "sweetspot-sim")
+        ok = SourceResult(True, duration_s=0.004)
+        yield ScrapeRound(target, sample.ts, parse_vllm(sample.vllm), ok, gateway, ok, gpus, ok if gpus else None)
+
+
+def fill(path: Path, now: float, hours: float = 1.0, step_s: float = 5.0) -> str:
+    """``demo`` and ``edge`` (see the module docstring) in a new SQLite file; returns its URL."""
+    url = f"sqlite:///{path}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    for name in ("demo", "edge"):
+        writer.register_target(target_settings(name))
+    writer.write_rounds(simulated_rounds("demo", now - hours * 3600, now, step_s))
+    writer.write_rounds(simulated_rounds("edge", now - 3600, now, step_s, seed=2, down_after=now - 600))
+    rollup(engine, now)
+    engine.dispose()
+    return url
+
+
+@functools.cache
+def shared() -> str:
+    """One database filled up to the first call, per test process (AppTest and browser modules share it)."""
+    return fill(Path(tempfile.mkdtemp(prefix="sweetspot-ui-")) / "sweetspot.db", time.time())
+
+
+def empty(path: Path) -> str:
+    """A migrated database nothing was collected into."""
+    url = f"sqlite:///{path}"
+    open_engine(url).dispose()
+    return url
