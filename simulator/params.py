@@ -1,9 +1,9 @@
 """Parameters of the simulated deployment: hardware, model, vLLM settings and the calibrated costs.
 
 Physical figures (memory, weights, KV bytes, bandwidth) come from DOMAIN.md §1 and the model's shape;
-the three cost coefficients (``step_overhead_s``, ``decode_s_per_seq``, ``prefill_s_per_token``) were
-tuned so the virtual-time sweep reproduces the field report (DOMAIN.md §2); docs/simulator.md has the
-equations and the calibration table.
+the cost coefficients (``step_overhead_s``, ``gemm_floor_s``, ``gemm_s_per_seq``, ``decode_s_per_seq``,
+``prefill_s_per_token``) and the token budget were tuned so the virtual-time sweep reproduces the field
+report (DOMAIN.md §2), its knee included; docs/simulator.md has the equations and the calibration table.
 """
 
 from __future__ import annotations
@@ -28,12 +28,19 @@ class EngineParams:
     block_size: int = 16
     bandwidth_bytes_s: float = 900 * GB  # V100 HBM2 peak per GPU
     tensor_parallel: int = 8
-    # Calibrated costs (seconds). Per-sequence decode cost stands for AWQ dequantisation on V100 (no
-    # int4 tensor-core path), sampling and the per-token TP all-reduce; the fixed overhead for
-    # scheduling, kernel launches in eager layers and the step's synchronisation.
-    step_overhead_s: float = 0.060
-    decode_s_per_seq: float = 0.0030
-    prefill_s_per_token: float = 0.00020
+    # Calibrated costs (seconds). Decode matmuls follow a roofline: the int4 weights are streamed and
+    # dequantised once per step whatever the batch (``gemm_floor_s``: 5 GB at an effective ~140 GB/s,
+    # 15 % of peak: AWQ kernels on V100, which has no int4 tensor-core path), while their arithmetic,
+    # on CUDA cores, grows with every decoding sequence (``gemm_s_per_seq``). A step pays the larger
+    # of the two: up to gemm_floor_s ÷ gemm_s_per_seq ≈ 13 sequences the batch rides free on the
+    # weight stream, beyond it each sequence pays its full compute: that is the knee between 16 and 32.
+    # ``decode_s_per_seq`` is the rest of a sequence's cost (sampling, its share of the TP all-reduce,
+    # input preparation); the fixed overhead covers scheduling, kernel launches and synchronisation.
+    step_overhead_s: float = 0.034
+    gemm_floor_s: float = 0.036
+    gemm_s_per_seq: float = 0.0027
+    decode_s_per_seq: float = 0.0018
+    prefill_s_per_token: float = 0.00016
     # Chunked-prefill token budget per step (--max-num-batched-tokens), decodes included: calibrated;
     # it makes long prompts wait behind 32 decodes at high concurrency, as the report saw.
     max_num_batched_tokens: int = 288
@@ -56,11 +63,14 @@ class EngineParams:
         """Duration of one engine step (seconds).
 
         ``context_tokens`` is the sum over scheduled sequences of the context their attention reads.
-        Memory term: weights once per step plus the KV of every context token, at peak bandwidth.
+        Decode matmuls: the larger of the weight-streaming floor and the batch's compute (roofline);
+        attention: the KV of every context token read at peak bandwidth; then per-sequence and
+        per-prompt-token costs.
         """
-        memory_s = (self.weight_bytes_per_gpu + context_tokens * self.kv_bytes_per_token) / self.bandwidth_bytes_s
+        gemm_s = max(self.gemm_floor_s, decode_seqs * self.gemm_s_per_seq)
+        kv_s = context_tokens * self.kv_bytes_per_token / self.bandwidth_bytes_s
         compute_s = decode_seqs * self.decode_s_per_seq + prefill_tokens * self.prefill_s_per_token
-        return self.step_overhead_s + memory_s + compute_s
+        return self.step_overhead_s + gemm_s + kv_s + compute_s
 
 
 @dataclass(frozen=True)
