@@ -67,7 +67,7 @@ def _now() -> datetime:
 def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None) -> None:
     """Run the jobs until SIGTERM/SIGINT (or ``stop`` is set); the round in flight finishes first."""
     stop = stop or threading.Event()
-    _install_signal_handlers(stop)
+    install_signal_handlers(stop)
     scheduler = start(jobs)
     try:
         stop.wait()
@@ -77,7 +77,8 @@ def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None) -> N
         log.info("scheduler stopped cleanly")
 
 
-def _install_signal_handlers(stop: threading.Event) -> None:
+def install_signal_handlers(stop: threading.Event) -> None:
+    """SIGTERM and SIGINT set ``stop`` instead of raising, so the caller stops in order."""
     if threading.current_thread() is not threading.main_thread():
         return
 

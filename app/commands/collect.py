@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import threading
 
+from app import scheduler
 from app.durations import parse_duration
 from app.errors import UsageError
 from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
@@ -66,8 +68,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             for line in service.collect_once():
                 print(line)
             return 0
+        stop = threading.Event()
+        scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
         print(f"collecting {len(settings.targets)} target(s) every {settings.interval_s:g} s into {settings.db_url}")
-        service.run_forever()
+        service.run_forever(stop)
     finally:
         service.close()
     return 0

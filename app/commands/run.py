@@ -15,9 +15,11 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING
 
+from app import scheduler
 from app.durations import format_duration, parse_duration
 from app.errors import UsageError
 from app.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
@@ -73,9 +75,11 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             _backfill_once(service, settings, parse_duration(args.backfill), args.seed)
         if not args.no_ui:
             ui = _start_ui(args, settings)
+        stop = threading.Event()
+        scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
         print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
               f"into {settings.db_url}; Ctrl-C stops everything", flush=True)
-        service.run_forever()
+        service.run_forever(stop)
     finally:
         _stop_ui(ui)
         service.close()
