@@ -17,6 +17,9 @@ from simulator.engine import Engine, Sequence
 from simulator.params import EngineConfig
 from simulator.workload import answer_length, sample_request
 
+# The sweep's own percentile: calibration levels and sweep levels are the same figures.
+from sweep.stats import percentile
+
 # DOMAIN.md §2 (None: the report gives no number; "between" the neighbours).
 REFERENCE: list[dict[str, Any]] = [
     {"concurrency": 8, "tokens_per_s": 85.0, "ttft_p95_s": 1.5, "e2e_mean_s": 32.8, "qps": 0.28},
@@ -27,17 +30,6 @@ REFERENCE: list[dict[str, Any]] = [
 RAMP_S = 5.0  # clients start spread over this many simulated seconds
 WARMUP_S = 60.0  # figures are taken after this warm-up, over the level's duration
 TOLERANCE = {"tokens_per_s": 0.10, "ttft_p95_s": 0.20, "e2e_mean_s": 0.15, "qps": 0.15}
-
-
-def quantile(values: Seq[float], q: float) -> float | None:
-    """Linear-interpolated quantile (numpy's default); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = q * (len(ordered) - 1)
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass
@@ -122,12 +114,12 @@ def _figures(clients: int, duration_s: float, obs: _Observed, preemptions: float
         "errors": 0,
         "tokens_per_s": rounded(obs.tokens / duration_s, 1),
         "qps": rounded(len(obs.e2e) / duration_s),
-        "ttft_p50_s": rounded(quantile(obs.ttft, 0.50)),
-        "ttft_p95_s": rounded(quantile(obs.ttft, 0.95)),
-        "ttft_p99_s": rounded(quantile(obs.ttft, 0.99)),
-        "itl_p95_s": rounded(quantile(obs.itl, 0.95)),
+        "ttft_p50_s": rounded(percentile(obs.ttft, 0.50)),
+        "ttft_p95_s": rounded(percentile(obs.ttft, 0.95)),
+        "ttft_p99_s": rounded(percentile(obs.ttft, 0.99)),
+        "itl_p95_s": rounded(percentile(obs.itl, 0.95)),
         "e2e_mean_s": rounded(mean, 2),
-        "e2e_p95_s": rounded(quantile(obs.e2e, 0.95), 2),
+        "e2e_p95_s": rounded(percentile(obs.e2e, 0.95), 2),
         "error_rate": 0.0,
         "preemptions": int(preemptions),
         "kv_usage_max": rounded(obs.kv_max),
