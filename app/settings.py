@@ -238,7 +238,8 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
-def _apply_preset(gateway: GatewaySettings, key: str) -> GatewaySettings:
+def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> GatewaySettings:
+    """Fill kind / metric / json_path from the preset where not given; explicit values win, kind aside."""
     if not gateway.preset:
         return gateway
     preset = GATEWAY_PRESETS.get(gateway.preset)
@@ -256,7 +257,7 @@ def _validate(settings: Settings) -> Settings:
     targets = []
     for i, target in enumerate(settings.targets):
         key = f"targets[{i}]"
-        gateway = _apply_preset(target.gateway, key + ".gateway")
+        gateway = apply_gateway_preset(target.gateway, key + ".gateway")
         if gateway.kind not in ("none", "prometheus", "json"):
             raise ConfigError(f"{key}.gateway.kind: {gateway.kind!r} is not one of prometheus, json, none")
         if gateway.kind != "none" and not gateway.url:

@@ -15,7 +15,6 @@ request), or JSON ``null``, gives ``queue_depth=None``: absent, not zero.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import json
 import math
@@ -25,7 +24,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
-from app.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
+from app.settings import GatewaySettings, apply_gateway_preset
 from collectors.expfmt import require_exposition
 from collectors.http import ScrapeClient, fetch_text
 from collectors.records import GatewayReading
@@ -59,15 +58,8 @@ def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClie
 
 
 def resolve_preset(settings: GatewaySettings) -> GatewaySettings:
-    """Fill kind / metric / json_path from the preset where not given (the settings loader does the
-    same; this covers settings built in code). Explicit values win over the preset's, kind aside."""
-    if not settings.preset:
-        return settings
-    preset = GATEWAY_PRESETS.get(settings.preset)
-    if preset is None:
-        raise ConfigError(f"gateway.preset: unknown preset {settings.preset!r} (one of {', '.join(GATEWAY_PRESETS)})")
-    explicit = {k: v for k, v in dataclasses.asdict(settings).items() if v and k in preset and k != "kind"}
-    return dataclasses.replace(settings, **{**preset, **explicit})
+    """Settings with the preset applied (the loader does it too; this covers settings built in code)."""
+    return apply_gateway_preset(settings)
 
 
 # -- Prometheus -------------------------------------------------------------------------------------
