@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
+from app.errors import StorageError
 from db import histo, schema
 from db.engine import open_engine
 from db.queries import Reader
@@ -105,3 +107,53 @@ def test_a_second_round_in_the_same_second_is_skipped_not_fatal(db_url: str) -> 
     assert _samples(engine, "generation_tokens") == [None, 70]
     # a fresh writer (collector restart) also refuses a round it already has
     assert Writer(engine).write_rounds([vllm_round(T + 5, 170)]) == 0
+
+
+def _rows(engine: Any, table: Any, key: str) -> list[tuple]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(table).order_by(table.c[key], table.c.ts)).mappings().all()
+    return [tuple(v for k, v in row.items() if k not in ("model_id", "target_id")) for row in rows]
+
+
+def test_round_by_round_stores_what_one_batch_stores(db_url: str) -> None:
+    # Round by round, every round after the first is written on the driver's own transaction (all
+    # ids cached); one batch goes through SQLAlchemy's. Both must store the same rows.
+    def rounds(target: str) -> list[Any]:
+        other = (0.2, 2.0, float("inf"))
+        return [
+            vllm_round(T, 100, target=target, hist=(1, 2, 2, 2), process_start=10.0),
+            vllm_round(T + 5, 150, target=target, hist=(2, 4, 4, 5), process_start=10.0),
+            failed_round(T + 10, target=target),
+            vllm_round(T + 15, 20, target=target, hist=(1, 1, 1, 1), process_start=20.0),
+            vllm_round(T + 20, 50, target=target, hist=(1, 1, 1), bounds=other, process_start=20.0),
+            vllm_round(T + 25, 90, target=target, hist=(1, 3, 4), bounds=other, process_start=20.0, running=None),
+            vllm_round(T + 30, 95, target=target, model="other", hist=(0, 0, 1), bounds=other),
+        ]
+
+    engine = open_engine(db_url)
+    one_by_one = Writer(engine)
+    for round_ in rounds("one-by-one"):
+        one_by_one.write_round(round_)
+    Writer(engine).write_rounds(rounds("batch"))
+    samples = _rows(engine, schema.samples, "model_id")
+    scrapes = _rows(engine, schema.scrapes, "target_id")
+    assert len(samples) == 12 and len(scrapes) == 14
+    assert samples[:6] == samples[6:]
+    assert scrapes[:7] == scrapes[7:]
+
+
+def test_a_round_that_fails_writes_nothing_and_the_next_one_recovers(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.write_round(vllm_round(T, 100))
+    writer.write_round(vllm_round(T + 5, 150))  # steady state: the next round goes on the driver path
+    with engine.begin() as conn:  # a row in the way of the next round's sample: its insert fails
+        model_id = conn.execute(select(schema.models.c.id)).scalar_one()
+        conn.execute(schema.samples.insert().values(model_id=model_id, ts=T + 10))
+    with pytest.raises(StorageError, match="writing a scrape round"):
+        writer.write_round(vllm_round(T + 10, 170))
+    with engine.connect() as conn:
+        assert conn.execute(select(schema.scrapes.c.ts).order_by(schema.scrapes.c.ts)).scalars().all() == [T, T + 5]
+    writer.write_round(vllm_round(T + 15, 200))
+    # the failed round's state was rolled back with it: the increase runs from the last stored round
+    assert _samples(engine, "generation_tokens") == [None, 50, None, 50]

@@ -1,0 +1,282 @@
+"""The scrape client against real servers on 127.0.0.1: framing, keep-alive, failures, fallback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import collectors.http as scrape_http
+from app.errors import ScrapeError
+from collectors.http import ScrapeClient, fetch_text
+
+PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
+
+
+class CountingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.accepted = 0
+        self.paths: list[str] = []
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        request = super().get_request()
+        self.accepted += 1
+        return request
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: CountingServer
+    mode = "length"
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.paths.append(self.path)
+        body = PAGE
+        if self.mode == "error":
+            self.send_response(500)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"oops\n")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        if self.mode == "chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            # Uneven chunks, one with an extension, then a trailer field: all of it is legal HTTP/1.1.
+            pieces = [body[:1], body[1:7000], body[7000:7001], body[7001:]]
+            for i, piece in enumerate(pieces):
+                ext = b";name=value" if i == 1 else b""
+                self.wfile.write(b"%x%s\r\n%s\r\n" % (len(piece), ext, piece))
+            self.wfile.write(b"0\r\nX-Trailer: yes\r\n\r\n")
+            return
+        if self.mode == "until-close":  # HTTP/1.0 style: no length, the close ends the body
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+            self.close_connection = True
+            return
+        if self.mode == "drop-body":
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[:1000])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        if self.mode == "drop-chunked":
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s" % (len(body), body[:1000]))
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        self.send_header("Content-Length", str(len(body)))
+        if self.mode == "close":
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        if self.mode in ("close", "idle-close"):
+            # idle-close: the server drops the connection without saying so, as idle timeouts do.
+            self.close_connection = True
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[str], CountingServer]]:
+    servers: list[CountingServer] = []
+
+    def start(mode: str) -> CountingServer:
+        handler = type(f"Handler_{mode}", (Handler,), {"mode": mode})
+        server = CountingServer(handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def url(server: CountingServer | socket.socket, path: str = "/metrics") -> str:
+    address = server.server_address if isinstance(server, CountingServer) else server.getsockname()
+    return f"http://127.0.0.1:{address[1]}{path}"
+
+
+def test_content_length_and_keep_alive_reuse(serve) -> None:
+    server = serve("length")
+    client = ScrapeClient()
+    try:
+        for _ in range(5):
+            assert client.get(url(server, "/metrics?x=1"), 2.0) == (200, PAGE)
+    finally:
+        client.close()
+    assert server.accepted == 1
+    assert server.paths == ["/metrics?x=1"] * 5
+
+
+def test_chunked_body_is_reassembled_and_the_connection_reused(serve) -> None:
+    server = serve("chunked")
+    client = ScrapeClient()
+    try:
+        for _ in range(3):
+            assert client.get(url(server), 2.0) == (200, PAGE)
+    finally:
+        client.close()
+    assert server.accepted == 1
+
+
+def test_connection_close_after_each_response(serve) -> None:
+    server = serve("close")
+    client = ScrapeClient()
+    try:
+        for _ in range(3):
+            assert client.get(url(server), 2.0) == (200, PAGE)
+    finally:
+        client.close()
+    assert server.accepted == 3
+
+
+def test_body_ended_by_the_server_closing(serve) -> None:
+    server = serve("until-close")
+    client = ScrapeClient()
+    try:
+        assert client.get(url(server), 2.0) == (200, PAGE)
+        assert client.get(url(server), 2.0) == (200, PAGE)
+    finally:
+        client.close()
+    assert server.accepted == 2
+
+
+def test_server_closing_an_idle_connection_gets_one_fresh_try(serve) -> None:
+    server = serve("idle-close")
+    client = ScrapeClient()
+    try:
+        assert client.get(url(server), 2.0) == (200, PAGE)
+        time.sleep(0.05)  # let the server's close arrive
+        assert client.get(url(server), 2.0) == (200, PAGE)
+    finally:
+        client.close()
+    assert server.accepted == 2
+
+
+@pytest.mark.parametrize("mode", ["drop-body", "drop-chunked"])
+def test_connection_dropped_mid_body_is_a_scrape_error(serve, mode: str) -> None:
+    server = serve(mode)
+    with pytest.raises(ScrapeError, match="cannot reach"):
+        fetch_text(url(server), 2.0)
+
+
+def test_http_500_is_a_scrape_error(serve) -> None:
+    server = serve("error")
+    with pytest.raises(ScrapeError, match="answered HTTP 500"):
+        fetch_text(url(server), 2.0)
+    client = ScrapeClient()
+    try:
+        assert client.get(url(server), 2.0) == (500, b"oops\n")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mode", ["length", "chunked", "until-close"])
+def test_body_over_the_limit_is_refused(serve, monkeypatch, mode: str) -> None:
+    monkeypatch.setattr(scrape_http, "MAX_BODY_BYTES", 10_000)
+    server = serve(mode)
+    with pytest.raises(ScrapeError, match="larger than the 10000 bytes"):
+        fetch_text(url(server), 2.0)
+
+
+def test_refused_connection() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    address = url(sock)
+    sock.close()
+    with pytest.raises(ScrapeError, match="connection refused"):
+        fetch_text(address, 2.0)
+
+
+def test_server_that_never_answers_times_out() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()  # the kernel completes the handshake; nobody ever reads or answers
+        start = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"no answer within 0.2 s"):
+            fetch_text(url(sock), 0.2)
+        assert time.monotonic() - start < 2.0
+
+
+def raw_server(answer: bytes) -> tuple[socket.socket, list[int]]:
+    """A server that sends ``answer`` to every request, counting connections."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    accepted = [0]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            accepted[0] += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock, accepted
+
+
+def test_interim_1xx_answer_falls_back_to_http_client() -> None:
+    answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+    sock, accepted = raw_server(answer)
+    client = ScrapeClient()
+    try:
+        assert client.get(url(sock), 2.0) == (200, b"hello")
+        assert client.get(url(sock), 2.0) == (200, b"hello")
+    finally:
+        client.close()
+        sock.close()
+    # the raw try, the http.client redo, then http.client straight away for this origin
+    assert accepted[0] == 3
+
+
+def test_unknown_transfer_coding_falls_back_to_http_client() -> None:
+    body = b"5\r\nhello\r\n0\r\n\r\n"
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, chunked\r\nConnection: close\r\n\r\n" + body
+    sock, accepted = raw_server(answer)
+    client = ScrapeClient()
+    try:
+        # whatever http.client makes of it (it reads to the close) is the answer: it is the reference
+        assert client.get(url(sock), 2.0) == (200, body)
+    finally:
+        client.close()
+        sock.close()
+    assert accepted[0] == 2
+
+
+def test_not_http_is_a_scrape_error() -> None:
+    sock, _ = raw_server(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+    try:
+        with pytest.raises(ScrapeError, match="cannot reach"):
+            fetch_text(url(sock), 2.0)
+    finally:
+        sock.close()
+
+
+def test_not_an_http_url() -> None:
+    with pytest.raises(ScrapeError, match="not an http"):
+        fetch_text("ftp://127.0.0.1/metrics", 1.0)
