@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from types import MappingProxyType
 
 from app.errors import ScrapeError
@@ -39,6 +39,7 @@ _PAIRS_RE = re.compile(rf'({_LABEL_NAME})="((?:[^"\\\n]|\\.)*)"')
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
+_NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
 # Any whitespace but a newline, as str.strip() (which the reference applies to each line) removes.
 _INDENTED_RE = re.compile(r"\n[^\S\n]")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -81,10 +82,24 @@ class SelectiveParser:
 
         Raises ScrapeError, naming the line, when a wanted sample line is malformed.
         """
+        names, _, labels, values = self.parse_columns(text)
+        return list(zip(names, labels, values, strict=True))
+
+    def parse_columns(
+        self, text: str
+    ) -> tuple[tuple[str, ...], tuple[str, ...] | None, list[Mapping[str, str]], list[float]]:
+        """``parse`` as columns: (names, label blocks, labels, values), one entry per sample.
+
+        The label blocks are the raw ``{...}`` texts (labels are a function of them), or None when
+        the page took the careful pass; (names, blocks) is then a key for the page's series set.
+        """
         text = "\n" + text
         pattern = self._re_indented if _INDENTED_RE.search(text) else self._re
         fast = _fast(pattern.findall(text))
-        return fast if fast is not None else list(_careful_pass(pattern.finditer(text), text))
+        if fast is not None:
+            return fast
+        samples = list(_careful_pass(pattern.finditer(text), text))
+        return tuple(map(_NAME, samples)), None, list(map(_LABELS, samples)), list(map(_VALUE, samples))
 
 
 def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
@@ -92,15 +107,17 @@ def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     return SelectiveParser(wanted).parse(text)
 
 
-def _fast(rows: list[tuple[str, str]]) -> list[Sample] | None:
-    """Samples when every wanted line is canonical (``name{labels} value``); else None.
+def _fast(
+    rows: list[tuple[str, str]],
+) -> tuple[tuple[str, ...], tuple[str, ...], list[Mapping[str, str]], list[float]] | None:
+    """Columns (names, blocks, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
 
     Column-wise with map/zip so the per-sample work runs in C: this is the hot loop. Anything
     unusual (a timestamp, a tab, blanks in the label block, "_" in a value) returns None and the
     whole page takes the careful pass.
     """
     if not rows:
-        return []
+        return (), (), [], []
     names, rests = zip(*rows, strict=True)
     blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
     if "" in spaces or "" in values or "_" in "".join(values):
@@ -112,7 +129,7 @@ def _fast(rows: list[tuple[str, str]]) -> list[Sample] | None:
             labels = [_strict_labels(b) if known is None else known for known, b in zip(labels, blocks, strict=True)]
     except ValueError:
         return None
-    return list(zip(names, labels, numbers, strict=True))  # type: ignore[arg-type]
+    return names, blocks, labels, numbers  # type: ignore[return-value]
 
 
 def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sample]:

@@ -19,25 +19,32 @@ import math
 from collections.abc import Iterable, Mapping
 from itertools import groupby
 from operator import itemgetter, methodcaller
-from typing import Any
+from typing import Any, cast
 
 from app.errors import ScrapeError
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
-from collectors.expfmt import Sample, SelectiveParser
+from collectors.expfmt import SelectiveParser
 from collectors.http import ScrapeClient, fetch_text
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
 _PARSER = SelectiveParser(wanted_sample_names())
-Rows = list[Sample]  # (name, labels, value)
+# Rows while planning: (name, labels, index of the sample's value in the page's value column).
+Rows = list[tuple[str, Mapping[str, str], int]]
 SeriesKey = frozenset[tuple[str, str]]
 _NAME = itemgetter(0)
 _LABELS = itemgetter(1)
 _ENGINE = methodcaller("get", "engine")
-# Bucket label set -> (series key, model, bound), computed once per label set. The parser hands out
-# the same label objects scrape after scrape; the entry keeps its object alive so id() stays unique.
-_BUCKET_INFO: dict[int, tuple[Mapping[str, str], frozenset[tuple[str, str]], str, float]] = {}
-_BUCKET_INFO_MAX = 16384
+# One figure as indices into the page's values: one sample's value (int), or several combined in
+# page order with the metric's rule (tuple).
+Expr = int | tuple[int, ...]
+# (key, expr, "sum" | "max") per figure; histograms: (key, bounds, cumulative exprs, count, sum, merged).
+Figures = tuple[tuple[str, Expr, str], ...]
+HistPlan = tuple[str, tuple[float, ...], tuple[Expr, ...], Expr | None, Expr | None, bool]
+# Plans by page shape: (sample names, label blocks) in page order. Counted pages are few (one per
+# target and layout), so a small map bounded by clearing is enough.
+_PLANS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+_PLANS_MAX = 64
 
 
 def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
@@ -56,9 +63,106 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
 
     Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
     at all (the page is not vLLM's).
+
+    Everything but the values depends only on the page's series (names and label sets, in order):
+    which alias is used, models, engines, sorted bucket bounds, which samples each figure combines.
+    That is a plan, cached by the page's shape, so a scrape whose series match an earlier one (the
+    usual case) only fills values in. The plan is built by the same code either way.
     """
-    by_name = _group(_PARSER.parse(text))
-    models: dict[str, dict[str, dict[str, Any]]] = {}
+    names, blocks, labels, values = _PARSER.parse_columns(text)
+    key = (names, blocks) if blocks is not None else None
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _plan(list(zip(names, labels, range(len(names)), strict=True)), source)
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()  # endless distinct shapes must not grow memory forever
+            _PLANS[key] = plan
+    return plan.fill(values)
+
+
+class _Plan:
+    """What to compute from a page's values: built from its series alone, filled once per scrape."""
+
+    __slots__ = ("models", "engines", "process_start", "used", "missing", "cache_config")
+
+    def __init__(
+        self,
+        models: tuple[tuple[str, Figures, Figures, tuple[HistPlan, ...], Figures], ...],
+        engines: tuple[str, ...],
+        process_start: tuple[int, ...],
+        used: dict[str, str],
+        missing: tuple[str, ...],
+        cache_config: dict[str, str],
+    ) -> None:
+        self.models = models
+        self.engines = engines
+        self.process_start = process_start
+        self.used = used
+        self.missing = missing
+        self.cache_config = cache_config
+
+    def fill(self, values: list[float]) -> VllmScrape:
+        return VllmScrape(
+            models={
+                model: ModelFigures(
+                    counters=_fill(values, counters),
+                    gauges=_fill(values, gauges),
+                    histograms={
+                        key: _fill_histogram(values, bounds, cumulative, count, total, merged)
+                        for key, bounds, cumulative, count, total, merged in histograms
+                    },
+                    created=_fill(values, created),
+                )
+                for model, counters, gauges, histograms, created in self.models
+            },
+            engines=self.engines,
+            process_start_time_s=max((values[i] for i in self.process_start), default=None),
+            metric_names_used=dict(self.used),
+            missing=self.missing,
+            cache_config=dict(self.cache_config),
+        )
+
+
+def _fill(values: list[float], figures: Figures) -> dict[str, float]:
+    return {key: _value(values, expr, agg) for key, expr, agg in figures}
+
+
+def _value(values: list[float], expr: Expr, agg: str) -> float:
+    """The figure: one value, or several combined in page order ("sum" or NaN-aware "max")."""
+    if isinstance(expr, int):
+        return values[expr]
+    out = values[expr[0]]
+    for i in expr[1:]:
+        out = out + values[i] if agg == "sum" else _max(out, values[i])
+    return out
+
+
+def _fill_histogram(
+    values: list[float], bounds: tuple[float, ...], cumulative: tuple[Expr, ...],
+    count: Expr | None, total: Expr | None, merged: bool,
+) -> Histogram:
+    if not merged:  # one series: its own values (every expr is one index)
+        get = values.__getitem__
+        return Histogram(
+            bounds,
+            tuple(map(get, cast(tuple[int, ...], cumulative))),
+            None if count is None else get(cast(int, count)),
+            None if total is None else get(cast(int, total)),
+        )
+    # several series on their shared bounds, as merge_histograms sums them (every expr is a tuple)
+    return Histogram(
+        bounds,
+        tuple([sum([values[i] for i in cast(tuple[int, ...], column)]) for column in cumulative]),
+        None if count is None else _sum_or_none(values[i] for i in cast(tuple[int, ...], count)),
+        None if total is None else _sum_or_none(values[i] for i in cast(tuple[int, ...], total)),
+    )
+
+
+def _plan(rows: Rows, source: str) -> _Plan:
+    """The plan of a page from its rows (values replaced by their indices)."""
+    by_name = _group(rows)
+    models: dict[str, dict[str, list[Any]]] = {}
     used: dict[str, str] = {}
     cache_config: dict[str, str] = {}
     for spec in CATALOGUE:
@@ -69,26 +173,29 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
         if spec.kind == "info":
             cache_config = _info_labels(by_name.get(alias, []))
             continue
-        for model, section, value in _read(spec, alias, by_name):
-            models.setdefault(model, {"counters": {}, "gauges": {}, "histograms": {}, "created": {}})[section][
-                spec.key
-            ] = value
+        for model, section, item in _read(spec, alias, by_name):
+            models.setdefault(model, {"counters": [], "gauges": [], "histograms": [], "created": []})[section].append(
+                item
+            )
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
-    return VllmScrape(
-        models={model: ModelFigures(**parts) for model, parts in sorted(models.items())},
+    return _Plan(
+        models=tuple(
+            (model, *(tuple(parts[s]) for s in ("counters", "gauges", "histograms", "created")))  # type: ignore[misc]
+            for model, parts in sorted(models.items())
+        ),
         engines=_engines(by_name, used),
-        process_start_time_s=max((v for _, _, v in by_name.get(PROCESS_START, [])), default=None),
-        metric_names_used=used,
+        process_start=tuple(i for _, _, i in by_name.get(PROCESS_START, [])),
+        used=used,
         missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
         cache_config=cache_config,
     )
 
 
-def _group(samples: list[Sample]) -> dict[str, Rows]:
-    """Samples by name. A page lists a family's samples together, so this loops over runs, not samples."""
+def _group(rows: Rows) -> dict[str, Rows]:
+    """Rows by name. A page lists a family's samples together, so this loops over runs, not samples."""
     by_name: dict[str, Rows] = {}
-    for name, run in groupby(samples, key=_NAME):
+    for name, run in groupby(rows, key=_NAME):
         by_name.setdefault(name, []).extend(run)
     return by_name
 
@@ -102,31 +209,26 @@ def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
 
 
 def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable[tuple[str, str, Any]]:
-    """Yield (model, ModelFigures section, value) for one metric under its chosen alias."""
+    """Yield (model, ModelFigures section, plan item) for one metric under its chosen alias."""
     if spec.kind == "histogram":
         for model, histogram in _histograms(alias, by_name).items():
-            yield model, "histograms", histogram
+            yield model, "histograms", (spec.key, *histogram)
     else:
         section = "counters" if spec.kind == "counter" else "gauges"
-        for model, value in _per_model(by_name.get(alias, []), spec.agg).items():
-            yield model, section, value
+        for model, expr in _per_model(by_name.get(alias, [])).items():
+            yield model, section, (spec.key, expr, spec.agg)
     created = spec.created_name(alias)
     if created:
-        for model, value in _per_model(by_name.get(created, []), "max").items():
-            yield model, "created", value
+        for model, expr in _per_model(by_name.get(created, [])).items():
+            yield model, "created", (spec.key, expr, "max")
 
 
-def _per_model(rows: Rows, agg: str) -> dict[str, float]:
-    """Combine every series of each model with ``agg`` ("sum" or "max")."""
-    out: dict[str, float] = {}
-    for _, labels, value in rows:
-        model = labels.get("model_name", "")
-        old = out.get(model)
-        if old is None:
-            out[model] = value
-        else:
-            out[model] = old + value if agg == "sum" else _max(old, value)
-    return out
+def _per_model(rows: Rows) -> dict[str, Expr]:
+    """The samples each model combines (with the metric's rule, at fill time), in page order."""
+    out: dict[str, list[int]] = {}
+    for _, labels, index in rows:
+        out.setdefault(labels.get("model_name", ""), []).append(index)
+    return {model: indices[0] if len(indices) == 1 else tuple(indices) for model, indices in out.items()}
 
 
 def _max(a: float, b: float) -> float:
@@ -136,38 +238,48 @@ def _max(a: float, b: float) -> float:
     return a if math.isnan(b) or a >= b else b
 
 
-def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]:
-    """One Histogram per model, summed across its series (engines) on their common bounds."""
-    buckets: dict[SeriesKey, dict[float, float]] = {}
+# One series while planning: {bound: index}, count index, sum index.
+_SeriesPlan = tuple[tuple[float, ...], tuple[int, ...], int | None, int | None]
+
+
+def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, tuple[Any, ...]]:
+    """Per model, (bounds, cumulative exprs, count, sum, merged): its series (engines) summed on common bounds."""
+    buckets: dict[SeriesKey, dict[float, int]] = {}
     models: dict[SeriesKey, str] = {}
-    for _, labels, value in by_name.get(alias + "_bucket", []):
-        info = _BUCKET_INFO.get(id(labels))
-        if info is None or info[0] is not labels:
-            info = _bucket_info(labels, alias)
-        key = info[1]
+    for _, labels, index in by_name.get(alias + "_bucket", []):
+        le = labels.get("le")
+        key = frozenset(labels.items()).difference((("le", le),))
         series = buckets.get(key)
         if series is None:
             series = buckets[key] = {}
-            models[key] = info[2]
-        series[info[3]] = value
-    counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
-    sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
-    per_model: dict[str, list[Histogram]] = {}
+            models[key] = labels.get("model_name", "")
+        series[_bound(le, alias)] = index
+    counts = {_series_key(labels): index for _, labels, index in by_name.get(alias + "_count", [])}
+    sums = {_series_key(labels): index for _, labels, index in by_name.get(alias + "_sum", [])}
+    per_model: dict[str, list[_SeriesPlan]] = {}
     for key in {*buckets, *counts, *sums}:
-        histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
-        if histogram is not None:
+        series_plan = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
+        if series_plan is not None:
             model = models.get(key) or dict(key).get("model_name", "")
-            per_model.setdefault(model, []).append(histogram)
-    return {model: h for model, hs in per_model.items() if (h := merge_histograms(hs)) is not None}
+            per_model.setdefault(model, []).append(series_plan)
+    return {model: _merge_plans(plans) for model, plans in per_model.items()}
 
 
-def _bucket_info(labels: Mapping[str, str], alias: str) -> tuple[Mapping[str, str], SeriesKey, str, float]:
-    le = labels.get("le")
-    info = (labels, frozenset(labels.items()).difference((("le", le),)), labels.get("model_name", ""), _bound(le, alias))
-    if len(_BUCKET_INFO) >= _BUCKET_INFO_MAX:
-        _BUCKET_INFO.clear()  # endless distinct label sets must not grow memory forever
-    _BUCKET_INFO[id(labels)] = info
-    return info
+def _merge_plans(plans: list[_SeriesPlan]) -> tuple[Any, ...]:
+    """As merge_histograms, on indices: one series is itself; several are summed on shared bounds."""
+    if len(plans) == 1:
+        return (*plans[0], False)
+    bounds = plans[0][0]
+    if not all(p[0] == bounds for p in plans):
+        bounds = tuple(sorted(set(bounds).intersection(*(p[0] for p in plans[1:]))))
+    maps = [dict(zip(p[0], p[1], strict=True)) for p in plans]
+    cumulative = tuple(tuple(m[b] for m in maps) for b in bounds)
+    counts, sums = [p[2] for p in plans], [p[3] for p in plans]
+    return (
+        bounds, cumulative,
+        None if None in counts else tuple(counts), None if None in sums else tuple(sums),
+        True,
+    )
 
 
 def _series_key(labels: Mapping[str, str]) -> SeriesKey:
@@ -185,13 +297,13 @@ def _bound(le: str | None, alias: str) -> float:
     return bound
 
 
-def _series_histogram(buckets: dict[float, float], count: float | None, total: float | None) -> Histogram | None:
+def _series_histogram(buckets: dict[float, int], count: int | None, total: int | None) -> _SeriesPlan | None:
     if INF not in buckets and count is not None:
         buckets = {**buckets, INF: count}  # DOMAIN.md: a missing +Inf bucket is the _count
     if INF not in buckets:
         return None
     bounds = tuple(sorted(buckets))
-    return Histogram(bounds, tuple(map(buckets.__getitem__, bounds)), count, total)
+    return bounds, tuple(map(buckets.__getitem__, bounds)), count, total
 
 
 def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:

@@ -12,6 +12,10 @@ from typing import Any
 from collectors.records import Histogram
 from db.histo import MAX_INC, entries
 
+# What json.dumps(..., separators=(",", ":")) writes, from an encoder built once: dumps builds one per
+# call. No circular check: the state is plain nested lists and dicts.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+
 
 @dataclass
 class HistState:
@@ -39,14 +43,13 @@ class SeriesState:
         return SeriesState.from_json(self.to_json())
 
     def to_json(self) -> str:
-        return json.dumps(
+        return _ENCODE(
             {
                 "ts": self.ts,
                 "ps": self.process_start,
                 "c": {k: list(v) for k, v in self.counters.items()},
                 "h": {k: [h.layout, h.cumulative, h.count, h.sum, h.created] for k, h in self.hists.items()},
-            },
-            separators=(",", ":"),
+            }
         )
 
     @classmethod

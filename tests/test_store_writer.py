@@ -157,3 +157,23 @@ def test_a_round_that_fails_writes_nothing_and_the_next_one_recovers(db_url: str
     writer.write_round(vllm_round(T + 15, 200))
     # the failed round's state was rolled back with it: the increase runs from the last stored round
     assert _samples(engine, "generation_tokens") == [None, 50, None, 50]
+
+
+def test_series_state_json_is_what_json_dumps_writes():
+    # the state is encoded by an encoder built once; the stored text must not change
+    import json
+    import math
+
+    from db.state import HistState, SeriesState
+
+    state = SeriesState(
+        ts=12, process_start=1764489990.5, counters={"a": (1.0, None), "b": (math.nan, 3.25)},
+        hists={"ttft": HistState(2, [0.0, 1.0, math.inf], 1.0, None, 1764489990.25)},
+    )
+    expected = json.dumps(
+        {"ts": 12, "ps": 1764489990.5, "c": {"a": [1.0, None], "b": [math.nan, 3.25]},
+         "h": {"ttft": [2, [0.0, 1.0, math.inf], 1.0, None, 1764489990.25]}},
+        separators=(",", ":"),
+    )
+    assert state.to_json() == expected
+    assert SeriesState.from_json(expected).to_json() == expected

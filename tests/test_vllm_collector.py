@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ScrapeError
+from collectors import vllm
 from collectors.records import INF, Histogram
 from collectors.vllm import merge_histograms, parse_vllm, scrape_vllm, total_figures
 from tests.data import make_vllm_fixtures
@@ -220,3 +221,64 @@ def test_server_answering_500_and_garbage():
             scrape_vllm(base + "/garbage", timeout_s=5)
         with pytest.raises(ScrapeError, match=f"^{base}/bad: line 1: "):
             scrape_vllm(base + "/bad", timeout_s=5)
+
+
+# -- the plan cache: a page whose series match an earlier one reuses its plan, and only then ------
+
+def _page(model: str = "m", engines: tuple[str, ...] = ("0",), bounds: tuple[str, ...] = ("1", "2"), n: int = 5) -> str:
+    """A small V1 page; every argument changes its series set but not its sample names."""
+    lines = []
+    for e in engines:
+        lines.append(f'vllm:generation_tokens_total{{engine="{e}",model_name="{model}"}} {n * 10}')
+        lines.append(f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="{model}"}} 0.{n}')
+        for le in (*bounds, "+Inf"):
+            value = n + (bounds.index(le) if le in bounds else len(bounds))
+            lines.append(f'vllm:time_to_first_token_seconds_bucket{{engine="{e}",le="{le}",model_name="{model}"}} {value}')
+        lines.append(f'vllm:time_to_first_token_seconds_count{{engine="{e}",model_name="{model}"}} {n + len(bounds)}')
+        lines.append(f'vllm:time_to_first_token_seconds_sum{{engine="{e}",model_name="{model}"}} {n}.5')
+    return "\n".join(lines) + "\n"
+
+
+def _uncached(text: str):
+    vllm._PLANS.clear()
+    return parse_vllm(text)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "check"),
+    [
+        (_page(), _page(n=7), lambda s: s.models["m"].counters["generation_tokens"] == 70),
+        (_page(), _page(model="other"), lambda s: list(s.models) == ["other"]),
+        (_page(), _page(engines=("1",)), lambda s: s.engines == ("1",)),
+        (_page(engines=("0", "1")), _page(engines=("0", "2")), lambda s: s.engines == ("0", "2")),
+        (_page(), _page(bounds=("1", "3")), lambda s: s.models["m"].histograms["ttft"].bounds == (1, 3, INF)),
+        (_page(), _page(bounds=("0.5", "2")), lambda s: s.models["m"].histograms["ttft"].bounds == (0.5, 2, INF)),
+    ],
+    ids=["values only", "new model", "new engine", "engine replaced", "bucket layout", "first bound"],
+)
+def test_plan_cache_never_reuses_the_structure_of_another_series_set(first, second, check):
+    # the pairs have the same sample names in the same order: a cache keyed on names alone fails
+    assert [line.split("{")[0] for line in first.splitlines()] == [line.split("{")[0] for line in second.splitlines()]
+    expected = _uncached(second)
+    assert check(expected)
+    _uncached(first)
+    got = parse_vllm(second)  # with the first page's plan cached
+    assert repr(got) == repr(expected)  # repr: NaN-safe and order-sensitive
+    assert len(vllm._PLANS) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
+
+
+def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
+    vllm._PLANS.clear()
+    a, b = parse_vllm(_page(n=5)), parse_vllm(_page(n=6))
+    assert len(vllm._PLANS) == 1  # the second page reused the first's plan
+    assert a.models["m"].histograms["ttft"].cumulative == (5, 6, 7)
+    assert b.models["m"].histograms["ttft"].cumulative == (6, 7, 8)
+    assert (b.models["m"].gauges["kv_cache_usage"], b.models["m"].histograms["ttft"].sum) == (0.6, 6.5)
+    assert repr(parse_vllm(read("vllm_v1.txt"))) == repr(_uncached(read("vllm_v1.txt")))
+
+
+def test_plan_cache_is_bounded():
+    vllm._PLANS.clear()
+    for n in range(vllm._PLANS_MAX + 5):
+        parse_vllm(_page(model=f"m{n}"))
+    assert 0 < len(vllm._PLANS) <= vllm._PLANS_MAX
