@@ -26,7 +26,7 @@ def parse_duration(text: str | float | int) -> float:
 
 def format_duration(seconds: float) -> str:
     """The shortest exact spelling (``300`` → ``5m``), for labels such as "P95 over 5m"."""
-    for unit in ("w", "d", "h", "m", "s"):
+    for unit in ("d", "h", "m", "s"):  # no weeks: people write 7d, not 1w
         size = _UNITS[unit]
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"

@@ -21,6 +21,10 @@ from simulator.workload import answer_length, sample_request
 
 log = logging.getLogger("simulator.load")
 CONTROL_PERIOD_S = 0.25  # wall seconds between pattern checks
+# New clients join at most this many per control period: real demand ramps up rather than
+# arriving in one instant. (A cold engine still shows a TTFT spike for its first minute or two:
+# the first wave's long prompts prefill together, as on a real restart.)
+RAMP_PER_PERIOD = 1
 
 
 class ClosedLoopLoad:
@@ -55,7 +59,7 @@ class ClosedLoopLoad:
             if self.pattern is not None:
                 self._follow_pattern()
             with self._lock:
-                missing = int(self.target) - self._active
+                missing = min(int(self.target) - self._active, RAMP_PER_PERIOD)
                 self._active += max(0, missing)
             for _ in range(max(0, missing)):
                 self._send()
