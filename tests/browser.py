@@ -80,6 +80,14 @@ def new_page(browser: Any) -> Any:
     return page
 
 
+def new_tab(profile: Any) -> Any:
+    """A tab in ``profile`` (``browser.new_context()``): tabs of one profile share its HTTP cache."""
+    tab = profile.new_page()
+    tab.set_viewport_size({"width": 1440, "height": 1000})
+    tab.route("**/*", _loopback_only)
+    return tab
+
+
 def _loopback_only(route: Any) -> None:
     url = route.request.url
     if url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")):

@@ -93,3 +93,18 @@ def test_every_builder_makes_a_valid_vega_lite_spec():
     ]
     for chart in specs:
         assert chart.to_dict(validate=True)["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+
+
+def test_time_charts_skip_per_point_aria_descriptions():
+    # ~0.3 s of browser CPU on the Overview (docs/benchmarks.md, Dashboard); titles and axes stay.
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 60)]
+    for chart in (charts.ttft_chart(points, FRAME, 3.0), charts.throughput_chart(points, FRAME, ceiling),
+                  charts.preemption_chart(points, FRAME), charts.concurrency_chart(points, FRAME, 16),
+                  charts.kv_chart(points, FRAME, 0.9, 0.98)):  # fmt: skip
+        assert chart.to_dict()["config"]["mark"]["aria"] is False
+
+
+def test_cached_specs_carry_arrow_bytes():
+    spec = state._spec("kv_chart", ("test",), ([point(END - 60)], FRAME, 0.9, 0.98))
+    assert spec["datasets"] and all(isinstance(rows, bytes) for rows in spec["datasets"].values())
