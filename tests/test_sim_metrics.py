@@ -35,6 +35,9 @@ def loaded():
     deadline = time.time() + 20
     while time.time() < deadline and not _samples(sim.urls["vllm_metrics"]).get("vllm:e2e_request_latency_seconds_count", [0])[0]:
         time.sleep(0.3)
+    # The built-in load ramps up one client per control period: wait for all six to be in flight.
+    while time.time() < deadline and _one(_samples(sim.urls["gateway_metrics"]), "sweetspot_gateway_in_flight") < 6:
+        time.sleep(0.2)
     yield sim
     sim.stop()
 
