@@ -64,3 +64,20 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
         code, err = stop(second)
     assert code == 0, err
     assert "first start" not in "".join(lines)  # history is written once, not on every start
+
+
+def test_a_config_naming_real_targets_turns_the_simulator_off(tmp_path):
+    from tests.support.http_server import closed_port_url
+
+    config = tmp_path / "real.toml"
+    config.write_text(f'[[targets]]\nname = "prod"\nvllm_url = "{closed_port_url()}/metrics"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--config", str(config), "run", "--no-ui",
+                             "--db", f"sqlite:///{tmp_path}/real.db"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=60)
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    assert "collecting prod" in "".join(lines)
+    assert "simulator" not in "".join(lines) + err and "backfill" not in err
