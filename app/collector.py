@@ -35,14 +35,16 @@ class CollectorService:
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
 
-    def collect_once(self) -> list[str]:
-        """One round for every target, each written in its own transaction; returns what was stored."""
+    def collect_once(self, describe: bool = True) -> list[str]:
+        """One round for every target, each written in its own transaction; returns what was stored
+        (one line per target), or nothing when ``describe`` is False."""
         lines = []
         for target in self.settings.targets:
             round_ = self.rounds.collect(target)
             with self.write_lock:
                 self.writer.write_round(round_)
-            lines.append(describe_round(round_))
+            if describe:
+                lines.append(describe_round(round_))
         return lines
 
     def rollup(self) -> str:
@@ -65,7 +67,8 @@ class CollectorService:
         ]
 
     def _collect_logged(self) -> None:
-        for line in self.collect_once():
+        # The description is formatted only when someone reads it (-v): this runs every interval.
+        for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
             log.debug("%s", line)
 
     def run_forever(self, stop: threading.Event | None = None) -> None:

@@ -5,6 +5,7 @@ one vLLM restart. Deterministic for a seed. Used by bench/bench_store.py and the
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Iterator
 
@@ -18,86 +19,18 @@ from collectors.records import (
     SourceResult,
     VllmScrape,
 )
+from simulator.stats import ITL_BUCKETS_V1, REQUEST_BUCKETS_V1, TTFT_BUCKETS_V1
 
-TTFT_BOUNDS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
-    INF,
-)
-ITL_BOUNDS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    INF,
-)
-E2E_BOUNDS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-    INF,
-)
+# vLLM V1's own bucket bounds, as the simulator declares them, with the +Inf bucket.
+TTFT_BOUNDS = (*TTFT_BUCKETS_V1, INF)
+ITL_BOUNDS = (*ITL_BUCKETS_V1, INF)
+E2E_BOUNDS = (*REQUEST_BUCKETS_V1, INF)
 MODEL = "llama-70b-awq"
 
 
 def _bucket(bounds: tuple[float, ...], value: float) -> int:
-    for i, b in enumerate(bounds):
-        if value <= b:
-            return i
-    return len(bounds) - 1
+    """Index of the first bound ≥ value (the last bound is +Inf)."""
+    return min(bisect.bisect_left(bounds, value), len(bounds) - 1)
 
 
 class Synth:

@@ -99,7 +99,7 @@ def test_sigterm_stops_the_collector_cleanly(sim, tmp_path):
                              sim.urls["vllm_metrics"]], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 30
-        while time.time() < deadline and not Reader_has_rounds(db, 2):
+        while time.time() < deadline and not has_rounds(db, 2):
             time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
@@ -109,7 +109,7 @@ def test_sigterm_stops_the_collector_cleanly(sim, tmp_path):
     assert "stopped cleanly" in err
 
 
-def Reader_has_rounds(db: str, n: int) -> bool:  # noqa: N802 - reads like a sentence in the loop above
+def has_rounds(db: str, n: int) -> bool:
     try:
         window = Reader(db).window("default", time.time() + 1, 600)
     except Exception:
