@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import re
 
+from app.errors import SweetspotError
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
 
 
-class DurationError(ValueError):
-    """A duration string that is not ``<number><unit>`` with unit ms, s, m, h, d or w."""
+class DurationError(SweetspotError, ValueError):
+    """A duration string that is not ``<number><unit>`` with unit ms, s, m, h, d or w.
+
+    A SweetspotError, so a bad ``--interval`` or ``--backfill`` flag ends in one line at the CLI edge.
+    """
 
 
 def parse_duration(text: str | float | int) -> float:

@@ -40,3 +40,10 @@ def test_every_command_has_help():
     for command in ("run", "collect", "inspect", "status", "sim", "sweep", "config", "db", "ui"):
         done = app(command, "--help")
         assert done.returncode == 0 and "usage: python -m app " + command in done.stdout
+
+
+def test_a_bad_duration_flag_is_one_line_before_anything_starts(tmp_path):
+    done = app("run", "--no-ui", "--backfill", "a week", "--db", f"sqlite:///{tmp_path}/x.db")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "ERROR: not a duration: 'a week' (write it like 90s, 5m, 2h or 7d)"
+    assert done.stdout == ""  # the simulator was not started

@@ -64,6 +64,7 @@ def has_history(db_url: str, target: str) -> bool:
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     from app.collector import CollectorService
 
+    backfill_s = parse_duration(args.backfill)  # a bad flag fails before anything starts
     sim = None
     if not any(t.vllm_url for t in settings.targets):
         sim = _start_simulator(settings, args.seed)
@@ -72,7 +73,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     ui = None
     try:
         if sim is not None:
-            _backfill_once(service, settings, parse_duration(args.backfill), args.seed)
+            _backfill_once(service, settings, backfill_s, args.seed)
         if not args.no_ui:
             ui = _start_ui(args, settings)
         stop = threading.Event()
