@@ -15,6 +15,7 @@ def test_streamlit_command_is_headless_on_the_given_address():
     assert pairs["--server.address"] == "127.0.0.1"
     assert pairs["--server.headless"] == "true"
     assert pairs["--browser.gatherUsageStats"] == "false"
+    assert pairs["--server.fileWatcherType"] == "none"  # no polling of the app's files while it serves
 
 
 def test_child_gets_the_effective_settings_through_the_environment(tmp_path):

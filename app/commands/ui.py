@@ -35,6 +35,9 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
         "--browser.gatherUsageStats", "false", "--global.developmentMode", "false",
         # Ops people get the dashboard, not Streamlit's "Deploy" button and developer menu.
         "--client.toolbarMode", "viewer",
+        # Nobody edits the dashboard's scripts while it serves; watching them only costs CPU (without
+        # the watchdog package Streamlit polls every file of the app).
+        "--server.fileWatcherType", "none",
     ]  # fmt: skip
 
 
