@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import math
 
+from app.settings import Settings
 from app.ui import charts, state
-from db.results import CeilingInfo
+from db.results import CeilingInfo, GpuPoint
 from tests.builders import END, point
 
 FRAME = charts.Frame(END - 300, END, 60.0)
@@ -72,7 +73,7 @@ def test_relative_ranges_end_on_a_step_boundary():
 
 def test_every_builder_makes_a_valid_vega_lite_spec():
     # The app serialises without validation (state._spec) for speed; this is where specs are checked.
-    from db.results import GpuPoint, SweepLevel, SweepRun
+    from db.results import SweepLevel, SweepRun
 
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
     points = [point(END - 120), point(END - 60)]
@@ -86,6 +87,7 @@ def test_every_builder_makes_a_valid_vega_lite_spec():
         charts.preemption_chart(points, FRAME),
         charts.concurrency_chart(points, FRAME, 16),
         charts.kv_chart(points, FRAME, 0.9, 0.98),
+        charts.overview_chart(points, FRAME, points, FRAME, Settings().sweetspot, ceiling),
         charts.gpu_chart(gpus, FRAME, "dram_bw_gbps", "DRAM bandwidth", "GB/s", {"GPU-1": "#0"}),
         charts.operating_point_chart(
             points, "tokens_per_s", "tok/s", charts.REFERENCE_TOKENS, [sweep], [(16, "x")], "t"
@@ -95,14 +97,43 @@ def test_every_builder_makes_a_valid_vega_lite_spec():
         assert chart.to_dict(validate=True)["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
 
 
+def overview(ttft_step: float = 60.0) -> dict:
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 120), point(END - 60)]
+    ttft_frame = charts.Frame(FRAME.start, FRAME.end, ttft_step)
+    chart = charts.overview_chart(points, FRAME, points, ttft_frame, Settings().sweetspot, ceiling)
+    return chart.to_dict(validate=True)
+
+
+def test_overview_is_one_chart_of_five_panels_on_one_time_axis():
+    # One Vega view, not five: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
+    spec = overview()
+    titles = [panel["title"] for panel in spec["vconcat"]]
+    assert [t.split(",")[0].split(" per")[0] for t in titles] == [
+        "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage",
+    ]  # fmt: skip
+    assert spec["resolve"]["scale"] == {"x": "shared", "color": "independent"}
+    # Every panel can pan/zoom in time (its own scale-bound interval on x); the shared x scale moves all.
+    zooms = {param["views"][0]: param for param in spec["params"]}
+    assert len(zooms) == 5
+    for panel in spec["vconcat"]:
+        first = panel["layer"][0] if "layer" in panel else panel
+        zoom = zooms[first["name"]]
+        assert zoom["bind"] == "scales" and zoom["select"] == {"type": "interval", "encodings": ["x"]}
+        assert first["encoding"]["x"]["type"] == "temporal", "a scale-bound zoom needs a time field in its layer"
+
+
+def test_overview_ttft_may_have_its_own_step_on_the_same_axis():
+    spec = overview(ttft_step=300.0)
+    assert "per 5m" in spec["vconcat"][0]["title"] and "per 1m" in spec["vconcat"][1]["title"]
+
+
 def test_time_charts_skip_per_point_aria_descriptions():
     # ~0.3 s of browser CPU on the Overview (docs/benchmarks.md, Dashboard); titles and axes stay.
-    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
-    points = [point(END - 60)]
-    for chart in (charts.ttft_chart(points, FRAME, 3.0), charts.throughput_chart(points, FRAME, ceiling),
-                  charts.preemption_chart(points, FRAME), charts.concurrency_chart(points, FRAME, 16),
-                  charts.kv_chart(points, FRAME, 0.9, 0.98)):  # fmt: skip
-        assert chart.to_dict()["config"]["mark"]["aria"] is False
+    assert overview()["config"]["mark"]["aria"] is False
+    gpus = [GpuPoint(END - 60, "GPU-1", 29e9, 34e9, 60.0, 45.0, 400.0, 200.0, 55.0)]
+    gpu = charts.gpu_chart(gpus, FRAME, "power_w", "Power", "W", {"GPU-1": "#0"}).to_dict()
+    assert gpu["config"]["mark"]["aria"] is False
 
 
 def test_cached_specs_carry_arrow_bytes():

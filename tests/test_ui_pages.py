@@ -53,7 +53,7 @@ def test_overview_in_the_sweet_spot(app):
     assert "In the sweet spot" in body
     assert "TTFT P95 · 5m 2.1 s" in body
     assert "70 % of ceiling 180 tok/s" in body
-    assert len(at.get("vega_lite_chart")) == 5
+    assert len(at.get("vega_lite_chart")) == 1
 
 
 def test_overview_outside_names_each_clause(app):

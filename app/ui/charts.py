@@ -2,7 +2,8 @@
 
 Conventions every chart follows, so pages look alike:
 - time on x as epoch milliseconds (Vega shows the viewer's local time), all time charts of a page
-  share one explicit domain ``(start, end)``;
+  share one explicit domain ``(start, end)``; the Overview's panels are stacked in one chart
+  (:func:`overview_chart`) on one shared time axis: panning or zooming one moves them all;
 - a missing value (``None``) is a gap: missing steps are filled with NaN rows and lines break there
   (``invalid="break-paths-show-domains"``), never drawn through zero;
 - one colour per figure across pages (:data:`COLORS`), thresholds in red dashes, references in grey;
@@ -23,6 +24,7 @@ import pandas as pd
 
 from app.durations import format_duration
 from app.formatting import number
+from app.settings import SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
@@ -130,7 +132,8 @@ def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Cha
 def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -> alt.LayerChart | alt.Chart:
     """A dashed horizontal threshold; thresholds are named in the chart title, which data never covers.
 
-    Only a ``label`` that sits above the data (the ceiling) is drawn in the plot, above its right end.
+    Only a ``label`` that sits above the data (the ceiling) is drawn in the plot, just under its right
+    end: inside the plot, because a pannable view clips its marks to the plot.
     """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
@@ -139,25 +142,50 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     )
     if not label:
         return rule
-    text = base.mark_text(color=color, fontSize=12, align="right", dx=-4, dy=-8).encode(
-        x=alt.X("time:T", scale=alt.Scale(domain=frame.domain)), y="y:Q", text="label:N"
+    text = base.mark_text(color=color, fontSize=12, align="right", baseline="top", dx=-4, dy=4).encode(
+        x=alt.X("time:T", title=None), y="y:Q", text="label:N"
     )
     return _layer(rule, text)
 
 
 def _finish(chart: AnyChart, title: str) -> AnyChart:
+    """A chart drawn on its own: titled, pannable in time, no per-point ARIA (see :func:`_no_aria`)."""
+    return _no_aria(_panel(chart, title).interactive(bind_y=False))
+
+
+def _panel(chart: AnyChart, title: str) -> AnyChart:
+    return chart.properties(title=title, height=HEIGHT)
+
+
+def _no_aria(chart: Any) -> Any:
     # No ARIA description per mark: Vega-Lite otherwise evaluates a "time: …; value: …" string for
-    # each of the ~2,000 points a chart draws (~0.3 s of browser CPU for the Overview's five charts);
+    # each of the ~2,000 points a chart draws (~0.3 s of browser CPU for the Overview's five panels);
     # screen readers still get the chart's title, axes and legend. Streamlit does the same above
     # 5,000 rows; the time charts stay below that, so they say it themselves.
-    return chart.properties(title=title, height=HEIGHT).interactive(bind_y=False).configure_mark(aria=False)
+    return chart.configure_mark(aria=False)
+
+
+def stack(*panels: AnyChart) -> alt.VConcatChart:
+    """``panels`` one under another on one shared time axis: drag or scroll in any, all follow.
+
+    One Vega view instead of one per panel: the browser compiles and lays out a single chart, which
+    is most of what the Overview costs to draw (docs/benchmarks.md, Dashboard).
+    """
+    # Each panel its own scale-bound zoom (Vega-Lite names a shared one after its inner views, which
+    # Altair renames); the x scale is shared, so whichever panel moves, the axis of all moves.
+    zoomable = [
+        p.add_params(alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
+        for i, p in enumerate(panels)
+    ]
+    chart = alt.vconcat(*zoomable, spacing=24)
+    return _no_aria(chart.resolve_scale(x="shared", color="independent"))
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
     fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "TTFT (s)", "seconds")
     title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
-    return _finish(_layer(lines, hline(slo_s, frame)), title)
+    return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
 def ceiling_label(ceiling: CeilingInfo) -> str:
@@ -173,13 +201,19 @@ def throughput_chart(
 ) -> AnyChart:
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s", "tok/s")
     if ceiling is None:
-        return _finish(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
+        return _panel(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
     low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
-    band_data = pd.DataFrame({"low": [low], "high": [high]})
-    shade = alt.Chart(band_data).mark_rect(color=COLORS["output tok/s"], opacity=0.12).encode(y="low:Q", y2="high:Q")
+    # The band spans the frame in time too: the panel's zoom sits on its first layer (this one),
+    # and a scale-bound zoom needs a time field to bind to.
+    band_data = pd.DataFrame({"low": [low], "high": [high], "start": [frame.start * 1000], "end": [frame.end * 1000]})
+    shade = (
+        alt.Chart(band_data)
+        .mark_rect(color=COLORS["output tok/s"], opacity=0.12)
+        .encode(x=alt.X("start:T", title=None), x2="end:T", y="low:Q", y2="high:Q")
+    )
     band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
     chart = _layer(shade, lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
-    return _finish(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
+    return _panel(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -194,7 +228,7 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
-    return _finish(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
+    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
 
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
@@ -202,7 +236,7 @@ def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: i
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests", "requests")
     chart = _layer(lines, hline(sweet_spot, frame))
     title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} · red dashes: sweet spot {sweet_spot}"
-    return _finish(chart, title)
+    return _panel(chart, title)
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
@@ -217,7 +251,21 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
         f"KV-cache usage, max per {_step(frame)} (%) · orange: warning {warning * 100:.0f} %, "
         f"red: critical {critical * 100:.0f} %"
     )
-    return _finish(chart, title)
+    return _panel(chart, title)
+
+
+def overview_chart(
+    points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
+    rules: SweetSpotSettings, ceiling: CeilingInfo | None,
+) -> alt.VConcatChart:  # fmt: skip
+    """The Overview's five panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
+    return stack(
+        ttft_chart(ttft, ttft_frame, rules.ttft_p95_slo_s),
+        throughput_chart(points, frame, ceiling),
+        preemption_chart(points, frame),
+        concurrency_chart(points, frame, rules.concurrency),
+        kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
+    )
 
 
 def _step(frame: Frame) -> str:

@@ -242,8 +242,11 @@ def _fingerprint(arg: Any) -> Any:
         return ("repr", repr(arg))
 
 
-def show_chart(builder: Callable[..., Any], *args: Any, height: int = PANEL_HEIGHT, where: Any = None) -> None:
-    """Draw ``builder(*args)`` (an Altair chart) full width; the spec is cached by its inputs."""
+def show_chart(builder: Callable[..., Any], *args: Any, height: int | str = PANEL_HEIGHT, where: Any = None) -> None:
+    """Draw ``builder(*args)`` (an Altair chart) full width; the spec is cached by its inputs.
+
+    ``height``: pixels for one chart, "content" for a stack of panels that sizes itself.
+    """
     key = tuple(_fingerprint(a) for a in args)
     (where or st).vega_lite_chart(_spec(builder.__name__, key, args), width="stretch", height=height)
 

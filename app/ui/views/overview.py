@@ -46,12 +46,7 @@ def live() -> None:
         f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
         f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
     )
-    frame = charts.Frame(span.start, span.end, span.step_s)
-    state.show_chart(charts.ttft_chart, ttft, charts.Frame(span.start, span.end, ttft_step), rules.ttft_p95_slo_s)
-    state.show_chart(charts.throughput_chart, points, frame, figures.ceiling)
-    state.show_chart(charts.preemption_chart, points, frame)
-    state.show_chart(charts.concurrency_chart, points, frame, rules.concurrency)
-    state.show_chart(charts.kv_chart, points, frame, rules.kv_warning, rules.kv_critical)
-
+    frame, ttft_frame = charts.Frame(span.start, span.end, span.step_s), charts.Frame(span.start, span.end, ttft_step)
+    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
 
 live()
