@@ -55,6 +55,13 @@ def test_preemptions_are_per_minute_whatever_the_step():
     assert values[0]["value"] == 24.0  # 2 in 5 s
 
 
+def test_preemption_bars_only_where_there_were_preemptions():
+    points = [point(END - 180, preemptions=0.0), point(END - 120, preemptions=None), point(END - 60, preemptions=1.0)]
+    spec = charts.preemption_chart(points, FRAME).to_dict()
+    (values,) = spec["datasets"].values()
+    assert [row["time"] for row in values] == [(END - 60) * 1000]
+
+
 def test_steps_keep_every_range_under_a_thousand_points():
     for length in state.RANGES.values():
         step = state.nice_step(length)
