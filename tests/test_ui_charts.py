@@ -62,17 +62,19 @@ def test_preemption_bars_only_where_there_were_preemptions():
     assert [row["time"] for row in values] == [(END - 60) * 1000]
 
 
-def test_steps_keep_every_range_under_a_thousand_points():
+def test_steps_keep_every_range_under_five_hundred_points():
     for length in state.RANGES.values():
         step = state.nice_step(length)
-        assert length / step <= 1000
+        assert 150 <= length / step <= 500
     assert state.nice_step(900) == 5
-    assert state.nice_step(30 * 86400) == 3600
+    assert state.nice_step(3600) == 10
+    assert state.nice_step(86400) == 300
+    assert state.nice_step(30 * 86400) == 7200  # a multiple of the hourly rollups
 
 
 def test_relative_ranges_end_on_a_step_boundary():
     span = state.resolve("24h", now=END + 17)
-    assert (span.step_s, span.end % span.step_s, span.end - span.start) == (120.0, 0.0, 86400.0)
+    assert (span.step_s, span.end % span.step_s, span.end - span.start) == (300.0, 0.0, 86400.0)
     assert span.live and span.at == END + 17
     custom = state.resolve("custom", now=END, custom=(END - 7200, END - 3600))
     assert not custom.live and custom.at == END - 3600

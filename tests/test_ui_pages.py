@@ -103,7 +103,7 @@ def test_url_reproduces_the_view(app):
     at.run()
     assert not at.exception
     assert "TTFT P95 · 15m" in texts(at)
-    assert at.sidebar.selectbox(key="range").value == "7d"
+    assert at.sidebar.radio(key="range").value == "7d"
 
 
 def test_a_failing_query_is_one_line_with_the_next_step(app):
@@ -125,4 +125,4 @@ def test_custom_range_from_the_url_is_a_fixed_picture(app):
     at.query_params.update({"range": "custom", "start": "2026-11-29T10:00", "end": "2026-11-29T16:00"})
     at.run()
     assert not at.exception
-    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 30s" in texts(at)
+    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 1m" in texts(at)

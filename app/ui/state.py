@@ -38,7 +38,9 @@ DEFAULT_RANGE = "1h"
 WINDOWS: dict[str, float] = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600}
 DEFAULT_WINDOW = "5m"
 ALL_MODELS = "all models"
-MAX_POINTS = 1000
+# Points per series at most. 500 still puts a point every 2-3 pixels of a full-width chart, and the
+# browser's work grows with the points: 1,000 cost the Overview ~0.3 s more (docs/benchmarks.md).
+MAX_POINTS = 500
 # Steps a series may use: round numbers people read on an axis, and multiples of the 1-minute and
 # hourly rollups once a step reaches them (so the facade can serve it from rollups).
 STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
@@ -144,13 +146,15 @@ def sidebar(targets: list[TargetInfo], now: float) -> View:
     target = st.sidebar.selectbox("Target", names, key="target", bind="query-params") if names else None
     models = [m for t in targets if t.name == target for m in t.models]
     model = st.sidebar.selectbox("Model", [ALL_MODELS, *models], key="model", bind="query-params")
-    range_key = st.sidebar.selectbox(
-        "Time range", [*RANGES, "custom"], index=list(RANGES).index(DEFAULT_RANGE),
+    # Range and window as radio buttons: one click, every choice in sight, and a fraction of what a
+    # drop-down costs the browser to build (docs/benchmarks.md, Dashboard).
+    range_key = st.sidebar.radio(
+        "Time range", [*RANGES, "custom"], index=list(RANGES).index(DEFAULT_RANGE), horizontal=True,
         key="range", bind="query-params", help="Last 15 minutes … 30 days ending now, or a custom range.",
     )  # fmt: skip
     custom = _custom_range(now) if range_key == "custom" else None
-    window = st.sidebar.selectbox(
-        "Verdict window", list(WINDOWS), index=list(WINDOWS).index(DEFAULT_WINDOW), key="window",
+    window = st.sidebar.radio(
+        "Verdict window", list(WINDOWS), index=list(WINDOWS).index(DEFAULT_WINDOW), horizontal=True, key="window",
         bind="query-params", help="Window of the verdict and the KPI tiles (e.g. TTFT P95 over 5 min).",
     )  # fmt: skip
     return View(target, None if model == ALL_MODELS else model, str(range_key), custom, WINDOWS[str(window)])
