@@ -58,8 +58,11 @@ def test_page_in_chromium(browser, base_url, name):
     for text in expected:  # waits for each (the script may still be streaming elements), fails after 20 s
         page.get_by_text(text).first.wait_for(timeout=20000)
     if name.startswith("overview"):  # one chart element holding the five panels, each drawn at full height
-        height = page.locator('[data-testid="stVegaLiteChart"]').first.bounding_box()["height"]
-        assert height >= 5 * HEIGHT, height
+        chart = page.locator('[data-testid="stVegaLiteChart"]').first
+        assert chart.bounding_box()["height"] >= 5 * HEIGHT
+        # and no wider than its element: an overflow would push the newest data off the page's edge
+        drawing = chart.locator("svg.marks, canvas").first.bounding_box()["width"]
+        assert drawing <= chart.bounding_box()["width"] + 1, (drawing, chart.bounding_box()["width"])
     screenshot(page, SCREENSHOTS / f"{name}.png")
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")[:2000]
     page.close()

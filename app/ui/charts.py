@@ -29,7 +29,13 @@ from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
-Y_AXIS = alt.Axis(minExtent=44)  # same width of y labels on every chart: aligned time axes
+# Overview panels: Streamlit sizes every panel of a stacked chart to the full width of the page, so
+# anything drawn left of a plot would push its right end (the newest data) off the page. The y labels
+# therefore sit inside the plot, in a gutter the time scale leaves free (GUTTER px, see _x), just
+# above their grid line; no axis title (each panel's title names its unit).
+GUTTER = 36
+Y_AXIS = alt.Axis(labelAlign="left", labelBaseline="line-bottom", labelPadding=-2, tickSize=0, domain=False,
+                  minExtent=0, maxExtent=0)  # fmt: skip
 THRESHOLD = "#d62728"
 WARNING_COLOR = "#ff7f0e"
 REFERENCE = "#7f7f7f"
@@ -45,6 +51,7 @@ COLORS: dict[str, str] = {
     "KV usage": "#8c564b",
 }
 TIME_FORMAT = "%b %d %H:%M"
+X_AXIS = alt.Axis(format=TIME_FORMAT, labelFlush=True, labelBound=True)  # time labels stay inside the plot
 TOOLTIP_TIME = alt.Tooltip("time:T", title="time", format="%Y-%m-%d %H:%M:%S")
 
 
@@ -76,7 +83,8 @@ def _layer(*layers: Any) -> alt.LayerChart:
 
 
 def _x(frame: Frame) -> alt.X:
-    return alt.X("time:T", title=None, scale=alt.Scale(domain=frame.domain), axis=alt.Axis(format=TIME_FORMAT))
+    scale = alt.Scale(domain=frame.domain, range=[GUTTER, alt.ExprRef("width")])
+    return alt.X("time:T", title=None, scale=scale, axis=X_AXIS)
 
 
 def with_gaps(points: Sequence[Any], step_s: float) -> list[Any]:
@@ -109,7 +117,7 @@ def _num(value: float | None, scale: float) -> float:
     return math.nan if value is None else value * scale
 
 
-def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Chart:
+def _lines(data: pd.DataFrame, frame: Frame, unit: str) -> alt.Chart:
     names = list(dict.fromkeys(data["series"]))
     color = alt.Color(
         "series:N",
@@ -122,7 +130,7 @@ def _lines(data: pd.DataFrame, frame: Frame, y_title: str, unit: str) -> alt.Cha
         .mark_line(invalid="break-paths-show-domains", point=len(data) < 60)
         .encode(
             x=_x(frame),
-            y=alt.Y("value:Q", title=y_title, axis=Y_AXIS),
+            y=alt.Y("value:Q", title=None, axis=Y_AXIS),
             color=color,
             tooltip=[TOOLTIP_TIME, alt.Tooltip("series:N"), alt.Tooltip("value:Q", title=unit, format=".3~f")],
         )
@@ -177,13 +185,14 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
         p.add_params(alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
         for i, p in enumerate(panels)
     ]
-    chart = alt.vconcat(*zoomable, spacing=24)
+    # No padding left and right: the panels already span the page's width (see Y_AXIS).
+    chart = alt.vconcat(*zoomable, spacing=24).properties(padding={"left": 0, "right": 0, "top": 5, "bottom": 5})
     return _no_aria(chart.resolve_scale(x="shared", color="independent"))
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
     fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
-    lines = _lines(long_rows(points, fields, frame.step_s), frame, "TTFT (s)", "seconds")
+    lines = _lines(long_rows(points, fields, frame.step_s), frame, "seconds")
     title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
@@ -199,7 +208,7 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
 def throughput_chart(
     points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None, band: tuple[float, float] = (0.6, 0.8)
 ) -> AnyChart:
-    lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s", "tok/s")
+    lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
     low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
@@ -225,8 +234,8 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
         alt.Chart(data[data["value"] > 0])
         .mark_bar(color=COLORS["preemptions"], width={"band": 1})
         .encode(
-            x=alt.X("time:T", title=None, scale=alt.Scale(domain=frame.domain), axis=alt.Axis(format=TIME_FORMAT)),
-            y=alt.Y("value:Q", title="per minute", scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
+            x=_x(frame),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
@@ -235,15 +244,18 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
     fields = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
-    lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests", "requests")
+    lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests")
     chart = _layer(lines, hline(sweet_spot, frame))
-    title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} · red dashes: sweet spot {sweet_spot}"
+    title = (
+        f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests) · "
+        f"red dashes: sweet spot {sweet_spot}"
+    )
     return _panel(chart, title)
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
-    lines = _lines(long_rows(points, {"kv_cache_usage_max": "KV usage"}, frame.step_s, 100), frame, "%", "%")
-    lines = lines.encode(y=alt.Y("value:Q", title="%", scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
+    lines = _lines(long_rows(points, {"kv_cache_usage_max": "KV usage"}, frame.step_s, 100), frame, "%")
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
     chart = _layer(
         lines,
         hline(warning * 100, frame, WARNING_COLOR),
