@@ -225,7 +225,10 @@ class _RawConnection:
         the following segments as they are read, until the next request.
         """
         if _QUICKACK is not None:
-            self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+            except OSError:
+                pass  # a kernel without it: the answer only comes later, as before
 
     def _exactly(self, length: int) -> bytes:
         if length > MAX_BODY_BYTES:
