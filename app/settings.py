@@ -245,8 +245,14 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
     preset = GATEWAY_PRESETS.get(gateway.preset)
     if preset is None:
         raise ConfigError(f"{key}.preset: unknown preset {gateway.preset!r} (one of {', '.join(GATEWAY_PRESETS)})")
-    explicit = {k: v for k, v in dataclasses.asdict(gateway).items() if v and k in preset and k != "kind"}
-    return dataclasses.replace(gateway, **{**preset, **explicit})
+    # The preset's fields are plain strings: read them directly (asdict deep-copies every field),
+    # and hand back the same settings when the preset is already applied (the collector calls this
+    # every round with the loader's already resolved settings).
+    explicit = {k: getattr(gateway, k) for k in preset if k != "kind" and getattr(gateway, k)}
+    resolved = {**preset, **explicit}
+    if all(getattr(gateway, k) == v for k, v in resolved.items()):
+        return gateway
+    return dataclasses.replace(gateway, **resolved)
 
 
 def _validate(settings: Settings) -> Settings:

@@ -13,10 +13,10 @@ tens of thousands of these payloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from app.errors import ScrapeError
-from collectors.expfmt import SelectiveParser, require_exposition
+from collectors.expfmt import SelectiveParser, Shape, cached_plan, require_exposition
 from collectors.http import ScrapeClient, fetch_text
 from collectors.records import GpuReading
 
@@ -35,6 +35,10 @@ FIELDS: dict[str, tuple[str, Callable[[float], float]]] = {
 }
 
 _PARSER = SelectiveParser(FIELDS)
+# Per GPU, in output order: its fixed fields (uuid, index, name, host) and (field, conversion,
+# index of the sample's value) for each field read. Built from a page's series alone.
+_GpuPlan = tuple[dict[str, object], tuple[tuple[str, Callable[[float], float], int], ...]]
+_PLANS: dict[Shape, tuple[_GpuPlan, ...]] = {}
 
 
 def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:
@@ -43,29 +47,48 @@ def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading
     ``peak_bw_gbps``: configured peak bandwidth (dcgm-exporter does not export bus width or max
     memory clock), stored with source "config"; None leaves the peak unknown. Text that is not
     Prometheus exposition, or has no DCGM GPU sample at all, raises :class:`ScrapeError`.
+
+    Which sample feeds which GPU's field depends only on the page's series, so that plan is cached
+    by page shape (as for vLLM pages) and a usual scrape only converts its values. A NaN sample is
+    skipped (absent, not zero; a repeated sample may then win), which makes the plan depend on the
+    values too: a page with a NaN is planned afresh and not cached.
     """
     try:
-        samples = _PARSER.parse(text)
+        names, blocks, labels, values = _PARSER.parse_columns(text)
     except ScrapeError as exc:
         raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT) from None
-    gpus: dict[tuple[str, str], dict[str, object]] = {}
-    for sample_name, labels, value in samples:
-        target = FIELDS.get(sample_name)
-        if target is None or math.isnan(value):
+    total = sum(values)  # NaN when any value is NaN (or when inf and -inf meet: planned afresh, still right)
+    plan = cached_plan(_PLANS, names, blocks if total == total else None, lambda: _plan(names, labels, values))
+    if not plan:
+        require_exposition(text, HINT)
+        raise ScrapeError("no DCGM_FI_* GPU sample in the payload; is this a dcgm-exporter?", HINT)
+    return tuple(
+        _reading({**fixed, **{field: convert(values[i]) for field, convert, i in fields}}, peak_bw_gbps)
+        for fixed, fields in plan
+    )
+
+
+def _plan(names: Sequence[str], labels: Sequence[Mapping[str, str]], values: Sequence[float]) -> tuple[_GpuPlan, ...]:
+    gpus: dict[tuple[str, str], tuple[dict[str, object], dict[str, tuple[Callable[[float], float], int]]]] = {}
+    for i, (sample_name, sample_labels, value) in enumerate(zip(names, labels, values, strict=True)):
+        if math.isnan(value):
             continue
-        host, index, uuid = labels.get("Hostname", ""), labels.get("gpu", ""), labels.get("UUID", "")
+        get = sample_labels.get
+        host, index, uuid = get("Hostname", ""), get("gpu", ""), get("UUID", "")
         if not (uuid or index):
             continue
         # Without a UUID label (unusual exporter configs) host + index still names one GPU.
         key = (host, uuid or f"{host or 'host'}/gpu{index}")
-        gpu = gpus.setdefault(key, {"uuid": key[1], "index": _int(index), "name": labels.get("modelName") or None})
-        gpu["host"] = host or None
-        name, convert = target
-        gpu.setdefault(name, convert(value))  # first sample wins (MIG exporters repeat fields)
-    if not gpus:
-        require_exposition(text, HINT)
-        raise ScrapeError("no DCGM_FI_* GPU sample in the payload; is this a dcgm-exporter?", HINT)
-    return tuple(_reading(fields, peak_bw_gbps) for _, fields in sorted(gpus.items(), key=_order))
+        fixed: dict[str, object] = {
+            "uuid": key[1], "index": _int(index), "name": get("modelName") or None, "host": host or None
+        }
+        _, fields = gpus.setdefault(key, (fixed, {}))
+        name, convert = FIELDS[sample_name]
+        fields.setdefault(name, (convert, i))  # first sample wins (MIG exporters repeat fields)
+    return tuple(
+        (fixed, tuple((name, convert, i) for name, (convert, i) in fields.items()))
+        for _, (fixed, fields) in sorted(gpus.items(), key=_order)
+    )
 
 
 def scrape_dcgm(
@@ -95,7 +118,7 @@ def _int(text: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _order(item: tuple[tuple[str, str], dict[str, object]]) -> tuple[str, int, str]:
-    (host, uuid), fields = item
-    index = fields.get("index")
+def _order(item: tuple[tuple[str, str], tuple[dict[str, object], object]]) -> tuple[str, int, str]:
+    (host, uuid), (fixed, _) = item
+    index = fixed["index"]
     return host, index if isinstance(index, int) else -1, uuid

@@ -21,14 +21,18 @@ ignored (the caller decides whether "nothing found" is an error).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
+from typing import TypeVar
 
 from app.errors import ScrapeError
 
 # (sample name, labels, value). Labels are read-only and shared between samples and parses.
 Sample = tuple[str, Mapping[str, str], float]
+# A page's series: (sample names, raw label blocks) in page order, as parse_columns returns them.
+Shape = tuple[tuple[str, ...], tuple[str, ...]]
+Plan = TypeVar("Plan")
 
 _NAME_CHARS = "A-Za-z0-9_:"
 _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -105,6 +109,29 @@ class SelectiveParser:
 def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     """One-off convenience: ``SelectiveParser(wanted).parse(text)`` (compiles the pattern each call)."""
     return SelectiveParser(wanted).parse(text)
+
+
+def cached_plan(
+    plans: dict[Shape, Plan], names: tuple[str, ...], blocks: tuple[str, ...] | None, build: Callable[[], Plan],
+    size: int = 64,
+) -> Plan:
+    """The plan of a page of this shape: the one in ``plans`` if built before, else ``build()`` (kept).
+
+    A plan is what a collector derives from a page's series alone (which sample feeds which figure),
+    so a page with the same series, the usual scrape, only fills its values in. ``blocks`` None (a
+    page that took the careful pass, or one the caller will not cache) always builds. ``plans`` is
+    bounded by clearing: pages of distinct shapes are few (one per target and layout), and endless
+    distinct shapes must not grow memory forever.
+    """
+    key = (names, blocks) if blocks is not None else None
+    plan = plans.get(key) if key is not None else None
+    if plan is None:
+        plan = build()
+        if key is not None:
+            if len(plans) >= size:
+                plans.clear()
+            plans[key] = plan
+    return plan
 
 
 def _fast(

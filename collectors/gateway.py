@@ -19,18 +19,26 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
 from app.settings import GatewaySettings, apply_gateway_preset
-from collectors.expfmt import require_exposition
+from collectors.expfmt import SelectiveParser, require_exposition
 from collectors.http import ScrapeClient, fetch_text
 from collectors.records import GatewayReading
 
 HINT_URL = "Check targets[].gateway.url"
 _NAME_AT_LINE_START = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", re.MULTILINE)
+_VALID_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+# Blanks other than space, tab and newline (str.splitlines and str.split cut at some of them, the
+# selective parser does not): the fast path leaves pages with any of them.
+_ASCII_ODD_BLANKS = "\r\x0b\x0c\x1c\x1d\x1e\x1f"
+_ODD_BLANK = re.compile(r"[^\S \t\n]")
+_CACHE_MAX = 64
+_QUERIES: dict[str, _Query] = {}
 
 
 def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClient | None = None) -> GatewayReading:
@@ -67,33 +75,123 @@ def resolve_preset(settings: GatewaySettings) -> GatewaySettings:
 
 def queue_from_prometheus(text: str, metric: str, labels: dict[str, str] | None = None) -> float | None:
     """Sum of the samples named by ``metric`` (``a+b``, ``a|b``) whose labels include ``labels``."""
-    terms = [[name.strip() for name in term.split("|") if name.strip()] for term in metric.split("+")]
-    if not metric.strip() or not all(terms):
-        raise ScrapeError(f"gateway metric {metric!r} is empty or malformed", "Set targets[].gateway.metric")
-    wanted = {name for term in terms for name in term}
-    samples, declared = _parse_selected(text, wanted)
-    values = [_term(term, samples, declared, labels or {}, text) for term in terms]
+    query = _QUERIES.get(metric) or _query(metric)
+    samples, declared = _fast_selected(text, query) or _parse_selected(text, query.wanted)
+    values = [_term(term, samples, declared, labels or {}, text) for term in query.terms]
     present = [v for v in values if v is not None]
     return math.fsum(present) if present else None
 
 
-def _parse_selected(text: str, wanted: set[str]) -> tuple[dict[str, list[Any]], set[str]]:
+class _Query:
+    """A ``metric`` setting read once: its terms, the names they read, and the fast path's tools."""
+
+    def __init__(self, metric: str) -> None:
+        terms = [[name.strip() for name in term.split("|") if name.strip()] for term in metric.split("+")]
+        if not metric.strip() or not all(terms):
+            raise ScrapeError(f"gateway metric {metric!r} is empty or malformed", "Set targets[].gateway.metric")
+        self.terms = terms
+        self.wanted = frozenset(name for term in terms for name in term)
+        # The fast path reads names the reference parser would accept as names; any other goes the
+        # reference's way.
+        self.parser = SelectiveParser(self.wanted) if all(map(_VALID_NAME.fullmatch, self.wanted)) else None
+        names = "|".join(map(re.escape, sorted(self.wanted, key=len, reverse=True)))
+        # HELP and TYPE lines of the wanted names, as _line_name keeps them (fast path only, where
+        # no line starts with a blank and the only blanks are spaces and tabs).
+        self.comments = re.compile(rf"\n(#[ \t]+(?:HELP|TYPE)[ \t]+(?:{names})(?![^ \t\n])[^\n]*)")
+        # comment lines → the names they declare, or None when the fast path cannot vouch for the page
+        self.declared: dict[tuple[str, ...], frozenset[str] | None] = {}
+
+
+def _query(metric: str) -> _Query:
+    query = _Query(metric)
+    if len(_QUERIES) >= _CACHE_MAX:
+        _QUERIES.clear()  # settings are few; endless distinct ones must not grow memory forever
+    _QUERIES[metric] = query
+    return query
+
+
+def _fast_selected(text: str, query: _Query) -> tuple[dict[str, list[Any]], frozenset[str]] | None:
+    """What _parse_selected returns, read by the selective parser; None when only the reference can say.
+
+    _parse_selected filters lines in Python and parses them with prometheus_client's parser: 45 µs
+    of CPU for the simulator's 1.3 KB gateway page (15 µs here), 34 ms for a 0.9 MB Envoy-like page
+    (6 ms here). The selective parser reads the same samples (tests/test_expfmt.py) except where
+    its docstring says; those pages go the reference's way: a wanted line it refuses (the
+    reference may skip it), a ``# TYPE x counter`` of a wanted name (the reference renames the
+    samples to ``x_total``), lines the two split or filter differently (a line starting with a
+    blank, blanks other than spaces and tabs), and HELP/TYPE lines the reference refuses.
+    tests/test_gateway_collector.py checks the two paths against each other on generated pages.
+    """
+    if query.parser is None or not _plain_blanks(text):
+        return None
+    try:
+        names, _, labels, values = query.parser.parse_columns(text)
+    except ScrapeError:
+        return None
+    comments = tuple(query.comments.findall("\n" + text))
+    if comments in query.declared:
+        declared = query.declared[comments]
+    else:
+        declared = _declared(comments, query.wanted)
+        if len(query.declared) >= _CACHE_MAX:
+            query.declared.clear()
+        query.declared[comments] = declared
+    if declared is None:
+        return None
+    samples: dict[str, list[Any]] = {}
+    for sample in zip(names, labels, values, strict=True):
+        samples.setdefault(sample[0], []).append(sample)
+    return samples, declared
+
+
+def _plain_blanks(text: str) -> bool:
+    """No line starts with a blank, and every blank is a space, a tab or a newline.
+
+    Substring tests (C loops over the text) rather than one regular expression: a regex testing
+    each character for Unicode whitespace cost 40 µs on a 1.3 KB page.
+    """
+    if text[:1] in (" ", "\t") or "\n " in text or "\n\t" in text:
+        return False
+    if text.isascii():
+        return not any(blank in text for blank in _ASCII_ODD_BLANKS)
+    return _ODD_BLANK.search(text) is None
+
+
+def _declared(comments: tuple[str, ...], wanted: frozenset[str]) -> frozenset[str] | None:
+    """The names the HELP/TYPE lines of a page declare, as the reference reads them; None when the
+    reference refuses one, or types a wanted name as a counter (it would rename that name's samples)."""
+    try:
+        _, declared, counters = _reference(comments)
+    except ScrapeError:
+        return None
+    return None if counters & wanted else frozenset(declared)
+
+
+def _parse_selected(text: str, wanted: Collection[str]) -> tuple[dict[str, list[Any]], frozenset[str]]:
     """Parse only the lines of the wanted names (gateway payloads such as Envoy's run to megabytes).
 
     Line filtering is safe: the text format escapes newlines inside label values.
     """
-    kept = [line for line in text.splitlines() if _line_name(line) in wanted]
+    samples, declared, _ = _reference([line for line in text.splitlines() if _line_name(line) in wanted])
+    return samples, frozenset(declared)
+
+
+def _reference(lines: Sequence[str]) -> tuple[dict[str, list[Any]], set[str], set[str]]:
+    """prometheus_client's reading of ``lines``: samples by name, declared names, counter family names."""
     try:
-        families = list(text_string_to_metric_families("\n".join(kept) + "\n"))
+        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
     except (ValueError, TypeError, IndexError) as exc:
         raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT_URL) from None
     samples: dict[str, list[Any]] = {}
     declared: set[str] = set()
+    counters: set[str] = set()
     for family in families:
+        if family.type == "counter":
+            counters.add(family.name)
         declared.update({family.name, family.name + "_total"} if family.type == "counter" else {family.name})
         for sample in family.samples:
             samples.setdefault(sample.name, []).append(sample)
-    return samples, declared
+    return samples, declared, counters
 
 
 def _line_name(line: str) -> str:
@@ -109,18 +207,19 @@ def _line_name(line: str) -> str:
 
 
 def _term(
-    names: list[str], samples: dict[str, list[Any]], declared: set[str], labels: dict[str, str], text: str
+    names: list[str], samples: dict[str, list[Any]], declared: frozenset[str], labels: dict[str, str], text: str
 ) -> float | None:
+    # A sample is (name, labels, value, ...): prometheus_client's Sample or the fast path's tuple.
     for name in names:
         if name in samples:
-            matching = [s for s in samples[name] if all(s.labels.get(k) == v for k, v in labels.items())]
+            matching = [s for s in samples[name] if all(s[1].get(k) == v for k, v in labels.items())]
             if not matching:
-                seen = "; ".join(sorted({_labels(s.labels) for s in samples[name]})[:3])
+                seen = "; ".join(sorted({_labels(s[1]) for s in samples[name]})[:3])
                 raise ScrapeError(
                     f"no sample of {name} has the labels {_labels(labels)} (seen: {seen})",
                     "Check targets[].gateway.labels",
                 )
-            values = [s.value for s in matching if not math.isnan(s.value)]
+            values = [s[2] for s in matching if not math.isnan(s[2])]
             return math.fsum(values) if values else None
         if name in declared:
             return None  # declared, no sample yet: absent rather than zero

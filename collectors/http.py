@@ -30,7 +30,10 @@ MAX_HEADER_BYTES = 64 * 1024
 _RECV = 65536
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, http.client.CannotSendRequest)
 _UNSAFE = re.compile(r"[\x00-\x20\x7f-\U0010ffff]")  # what may not go into a request line as is
+_ROUTES_MAX = 256
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only; elsewhere acknowledgements are the OS's
 Origin = tuple[str, str, int]
+_Route = tuple[Origin, str, bytes | None]  # origin, path, the raw client's request (None: http.client)
 
 
 class _Unsupported(Exception):
@@ -47,23 +50,20 @@ class ScrapeClient:
     def __init__(self) -> None:
         self._connections: dict[Origin, _RawConnection | http.client.HTTPConnection] = {}
         self._fallback: set[Origin] = set()  # origins the raw client gave up on: straight to http.client
+        self._routes: dict[str, _Route] = {}
         self._lock = threading.Lock()
 
     def get(self, url: str, timeout_s: float) -> tuple[int, bytes]:
         """GET ``url``; returns (status, body). Transport errors propagate as OSError/HTTPException."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("not an http(s) URL")
-        origin = (parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        host = parts.netloc.rpartition("@")[2]
+        route = self._routes.get(url) or self._route(url)
+        origin, path, request = route
         with self._lock:
             connection = self._connections.pop(origin, None)
             raw_ok = origin not in self._fallback
-        if raw_ok and parts.scheme == "http" and not _UNSAFE.search(path + host):
+        if raw_ok and request is not None:
             if connection is None or isinstance(connection, _RawConnection):
                 try:
-                    return self._raw_get(origin, connection, host, path, timeout_s)
+                    return self._raw_get(origin, connection, request, timeout_s)
                 except _Unsupported:
                     with self._lock:
                         self._fallback.add(origin)
@@ -72,6 +72,30 @@ class ScrapeClient:
             connection.close()
             connection = None
         return self._client_get(origin, connection, path, timeout_s)
+
+    def _route(self, url: str) -> _Route:
+        """Origin, path and raw request bytes (None: not for the raw client) of ``url``, remembered.
+
+        A collector GETs the same few URLs every round: splitting and checking them once saves
+        ~10 µs of CPU per GET.
+        """
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http(s) URL")
+        origin = (parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host = parts.netloc.rpartition("@")[2]
+        request = None
+        if parts.scheme == "http" and not _UNSAFE.search(path + host):
+            request = (
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {ACCEPT_TEXT}\r\n"
+                f"User-Agent: {USER_AGENT}\r\nAccept-Encoding: identity\r\n\r\n"
+            ).encode("ascii")
+        with self._lock:
+            if len(self._routes) >= _ROUTES_MAX:
+                self._routes.clear()  # URLs built per call must not grow memory forever
+            self._routes[url] = route = (origin, path, request)
+        return route
 
     def close(self) -> None:
         with self._lock:
@@ -87,12 +111,8 @@ class ScrapeClient:
             old.close()
 
     def _raw_get(
-        self, origin: Origin, connection: _RawConnection | None, host: str, path: str, timeout_s: float
+        self, origin: Origin, connection: _RawConnection | None, request: bytes, timeout_s: float
     ) -> tuple[int, bytes]:
-        request = (
-            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {ACCEPT_TEXT}\r\n"
-            f"User-Agent: {USER_AGENT}\r\nAccept-Encoding: identity\r\n\r\n"
-        ).encode("ascii")
         if connection is not None:
             try:
                 status, body, reusable = connection.request(request, timeout_s, reused=True)
@@ -145,6 +165,7 @@ class _RawConnection:
         self.sock = socket.create_connection((host, port), timeout_s)
         # As http.client does: the request goes out in one send, so Nagle only adds latency.
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout_s = timeout_s
         self.buf = b""
 
     def close(self) -> None:
@@ -153,7 +174,9 @@ class _RawConnection:
     def request(self, request: bytes, timeout_s: float, reused: bool) -> tuple[int, bytes, bool]:
         """Send ``request``; returns (status, body, whether the connection can be reused)."""
         sock = self.sock
-        sock.settimeout(timeout_s)
+        if timeout_s != self.timeout_s:  # settimeout is a syscall: skip it when nothing changes
+            sock.settimeout(timeout_s)
+            self.timeout_s = timeout_s
         try:
             sock.sendall(request)
             data = sock.recv(_RECV)
@@ -171,12 +194,15 @@ class _RawConnection:
                 break
             if len(data) > MAX_HEADER_BYTES:
                 raise _Unsupported
+            self._ack_now()
             more = sock.recv(_RECV)
             if not more:
                 raise http.client.RemoteDisconnected("Remote end closed connection in the headers")
             data += more
         status, version11, length, chunked, close = _head(data[:end])
         self.buf = data[end + 4:]
+        if status not in (204, 304) and (length is None or len(self.buf) < length):
+            self._ack_now()
         if status in (204, 304):
             body, framed = b"", True
         elif chunked:
@@ -187,6 +213,22 @@ class _RawConnection:
             body, framed = self._until_close(), False
         reusable = framed and version11 and not close and not self.buf
         return status, body, reusable
+
+    def _ack_now(self) -> None:
+        """Acknowledge what arrived at once, before waiting for the rest of the answer.
+
+        Servers that write the headers and the body in two sends without TCP_NODELAY (Python's
+        http.server, wsgiref, hence prometheus_client's own exporter) hold the body back (Nagle)
+        until the headers are acknowledged, and Linux delays that acknowledgement by 40 ms: every
+        GET then waited 40 ms, and the collector slept twice per GET, paying the cold caches of a
+        wake-up twice. Setting TCP_QUICKACK sends the pending acknowledgement now and acknowledges
+        the following segments as they are read, until the next request.
+        """
+        if _QUICKACK is not None:
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+            except OSError:
+                pass  # a kernel without it: the answer only comes later, as before
 
     def _exactly(self, length: int) -> bytes:
         if length > MAX_BODY_BYTES:

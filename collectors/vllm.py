@@ -23,7 +23,7 @@ from typing import Any, cast
 
 from app.errors import ScrapeError
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
-from collectors.expfmt import SelectiveParser
+from collectors.expfmt import SelectiveParser, Shape, cached_plan
 from collectors.http import ScrapeClient, fetch_text
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
@@ -41,9 +41,8 @@ Expr = int | tuple[int, ...]
 # (key, expr, "sum" | "max") per figure; histograms: (key, bounds, cumulative exprs, count, sum, merged).
 Figures = tuple[tuple[str, Expr, str], ...]
 HistPlan = tuple[str, tuple[float, ...], tuple[Expr, ...], Expr | None, Expr | None, bool]
-# Plans by page shape: (sample names, label blocks) in page order. Counted pages are few (one per
-# target and layout), so a small map bounded by clearing is enough.
-_PLANS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+# Plans by page shape (sample names, label blocks), see expfmt.cached_plan.
+_PLANS: dict[Shape, _Plan] = {}
 _PLANS_MAX = 64
 
 
@@ -70,14 +69,10 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
     usual case) only fills values in. The plan is built by the same code either way.
     """
     names, blocks, labels, values = _PARSER.parse_columns(text)
-    key = (names, blocks) if blocks is not None else None
-    plan = _PLANS.get(key) if key is not None else None
-    if plan is None:
-        plan = _plan(list(zip(names, labels, range(len(names)), strict=True)), source)
-        if key is not None:
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.clear()  # endless distinct shapes must not grow memory forever
-            _PLANS[key] = plan
+    plan = cached_plan(
+        _PLANS, names, blocks, lambda: _plan(list(zip(names, labels, range(len(names)), strict=True)), source),
+        _PLANS_MAX,
+    )
     return plan.fill(values)
 
 

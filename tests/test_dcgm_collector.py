@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.errors import ScrapeError
+from collectors import dcgm
 from collectors.bandwidth import bandwidth_figure
 from collectors.dcgm import parse_dcgm, scrape_dcgm
 from tests.support.http_server import closed_port_url, serve
@@ -90,3 +91,69 @@ def test_http_500_and_unreachable_raise_scrape_error():
             scrape_dcgm(f"{base}/metrics", timeout_s=2.0)
     with pytest.raises(ScrapeError, match="cannot reach .*connection refused"):
         scrape_dcgm(closed_port_url(), timeout_s=2.0)
+
+
+# -- the plan cache: a page whose series match an earlier one reuses its plan, and only then ------
+
+GPUS = (("0", "GPU-a", "H200", "n1"), ("1", "GPU-b", "H200", "n1"))
+
+
+def _page(gpus=GPUS, n: int = 5, fields=("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP")) -> str:
+    """A small dcgm-exporter page; every argument but ``n`` changes its series set."""
+    lines = []
+    for field in fields:
+        lines.append(f"# TYPE {field} gauge")
+        for index, uuid, model, host in gpus:
+            block = f'gpu="{index}",UUID="{uuid}",modelName="{model}",Hostname="{host}"'
+            lines.append(f"{field}{{{block}}} {n + int(index)}")
+    return "\n".join(lines) + "\n"
+
+
+def _uncached(text: str, peak_bw_gbps: float | None = None):
+    dcgm._PLANS.clear()
+    return parse_dcgm(text, peak_bw_gbps)
+
+
+@pytest.mark.parametrize(
+    ("second", "check"),
+    [
+        (_page(n=7), lambda r: r[1].temperature_c == 8),
+        (_page(gpus=(*GPUS, ("2", "GPU-c", "H200", "n1"))), lambda r: len(r) == 3),
+        (_page(gpus=(GPUS[0], ("1", "GPU-z", "H200", "n1"))), lambda r: r[1].uuid == "GPU-z"),
+        (_page(gpus=(GPUS[0], ("1", "GPU-b", "H100", "n1"))), lambda r: r[1].name == "H100"),
+        (_page(gpus=(GPUS[0], ("1", "GPU-b", "H200", "n0"))), lambda r: r[0].host == "n0"),
+        (_page(gpus=(GPUS[1], GPUS[0])), lambda r: [g.uuid for g in r] == ["GPU-a", "GPU-b"]),
+        (_page(fields=("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_FREE")),
+         lambda r: r[0].memory_total_bytes == 10 * 1024 * 1024),
+    ],
+    ids=["values only", "new GPU", "GPU replaced", "new model name", "other host", "reordered", "fields reordered"],
+)
+def test_plan_cache_never_reuses_the_structure_of_another_series_set(second, check):
+    expected = _uncached(second)
+    assert check(expected)
+    _uncached(_page())
+    got = parse_dcgm(second)  # with the first page's plan cached
+    assert repr(got) == repr(expected)  # repr: NaN-safe and order-sensitive
+    assert len(dcgm._PLANS) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
+
+
+def test_a_nan_page_is_planned_afresh_not_from_the_cache():
+    # The first sample of a field wins, but a NaN sample is skipped (absent, not zero), so a repeated
+    # sample (MIG exporters) wins instead: which sample feeds a field depends on the values here.
+    line = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} %s\n'
+    first, second = line % "40" + line % "41", line % "NaN" + line % "41"
+    assert parse_dcgm(first)[0].temperature_c == 40
+    assert parse_dcgm(second)[0].temperature_c == 41
+    assert repr(parse_dcgm(second)) == repr(_uncached(second))
+    with pytest.raises(ScrapeError, match="no DCGM_FI_"):
+        parse_dcgm(line % "NaN")  # a GPU whose every sample is NaN is not there at all
+
+
+def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
+    dcgm._PLANS.clear()
+    a, b = parse_dcgm(_page(n=5)), parse_dcgm(_page(n=6))
+    assert len(dcgm._PLANS) == 1  # the second page reused the first's plan
+    assert (a[0].temperature_c, b[0].temperature_c, b[1].memory_used_bytes) == (5, 6, 7 * MIB)
+    expected = _uncached(PAYLOAD, 4800.0)
+    assert repr(parse_dcgm(PAYLOAD, 4800.0)) == repr(expected)  # cached, with the peak given at fill time
+    assert parse_dcgm(PAYLOAD)[0].peak_bw_gbps is None

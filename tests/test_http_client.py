@@ -15,6 +15,7 @@ from app.errors import ScrapeError
 from collectors.http import ScrapeClient, fetch_text
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
+SMALL_PAGE = PAGE[:1500]  # under one TCP segment: Nagle holds a small body back, not a large one
 
 
 class CountingServer(ThreadingHTTPServer):
@@ -41,7 +42,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.server.paths.append(self.path)
-        body = PAGE
+        body = SMALL_PAGE if self.mode == "small" else PAGE
         if self.mode == "error":
             self.send_response(500)
             self.send_header("Content-Length", "5")
@@ -124,6 +125,39 @@ def test_content_length_and_keep_alive_reuse(serve) -> None:
         client.close()
     assert server.accepted == 1
     assert server.paths == ["/metrics?x=1"] * 5
+
+
+def test_each_url_keeps_its_own_path_and_query(serve) -> None:
+    # the client remembers each URL's parsed route: two URLs of one origin must never share one
+    server = serve("length")
+    client = ScrapeClient()
+    try:
+        for _ in range(2):
+            for path in ("/metrics", "/metrics?x=2", "/other"):
+                assert client.get(url(server, path), 2.0) == (200, PAGE)
+        with pytest.raises(ValueError):
+            client.get("ftp://127.0.0.1/metrics", 2.0)
+    finally:
+        client.close()
+    assert server.paths == ["/metrics", "/metrics?x=2", "/other"] * 2
+    assert server.accepted == 1
+
+
+def test_body_sent_after_the_headers_is_not_held_back_by_delayed_acks(serve) -> None:
+    # http.server writes the headers, then the body, without TCP_NODELAY: Nagle holds the body until
+    # the headers are acknowledged, and Linux delays that acknowledgement by 40 ms unless asked.
+    server = serve("small")
+    client = ScrapeClient()
+    try:
+        client.get(url(server), 2.0)
+        start = time.monotonic()
+        for _ in range(10):
+            assert client.get(url(server), 2.0) == (200, SMALL_PAGE)
+        elapsed = time.monotonic() - start
+    finally:
+        client.close()
+    if scrape_http._QUICKACK is not None:
+        assert elapsed < 0.3  # 10 × 40 ms = 0.4 s at least when each GET waits for the delayed ack
 
 
 def test_chunked_body_is_reassembled_and_the_connection_reused(serve) -> None:
