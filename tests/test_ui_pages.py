@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,14 @@ def app(tmp_path, monkeypatch):
 def texts(at: AppTest) -> str:
     parts = [e.value for e in (*at.markdown, *at.caption, *at.header, *at.subheader)]
     parts += [e.body for e in (*at.error, *at.warning, *at.success, *at.info)]
-    parts += [f"{m.label} {m.value} {m.delta}" for m in at.metric]
+    parts += [tile_text(h.proto.body) for h in at.get("html")]
     return "\n".join(str(p) for p in parts).replace("**", "")
+
+
+def tile_text(html: str) -> str:
+    """A KPI tile block as text, tile by tile: "label value context" (what the st.metric tiles read as)."""
+    tiles = re.findall(r'title="[^"]*"><div[^>]*>(.*?)</div><div[^>]*>(.*?)</div><div[^>]*>(.*?)</div>', html)
+    return "\n".join(" ".join(unescape(part) for part in tile) for tile in tiles)
 
 
 def run_page(at: AppTest, page: str) -> AppTest:
@@ -126,3 +134,11 @@ def test_custom_range_from_the_url_is_a_fixed_picture(app):
     at.run()
     assert not at.exception
     assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 1m" in texts(at)
+
+
+def test_tiles_are_escaped_and_keep_their_help():
+    from app.ui.widgets import Tile, tiles_html
+
+    html = tiles_html([Tile('KV <usage> "max"', "98 %", "warn 90 % & crit 98 %", 'help with "quotes"')])
+    assert tile_text(html) == 'KV <usage> "max" 98 % warn 90 % & crit 98 %'
+    assert "<usage>" not in html and 'title="help with &quot;quotes&quot;"' in html

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from html import escape
 
 import streamlit as st
 
@@ -70,13 +71,27 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     ]  # fmt: skip
 
 
-def show_tiles(tiles: Sequence[Tile], per_row: int = 3) -> None:
-    # Three per row: six abreast truncate "119 tok/s" and its context on a laptop screen.
-    for first in range(0, len(tiles), per_row):
-        for column, tile in zip(st.columns(per_row), tiles[first : first + per_row], strict=False):
-            column.metric(
-                tile.label, tile.value, tile.context, delta_color="off", delta_arrow="off", help=tile.help, border=True
-            )
+# The tiles are one HTML block, not six st.metric elements in two rows of columns: the browser builds
+# one element instead of twenty (~0.15 s of the Overview's render, docs/benchmarks.md). Colours are
+# relative (opacity, grey borders) so light and dark themes both read; a tile's title is its help.
+TILE_GRID = "display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:1rem"
+TILE = "border:1px solid rgba(128,128,128,0.3);border-radius:0.5rem;padding:0.75rem 1rem"
+TILE_VALUE = "font-size:2.25rem;line-height:1.3;white-space:nowrap;overflow:hidden;text-overflow:ellipsis"
+TILE_CONTEXT = "display:inline-block;font-size:0.875rem;padding:0 0.4rem;border-radius:0.5rem;background:rgba(128,128,128,0.12)"
+
+
+def tiles_html(tiles: Sequence[Tile]) -> str:
+    """The tiles as one HTML block: label (its help on hover), value, and the reference it is read against."""
+    cells = "".join(
+        f'<div style="{TILE}" title="{escape(t.help)}"><div style="font-size:0.875rem">{escape(t.label)}</div>'
+        f'<div style="{TILE_VALUE}">{escape(t.value)}</div><div style="{TILE_CONTEXT}">{escape(t.context)}</div></div>'
+        for t in tiles
+    )
+    return f'<div style="{TILE_GRID}">{cells}</div>'
+
+
+def show_tiles(tiles: Sequence[Tile]) -> None:
+    st.html(tiles_html(tiles))
 
 
 def bandwidth_text(g: GpuFigures) -> str:

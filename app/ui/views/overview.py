@@ -42,7 +42,8 @@ def live() -> None:
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first)
     widgets.show_tiles(widgets.kpi_tiles(figures, rules))
     st.caption(
-        f"Tiles and verdict: the {format_duration(view.window_s)} up to {clock(span.at)}. Charts: "
+        f"Tiles (hover one for what it measures) and verdict: the {format_duration(view.window_s)} up to "
+        f"{clock(span.at)}. Charts: "
         f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
         f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
     )
