@@ -142,3 +142,17 @@ def test_tiles_are_escaped_and_keep_their_help():
     html = tiles_html([Tile('KV <usage> "max"', "98 %", "warn 90 % & crit 98 %", 'help with "quotes"')])
     assert tile_text(html) == 'KV <usage> "max" 98 % warn 90 % & crit 98 %'
     assert "<usage>" not in html and 'title="help with &quot;quotes&quot;"' in html
+
+
+def test_few_choices_are_radio_buttons_many_a_drop_down(app):
+    from app.ui.state import RADIO_MAX
+
+    at = app(FakeReader(time.time()))
+    at.run()
+    assert at.sidebar.radio(key="target").options == ["demo"]
+    many = [f"t{i}" for i in range(RADIO_MAX + 1)]
+    at = AppTest.from_string(
+        "from app.ui import state\n"
+        f"state._choice('Target', {many!r}, key='target')\n"
+    ).run()
+    assert at.sidebar.selectbox(key="target").options == many

@@ -143,9 +143,9 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def sidebar(targets: list[TargetInfo], now: float) -> View:
     """Target, model, range and window pickers, bound to the URL; returns the view they describe."""
     names = [t.name for t in targets]
-    target = st.sidebar.selectbox("Target", names, key="target", bind="query-params") if names else None
+    target = _choice("Target", names, key="target") if names else None
     models = [m for t in targets if t.name == target for m in t.models]
-    model = st.sidebar.selectbox("Model", [ALL_MODELS, *models], key="model", bind="query-params")
+    model = _choice("Model", [ALL_MODELS, *models], key="model")
     # Range and window as radio buttons: one click, every choice in sight, and a fraction of what a
     # drop-down costs the browser to build (docs/benchmarks.md, Dashboard).
     range_key = st.sidebar.radio(
@@ -158,6 +158,15 @@ def sidebar(targets: list[TargetInfo], now: float) -> View:
         bind="query-params", help="Window of the verdict and the KPI tiles (e.g. TTFT P95 over 5 min).",
     )  # fmt: skip
     return View(target, None if model == ALL_MODELS else model, str(range_key), custom, WINDOWS[str(window)])
+
+
+RADIO_MAX = 6  # up to this many choices are radio buttons (one click, all in sight); more, a drop-down
+
+
+def _choice(label: str, options: list[str], key: str) -> Any:
+    if len(options) <= RADIO_MAX:
+        return st.sidebar.radio(label, options, key=key, bind="query-params")
+    return st.sidebar.selectbox(label, options, key=key, bind="query-params")
 
 
 def _custom_range(now: float) -> tuple[float, float]:
