@@ -7,7 +7,7 @@ Conventions every chart follows, so pages look alike:
 - a missing value (``None``) is a gap: missing steps are filled with NaN rows and lines break there
   (``invalid="break-paths-show-domains"``), never drawn through zero;
 - one colour per figure across pages (:data:`COLORS`), thresholds in red dashes, references in grey;
-- tooltips carry the unit; marks carry no per-point ARIA description (see :func:`_finish`).
+- tooltips carry the unit; marks carry no per-point ARIA description (see :func:`_no_aria`).
 """
 
 from __future__ import annotations
