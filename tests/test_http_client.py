@@ -160,26 +160,19 @@ def test_body_sent_after_the_headers_is_not_held_back_by_delayed_acks(serve) -> 
         assert elapsed < 0.3  # 10 × 40 ms = 0.4 s at least when each GET waits for the delayed ack
 
 
-def test_chunked_body_is_reassembled_and_the_connection_reused(serve) -> None:
-    server = serve("chunked")
+@pytest.mark.parametrize(
+    ("mode", "connections"),
+    [("chunked", 1), ("close", 3)],  # a chunked body is reassembled and the connection reused; "close" is honoured
+)
+def test_body_framing_and_connection_reuse(serve, mode, connections) -> None:
+    server = serve(mode)
     client = ScrapeClient()
     try:
         for _ in range(3):
             assert client.get(url(server), 2.0) == (200, PAGE)
     finally:
         client.close()
-    assert server.accepted == 1
-
-
-def test_connection_close_after_each_response(serve) -> None:
-    server = serve("close")
-    client = ScrapeClient()
-    try:
-        for _ in range(3):
-            assert client.get(url(server), 2.0) == (200, PAGE)
-    finally:
-        client.close()
-    assert server.accepted == 3
+    assert server.accepted == connections
 
 
 def test_body_ended_by_the_server_closing(serve) -> None:

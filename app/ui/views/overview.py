@@ -43,8 +43,7 @@ def live() -> None:
     widgets.show_tiles(widgets.kpi_tiles(figures, rules))
     st.caption(
         f"Tiles (hover one for what it measures) and verdict: the {format_duration(view.window_s)} up to "
-        f"{clock(span.at)}. Charts: "
-        f"{clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
+        f"{clock(span.at)}. Charts: {clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
         f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
     )
     frame, ttft_frame = charts.Frame(span.start, span.end, span.step_s), charts.Frame(span.start, span.end, ttft_step)
