@@ -9,12 +9,15 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.expo import dcgm_text
 from simulator.gateway import Gateway
+from simulator.gpus import gpu_views
 from simulator.live import LiveEngine, RealClock
 from simulator.loadgen import ClosedLoopLoad
 from simulator.params import EngineConfig, EngineParams
@@ -32,7 +35,9 @@ class SimOptions:
 
     ``speed``: simulated seconds per wall second. ``restart_every_s``: simulated seconds between
     vLLM restarts (None: never). ``load``: closed-loop clients of the built-in load (0: none; with
-    ``load_pattern="daily"`` it is the peak demand, default 28).
+    ``load_pattern="daily"`` it is the peak demand, default 28). ``dcgm_interval_s``: simulated
+    seconds between two readings of the GPUs, dcgm-exporter's ``--collect-interval`` (30 s by
+    default there too); between readings every GET gets the same page, as from the exporter.
     """
 
     port: int = 0
@@ -45,6 +50,7 @@ class SimOptions:
     load_pattern: str | None = None
     speed: float = 1.0
     restart_every_s: float | None = None
+    dcgm_interval_s: float = 30.0
     model: str = DEFAULT_MODEL
     params: EngineParams = field(default_factory=EngineParams)
 
@@ -78,6 +84,8 @@ class RunningSim:
             "dcgm_metrics": f"{base}/dcgm/metrics",
         }
         self._threads: list[threading.Thread] = []
+        self._dcgm_lock = threading.Lock()
+        self._dcgm: tuple[float, bytes] | None = None  # (simulated time of the reading, page)
 
     def _start(self) -> None:
         self.live.start()
@@ -107,6 +115,16 @@ class RunningSim:
         with self._numbers_lock:
             number = next(self._numbers)
         return request_rng(self.options.seed, number), number
+
+    def dcgm_page(self) -> bytes:
+        """dcgm-exporter's page: the GPUs as read at most ``dcgm_interval_s`` simulated seconds ago."""
+        now = self.live.clock.now()
+        with self._dcgm_lock:
+            if self._dcgm is None or now - self._dcgm[0] >= self.options.dcgm_interval_s:
+                tok_s, busy = self.live.load()
+                gpus = gpu_views(self.options.params, tok_s, busy, seed=self.options.seed)
+                self._dcgm = (now, dcgm_text(gpus, socket.gethostname()).encode())
+            return self._dcgm[1]
 
     def models_body(self) -> dict[str, Any]:
         model = self.options.model

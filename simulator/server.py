@@ -12,7 +12,6 @@ import json
 import logging
 import queue
 import random
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.exposition import choose_encoder
 
 from simulator.engine import Sequence
-from simulator.expo import _Families, dcgm_text, gateway_families, vllm_families
-from simulator.gpus import gpu_views
+from simulator.expo import _Families, gateway_families, vllm_families
 from simulator.openai import DONE, ApiError, ParsedRequest, ResponseBuilder, parse_request
 from simulator.workload import SHORT_OUTPUT, answer_length, token_text
 
@@ -44,6 +42,13 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: SimHTTPServer
     server_version = "sweetspot-sim"
+    # An answer leaves in one send with Nagle's algorithm off, as from the servers this stands in for
+    # (asyncio, under vLLM's uvicorn, and Go's net/http, under dcgm-exporter, both set TCP_NODELAY).
+    # With the stdlib's defaults the body waited in the kernel until the client acknowledged the
+    # headers: a round trip, and a second wake-up per GET, that real servers don't cost a scraper.
+    # handle_one_request flushes the buffer once the answer is written.
+    disable_nagle_algorithm = True
+    wbufsize = 256 * 1024
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
         log.debug("%s " + format, self.address_string(), *args)
@@ -57,9 +62,7 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/gateway/metrics":
             self._metrics(gateway_families(sim.gateway.view()))
         elif path == "/dcgm/metrics":
-            tok_s, busy = sim.live.load()
-            text = dcgm_text(gpu_views(sim.options.params, tok_s, busy, seed=sim.options.seed), socket.gethostname())
-            self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            self._send(200, sim.dcgm_page(), "text/plain; version=0.0.4; charset=utf-8")
         elif path in ("/v1/models", "/gateway/v1/models"):
             self._json(200, sim.models_body())
         elif path in ("/health", "/ping"):
@@ -148,6 +151,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self.wfile.flush()  # a stream's headers go out at once, as vLLM's do
         sent = 0
         while True:
             batch = self._next_events(events)

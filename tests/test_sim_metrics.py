@@ -1,5 +1,6 @@
 """The simulator's /metrics, gateway and dcgm endpoints, read by prometheus_client and our collectors."""
 
+import socket
 import threading
 import time
 
@@ -117,3 +118,34 @@ def test_gateway_queue_depth_with_limit_2_and_5_requests():
         thread.join(timeout=10)
     assert (depth, in_flight) == (3, 2)
     assert len(results) == 5
+
+
+@pytest.mark.parametrize(("interval_s", "fewest", "most"), [(30.0, 2, 6), (0.0, 15, 20)])
+def test_dcgm_reads_the_gpus_once_per_collect_interval(interval_s, fewest, most):
+    # As dcgm-exporter: between two readings of the GPUs (every 30 s of simulated time here, 0.75 s
+    # of wall time at speed 40) every GET returns the same page; with no interval, each GET reads them.
+    with start_simulator(SimOptions(speed=40, load=6, seed=3, dcgm_interval_s=interval_s)) as sim:
+        time.sleep(1.0)  # some load, so that the GPU figures move
+        pages = set()
+        for _ in range(20):  # 2 s of wall time: 80 s simulated
+            pages.add(httpx.get(sim.urls["dcgm_metrics"], timeout=10).text)
+            time.sleep(0.1)
+    assert fewest <= len(pages) <= most  # with no interval the figures follow the load at each GET
+
+
+def test_an_answer_arrives_whole_without_waiting_for_the_clients_acknowledgement():
+    # Real servers send without Nagle's delay; the stdlib's defaults held the body back until the
+    # client acknowledged the headers, up to 40 ms later (Linux delays that acknowledgement).
+    with start_simulator(SimOptions()) as sim:
+        host, port = sim.urls["vllm_metrics"].removeprefix("http://").split("/")[0].split(":")
+        request = f"GET /metrics HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            for _ in range(8):  # past the quick acknowledgements of a new connection
+                sock.sendall(request)
+                time.sleep(0.01)  # the answer is ready long before this
+                data = sock.recv(1 << 20, socket.MSG_DONTWAIT)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(body) < length:  # take the rest, however late, before the next request
+                    body += sock.recv(1 << 20)
+                assert len(data) - len(head) - 4 == length, "the body came after the headers"

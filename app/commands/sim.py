@@ -30,6 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load-pattern", choices=("daily",), help="demand that rises and falls through the day")
     parser.add_argument("--speed", type=float, default=1.0, metavar="K", help="simulated time runs K× faster")
     parser.add_argument("--restart-every", metavar="DURATION", help="restart vLLM every DURATION of simulated time")
+    parser.add_argument("--dcgm-interval", metavar="DURATION", default="30s",
+                        help="dcgm-exporter reads the GPUs every DURATION of simulated time (its --collect-interval)")
     parser.add_argument("--duration", type=float, default=600.0, help="with --calibrate: simulated seconds per level")
     parser.add_argument("--levels", default="8,16,32", help="with --calibrate: concurrency levels, e.g. 64")
 
@@ -84,13 +86,17 @@ def _serve(args: argparse.Namespace) -> int:
         restart_every = parse_duration(args.restart_every) if args.restart_every else None
     except DurationError as exc:
         raise UsageError(f"--restart-every: {exc}") from None
+    try:
+        dcgm_interval = parse_duration(args.dcgm_interval)
+    except DurationError as exc:
+        raise UsageError(f"--dcgm-interval: {exc}") from None
     if args.speed <= 0:
         raise UsageError("--speed must be greater than 0")
     config = _config(args)
     options = SimOptions(port=args.port, seed=args.seed, max_num_seqs=config.max_num_seqs,
                          max_model_len=config.max_model_len, gateway_limit=args.gateway_limit,
                          vllm_version=args.vllm_version, load=args.load, load_pattern=args.load_pattern,
-                         speed=args.speed, restart_every_s=restart_every)
+                         speed=args.speed, restart_every_s=restart_every, dcgm_interval_s=dcgm_interval)
     try:
         sim = start_simulator(options)
     except OSError as exc:
