@@ -1,12 +1,20 @@
 """Collector CPU per target per round, against the simulator in another process (goal ≤ 1 ms).
 
-Run: ``.venv/bin/python bench/bench_collector.py [--rounds 200] [--pause-ms 0]``. The simulator runs as
-its own process (``python -m app sim --load 16``), so this process's CPU time is the collector's
-alone: HTTP GETs of the three endpoints (vLLM /metrics, gateway, 8 dcgm GPUs), parsing, and the
-writer's transaction on a SQLite file. Prints the whole round and each step, best and median CPU ms,
-for the demo target (vLLM + gateway + 8 GPUs) and for a vLLM-only target (no gateway, no GPUs), the
-plainest configuration. Whole rounds run back to back unless ``--pause-ms`` sleeps between them (a
-live collector sleeps seconds between rounds: its caches are colder than back-to-back rounds').
+Run: ``.venv/bin/python bench/bench_collector.py [--rounds 200] [--pause-ms 0] [--db URL]
+[--dcgm-interval 30s]``. The simulator runs as its own process (``python -m app sim --load 16``), so
+this process's CPU time is the collector's alone: HTTP GETs of the three endpoints (vLLM /metrics,
+gateway, 8 dcgm GPUs), parsing, and the writer's transaction. Prints the whole round and each step,
+best and median CPU ms, for the demo target (vLLM + gateway + 8 GPUs) and for a vLLM-only target (no
+gateway, no GPUs), the plainest configuration. Whole rounds run back to back unless ``--pause-ms``
+sleeps between them (a live collector sleeps seconds between rounds: its caches are colder than
+back-to-back rounds').
+
+The rounds go to a fresh SQLite file, or with ``--db`` into an existing database, such as the one
+``bench/bench_store.py --db sqlite:///PATH`` fills with 30 days of 5 s history (the issue's setting:
+the writer then appends to tables of that size). The simulated dcgm-exporter reads its GPUs every
+``--dcgm-interval`` of simulated time (30 s, the real exporter's default ``--collect-interval``, is
+6 s of wall time at the simulator's ``--speed 5``); between readings it serves the same page, as the
+real one does. ``--dcgm-interval 0`` gives a new page at every GET, the costliest case.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
 from app.settings import Settings, TargetSettings  # noqa: E402
+from collectors import dcgm  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
 from collectors.gateway import queue_from_prometheus  # noqa: E402
 from collectors.http import ScrapeClient, fetch_text  # noqa: E402
@@ -60,8 +69,9 @@ def simulated_clock() -> Callable[[], float]:
     return clock
 
 
-def start_simulator() -> tuple[subprocess.Popen[str], dict[str, str]]:
-    proc = subprocess.Popen([sys.executable, "-m", "app", "sim", "--port", "0", "--load", "16", "--speed", "5"],
+def start_simulator(dcgm_interval: str = "30s") -> tuple[subprocess.Popen[str], dict[str, str]]:
+    proc = subprocess.Popen([sys.executable, "-m", "app", "sim", "--port", "0", "--load", "16", "--speed", "5",
+                             "--dcgm-interval", dcgm_interval],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     return proc, json.loads(proc.stdout.readline())
@@ -71,8 +81,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--pause-ms", type=float, default=0.0, help="sleep between whole rounds (not measured)")
+    parser.add_argument("--db", help="write into this database (default: a fresh SQLite file in a temp folder)")
+    parser.add_argument("--dcgm-interval", default="30s",
+                        help="the simulated dcgm-exporter's collect interval, in simulated time (0: every GET)")
     args = parser.parse_args()
-    sim, urls = start_simulator()
+    sim, urls = start_simulator(args.dcgm_interval)
     try:
         time.sleep(3)  # let the load fill the engine so the payloads have their full shape
         target = demo_target(urls)
@@ -80,10 +93,10 @@ def main() -> None:
         settings = Settings(targets=(target, vllm_only))
         rounds = RoundCollector(settings, clock=simulated_clock())
         with tempfile.TemporaryDirectory() as folder:
-            writer = Writer(open_engine(f"sqlite:///{folder}/bench.db"))
+            writer = Writer(open_engine(args.db or f"sqlite:///{folder}/bench.db"))
             writer.register_target(target)
             writer.register_target(vllm_only)
-            report(rounds, writer, target, vllm_only, urls, args.rounds, args.pause_ms / 1000)
+            report(rounds, writer, target, vllm_only, urls, args.rounds, args.pause_ms / 1000, args.dcgm_interval)
             writer.close()
         rounds.close()
     finally:
@@ -93,12 +106,13 @@ def main() -> None:
 
 def report(
     rounds: RoundCollector, writer: Writer, target: TargetSettings, vllm_only: TargetSettings,
-    urls: dict[str, str], n: int, pause_s: float,
+    urls: dict[str, str], n: int, pause_s: float, dcgm_interval: str,
 ) -> None:
     texts = {k: fetch_text(urls[k], 3.0, rounds.client) for k in ("vllm_metrics", "gateway_metrics", "dcgm_metrics")}
     sizes = ", ".join(f"{k} {len(v) / 1024:.1f} KB" for k, v in texts.items())
     pause = f", {pause_s * 1000:g} ms apart" if pause_s else ", back to back"
-    print(f"payloads: {sizes}; {n} rounds each{pause}")
+    print(f"payloads: {sizes}; {n} rounds each{pause}; into {writer.engine.url.render_as_string()}; "
+          f"dcgm-exporter collects every {dcgm_interval} of simulated time")
     # CPU of the parts of each whole round, measured inside the real rounds: after the process
     # waited for the pages, caches are cold and the same code costs more than in the tight loops below.
     inside: dict[str, dict[str, list[float]]] = {}
@@ -138,7 +152,9 @@ def report(
         "  GET dcgm": lambda: fetch_text(urls["dcgm_metrics"], 3.0, rounds.client),
         "  parse vLLM": lambda: parse_vllm(texts["vllm_metrics"]),
         "  parse gateway": lambda: queue_from_prometheus(texts["gateway_metrics"], target.gateway.metric),
-        "  parse dcgm (8 GPUs)": lambda: parse_dcgm(texts["dcgm_metrics"]),
+        # a page not read before (as after each exporter collection), then one read just before
+        "  parse dcgm (8 GPUs), a new page": lambda: (dcgm._RECENT.clear(), parse_dcgm(texts["dcgm_metrics"])),
+        "  parse dcgm (8 GPUs), the same page again": lambda: parse_dcgm(texts["dcgm_metrics"]),
         "  write the round (1 model, 8 GPUs)": write_only(target),
         "  write a vLLM-only round (1 model)": write_only(vllm_only),
     }
