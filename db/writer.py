@@ -43,7 +43,7 @@ _INSERTS = {
     "gpu_samples": schema.gpu_samples.insert(),
 }
 # one attrgetter call per GPU instead of a getattr per field: 8 GPUs × 7 fields every round
-_GPU_KEYS = ("gpu_id", "ts", *schema.GPU_FIELDS)
+_GPU_KEYS = ("target_id", "ts", "gpu_id", *schema.GPU_FIELDS)
 _GPU_VALUES = operator.attrgetter(*schema.GPU_FIELDS)
 _STATE = schema.series_state
 _STATE_UPDATE = (
@@ -283,7 +283,7 @@ class Writer:
                 rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s))
         for gpu in round_.gpus:
             gpu_id = self._gpu_id(conn, target_id, gpu, ts)
-            rows["gpu_samples"].append(dict(zip(_GPU_KEYS, (gpu_id, ts, *_GPU_VALUES(gpu)), strict=True)))
+            rows["gpu_samples"].append(dict(zip(_GPU_KEYS, (target_id, ts, gpu_id, *_GPU_VALUES(gpu)), strict=True)))
         return True
 
     # -- samples and state ------------------------------------------------------------------------
