@@ -215,7 +215,7 @@ series_state = Table(
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, nullable=False),
-    Column("state", Text, nullable=False),  # JSON: cumulative counters/buckets, created, process start
+    Column("state", Text, nullable=False),  # SeriesState.to_text (older rows: JSON): cumulative values
 )
 
 sweep_runs = Table(

@@ -321,14 +321,14 @@ class Writer:
             text = conn.execute(
                 select(schema.series_state.c.state).where(schema.series_state.c.model_id == model_id)
             ).scalar()
-            state = SeriesState.from_json(text) if text else SeriesState()
+            state = SeriesState.from_text(text) if text else SeriesState()
             self._states[model_id] = state
         return state
 
     def _save_states(self, cursor: Any) -> None:
         for model_id in sorted(self._dirty):
             state = self._states[model_id]
-            params = {"m": model_id, "new_ts": state.ts, "new_state": state.to_json()}
+            params = {"m": model_id, "new_ts": state.ts, "new_state": state.to_text()}
             if not self._driver.run(cursor, _STATE_UPDATE, (params,)):
                 self._driver.run(cursor, _STATE_INSERT, (params,))
         self._dirty.clear()
