@@ -174,6 +174,8 @@ def pack_increases(delta_cumulative: list[float]) -> list[int]:
     packed = []
     below = 0.0
     for i, d in enumerate(delta_cumulative):
+        if d == below:  # most buckets did not grow: skip them before any arithmetic
+            continue
         inc = d - below
         below = d
         if inc >= 0.5:  # counts are whole numbers; rounding absorbs float noise
