@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from sqlalchemy import Connection, Engine, inspect, select, text
+from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
@@ -39,9 +39,56 @@ def _chart_indexes(conn: Connection) -> None:
     )
 
 
+# gpu_samples as migration 0003 leaves it, frozen here so that a later change to schema.py does not
+# change what this migration builds (a later migration changes it further).
+_GPU_FIELDS_0003 = (
+    "memory_used_bytes",
+    "memory_total_bytes",
+    "memory_busy_pct",
+    "dram_bw_util_pct",
+    "power_w",
+    "temperature_c",
+)
+
+
+def _gpu_samples_0003(name: str) -> Table:
+    return Table(
+        name,
+        MetaData(),
+        Column("target_id", Integer, primary_key=True),
+        Column("ts", Integer, primary_key=True),
+        Column("gpu_id", Integer, primary_key=True),
+        *[Column(f, Float) for f in _GPU_FIELDS_0003],
+        sqlite_with_rowid=False,
+    )
+
+
+def _gpu_samples_round_key(conn: Connection) -> None:
+    # Rekey gpu_samples from (gpu_id, ts) to (target_id, ts, gpu_id): a round's GPUs then share a
+    # leaf page, so its commit writes one page for them instead of one per GPU. The key cannot be
+    # altered in place (SQLite), so the table is rebuilt: rename, create, copy, drop.
+    if "target_id" in {c["name"] for c in inspect(conn).get_columns("gpu_samples")}:
+        return  # created by 0001 from the current schema: already keyed so
+    conn.execute(text("ALTER TABLE gpu_samples RENAME TO gpu_samples_0002"))
+    if conn.dialect.name == "postgresql":  # the old key's index keeps its name, which the new one needs
+        conn.execute(text("ALTER INDEX gpu_samples_pkey RENAME TO gpu_samples_0002_pkey"))
+    old = Table("gpu_samples_0002", MetaData(), autoload_with=conn)
+    new = _gpu_samples_0003("gpu_samples")
+    new.create(conn)
+    g = schema.gpus
+    source = (
+        select(g.c.target_id, old.c.ts, old.c.gpu_id, *[old.c[f] for f in _GPU_FIELDS_0003])
+        .join_from(old, g, g.c.id == old.c.gpu_id)
+        .order_by(g.c.target_id, old.c.ts, old.c.gpu_id)  # appended in key order: densely packed pages
+    )
+    conn.execute(new.insert().from_select(["target_id", "ts", "gpu_id", *_GPU_FIELDS_0003], source))
+    old.drop(conn)
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
+    ("0003_gpu_samples_round_key", _gpu_samples_round_key),
 ]
 
 

@@ -152,11 +152,14 @@ samples = Table(
     **_NO_ROWID,
 )
 
+# Keyed (target, round, GPU): the GPUs of one round are neighbours, so a round's rows land on one
+# leaf page (one WAL frame) instead of one page per GPU, and a target's window is one range scan.
 gpu_samples = Table(
     "gpu_samples",
     metadata,
-    Column("gpu_id", Integer, primary_key=True),
+    Column("target_id", Integer, primary_key=True),
     Column("ts", Integer, primary_key=True),
+    Column("gpu_id", Integer, primary_key=True),
     *[Column(f, Float) for f in GPU_FIELDS],
     **_NO_ROWID,
 )
@@ -212,7 +215,7 @@ series_state = Table(
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, nullable=False),
-    Column("state", Text, nullable=False),  # JSON: cumulative counters/buckets, created, process start
+    Column("state", Text, nullable=False),  # SeriesState.to_text (older rows: JSON): cumulative values
 )
 
 sweep_runs = Table(

@@ -136,9 +136,12 @@ def fetch_models(
 @lru_cache(maxsize=16)
 def _gpus_stmt(level: int) -> Any:
     if level == RAW:
-        s = schema.gpu_samples
+        s, g = schema.gpu_samples, schema.gpus
         cols = [s.c.ts, s.c.gpu_id, ONE, *[s.c[f] for f in schema.GPU_FIELDS], s.c.temperature_c]
-        return select(*cols).where(_range(s, "gpu_id", None)).order_by(s.c.ts)
+        # raw rows are keyed (target_id, ts, gpu_id): naming the GPUs' targets makes the read one
+        # range scan per target, already in ts order
+        owners = select(g.c.target_id).where(g.c.id.in_(bindparam("ids", expanding=True)))
+        return select(*cols).where(s.c.target_id.in_(owners), _range(s, "gpu_id", None)).order_by(s.c.ts)
     r = schema.gpu_rollups
     cols = [r.c.ts, r.c.gpu_id, r.c.samples, *[r.c[f"{f}_sum"] for f in schema.GPU_FIELDS], r.c.temperature_c_max]
     return select(*cols).where(_range(r, "gpu_id", level)).order_by(r.c.ts)

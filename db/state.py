@@ -5,7 +5,9 @@ Pure functions over a small mutable state, so the rules are testable without a d
 
 from __future__ import annotations
 
+import binascii
 import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +42,54 @@ class SeriesState:
         return self.process_start is not None and process_start is not None and process_start != self.process_start
 
     def copy(self) -> SeriesState:
-        return SeriesState.from_json(self.to_json())
+        return SeriesState.from_text(self.to_text())
+
+    def to_text(self) -> str:
+        """The form the writer stores every round: ``HEAD|DATA``, exact, ~3× cheaper than :meth:`to_json`.
+
+        HEAD is JSON ``[counter keys, [[histogram key, buckets], …], positions of None]``; DATA is
+        base64 of little-endian float64s: ts, process start, (value, created) per counter,
+        (layout, count, sum, created) per histogram, then every histogram's cumulative counts. Each
+        float is written as its 8 bytes: no decimal conversion, which is what made the JSON cost
+        ~80 µs a round (and it is exact, NaN and infinities included).
+        """
+        scalars: list[Any] = [self.ts, self.process_start]
+        for pair in self.counters.values():
+            scalars += pair
+        cumulative: list[float] = []
+        for h in self.hists.values():
+            scalars += (h.layout, h.count, h.sum, h.created)
+            cumulative += h.cumulative
+        none = [i for i, v in enumerate(scalars) if v is None]
+        if none:
+            scalars = [0.0 if v is None else v for v in scalars]
+        head = _ENCODE([list(self.counters), [[k, len(h.cumulative)] for k, h in self.hists.items()], none])
+        data = struct.pack(f"<{len(scalars) + len(cumulative)}d", *scalars, *cumulative)
+        return f"{head}|{binascii.b2a_base64(data, newline=False).decode()}"
+
+    @classmethod
+    def from_text(cls, text: str) -> SeriesState:
+        """Read :meth:`to_text` or :meth:`to_json` (states stored by earlier releases are JSON)."""
+        if text.startswith("{"):
+            return cls.from_json(text)
+        head, _, data = text.partition("|")
+        counter_keys, hist_keys, none = json.loads(head)
+        raw = binascii.a2b_base64(data)
+        values: list[Any] = list(struct.unpack(f"<{len(raw) // 8}d", raw))
+        for i in none:
+            values[i] = None
+        ts, ps = values[0], values[1]
+        state = cls(ts=None if ts is None else int(ts), process_start=ps)
+        at = 2
+        for k in counter_keys:
+            state.counters[k] = (values[at], values[at + 1])
+            at += 2
+        cum_at = at + 4 * len(hist_keys)
+        for k, n in hist_keys:
+            layout, count, total, created = values[at : at + 4]
+            state.hists[k] = HistState(int(layout), values[cum_at : cum_at + n], count, total, created)
+            at, cum_at = at + 4, cum_at + n
+        return state
 
     def to_json(self) -> str:
         return _ENCODE(
@@ -125,6 +174,8 @@ def pack_increases(delta_cumulative: list[float]) -> list[int]:
     packed = []
     below = 0.0
     for i, d in enumerate(delta_cumulative):
+        if d == below:  # most buckets did not grow: skip them before any arithmetic
+            continue
         inc = d - below
         below = d
         if inc >= 0.5:  # counts are whole numbers; rounding absorbs float noise

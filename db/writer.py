@@ -43,8 +43,10 @@ _INSERTS = {
     "gpu_samples": schema.gpu_samples.insert(),
 }
 # one attrgetter call per GPU instead of a getattr per field: 8 GPUs × 7 fields every round
-_GPU_KEYS = ("gpu_id", "ts", *schema.GPU_FIELDS)
+_GPU_KEYS = ("target_id", "ts", "gpu_id", *schema.GPU_FIELDS)
 _GPU_VALUES = operator.attrgetter(*schema.GPU_FIELDS)
+# a histogram's four column names, formatted once rather than 16 f-strings a round
+_HIST_COLUMNS = tuple((h, (f"{h}_layout", f"{h}_count", f"{h}_sum", f"{h}_buckets")) for h in schema.HISTOGRAMS)
 _STATE = schema.series_state
 _STATE_UPDATE = (
     update(_STATE)
@@ -283,7 +285,7 @@ class Writer:
                 rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s))
         for gpu in round_.gpus:
             gpu_id = self._gpu_id(conn, target_id, gpu, ts)
-            rows["gpu_samples"].append(dict(zip(_GPU_KEYS, (gpu_id, ts, *_GPU_VALUES(gpu)), strict=True)))
+            rows["gpu_samples"].append(dict(zip(_GPU_KEYS, (target_id, ts, gpu_id, *_GPU_VALUES(gpu)), strict=True)))
         return True
 
     # -- samples and state ------------------------------------------------------------------------
@@ -300,16 +302,15 @@ class Writer:
             row[key] = counter_increase(
                 state, key, figures.counters.get(key), figures.created.get(key), restarted, fresh
             )
-        for key in schema.HISTOGRAMS:
+        for key, (c_layout, c_count, c_sum, c_buckets) in _HIST_COLUMNS:
             hist = figures.histograms.get(key)
             layout = self._layout_id(conn, hist.bounds) if hist is not None else None
-            row.update(
-                _hist_columns(
-                    key,
-                    layout,
-                    histogram_increase(state, key, hist, layout, figures.created.get(key), restarted, fresh),
-                )
-            )
+            inc = histogram_increase(state, key, hist, layout, figures.created.get(key), restarted, fresh)
+            row[c_layout] = layout
+            if inc is None:
+                row[c_count] = row[c_sum] = row[c_buckets] = None
+            else:
+                row[c_count], row[c_sum], row[c_buckets] = inc[0], inc[1], histo.pack(inc[2])
         state.ts = ts
         state.process_start = process_start
         self._dirty.add(model_id)
@@ -321,14 +322,14 @@ class Writer:
             text = conn.execute(
                 select(schema.series_state.c.state).where(schema.series_state.c.model_id == model_id)
             ).scalar()
-            state = SeriesState.from_json(text) if text else SeriesState()
+            state = SeriesState.from_text(text) if text else SeriesState()
             self._states[model_id] = state
         return state
 
     def _save_states(self, cursor: Any) -> None:
         for model_id in sorted(self._dirty):
             state = self._states[model_id]
-            params = {"m": model_id, "new_ts": state.ts, "new_state": state.to_json()}
+            params = {"m": model_id, "new_ts": state.ts, "new_state": state.to_text()}
             if not self._driver.run(cursor, _STATE_UPDATE, (params,)):
                 self._driver.run(cursor, _STATE_INSERT, (params,))
         self._dirty.clear()
@@ -428,10 +429,3 @@ def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> dict[str, Any]:
         "gateway_error": round_.gateway_status.error if round_.gateway_status else None,
         "gpu_error": round_.gpu_status.error if round_.gpu_status else None,
     }
-
-
-def _hist_columns(key: str, layout: int | None, inc: tuple[float, float | None, list[int]] | None) -> dict[str, Any]:
-    if inc is None:
-        return {f"{key}_layout": layout, f"{key}_count": None, f"{key}_sum": None, f"{key}_buckets": None}
-    count, total, packed = inc
-    return {f"{key}_layout": layout, f"{key}_count": count, f"{key}_sum": total, f"{key}_buckets": histo.pack(packed)}

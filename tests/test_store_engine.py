@@ -5,13 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import OperationalError
 
 from app.cli import main
 from app.errors import StorageError
+from collectors.records import GpuReading, ScrapeRound, SourceResult
+from db import schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.migrations import MIGRATIONS, applied, migrate
+from db.queries import Reader
+from db.writer import Writer
 
 
 def test_urls_map_to_installed_drivers() -> None:
@@ -56,3 +60,56 @@ def test_db_command_prints_what_it_did(tmp_path: Path, capsys: pytest.CaptureFix
     for action, expected in (("rollup", "rollups written"), ("prune", "deleted"), ("info", "samples")):
         assert main(["db", action, "--db", url]) == 0
         assert expected in capsys.readouterr().out
+
+
+def _old_gpu_samples(metadata: MetaData) -> Table:
+    # gpu_samples as migrations 0001-0002 created it: keyed (gpu_id, ts)
+    return Table(
+        "gpu_samples",
+        metadata,
+        Column("gpu_id", Integer, primary_key=True),
+        Column("ts", Integer, primary_key=True),
+        *[Column(f, Float) for f in schema.GPU_FIELDS],
+        sqlite_with_rowid=False,
+    )
+
+
+def _key(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(inspect(conn).get_pk_constraint("gpu_samples")["constrained_columns"])
+
+
+def test_gpu_samples_rekey_keeps_the_rows_of_an_old_database(db_url: str) -> None:
+    engine = open_engine(db_url, migrate=False)
+    old = _old_gpu_samples(MetaData())
+    with engine.begin() as conn:  # a database as the previous release left it
+        schema.metadata.create_all(conn, tables=[t for t in schema.metadata.sorted_tables if t.name != "gpu_samples"])
+        old.create(conn)
+        for name in ("0001_initial_schema", "0002_chart_covering_indexes"):
+            conn.execute(schema.migrations_table.insert().values(name=name, applied_at=0))
+        conn.execute(schema.targets.insert(), [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+        gpus = [(1, 1, "GPU-a0"), (2, 1, "GPU-a1"), (3, 2, "GPU-b0")]
+        conn.execute(schema.gpus.insert(), [{"id": i, "target_id": t, "uuid": u, "last_seen": 110} for i, t, u in gpus])
+        rows = [
+            {"gpu_id": g, "ts": ts, **{f: float(g * 1000 + ts + k) for k, f in enumerate(schema.GPU_FIELDS)}}
+            for ts in (100, 105, 110) for g in (1, 2, 3)
+        ]
+        conn.execute(old.insert(), rows)
+    assert _key(engine) == ["gpu_id", "ts"]
+    assert migrate(engine) == ["0003_gpu_samples_round_key"]
+    assert _key(engine) == ["target_id", "ts", "gpu_id"] == [c.name for c in schema.gpu_samples.primary_key]
+    s = schema.gpu_samples
+    with engine.connect() as conn:
+        stored = conn.execute(select(s).order_by(s.c.ts, s.c.gpu_id)).mappings().all()
+        assert not inspect(conn).has_table("gpu_samples_0002")
+        assert [c["name"] for c in inspect(conn).get_columns("gpu_samples")] == list(s.c.keys())
+    owner = {i: t for i, t, _ in gpus}
+    assert [dict(r) for r in stored] == [{**row, "target_id": owner[row["gpu_id"]]} for row in rows]
+    points = Reader(db_url).gpu_series("a", 100, 115, 5)
+    assert [(p.uuid, p.memory_used_bytes) for p in points if p.memory_used_bytes is not None] == [
+        (u, float(i * 1000 + ts)) for ts in (100, 105, 110) for i, _, u in gpus[:2]
+    ]
+    # the writer appends to the rekeyed table
+    Writer(engine).write_round(ScrapeRound("b", 115, None, SourceResult(False, "x"), gpus=(GpuReading(uuid="GPU-b0"),)))
+    with engine.connect() as conn:
+        assert conn.execute(select(s.c.target_id, s.c.gpu_id).where(s.c.ts == 115)).all() == [(2, 3)]

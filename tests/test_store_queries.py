@@ -229,3 +229,24 @@ def test_gpu_series_and_latest(db_url: str) -> None:
     latest = reader.latest_gpus("t")
     assert [g.uuid for g in latest] == ["GPU-00000000", "GPU-00000001"]
     assert latest[0].peak_bw_source == "nvml-formula" and latest[0].temperature_c_max is not None
+
+
+def test_gpu_rows_of_targets_sharing_a_second_read_back_per_target(db_url: str) -> None:
+    # gpu_samples is keyed (target, ts, gpu): two targets' rounds in the same second interleave
+    # nothing; each target's GPUs come back with their own readings, raw and rolled up
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    for step in range(12):  # a minute of 5 s rounds
+        ts = DAY0 + 5 * step
+        for t, power in (("a", 100.0), ("b", 300.0)):
+            gpus = tuple(GpuReading(uuid=f"{t}-{i}", index=i, power_w=power + i + step) for i in range(3))
+            writer.write_round(ScrapeRound(t, ts, None, SourceResult(False, "x"), gpus=gpus))
+    rollup(engine, DAY0 + 60 + GRACE_S)
+    reader = Reader(db_url)
+    for t, power in (("a", 100.0), ("b", 300.0)):
+        raw = reader.gpu_series(t, DAY0, DAY0 + 60, 5)
+        assert [(p.ts, p.uuid, p.power_w) for p in raw] == [
+            (DAY0 + 5 * step, f"{t}-{i}", power + i + step) for step in range(12) for i in range(3)
+        ]
+        minute = reader.gpu_series(t, DAY0, DAY0 + 60, 60)
+        assert [(p.uuid, p.power_w) for p in minute] == [(f"{t}-{i}", power + i + 5.5) for i in range(3)]

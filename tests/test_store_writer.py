@@ -177,3 +177,43 @@ def test_series_state_json_is_what_json_dumps_writes():
     )
     assert state.to_json() == expected
     assert SeriesState.from_json(expected).to_json() == expected
+
+
+def test_series_state_text_round_trips_exactly():
+    import math
+
+    from db.state import HistState, SeriesState
+
+    states = [
+        SeriesState(),
+        SeriesState(ts=12, process_start=None, counters={"a": (1.0, None), "b": (math.nan, 1764489990.6163325)}),
+        SeriesState(
+            ts=1_800_000_005, process_start=1764489990.5, counters={"g": (19719.0, None)},
+            hists={
+                "ttft": HistState(2, [0.0, 1.0, math.inf], 1.0, None, 1764489990.25),
+                "itl": HistState(3, [0.5, 2.0**60 + 2, 7.0, 7.0], 7.0, 0.1 + 0.2, None),
+            },
+        ),
+    ]
+    for state in states:
+        back = SeriesState.from_text(state.to_text())
+        # compared through JSON (exact float repr; NaN equal to NaN there)
+        assert back.to_json() == state.to_json()
+        assert SeriesState.from_text(state.to_json()).to_json() == state.to_json()  # earlier releases stored JSON
+        assert type(back.ts) is type(state.ts) and all(type(h.layout) is int for h in back.hists.values())
+
+
+def test_collector_restart_resumes_from_a_json_state_of_an_earlier_release(db_url: str) -> None:
+    from db.state import SeriesState
+
+    engine = _write(db_url, vllm_round(T, 100, hist=(1, 2, 2, 2)), vllm_round(T + 5, 150, hist=(1, 3, 3, 4)))
+    st = schema.series_state
+    with engine.begin() as conn:  # the state as the previous release stored it
+        text = conn.execute(select(st.c.state)).scalar_one()
+        assert not text.startswith("{")
+        conn.execute(st.update().values(state=SeriesState.from_text(text).to_json()))
+    Writer(engine).write_round(vllm_round(T + 10, 175, hist=(2, 5, 6, 7)))
+    assert _samples(engine, "generation_tokens") == [None, 50, 25]
+    assert _samples(engine, "ttft_count") == [None, 2, 3]
+    with engine.connect() as conn:
+        assert not conn.execute(select(st.c.state)).scalar_one().startswith("{")  # rewritten in the new form
