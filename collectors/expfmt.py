@@ -44,8 +44,6 @@ _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
-# Any whitespace but a newline, as str.strip() (which the reference applies to each line) removes.
-_INDENTED_RE = re.compile(r"\n[^\S\n]")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
 _LABEL_CACHE_MAX = 8192
@@ -78,8 +76,9 @@ class SelectiveParser:
         # Each hit is (name, rest of the line). A literal "\n" anchor (the text gets one in front)
         # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
         # (4x slower). Splitting the rest in Python (C-level map) is cheaper than a detailed regex.
-        self._re = re.compile(rf"\n({names})(?![{_NAME_CHARS}])(.*)")
-        self._re_indented = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
+        # Leading blanks (any whitespace but a newline, as the reference's str.strip() removes) are
+        # allowed in the one pattern: a separate scan for indented lines cost more than they do here.
+        self._re = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
 
     def parse(self, text: str) -> list[Sample]:
         """All wanted samples of ``text`` in page order. Values are floats (NaN and ±Inf kept).
@@ -98,11 +97,10 @@ class SelectiveParser:
         the page took the careful pass; (names, blocks) is then a key for the page's series set.
         """
         text = "\n" + text
-        pattern = self._re_indented if _INDENTED_RE.search(text) else self._re
-        fast = _fast(pattern.findall(text))
+        fast = _fast(self._re.findall(text))
         if fast is not None:
             return fast
-        samples = list(_careful_pass(pattern.finditer(text), text))
+        samples = list(_careful_pass(self._re.finditer(text), text))
         return tuple(map(_NAME, samples)), None, list(map(_LABELS, samples)), list(map(_VALUE, samples))
 
 
