@@ -21,7 +21,7 @@ ignored (the caller decides whether "nothing found" is an error).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
 from typing import TypeVar
@@ -145,16 +145,35 @@ def _fast(
         return (), (), [], []
     names, rests = zip(*rows, strict=True)
     blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
-    if "" in spaces or "" in values or "_" in "".join(values):
+    numbers = read_values(values)
+    if numbers is None or "" in spaces:
         return None
     try:
-        numbers = list(map(float, values))
         labels = list(map(_LABEL_CACHE.get, blocks))
         if None in labels:
             labels = [_strict_labels(b) if known is None else known for known, b in zip(labels, blocks, strict=True)]
     except ValueError:
         return None
     return names, blocks, labels, numbers  # type: ignore[return-value]
+
+
+def read_values(values: Sequence[str]) -> list[float] | None:
+    """The floats of value tokens, or None when one is not a number as the reference reads it.
+
+    float() takes blanks around the number (the reference strips each line and the value) and
+    refuses "" and inner blanks, as the reference does, but takes "1_000", which the reference
+    refuses. Each distinct token is converted once: a page repeats few values (zero buckets, full
+    buckets equal to the count, one ``_created`` time per engine), and a dict lookup costs a
+    fraction of float() (the simulator's page: 116 values, 24 distinct, 25 → 15 µs).
+    """
+    if "_" in "".join(values):
+        return None
+    distinct = dict.fromkeys(values)
+    try:
+        floats = dict(zip(distinct, map(float, distinct), strict=True))
+    except ValueError:
+        return None
+    return list(map(floats.__getitem__, values))
 
 
 def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sample]:
