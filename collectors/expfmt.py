@@ -168,8 +168,10 @@ def read_values(values: Sequence[str]) -> list[float] | None:
     """
     if "_" in "".join(values):
         return None
-    distinct = dict.fromkeys(values)
     try:
+        if len(values) < 16:  # a gateway's few samples: the dicts would cost more than they save
+            return list(map(float, values))
+        distinct = dict.fromkeys(values)
         floats = dict(zip(distinct, map(float, distinct), strict=True))
     except ValueError:
         return None
