@@ -21,7 +21,7 @@ ignored (the caller decides whether "nothing found" is an error).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
 from typing import TypeVar
@@ -44,8 +44,6 @@ _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
-# Any whitespace but a newline, as str.strip() (which the reference applies to each line) removes.
-_INDENTED_RE = re.compile(r"\n[^\S\n]")
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
 _LABEL_CACHE_MAX = 8192
@@ -78,8 +76,9 @@ class SelectiveParser:
         # Each hit is (name, rest of the line). A literal "\n" anchor (the text gets one in front)
         # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
         # (4x slower). Splitting the rest in Python (C-level map) is cheaper than a detailed regex.
-        self._re = re.compile(rf"\n({names})(?![{_NAME_CHARS}])(.*)")
-        self._re_indented = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
+        # Leading blanks (any whitespace but a newline, as the reference's str.strip() removes) are
+        # allowed in the one pattern: a separate scan for indented lines cost more than they do here.
+        self._re = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
 
     def parse(self, text: str) -> list[Sample]:
         """All wanted samples of ``text`` in page order. Values are floats (NaN and ±Inf kept).
@@ -98,11 +97,10 @@ class SelectiveParser:
         the page took the careful pass; (names, blocks) is then a key for the page's series set.
         """
         text = "\n" + text
-        pattern = self._re_indented if _INDENTED_RE.search(text) else self._re
-        fast = _fast(pattern.findall(text))
+        fast = _fast(self._re.findall(text))
         if fast is not None:
             return fast
-        samples = list(_careful_pass(pattern.finditer(text), text))
+        samples = list(_careful_pass(self._re.finditer(text), text))
         return tuple(map(_NAME, samples)), None, list(map(_LABELS, samples)), list(map(_VALUE, samples))
 
 
@@ -147,16 +145,37 @@ def _fast(
         return (), (), [], []
     names, rests = zip(*rows, strict=True)
     blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
-    if "" in spaces or "" in values or "_" in "".join(values):
+    numbers = read_values(values)
+    if numbers is None or "" in spaces:
         return None
     try:
-        numbers = list(map(float, values))
         labels = list(map(_LABEL_CACHE.get, blocks))
         if None in labels:
             labels = [_strict_labels(b) if known is None else known for known, b in zip(labels, blocks, strict=True)]
     except ValueError:
         return None
     return names, blocks, labels, numbers  # type: ignore[return-value]
+
+
+def read_values(values: Sequence[str]) -> list[float] | None:
+    """The floats of value tokens, or None when one is not a number as the reference reads it.
+
+    float() takes blanks around the number (the reference strips each line and the value) and
+    refuses "" and inner blanks, as the reference does, but takes "1_000", which the reference
+    refuses. Each distinct token is converted once: a page repeats few values (zero buckets, full
+    buckets equal to the count, one ``_created`` time per engine), and a dict lookup costs a
+    fraction of float() (the simulator's page: 116 values, 24 distinct, 25 → 15 µs).
+    """
+    if "_" in "".join(values):
+        return None
+    try:
+        if len(values) < 16:  # a gateway's few samples: the dicts would cost more than they save
+            return list(map(float, values))
+        distinct = dict.fromkeys(values)
+        floats = dict(zip(distinct, map(float, distinct), strict=True))
+    except ValueError:
+        return None
+    return list(map(floats.__getitem__, values))
 
 
 def _careful_pass(matches: Iterator[re.Match[str]], text: str) -> Iterator[Sample]:

@@ -23,8 +23,9 @@ from typing import Any, cast
 
 from app.errors import ScrapeError
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
-from collectors.expfmt import SelectiveParser, Shape, cached_plan
+from collectors.expfmt import SelectiveParser
 from collectors.http import ScrapeClient, fetch_text
+from collectors.pageplans import PagePlans
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
@@ -38,12 +39,14 @@ _ENGINE = methodcaller("get", "engine")
 # One figure as indices into the page's values: one sample's value (int), or several combined in
 # page order with the metric's rule (tuple).
 Expr = int | tuple[int, ...]
+# for cast(): a subscripted type written in the call would be built at each call
+Indices = tuple[int, ...]
+Columns = tuple[Indices, ...]
 # (key, expr, "sum" | "max") per figure; histograms: (key, bounds, cumulative exprs, count, sum, merged).
 Figures = tuple[tuple[str, Expr, str], ...]
 HistPlan = tuple[str, tuple[float, ...], tuple[Expr, ...], Expr | None, Expr | None, bool]
-# Plans by page shape (sample names, label blocks), see expfmt.cached_plan.
-_PLANS: dict[Shape, _Plan] = {}
-_PLANS_MAX = 64
+# Plans by page shape (sample names, label blocks), and templates of the pages they came from.
+_PAGES: PagePlans[_Plan] = PagePlans(_PARSER, size=64)
 
 
 def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
@@ -66,12 +69,11 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
     Everything but the values depends only on the page's series (names and label sets, in order):
     which alias is used, models, engines, sorted bucket bounds, which samples each figure combines.
     That is a plan, cached by the page's shape, so a scrape whose series match an earlier one (the
-    usual case) only fills values in. The plan is built by the same code either way.
+    usual case) only fills values in (collectors/pageplans.py). The plan is built by the same code
+    either way.
     """
-    names, blocks, labels, values = _PARSER.parse_columns(text)
-    plan = cached_plan(
-        _PLANS, names, blocks, lambda: _plan(list(zip(names, labels, range(len(names)), strict=True)), source),
-        _PLANS_MAX,
+    plan, values = _PAGES.read(
+        text, lambda names, labels: _plan(list(zip(names, labels, range(len(names)), strict=True)), source)
     )
     return plan.fill(values)
 
@@ -120,7 +122,8 @@ class _Plan:
 
 
 def _fill(values: list[float], figures: Figures) -> dict[str, float]:
-    return {key: _value(values, expr, agg) for key, expr, agg in figures}
+    # one sample (the usual figure of a one-engine page) read inline: a call per figure costs more
+    return {key: values[expr] if isinstance(expr, int) else _value(values, expr, agg) for key, expr, agg in figures}
 
 
 def _value(values: list[float], expr: Expr, agg: str) -> float:
@@ -141,16 +144,16 @@ def _fill_histogram(
         get = values.__getitem__
         return Histogram(
             bounds,
-            tuple(map(get, cast(tuple[int, ...], cumulative))),
+            tuple(map(get, cast(Indices, cumulative))),
             None if count is None else get(cast(int, count)),
             None if total is None else get(cast(int, total)),
         )
     # several series on their shared bounds, as merge_histograms sums them (every expr is a tuple)
     return Histogram(
         bounds,
-        tuple([sum([values[i] for i in cast(tuple[int, ...], column)]) for column in cumulative]),
-        None if count is None else _sum_or_none(values[i] for i in cast(tuple[int, ...], count)),
-        None if total is None else _sum_or_none(values[i] for i in cast(tuple[int, ...], total)),
+        tuple([sum([values[i] for i in column]) for column in cast(Columns, cumulative)]),
+        None if count is None else _sum_or_none(values[i] for i in cast(Indices, count)),
+        None if total is None else _sum_or_none(values[i] for i in cast(Indices, total)),
     )
 
 

@@ -240,7 +240,7 @@ def _page(model: str = "m", engines: tuple[str, ...] = ("0",), bounds: tuple[str
 
 
 def _uncached(text: str):
-    vllm._PLANS.clear()
+    vllm._PAGES.clear()
     return parse_vllm(text)
 
 
@@ -264,13 +264,14 @@ def test_plan_cache_never_reuses_the_structure_of_another_series_set(first, seco
     _uncached(first)
     got = parse_vllm(second)  # with the first page's plan cached
     assert repr(got) == repr(expected)  # repr: NaN-safe and order-sensitive
-    assert len(vllm._PLANS) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
+    assert len(vllm._PAGES.plans) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
 
 
 def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
-    vllm._PLANS.clear()
+    vllm._PAGES.clear()
     a, b = parse_vllm(_page(n=5)), parse_vllm(_page(n=6))
-    assert len(vllm._PLANS) == 1  # the second page reused the first's plan
+    assert len(vllm._PAGES.plans) == 1  # the second page reused the first's plan...
+    assert len(vllm._PAGES.templates) == 1  # ...through the first page's template
     assert a.models["m"].histograms["ttft"].cumulative == (5, 6, 7)
     assert b.models["m"].histograms["ttft"].cumulative == (6, 7, 8)
     assert (b.models["m"].gauges["kv_cache_usage"], b.models["m"].histograms["ttft"].sum) == (0.6, 6.5)
@@ -278,7 +279,7 @@ def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
 
 
 def test_plan_cache_is_bounded():
-    vllm._PLANS.clear()
-    for n in range(vllm._PLANS_MAX + 5):
+    vllm._PAGES.clear()
+    for n in range(vllm._PAGES.size + 5):
         parse_vllm(_page(model=f"m{n}"))
-    assert 0 < len(vllm._PLANS) <= vllm._PLANS_MAX
+    assert 0 < len(vllm._PAGES.plans) <= vllm._PAGES.size
