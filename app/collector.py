@@ -37,15 +37,15 @@ class CollectorService:
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
-        (one line per target), or nothing when ``describe`` is False."""
-        lines = []
-        for target in self.settings.targets:
-            round_ = self.rounds.collect(target)
+        (one line per target, in the targets' order), or nothing when ``describe`` is False."""
+        lines: dict[str, str] = {}
+        # Every target's requests leave at once; each round is written as soon as its sources are in.
+        for round_ in self.rounds.collect_all(self.settings.targets):
             with self.write_lock:
                 self.writer.write_round(round_)
             if describe:
-                lines.append(describe_round(round_))
-        return lines
+                lines[round_.target] = describe_round(round_)
+        return [lines[target.name] for target in self.settings.targets if target.name in lines]
 
     def rollup(self) -> str:
         from db.rollup import rollup

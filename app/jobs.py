@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from app.errors import ScrapeError
 from app.settings import Settings, TargetSettings
-from collectors.http import ScrapeClient
-from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult, VllmScrape
+from collectors.http import Pending, ScrapeClient, receive_text
+from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +37,71 @@ class RoundCollector:
 
     def collect(self, target: TargetSettings) -> ScrapeRound:
         """One round for one target; never raises for a source failure."""
-        ts = self.clock()
-        vllm, vllm_status = self._timed(target, "vllm", lambda: self._vllm(target))
-        gateway, gateway_status = (None, None)
-        if target.gateway.kind != "none":
-            gateway, gateway_status = self._timed(target, "gateway", lambda: self._gateway(target))
-        gpus: tuple[GpuReading, ...] = ()
-        gpu_status = None
-        if target.gpu.source != "none":
-            readings, gpu_status = self._timed(target, "gpu", lambda: self._gpus(target))
-            gpus = readings or ()
-        return ScrapeRound(target.name, ts, vllm, vllm_status, gateway, gateway_status, gpus, gpu_status)
+        (round_,) = self.collect_all((target,))
+        return round_
 
-    def _timed(self, target: TargetSettings, source: str, read: Callable[[], Any]) -> tuple[Any, SourceResult]:
-        start = time.perf_counter()
+    def collect_all(self, targets: Iterable[TargetSettings]) -> Iterator[ScrapeRound]:
+        """One round for each target, yielded as each is complete; never raises for a source failure.
+
+        Every HTTP request of every target is sent first, NVML is read while they are in flight, then
+        each answer is read and parsed as it arrives: a slow or unreachable source delays no other,
+        and a target's round comes as soon as its own sources are in. A source's ``duration_s`` runs
+        from its request sent to its answer parsed.
+        """
+        rounds: list[_Round] = []
+        reads: dict[Pending, _Read] = {}
         try:
-            value = read()
+            for target in targets:
+                round_ = _Round(target, self.clock())
+                rounds.append(round_)
+                for source, url, hint, parse in self._http_sources(target):
+                    start = time.perf_counter()
+                    if url is None:  # nothing to fetch (a gateway preset of kind none)
+                        self._record(round_, source, start, parse, "")
+                        continue
+                    reads[self.client.send(url, self.settings.scrape_timeout_s)] = _Read(round_, source, hint, parse, start)
+            for round_ in rounds:  # local GPUs, read while the answers are on their way
+                if round_.target.gpu.source not in ("none", "dcgm"):
+                    self._record(round_, "gpu", time.perf_counter(), self._nvml_gpus, round_.target)
+            yield from (r.done() for r in rounds if r.left == 0)
+            for pending in self.client.arrivals(list(reads)):
+                read = reads.pop(pending)
+                self._record(read.round, read.source, read.start, self._parsed, pending, read)
+                if read.round.left == 0:
+                    yield read.round.done()
+        finally:
+            for pending in reads:  # left unread when the caller stopped early: never reuse them
+                self.client.abandon(pending)
+
+    def _http_sources(self, target: TargetSettings) -> Iterator[tuple[str, str | None, str, Callable[[str], Any]]]:
+        """(source, URL, hint, parse the page) for each HTTP source of ``target``; URL None: no request."""
+        from collectors import dcgm, gateway, vllm
+
+        url = target.vllm_url
+        yield "vllm", url, vllm.HINT, lambda text: vllm.vllm_from_page(url, text)
+        if target.gateway.kind != "none":
+            settings = gateway.resolve_preset(target.gateway)
+            if settings.kind == "none":
+                yield "gateway", None, "", lambda _: GatewayReading(queue_depth=None, source="none")
+            else:
+                yield "gateway", settings.url, gateway.HINT_URL, lambda text: gateway.gateway_from_page(settings, text)
+        if target.gpu.source == "dcgm":
+            dcgm_url, peak = target.gpu.url, target.ceiling.bandwidth_gbps
+            yield "gpu", dcgm_url, dcgm.HINT, lambda text: dcgm.dcgm_from_page(dcgm_url, text, peak)
+
+    def _parsed(self, pending: Pending, read: _Read) -> Any:
+        return read.parse(receive_text(self.client, pending, read.hint))
+
+    def _record(self, round_: _Round, source: str, start: float, read: Callable[..., Any], *args: Any) -> None:
+        try:
+            value = read(*args)
         except ScrapeError as exc:
-            self._log_change(target, source, exc.one_line())
-            return None, SourceResult(False, exc.one_line(), time.perf_counter() - start)
-        self._log_change(target, source, "")
-        return value, SourceResult(True, None, time.perf_counter() - start)
+            self._log_change(round_.target, source, exc.one_line())
+            round_.results[source] = None, SourceResult(False, exc.one_line(), time.perf_counter() - start)
+        else:
+            self._log_change(round_.target, source, "")
+            round_.results[source] = value, SourceResult(True, None, time.perf_counter() - start)
+        round_.left -= 1
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
         # Log a source going down or coming back once, not on every round.
@@ -69,29 +113,39 @@ class RoundCollector:
                 log.info("%s %s: reading again", target.name, source)
             self._last_error[key] = error
 
-    def _vllm(self, target: TargetSettings) -> VllmScrape:
-        from collectors.vllm import scrape_vllm
-
-        return scrape_vllm(target.vllm_url, self.settings.scrape_timeout_s, self.client)
-
-    def _gateway(self, target: TargetSettings) -> GatewayReading:
-        from collectors.gateway import read_gateway
-
-        return read_gateway(target.gateway, self.settings.scrape_timeout_s, self.client)
-
-    def _gpus(self, target: TargetSettings) -> tuple[GpuReading, ...]:
-        if target.gpu.source == "dcgm":
-            from collectors.dcgm import scrape_dcgm
-
-            return scrape_dcgm(
-                target.gpu.url, self.settings.scrape_timeout_s, self.client, peak_bw_gbps=target.ceiling.bandwidth_gbps
-            )
+    def _nvml_gpus(self, target: TargetSettings) -> tuple[GpuReading, ...]:
         if self._nvml is None:
             from collectors.nvml import NvmlCollector
 
             self._nvml = NvmlCollector(peak_bw_gbps=target.ceiling.bandwidth_gbps)
         readings: tuple[GpuReading, ...] = self._nvml.collect()
         return readings
+
+
+class _Round:
+    """One target's round while its sources are read: what each gave, and how many are still to come."""
+
+    def __init__(self, target: TargetSettings, ts: float) -> None:
+        self.target = target
+        self.ts = ts
+        self.results: dict[str, tuple[Any, SourceResult]] = {}
+        sources = 1 + (target.gateway.kind != "none") + (target.gpu.source != "none")
+        self.left = sources
+
+    def done(self) -> ScrapeRound:
+        vllm, vllm_status = self.results["vllm"]
+        gateway, gateway_status = self.results.get("gateway", (None, None))
+        gpus, gpu_status = self.results.get("gpu", (None, None))
+        return ScrapeRound(self.target.name, self.ts, vllm, vllm_status, gateway, gateway_status, gpus or (), gpu_status)
+
+
+class _Read:
+    """One HTTP source of a round in flight."""
+
+    __slots__ = ("round", "source", "hint", "parse", "start")
+
+    def __init__(self, round_: _Round, source: str, hint: str, parse: Callable[[str], Any], start: float) -> None:
+        self.round, self.source, self.hint, self.parse, self.start = round_, source, hint, parse, start
 
 
 def describe_round(round_: ScrapeRound) -> str:

@@ -115,7 +115,11 @@ def scrape_dcgm(
     url: str, timeout_s: float, client: ScrapeClient | None = None, peak_bw_gbps: float | None = None
 ) -> tuple[GpuReading, ...]:
     """GET ``url`` and parse it with :func:`parse_dcgm`; any failure raises :class:`ScrapeError`."""
-    text = fetch_text(url, timeout_s, client, hint=HINT)
+    return dcgm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT), peak_bw_gbps)
+
+
+def dcgm_from_page(url: str, text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:
+    """Parse the page fetched from ``url`` with :func:`parse_dcgm`; failures name the URL."""
     try:
         return parse_dcgm(text, peak_bw_gbps)
     except ScrapeError as exc:

@@ -50,7 +50,11 @@ def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClie
     gateway = resolve_preset(settings)
     if gateway.kind == "none":
         return GatewayReading(queue_depth=None, source="none")
-    text = fetch_text(gateway.url, timeout_s, client, hint=HINT_URL)
+    return gateway_from_page(gateway, fetch_text(gateway.url, timeout_s, client, hint=HINT_URL))
+
+
+def gateway_from_page(gateway: GatewaySettings, text: str) -> GatewayReading:
+    """The queue depth in ``text``, fetched from ``gateway.url`` (settings with the preset applied)."""
     try:
         if gateway.kind == "prometheus":
             value = queue_from_prometheus(text, gateway.metric, gateway.labels)

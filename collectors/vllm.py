@@ -51,7 +51,11 @@ _PAGES: PagePlans[_Plan] = PagePlans(_PARSER, size=64)
 
 def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
     """GET ``url`` (vLLM's ``/metrics``) and parse it; any failure raises ScrapeError naming the URL."""
-    text = fetch_text(url, timeout_s, client, hint=HINT)
+    return vllm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT))
+
+
+def vllm_from_page(url: str, text: str) -> VllmScrape:
+    """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL."""
     try:
         return parse_vllm(text, source=url)
     except ScrapeError as exc:

@@ -1,0 +1,221 @@
+"""A round's sources fetched at once, against real servers on 127.0.0.1: isolation, pooling, retries."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from app.collector import CollectorService
+from app.jobs import RoundCollector
+from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+from collectors.http import ScrapeClient
+from db.queries import Reader
+from tests.support.http_server import closed_port_url
+
+DATA = Path(__file__).resolve().parent / "data"
+PAGES = {
+    "/metrics": (DATA / "vllm_v1.txt").read_bytes(),
+    "/gateway": b"# TYPE queue gauge\nqueue 3\n",
+    "/dcgm": (DATA / "dcgm-exporter-h200x2.txt").read_bytes(),
+}
+
+
+class Sources(ThreadingHTTPServer):
+    """vLLM, a gateway and dcgm-exporter on one port, as the simulator serves them; ``delays`` by path
+    hold an answer back, ``close_after`` drops each connection after its answer without saying so."""
+
+    daemon_threads = True
+
+    def __init__(self, delays: dict[str, float], close_after: bool = False) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.delays, self.close_after = delays, close_after
+        self.accepted = 0
+        self.arrived: dict[str, float] = {}  # path → time.monotonic() of its last request
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        request = super().get_request()
+        self.accepted += 1
+        return request
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Sources
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.arrived[self.path] = time.monotonic()
+        time.sleep(self.server.delays.get(self.path, 0.0))
+        body = PAGES[self.path]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = self.server.close_after
+
+
+@pytest.fixture
+def sources() -> Iterator[Callable[..., Sources]]:
+    servers: list[Sources] = []
+
+    def start(delays: dict[str, float] | None = None, close_after: bool = False) -> Sources:
+        server = Sources(delays or {}, close_after)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def target(name: str, server: Sources | None, vllm: str = "", gateway: str = "", dcgm: str = "") -> TargetSettings:
+    def url(given: str, path: str) -> str:
+        return given or (server.url(path) if server else "")
+
+    return TargetSettings(
+        name=name,
+        vllm_url=url(vllm, "/metrics"),
+        gateway=GatewaySettings(kind="prometheus", url=url(gateway, "/gateway"), metric="queue"),
+        gpu=GpuSettings(source="dcgm", url=url(dcgm, "/dcgm")),
+    )
+
+
+def hanging_port() -> socket.socket:
+    """A listening socket that accepts (the kernel does) and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_slow_sources_are_waited_for_together_not_one_after_the_other(sources) -> None:
+    server = sources({"/metrics": 1.5, "/gateway": 1.5})
+    collector = RoundCollector(Settings(targets=()))
+    try:
+        start = time.monotonic()
+        round_ = collector.collect(target("t", server))
+        elapsed = time.monotonic() - start
+    finally:
+        collector.close()
+    assert round_.vllm_status.ok and round_.gateway_status and round_.gateway_status.ok
+    assert round_.gateway and round_.gateway.queue_depth == 3.0 and len(round_.gpus) == 2
+    assert elapsed < 2.6  # one after the other: 3 s at least
+    # every request reached the server at once, the fast dcgm page was read as soon as it came
+    assert max(server.arrived.values()) - start < 0.5
+    assert round_.gpu_status and round_.gpu_status.duration_s < 1.0
+    assert 1.4 < round_.vllm_status.duration_s < 2.5
+
+
+def test_a_hanging_target_delays_neither_the_other_target_nor_its_write(sources, tmp_path) -> None:
+    server = sources()
+    with hanging_port() as hung:
+        address = f"http://127.0.0.1:{hung.getsockname()[1]}"
+        down = target("down", None, vllm=f"{address}/metrics", gateway=f"{address}/gateway", dcgm=closed_port_url())
+        up = target("up", server)
+        db = f"sqlite:///{tmp_path}/c.db"
+        service = CollectorService(Settings(db_url=db, scrape_timeout_s=1.0, targets=(down, up)))
+        try:
+            start = time.monotonic()
+            lines = service.collect_once()
+            elapsed = time.monotonic() - start
+            rounds = service.rounds.collect_all(service.settings.targets)
+            start = time.monotonic()
+            first = next(rounds)
+            first_at = time.monotonic() - start
+            rounds.close()
+        finally:
+            service.close()
+    assert first.target == "up" and first_at < 0.8  # the good target's round does not wait for the timeouts
+    assert elapsed < 1.8  # two sources timing out one after the other: 2 s at least
+    assert lines[0].startswith("down: vLLM DOWN") and "no answer within 1 s" in lines[0]
+    assert "gateway DOWN" in lines[0] and "connection refused" in lines[0]
+    assert lines[1].startswith("up: vLLM up") and "2 GPU(s)" in lines[1]
+    info = {t.name: t for t in Reader(db).targets()}
+    assert info["up"].up is True and info["down"].up is False
+    assert "no answer within 1 s" in (info["down"].last_error or "")
+
+
+def test_a_connection_that_never_completes_times_out_without_holding_back_the_others(sources) -> None:
+    # A listen backlog that is full drops new handshakes, as a firewall that drops packets does.
+    server = sources()
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        filler = socket.create_connection(full.getsockname(), 1.0)
+        address = f"http://127.0.0.1:{full.getsockname()[1]}"
+        collector = RoundCollector(Settings(scrape_timeout_s=1.0, targets=()))
+        try:
+            start = time.monotonic()
+            round_ = collector.collect(target("t", server, vllm=f"{address}/metrics", gateway=f"{address}/gateway"))
+            elapsed = time.monotonic() - start
+        finally:
+            collector.close()
+            filler.close()
+    assert round_.vllm_status.error and "no answer within 1 s" in round_.vllm_status.error
+    assert round_.gateway_status and round_.gateway_status.error and "no answer within 1 s" in round_.gateway_status.error
+    assert round_.gpu_status and round_.gpu_status.ok and round_.gpu_status.duration_s < 0.5
+    assert elapsed < 1.8  # two handshakes timing out one after the other: 2 s at least
+
+
+def test_each_origin_keeps_one_connection_per_source_across_rounds(sources) -> None:
+    server = sources()
+    collector = RoundCollector(Settings(targets=()))
+    try:
+        for _ in range(5):
+            round_ = collector.collect(target("t", server))
+            assert round_.vllm_status.ok and round_.gpu_status and round_.gpu_status.ok
+    finally:
+        collector.close()
+    assert server.accepted == 3  # three requests in flight at once, each on its own kept-alive connection
+
+
+def test_kept_alive_connections_closed_by_the_server_get_one_fresh_try(sources) -> None:
+    server = sources(close_after=True)
+    client = ScrapeClient()
+    urls = [server.url(path) for path in PAGES]
+    try:
+        for _ in range(3):
+            pending = [client.send(url, 2.0) for url in urls]
+            answers = {p.url: client.receive(p) for p in client.arrivals(pending)}
+            assert answers == {url: (200, PAGES[path]) for url, path in zip(urls, PAGES, strict=True)}
+            time.sleep(0.05)  # let the server's close arrive
+    finally:
+        client.close()
+    assert server.accepted == 9
+
+
+def test_answers_are_read_in_the_order_they_arrive(sources) -> None:
+    server = sources({"/metrics": 0.6, "/gateway": 0.3})
+    client = ScrapeClient()
+    try:
+        pending = [client.send(server.url(path), 2.0) for path in PAGES]
+        order = [p.url.rsplit("/", 1)[1] for p in client.arrivals(pending) if client.receive(p)]
+    finally:
+        client.close()
+    assert order == ["dcgm", "gateway", "metrics"]
+
+
+def test_a_round_left_unread_closes_its_connections(sources) -> None:
+    server = sources({"/gateway": 0.3})
+    collector = RoundCollector(Settings(targets=()))
+    try:
+        rounds = collector.collect_all((target("a", server), target("b", server)))
+        next(rounds)
+        rounds.close()  # the caller stopped: the answers still on their way must not reach the next round
+        round_ = collector.collect(target("a", server))
+    finally:
+        collector.close()
+    assert round_.vllm_status.ok and round_.gateway and round_.gateway.queue_depth == 3.0
