@@ -34,6 +34,8 @@ from db.state import SeriesState, counter_increase, histogram_increase
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]
+# rows to insert per table, each a sequence of values in _COLUMNS order
+_Rows = dict[str, list[Sequence[Any]]]
 BATCH_ROUNDS = 1000
 
 # Statements built once: building and cache-keying one costs more than SQLite's insert.
@@ -42,11 +44,17 @@ _INSERTS = {
     "samples": schema.samples.insert(),
     "gpu_samples": schema.gpu_samples.insert(),
 }
-# one attrgetter call per GPU instead of a getattr per field: 8 GPUs × 7 fields every round
-_GPU_KEYS = ("target_id", "ts", "gpu_id", *schema.GPU_FIELDS)
+# Rows are built as tuples in these column orders (no dict per row, no key conversion per insert).
+_COLUMNS = {
+    "scrapes": ("target_id", "ts", "up", "error", "duration_ms", "queue_depth", "gateway_error", "gpu_error"),
+    "samples": (
+        "model_id", "ts", *schema.GAUGES, *schema.COUNTERS,
+        *(f"{h}_{part}" for h in schema.HISTOGRAMS for part in ("layout", "count", "sum", "buckets")),
+    ),
+    "gpu_samples": ("target_id", "ts", "gpu_id", *schema.GPU_FIELDS),
+}
+# one attrgetter call per GPU instead of a getattr per field: 8 GPUs × 6 fields every round
 _GPU_VALUES = operator.attrgetter(*schema.GPU_FIELDS)
-# a histogram's four column names, formatted once rather than 16 f-strings a round
-_HIST_COLUMNS = tuple((h, (f"{h}_layout", f"{h}_count", f"{h}_sum", f"{h}_buckets")) for h in schema.HISTOGRAMS)
 _STATE = schema.series_state
 _STATE_UPDATE = (
     update(_STATE)
@@ -68,24 +76,48 @@ class _DriverStatements:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
         self.errors: type[Exception] = dialect.loaded_dbapi.Error
-        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[str, Callable[[Row], Any] | None]] = {}
+        self._compiled: dict[tuple[int, tuple[str, ...]], tuple[str, Callable[[Any], Any] | None]] = {}
 
-    def run(self, cursor: Any, stmt: ClauseElement, rows: Sequence[Row], insert: bool = False) -> int:
-        """Execute ``stmt`` once per row (one executemany); returns the driver's rowcount."""
+    def run(self, cursor: Any, stmt: ClauseElement, rows: Sequence[Row]) -> int:
+        """Execute ``stmt`` once per row of named parameters (one executemany); returns the rowcount."""
         key = (id(stmt), tuple(rows[0]))
         entry = self._compiled.get(key)
         if entry is None:
-            # inserts: the columns are the rows' keys, as Connection.execute would compile them
-            compiled = cast(
-                SQLCompiler, stmt.compile(dialect=self.dialect, column_keys=list(rows[0]) if insert else None)
-            )
-            if compiled.escaped_bind_names:  # not the case for our plain names; keep the mapping simple
-                raise AssertionError(f"unexpected escaped bind names in {compiled}")
-            getter: Callable[[Row], Any] | None = None
+            compiled = self._compile(stmt, None)
+            getter: Callable[[Any], Any] | None = None
             if self.dialect.positional:  # SQLite's qmark: tuples in the compiled order
-                order = list(compiled.positiontup or [])
-                getter = operator.itemgetter(*order) if len(order) > 1 else lambda r: (r[order[0]],)
+                getter = _getter(list(compiled.positiontup or []))
             entry = self._compiled[key] = (str(compiled), getter)
+        return self._execute(cursor, entry, rows)
+
+    def insert(self, cursor: Any, stmt: ClauseElement, columns: tuple[str, ...], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows``, each a sequence of values in ``columns`` order (one executemany).
+
+        On SQLite the compiled order is the columns' own (the table's) order: the rows go to the
+        driver as built. Elsewhere they are reordered, or named (psycopg's named parameters).
+        """
+        key = (id(stmt), columns)
+        entry = self._compiled.get(key)
+        if entry is None:
+            # the columns given, as Connection.execute would compile them for rows with these keys
+            compiled = self._compile(stmt, list(columns))
+            getter: Callable[[Any], Any] | None
+            if self.dialect.positional:
+                order = list(compiled.positiontup or [])
+                getter = None if order == list(columns) else _getter([columns.index(name) for name in order])
+            else:
+                getter = lambda row: dict(zip(columns, row, strict=True))  # noqa: E731
+            entry = self._compiled[key] = (str(compiled), getter)
+        self._execute(cursor, entry, rows)
+
+    def _compile(self, stmt: ClauseElement, column_keys: list[str] | None) -> SQLCompiler:
+        compiled = cast(SQLCompiler, stmt.compile(dialect=self.dialect, column_keys=column_keys))
+        if compiled.escaped_bind_names:  # not the case for our plain names; keep the mapping simple
+            raise AssertionError(f"unexpected escaped bind names in {compiled}")
+        return compiled
+
+    @staticmethod
+    def _execute(cursor: Any, entry: tuple[str, Callable[[Any], Any] | None], rows: Sequence[Any]) -> int:
         sql, getter = entry
         params = [getter(r) for r in rows] if getter is not None else rows
         if len(params) == 1:
@@ -93,6 +125,14 @@ class _DriverStatements:
         else:
             cursor.executemany(sql, params)
         return int(cursor.rowcount)
+
+
+def _getter(keys: list[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A row's values at ``keys`` (names or indices), as a tuple even for one key."""
+    if len(keys) == 1:
+        only = keys[0]
+        return lambda row: (row[only],)
+    return operator.itemgetter(*keys)
 
 
 def gateway_source(target: TargetSettings) -> str:
@@ -115,7 +155,10 @@ class Writer:
         self._gpus: dict[tuple[int, str], tuple[int, tuple]] = {}
         self._layouts: dict[tuple[float, ...], int] = {}
         self._states: dict[int, SeriesState] = {}
-        self._target_meta: dict[int, tuple] = {}
+        self._target_meta: dict[int, tuple[dict[str, str], tuple[str, ...], dict[str, str]]] = {}
+        # target → (the last GPU readings written, their rows without target and ts): dcgm.parse_dcgm
+        # hands out the same tuple while the exporter serves the same page (5 rounds out of 6)
+        self._gpu_rows: dict[int, tuple[tuple[GpuReading, ...], list[tuple[Any, ...]]]] = {}
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
         self._conn: Connection | None = None
@@ -175,7 +218,7 @@ class Writer:
 
     # -- batches ----------------------------------------------------------------------------------
     def _write_batch(self, rounds: list[ScrapeRound]) -> int:
-        rows: dict[str, list[dict[str, Any]]] = {"scrapes": [], "samples": [], "gpu_samples": []}
+        rows: _Rows = {"scrapes": [], "samples": [], "gpu_samples": []}
         try:
             conn = self._connection()
             if all(map(self._all_cached, rounds)):
@@ -198,7 +241,7 @@ class Writer:
             raise storage_error("writing a scrape round", exc) from None
         return kept
 
-    def _write_on_driver(self, conn: Connection, rounds: list[ScrapeRound], rows: dict[str, list[Row]]) -> int:
+    def _write_on_driver(self, conn: Connection, rounds: list[ScrapeRound], rows: _Rows) -> int:
         """The steady state (every id, layout and state cached): the transaction on the DBAPI connection.
 
         SQLAlchemy's begin/commit costs ~0.03 ms of CPU in a tight loop but ~0.27 ms in a real round,
@@ -221,10 +264,10 @@ class Writer:
             cursor.close()
         return kept
 
-    def _insert_rows(self, cursor: Any, rows: dict[str, list[Row]]) -> None:
+    def _insert_rows(self, cursor: Any, rows: _Rows) -> None:
         for name, stmt in _INSERTS.items():
             if rows[name]:
-                self._driver.run(cursor, stmt, rows[name], insert=True)
+                self._driver.insert(cursor, stmt, _COLUMNS[name], rows[name])
         self._save_states(cursor)
 
     def _all_cached(self, round_: ScrapeRound) -> bool:
@@ -234,16 +277,21 @@ class Writer:
             return False
         if round_.vllm_status.ok and round_.vllm is not None:
             scrape = round_.vllm
-            if self._target_meta.get(target_id) != _target_meta_key(scrape):
+            if not _meta_unchanged(self._target_meta.get(target_id), scrape):
                 return False
+            layouts = self._layouts
             for name, figures in scrape.models.items():
                 model_id = self._models.get((target_id, name))
                 if model_id is None or model_id not in self._states:
                     return False
+                histograms = figures.histograms
                 for key in schema.HISTOGRAMS:
-                    hist = figures.histograms.get(key)
-                    if hist is not None and hist.bounds not in self._layouts:
+                    hist = histograms.get(key)
+                    if hist is not None and hist.bounds not in layouts:
                         return False
+        known = self._gpu_rows.get(target_id)
+        if known is not None and known[0] is round_.gpus:
+            return True  # the readings written last round: ids and meta checked then
         for gpu in round_.gpus:
             cached = self._gpus.get((target_id, gpu.uuid))
             if cached is None or cached[1] != _gpu_meta(gpu):
@@ -256,10 +304,11 @@ class Writer:
         self._gpus.clear()
         self._layouts.clear()
         self._target_meta.clear()
+        self._gpu_rows.clear()
         self._dirty.clear()
         self._last_ts.clear()
 
-    def _collect(self, conn: Connection, round_: ScrapeRound, rows: dict[str, list[dict[str, Any]]]) -> bool:
+    def _collect(self, conn: Connection, round_: ScrapeRound, rows: _Rows) -> bool:
         """Queue the round's rows; False (nothing queued) when the target already has a round at or after it.
 
         Rows are keyed by whole seconds: a second round in the same second (``collect --once`` run
@@ -283,34 +332,39 @@ class Writer:
             for name, figures in scrape.models.items():
                 model_id = self._model_id(conn, target_id, name)
                 rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s))
-        for gpu in round_.gpus:
-            gpu_id = self._gpu_id(conn, target_id, gpu, ts)
-            rows["gpu_samples"].append(dict(zip(_GPU_KEYS, (target_id, ts, gpu_id, *_GPU_VALUES(gpu)), strict=True)))
+        rows["gpu_samples"] += [(target_id, ts, *tail) for tail in self._gpu_tails(conn, target_id, round_.gpus, ts)]
         return True
+
+    def _gpu_tails(self, conn: Connection, target_id: int, gpus: tuple[GpuReading, ...], ts: int) -> list[tuple[Any, ...]]:
+        """Each GPU's row after its target and ts: (gpu id, *GPU_FIELDS); the same readings as the
+        last round's (the very tuple) reuse that round's, their ids and meta checked then."""
+        known = self._gpu_rows.get(target_id)
+        if known is not None and known[0] is gpus:
+            return known[1]
+        tails = [(self._gpu_id(conn, target_id, gpu, ts), *_GPU_VALUES(gpu)) for gpu in gpus]
+        self._gpu_rows[target_id] = (gpus, tails)
+        return tails
 
     # -- samples and state ------------------------------------------------------------------------
     def _sample_row(
         self, conn: Connection, model_id: int, ts: int, figures: ModelFigures, process_start: float | None
-    ) -> dict[str, Any]:
+    ) -> list[Any]:
+        """The model's ``samples`` row, in ``_COLUMNS["samples"]`` order; advances its state."""
         state = self._state(conn, model_id)
         fresh = state.ts is None or ts - state.ts > self.max_gap_s
         restarted = state.restarted(process_start)
-        row: dict[str, Any] = {"model_id": model_id, "ts": ts}
-        for key in schema.GAUGES:
-            row[key] = figures.gauges.get(key)
+        row: list[Any] = [model_id, ts, *map(figures.gauges.get, schema.GAUGES)]
+        counters, created, histograms = figures.counters.get, figures.created.get, figures.histograms.get
         for key in schema.COUNTERS:
-            row[key] = counter_increase(
-                state, key, figures.counters.get(key), figures.created.get(key), restarted, fresh
-            )
-        for key, (c_layout, c_count, c_sum, c_buckets) in _HIST_COLUMNS:
-            hist = figures.histograms.get(key)
+            row.append(counter_increase(state, key, counters(key), created(key), restarted, fresh))
+        for key in schema.HISTOGRAMS:
+            hist = histograms(key)
             layout = self._layout_id(conn, hist.bounds) if hist is not None else None
-            inc = histogram_increase(state, key, hist, layout, figures.created.get(key), restarted, fresh)
-            row[c_layout] = layout
+            inc = histogram_increase(state, key, hist, layout, created(key), restarted, fresh)
             if inc is None:
-                row[c_count] = row[c_sum] = row[c_buckets] = None
+                row += (layout, None, None, None)
             else:
-                row[c_count], row[c_sum], row[c_buckets] = inc[0], inc[1], histo.pack(inc[2])
+                row += (layout, inc[0], inc[1], histo.pack(inc[2]))
         state.ts = ts
         state.process_start = process_start
         self._dirty.add(model_id)
@@ -383,26 +437,27 @@ class Writer:
         return int(found)
 
     def _update_target_meta(self, conn: Connection, target_id: int, scrape: VllmScrape) -> None:
-        meta = _target_meta_key(scrape)
-        if self._target_meta.get(target_id) == meta:
+        if _meta_unchanged(self._target_meta.get(target_id), scrape):
             return
-        used, missing, cache = scrape.metric_names_used, scrape.missing, scrape.cache_config
+        used, missing, cache = dict(scrape.metric_names_used), tuple(scrape.missing), dict(scrape.cache_config)
         t = schema.targets
         values = {
-            "metric_names_used": json.dumps(dict(used), sort_keys=True),
+            "metric_names_used": json.dumps(used, sort_keys=True),
             "missing_metrics": json.dumps(list(missing)),
-            "cache_config": json.dumps(dict(cache), sort_keys=True),
+            "cache_config": json.dumps(cache, sort_keys=True),
         }
         conn.execute(update(t).where(t.c.id == target_id).values(**values))
-        self._target_meta[target_id] = meta
+        self._target_meta[target_id] = (used, missing, cache)
 
 
-def _target_meta_key(scrape: VllmScrape) -> tuple:
-    # compared as tuples: this runs every round, the JSON only when something changed
+def _meta_unchanged(seen: tuple[dict[str, str], tuple[str, ...], dict[str, str]] | None, scrape: VllmScrape) -> bool:
+    # mappings compared as mappings (order aside, as the JSON is sorted): this runs twice a round,
+    # the JSON only when something changed
     return (
-        tuple(sorted(scrape.metric_names_used.items())),
-        tuple(scrape.missing),
-        tuple(sorted(scrape.cache_config.items())),
+        seen is not None
+        and seen[1] == tuple(scrape.missing)
+        and seen[0] == scrape.metric_names_used
+        and seen[2] == scrape.cache_config
     )
 
 
@@ -416,16 +471,17 @@ def _insert_id(conn: Connection, stmt: Any) -> int:
     return int(key[0])
 
 
-def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> dict[str, Any]:
-    gateway = round_.gateway
-    gw_ok = round_.gateway_status is None or round_.gateway_status.ok
-    return {
-        "target_id": target_id,
-        "ts": ts,
-        "up": 1 if round_.vllm_status.ok else 0,
-        "error": round_.vllm_status.error,
-        "duration_ms": int(round(round_.vllm_status.duration_s * 1000)),
-        "queue_depth": gateway.queue_depth if gateway is not None and gw_ok else None,
-        "gateway_error": round_.gateway_status.error if round_.gateway_status else None,
-        "gpu_error": round_.gpu_status.error if round_.gpu_status else None,
-    }
+def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> tuple[Any, ...]:
+    """The round's ``scrapes`` row, in ``_COLUMNS["scrapes"]`` order."""
+    gateway, gateway_status, gpu_status = round_.gateway, round_.gateway_status, round_.gpu_status
+    gw_ok = gateway_status is None or gateway_status.ok
+    return (
+        target_id,
+        ts,
+        1 if round_.vllm_status.ok else 0,
+        round_.vllm_status.error,
+        int(round(round_.vllm_status.duration_s * 1000)),
+        gateway.queue_depth if gateway is not None and gw_ok else None,
+        gateway_status.error if gateway_status else None,
+        gpu_status.error if gpu_status else None,
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from app.errors import StorageError
+from collectors.records import GpuReading, SourceResult
 from db import histo, schema
 from db.engine import open_engine
 from db.queries import Reader
@@ -217,3 +219,90 @@ def test_collector_restart_resumes_from_a_json_state_of_an_earlier_release(db_ur
     assert _samples(engine, "ttft_count") == [None, 2, 3]
     with engine.connect() as conn:
         assert not conn.execute(select(st.c.state)).scalar_one().startswith("{")  # rewritten in the new form
+
+
+# -- GPU rows: dcgm.parse_dcgm hands out the very same readings tuple while the exporter serves the
+# same page, and the writer then reuses the last round's GPU rows. A fresh writer per round (nothing
+# cached) is the reference.
+def _gpu(uuid: str, index: int, power: float, name: str = "H200") -> GpuReading:
+    return GpuReading(uuid=uuid, index=index, name=name, host="h", memory_used_bytes=1e9, power_w=power)
+
+
+def _gpu_round(ts: float, gpus: tuple[GpuReading, ...], target: str = "t", model: str = "m") -> Any:
+    return dataclasses.replace(vllm_round(ts, 100 + ts - T, target=target, model=model),
+                               gpus=gpus, gpu_status=SourceResult(True))
+
+
+def _gpu_samples(engine: Any) -> list[tuple]:
+    g, s, t = schema.gpus, schema.gpu_samples, schema.targets
+    query = (select(t.c.name, s.c.ts, g.c.uuid, s.c.power_w, s.c.memory_used_bytes)
+             .join(g, (g.c.id == s.c.gpu_id) & (g.c.target_id == s.c.target_id)).join(t, t.c.id == s.c.target_id)
+             .order_by(t.c.name, s.c.ts, g.c.uuid))
+    with engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(query)]
+
+
+def _gpus(engine: Any) -> list[tuple]:
+    g = schema.gpus
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(select(g.c.uuid, g.c.gpu_index, g.c.name).order_by(g.c.target_id, g.c.uuid))]
+
+
+def _gpu_rounds(prefix: str = "") -> list[Any]:
+    t, u = f"{prefix}t", f"{prefix}u"
+    same = (_gpu("GPU-a", 0, 300.0), _gpu("GPU-b", 1, 310.0))
+    renamed = (_gpu("GPU-a", 2, 320.0, name="H200 NVL"), _gpu("GPU-b", 1, 330.0))
+    return [
+        _gpu_round(T, same, t),
+        _gpu_round(T + 5, same, t),  # the very tuple again
+        _gpu_round(T + 10, same, t, model="second"),  # a model appears, the GPUs unchanged
+        _gpu_round(T + 15, renamed, t),  # GPU-a's index and name changed
+        _gpu_round(T + 20, same, t),  # an older tuple again: GPU-a's meta back
+        _gpu_round(T + 25, same, u),  # another target reading the same exporter
+        _gpu_round(T + 30, same, t),
+    ]
+
+
+def test_the_same_gpu_readings_in_consecutive_rounds_store_each_round(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    for round_ in _gpu_rounds():
+        writer.write_round(round_)
+    for round_ in _gpu_rounds("ref-"):
+        Writer(engine).write_round(round_)  # the reference: nothing cached, every id looked up
+    rows = _gpu_samples(engine)
+    assert len(rows) == 28
+    ref, mine = [r[1:] for r in rows[:14]], [r[1:] for r in rows[14:]]
+    assert [r[0] for r in rows] == ["ref-t"] * 12 + ["ref-u"] * 2 + ["t"] * 12 + ["u"] * 2
+    assert mine == ref
+    assert [r[:3] for r in mine[:6]] == [(T, "GPU-a", 300.0), (T, "GPU-b", 310.0), (T + 5, "GPU-a", 300.0),
+                                         (T + 5, "GPU-b", 310.0), (T + 10, "GPU-a", 300.0), (T + 10, "GPU-b", 310.0)]
+    assert _gpus(engine) == [("GPU-a", 0, "H200"), ("GPU-b", 1, "H200")] * 4
+    samples = _rows(engine, schema.samples, "model_id")
+    assert len(samples) == 14 and samples[:7] == samples[7:]
+
+
+def test_gpu_meta_changed_then_back_is_stored_each_time(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    rounds = _gpu_rounds()
+    for round_ in rounds[:4]:
+        writer.write_round(round_)
+    assert _gpus(engine) == [("GPU-a", 2, "H200 NVL"), ("GPU-b", 1, "H200")]
+    writer.write_round(rounds[4])
+    assert _gpus(engine) == [("GPU-a", 0, "H200"), ("GPU-b", 1, "H200")]
+
+
+def test_gpu_rows_after_a_failed_round_that_added_a_gpu(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.write_round(_gpu_round(T, (_gpu("GPU-a", 0, 300.0),)))
+    grown = (_gpu("GPU-a", 0, 300.0), _gpu("GPU-c", 1, 305.0))
+    with engine.begin() as conn:  # a row in the way of the next round's sample: its insert fails
+        model_id = conn.execute(select(schema.models.c.id)).scalar_one()
+        conn.execute(schema.samples.insert().values(model_id=model_id, ts=T + 5))
+    with pytest.raises(StorageError):
+        writer.write_round(_gpu_round(T + 5, grown))  # GPU-c's id was inserted, then rolled back
+    writer.write_round(_gpu_round(T + 10, grown))  # the very tuple: its GPU ids looked up again
+    assert [r[1:4] for r in _gpu_samples(engine)] == [(T, "GPU-a", 300.0), (T + 10, "GPU-a", 300.0),
+                                                      (T + 10, "GPU-c", 305.0)]
