@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
 from app.settings import Settings, TargetSettings  # noqa: E402
+from bench import prom_scrape  # noqa: E402
 from collectors import dcgm  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
 from collectors.gateway import queue_from_prometheus  # noqa: E402
@@ -85,6 +86,9 @@ def main() -> None:
     parser.add_argument("--db", help="write into this database (default: a fresh SQLite file in a temp folder)")
     parser.add_argument("--dcgm-interval", default="30s",
                         help="the simulated dcgm-exporter's collect interval, in simulated time (0: every GET)")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="then compare with Prometheus scraping the same pages once a second (bench/prom_scrape.py)")
+    parser.add_argument("--prometheus-seconds", type=float, default=60.0, help="length of each side of that comparison")
     args = parser.parse_args()
     sim, urls = start_simulator(args.dcgm_interval)
     try:
@@ -98,6 +102,8 @@ def main() -> None:
             writer.register_target(target)
             writer.register_target(vllm_only)
             report(rounds, writer, target, vllm_only, urls, args.rounds, args.pause_ms / 1000, args.dcgm_interval)
+            if args.prometheus:
+                prom_scrape.report(lambda: writer.write_round(rounds.collect(target)), urls, args.prometheus_seconds)
             writer.close()
         rounds.close()
     finally:

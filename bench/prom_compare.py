@@ -60,7 +60,7 @@ def write_openmetrics(path: Path, start: int, end: int) -> int:
     return count
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -102,7 +102,7 @@ def compare(days: float = 1.05) -> None:
         )
         db_url = f"sqlite:///{work}/ours.db"
         _ours(db_url, start, end)
-        port = _free_port()
+        port = free_port()
         (work / "prometheus.yml").write_text("global: {}\n")
         proc = subprocess.Popen(
             [
@@ -130,7 +130,7 @@ def _median_gap(ours: list[Any], prom: list[float]) -> float:
     return sorted(gaps)[len(gaps) // 2] if gaps else float("nan")
 
 
-def _wait_ready(client: httpx.Client) -> None:
+def wait_ready(client: httpx.Client) -> None:
     for _ in range(300):
         try:
             if client.get("/-/ready").status_code == 200:
@@ -153,7 +153,7 @@ def _run_queries(base: str, reader: Reader, start: int, end: int, n: int) -> Non
         ),
     ]
     with httpx.Client(base_url=base, timeout=60) as client:
-        _wait_ready(client)
+        wait_ready(client)
         print(f"prometheus comparison ({n} rounds backfilled with promtool, prometheus on 127.0.0.1):")
         for name, promql, step, field in cases:
             params = {"query": promql, "start": lo + step, "end": end, "step": step}
