@@ -41,9 +41,6 @@ class SeriesState:
         """True when vLLM's process start time changed since the last scrape."""
         return self.process_start is not None and process_start is not None and process_start != self.process_start
 
-    def copy(self) -> SeriesState:
-        return SeriesState.from_text(self.to_text())
-
     def to_text(self) -> str:
         """The form the writer stores every round: ``HEAD|DATA``, exact, ~3× cheaper than :meth:`to_json`.
 
