@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operator import getitem, itemgetter
 from typing import Generic, TypeVar
 
-from collectors.expfmt import SelectiveParser, Shape, read_values
+from collectors.expfmt import SelectiveParser, Shape, cached_plan, read_values
 
 P = TypeVar("P")
 # What a collector builds a plan from: the page's sample names and labels, in page order.
@@ -74,15 +74,15 @@ class PagePlans(Generic[P]):
         if known is not None:
             return known
         names, blocks, labels, values = self.parser.parse_columns(text)
-        key = (names, blocks) if blocks is not None else None  # None: the careful pass read it
-        plan = self.plans.get(key) if key is not None else None
-        if plan is None:
-            plan = build(names, labels)
-            if key is not None:
-                if len(self.plans) >= self.size:
-                    self.plans.clear()
-                self.plans[key] = plan
-                self._learn(text, key, plan)
+        built: list[P] = []
+
+        def build_once() -> P:
+            built.append(build(names, labels))
+            return built[0]
+
+        plan = cached_plan(self.plans, names, blocks, build_once, self.size)
+        if built and blocks is not None:  # a new shape the fast pass read (blocks None: the careful pass)
+            self._learn(text, (names, blocks), plan)
         return plan, values
 
     def _by_template(self, text: str) -> tuple[P, list[float]] | None:
