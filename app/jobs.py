@@ -55,6 +55,7 @@ class RoundCollector:
                 round_ = _Round(target, self.clock())
                 rounds.append(round_)
                 for source, url, hint, parse in self._http_sources(target):
+                    round_.left += 1
                     start = time.perf_counter()
                     if url is None:  # nothing to fetch (a gateway preset of kind none)
                         self._record(round_, source, start, parse, "")
@@ -62,6 +63,7 @@ class RoundCollector:
                     reads[self.client.send(url, self.settings.scrape_timeout_s)] = _Read(round_, source, hint, parse, start)
             for round_ in rounds:  # local GPUs, read while the answers are on their way
                 if round_.target.gpu.source not in ("none", "dcgm"):
+                    round_.left += 1
                     self._record(round_, "gpu", time.perf_counter(), self._nvml_gpus, round_.target)
             yield from (r.done() for r in rounds if r.left == 0)
             for pending in self.client.arrivals(list(reads)):
@@ -129,8 +131,7 @@ class _Round:
         self.target = target
         self.ts = ts
         self.results: dict[str, tuple[Any, SourceResult]] = {}
-        sources = 1 + (target.gateway.kind != "none") + (target.gpu.source != "none")
-        self.left = sources
+        self.left = 0  # sources started and not recorded yet (collect_all counts them as it starts them)
 
     def done(self) -> ScrapeRound:
         vllm, vllm_status = self.results["vllm"]
