@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from app.jobs import RoundCollector
 from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
 from collectors.http import ScrapeClient
 from db.queries import Reader
-from tests.support.http_server import closed_port_url
+from tests.support.http_server import CountingServer, closed_port_url, started
 
 DATA = Path(__file__).resolve().parent / "data"
 PAGES = {
@@ -26,25 +25,14 @@ PAGES = {
 }
 
 
-class Sources(ThreadingHTTPServer):
+class Sources(CountingServer):
     """vLLM, a gateway and dcgm-exporter on one port, as the simulator serves them; ``delays`` by path
     hold an answer back, ``close_after`` drops each connection after its answer without saying so."""
 
-    daemon_threads = True
-
     def __init__(self, delays: dict[str, float], close_after: bool = False) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.delays, self.close_after = delays, close_after
-        self.accepted = 0
         self.arrived: dict[str, float] = {}  # path → time.monotonic() of its last request
-
-    def get_request(self) -> tuple[socket.socket, object]:
-        request = super().get_request()
-        self.accepted += 1
-        return request
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}{path}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,18 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def sources() -> Iterator[Callable[..., Sources]]:
-    servers: list[Sources] = []
-
-    def start(delays: dict[str, float] | None = None, close_after: bool = False) -> Sources:
-        server = Sources(delays or {}, close_after)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    yield from started(lambda delays=None, close_after=False: Sources(delays or {}, close_after))
 
 
 def target(name: str, server: Sources | None, vllm: str = "", gateway: str = "", dcgm: str = "") -> TargetSettings:

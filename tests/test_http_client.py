@@ -6,35 +6,30 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 import collectors.http as scrape_http
 from app.errors import ScrapeError
 from collectors.http import ScrapeClient, fetch_text
+from tests.support.http_server import CountingServer, started
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
 SMALL_PAGE = PAGE[:1500]  # under one TCP segment: Nagle holds a small body back, not a large one
 
 
-class CountingServer(ThreadingHTTPServer):
-    daemon_threads = True
+class PathServer(CountingServer):
+    """Counts connections and keeps the path of every request."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(("127.0.0.1", 0), handler)
-        self.accepted = 0
+        super().__init__(handler)
         self.paths: list[str] = []
-
-    def get_request(self) -> tuple[socket.socket, object]:
-        request = super().get_request()
-        self.accepted += 1
-        return request
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: CountingServer
+    server: PathServer
     mode = "length"
 
     def log_message(self, *args: object) -> None:
@@ -94,24 +89,12 @@ class Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[str], CountingServer]]:
-    servers: list[CountingServer] = []
-
-    def start(mode: str) -> CountingServer:
-        handler = type(f"Handler_{mode}", (Handler,), {"mode": mode})
-        server = CountingServer(handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+def serve() -> Iterator[Callable[[str], PathServer]]:
+    yield from started(lambda mode: PathServer(type(f"Handler_{mode}", (Handler,), {"mode": mode})))
 
 
-def url(server: CountingServer | socket.socket, path: str = "/metrics") -> str:
-    address = server.server_address if isinstance(server, CountingServer) else server.getsockname()
+def url(server: PathServer | socket.socket, path: str = "/metrics") -> str:
+    address = server.server_address if isinstance(server, PathServer) else server.getsockname()
     return f"http://127.0.0.1:{address[1]}{path}"
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
 
 Routes = dict[str, tuple[int, str, str]]
+Server = TypeVar("Server", bound=ThreadingHTTPServer)
 
 
 @contextmanager
@@ -45,3 +47,38 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/metrics"
+
+
+class CountingServer(ThreadingHTTPServer):
+    """A threaded server on 127.0.0.1, port 0, counting the connections it accepted."""
+
+    daemon_threads = True
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.accepted = 0
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        request = super().get_request()
+        self.accepted += 1
+        return request
+
+    def url(self, path: str = "/metrics") -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}{path}"
+
+
+def started(make: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
+    """For a fixture (``yield from started(...)``): a function that makes a server with ``make`` and
+    serves it in a thread; every server it started is stopped and closed after the test."""
+    servers: list[Server] = []
+
+    def start(*args: Any, **kwargs: Any) -> Server:
+        server = make(*args, **kwargs)
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
