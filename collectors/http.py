@@ -20,10 +20,8 @@ per origin), and one ``poll`` waits for all of them.
 
 from __future__ import annotations
 
-import errno
 import http.client
 import math
-import os
 import re
 import select
 import socket
@@ -31,34 +29,22 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import ScrapeError
+from collectors import httpwire
+from collectors.httpwire import RawConnection, Stale, Unsupported, ready
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
-MAX_BODY_BYTES = 32 * 1024 * 1024
-MAX_HEADER_BYTES = 64 * 1024
-_RECV = 65536
 _STALE = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, http.client.CannotSendRequest)
 _UNSAFE = re.compile(r"[\x00-\x20\x7f-\U0010ffff]")  # what may not go into a request line as is
 _ROUTES_MAX = 256
 _LAGGARD_WAIT_MAX_S = 0.02
 _POOL_MAX = 4  # idle kept-alive connections per origin: one per source a round reads from it at once
-_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only; elsewhere acknowledgements are the OS's
 Origin = tuple[str, str, int]
 _Route = tuple[Origin, str, bytes | None]  # origin, path, the raw client's request (None: http.client)
-_Address = tuple[Any, ...]  # one of socket.getaddrinfo's answers
-
-
-class _Unsupported(Exception):
-    """The raw client met something it does not handle; the request is redone with http.client."""
-
-
-class _Stale(Exception):
-    """A kept-alive connection was closed by the server before it answered (safe to retry a GET)."""
 
 
 class Pending:
@@ -75,7 +61,7 @@ class Pending:
         self.timeout_s = timeout_s
         self.route: _Route | None = None
         # A raw connection carrying the request, a kept-alive http.client one to use when read, or None.
-        self.connection: _RawConnection | http.client.HTTPConnection | None = None
+        self.connection: RawConnection | http.client.HTTPConnection | None = None
         self.reused = False  # the raw connection was kept alive from an earlier GET (it may be stale)
         self.error: Exception | None = None
         self.deadline = 0.0  # time.monotonic() by which the answer (or the handshake) must begin
@@ -91,7 +77,7 @@ class ScrapeClient:
     """
 
     def __init__(self) -> None:
-        self._idle: dict[Origin, list[_RawConnection | http.client.HTTPConnection]] = {}
+        self._idle: dict[Origin, list[RawConnection | http.client.HTTPConnection]] = {}
         self._fallback: set[Origin] = set()  # origins the raw client gave up on: straight to http.client
         self._routes: dict[str, _Route] = {}
         self._lags: dict[str, float] = {}  # URL → seconds from its request sent to its answer begun, last time
@@ -114,7 +100,7 @@ class ScrapeClient:
             pending.route = route = self._routes.get(url) or self._route(url)
             self._send(pending, route)
         except Exception as exc:
-            if isinstance(pending.connection, _RawConnection):
+            if isinstance(pending.connection, RawConnection):
                 pending.connection.close()
                 pending.connection = None
             pending.error = exc
@@ -127,7 +113,7 @@ class ScrapeClient:
             connection = idle.pop() if idle else None
             raw_ok = origin not in self._fallback
         if not raw_ok or request is None:
-            if isinstance(connection, _RawConnection):
+            if isinstance(connection, RawConnection):
                 connection.close()
                 connection = None
             pending.connection = connection
@@ -146,8 +132,8 @@ class ScrapeClient:
             except BaseException:
                 connection.close()
                 raise
-        pending.connection = connection = _RawConnection.start(origin[1], origin[2], pending.timeout_s)
-        if connection.connecting and _ready(connection.sock, select.POLLOUT, 0.0):
+        pending.connection = connection = RawConnection.start(origin[1], origin[2], pending.timeout_s)
+        if connection.connecting and ready(connection.sock, select.POLLOUT, 0.0):
             connection.connected()  # loopback and near hosts: the handshake is already done
         if not connection.connecting:
             connection.send(request, pending.timeout_s)
@@ -169,7 +155,7 @@ class ScrapeClient:
         waiting: dict[int, Pending] = {}
         later: list[Pending] = []
         for pending in pendings:
-            if pending.error is None and isinstance(pending.connection, _RawConnection):
+            if pending.error is None and isinstance(pending.connection, RawConnection):
                 self._watch(poller, waiting, pending)
             else:
                 later.append(pending)
@@ -178,7 +164,7 @@ class ScrapeClient:
             if len(waiting) == 1 and not later:
                 (pending,) = waiting.values()
                 connection = pending.connection
-                assert isinstance(connection, _RawConnection)
+                assert isinstance(connection, RawConnection)
                 if not connection.connecting and pending.deadline - time.monotonic() > 0.9 * pending.timeout_s:
                     yield pending  # a lone GET just sent: its blocking read waits as well as poll would
                     return
@@ -198,7 +184,7 @@ class ScrapeClient:
             for fd, _ in events:
                 pending = self._unwatch(poller, waiting, fd)
                 connection = pending.connection
-                assert isinstance(connection, _RawConnection)
+                assert isinstance(connection, RawConnection)
                 if connection.connecting:
                     try:
                         self._connected(pending, connection)
@@ -221,15 +207,15 @@ class ScrapeClient:
         laggard = max(waiting.values(), key=lambda p: lags.get(p.url, 0.0))
         lag = lags.get(laggard.url)
         connection = laggard.connection
-        if lag is None or not isinstance(connection, _RawConnection) or connection.connecting:
+        if lag is None or not isinstance(connection, RawConnection) or connection.connecting:
             return None
-        _ready(connection.sock, select.POLLIN, min(2 * lag + 0.002, _LAGGARD_WAIT_MAX_S))
+        ready(connection.sock, select.POLLIN, min(2 * lag + 0.002, _LAGGARD_WAIT_MAX_S))
         return laggard
 
     @staticmethod
     def _watch(poller: select.poll, waiting: dict[int, Pending], pending: Pending) -> None:
         connection = pending.connection
-        assert isinstance(connection, _RawConnection)
+        assert isinstance(connection, RawConnection)
         fd = connection.sock.fileno()
         poller.register(fd, select.POLLOUT if connection.connecting else select.POLLIN)
         waiting[fd] = pending
@@ -239,7 +225,7 @@ class ScrapeClient:
         poller.unregister(fd)
         return waiting.pop(fd)
 
-    def _connected(self, pending: Pending, connection: _RawConnection) -> None:
+    def _connected(self, pending: Pending, connection: RawConnection) -> None:
         """The socket of a connection under way became writable: send the request once connected."""
         connection.connected()
         if connection.connecting:  # that address failed: the next one is under way, with its own time
@@ -260,11 +246,11 @@ class ScrapeClient:
         assert pending.route is not None
         origin, path, request = pending.route
         connection = pending.connection
-        if isinstance(connection, _RawConnection):
+        if isinstance(connection, RawConnection):
             assert request is not None
             try:
                 return self._raw_receive(pending, connection, origin, request)
-            except _Unsupported:
+            except Unsupported:
                 with self._lock:
                     self._fallback.add(origin)
                 connection = None
@@ -276,20 +262,20 @@ class ScrapeClient:
             pending.connection.close()
 
     def _raw_receive(
-        self, pending: Pending, connection: _RawConnection, origin: Origin, request: bytes
+        self, pending: Pending, connection: RawConnection, origin: Origin, request: bytes
     ) -> tuple[int, bytes]:
         try:
             if pending.expired:
                 raise TimeoutError("timed out")
             while connection.connecting:
-                if not _ready(connection.sock, select.POLLOUT, pending.deadline - time.monotonic()):
+                if not ready(connection.sock, select.POLLOUT, pending.deadline - time.monotonic()):
                     raise TimeoutError("timed out")
                 self._connected(pending, connection)
             status, body, reusable = connection.read(pending.reused)
-        except _Stale:
+        except Stale:
             # The server closed an idle kept-alive connection: one fresh try, as browsers do.
             connection.close()
-            connection = _RawConnection.dial(origin[1], origin[2], pending.timeout_s)
+            connection = RawConnection.dial(origin[1], origin[2], pending.timeout_s)
             try:
                 connection.send(request, pending.timeout_s)
                 status, body, reusable = connection.read(False)
@@ -337,7 +323,7 @@ class ScrapeClient:
                     connection.close()
             self._idle.clear()
 
-    def _keep(self, origin: Origin, connection: _RawConnection | http.client.HTTPConnection) -> None:
+    def _keep(self, origin: Origin, connection: RawConnection | http.client.HTTPConnection) -> None:
         with self._lock:
             idle = self._idle.setdefault(origin, [])
             if len(idle) < _POOL_MAX:
@@ -367,261 +353,6 @@ class ScrapeClient:
         return status, body
 
 
-class _RawConnection:
-    """One kept-alive HTTP/1.1 connection on a plain socket; one request at a time.
-
-    ``start`` leaves the TCP handshake under way (``connecting``) so that a round's other requests
-    need not wait for it; ``connected`` finishes it once the socket is writable, trying the host's
-    next address on failure, as ``socket.create_connection`` does.
-    """
-
-    def __init__(self, sock: socket.socket, timeout_s: float, addresses: list[_Address] | None = None) -> None:
-        self.sock = sock
-        self.timeout_s = timeout_s
-        self.addresses = addresses or []  # the host's addresses not tried yet
-        self.connecting = False
-        self.buf = b""
-        # As http.client does: the request goes out in one send, so Nagle only adds latency.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    @classmethod
-    def dial(cls, host: str, port: int, timeout_s: float) -> _RawConnection:
-        """A connection, waiting up to ``timeout_s`` for the handshake."""
-        return cls(socket.create_connection((host, port), timeout_s), timeout_s)
-
-    @classmethod
-    def start(cls, host: str, port: int, timeout_s: float) -> _RawConnection:
-        """A connection whose handshake may still be under way; raises when no address can be tried."""
-        addresses: list[_Address] = list(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
-        first_error: OSError | None = None
-        while addresses:
-            family, kind, proto, _, address = addresses.pop(0)
-            sock = socket.socket(family, kind, proto)
-            sock.setblocking(False)
-            code = sock.connect_ex(address)
-            if code in (0, errno.EINPROGRESS):
-                connection = cls(sock, timeout_s, addresses)
-                connection.connecting = code != 0
-                if code == 0:
-                    sock.settimeout(timeout_s)
-                return connection
-            sock.close()
-            first_error = first_error or OSError(code, os.strerror(code))
-        raise first_error or OSError(f"no address for {host}")
-
-    def connected(self) -> None:
-        """Finish the handshake once the socket is writable: connected, or the next address under way.
-
-        Raises the error (ConnectionRefusedError...) when the last address failed.
-        """
-        code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code == 0:
-            self.connecting = False
-            self.sock.settimeout(self.timeout_s)
-            return
-        self.sock.close()
-        error = OSError(code, os.strerror(code))  # OSError picks the subclass: ConnectionRefusedError...
-        while self.addresses:
-            family, kind, proto, _, address = self.addresses.pop(0)
-            sock = socket.socket(family, kind, proto)
-            sock.setblocking(False)
-            if sock.connect_ex(address) in (0, errno.EINPROGRESS):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self.sock = sock
-                return
-            sock.close()
-        raise error
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def send(self, request: bytes, timeout_s: float) -> None:
-        if timeout_s != self.timeout_s:  # settimeout is a syscall: skip it when nothing changes
-            self.sock.settimeout(timeout_s)
-            self.timeout_s = timeout_s
-        self.sock.sendall(request)
-
-    def read(self, reused: bool) -> tuple[int, bytes, bool]:
-        """Read the answer to the request sent; returns (status, body, whether the connection can be reused)."""
-        sock = self.sock
-        try:
-            data = sock.recv(_RECV)
-        except (BrokenPipeError, ConnectionResetError):
-            if reused:
-                raise _Stale from None
-            raise
-        if not data:
-            if reused:
-                raise _Stale
-            raise http.client.RemoteDisconnected("Remote end closed connection without response")
-        while True:
-            end = data.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(data) > MAX_HEADER_BYTES:
-                raise _Unsupported
-            self._ack_now()
-            more = sock.recv(_RECV)
-            if not more:
-                raise http.client.RemoteDisconnected("Remote end closed connection in the headers")
-            data += more
-        status, version11, length, chunked, close = _head(data[:end])
-        self.buf = data[end + 4:]
-        if status not in (204, 304) and (length is None or len(self.buf) < length):
-            self._ack_now()
-        if status in (204, 304):
-            body, framed = b"", True
-        elif chunked:
-            body, framed = self._chunked(), True
-        elif length is not None:
-            body, framed = self._exactly(length), True
-        else:
-            body, framed = self._until_close(), False
-        reusable = framed and version11 and not close and not self.buf
-        return status, body, reusable
-
-    def _ack_now(self) -> None:
-        """Acknowledge what arrived at once, before waiting for the rest of the answer.
-
-        Servers that write the headers and the body in two sends without TCP_NODELAY (Python's
-        http.server, wsgiref, hence prometheus_client's own exporter) hold the body back (Nagle)
-        until the headers are acknowledged, and Linux delays that acknowledgement by 40 ms: every
-        GET then waited 40 ms, and the collector slept twice per GET, paying the cold caches of a
-        wake-up twice. Setting TCP_QUICKACK sends the pending acknowledgement now and acknowledges
-        the following segments as they are read, until the next request.
-        """
-        if _QUICKACK is not None:
-            try:
-                self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
-            except OSError:
-                pass  # a kernel without it: the answer only comes later, as before
-
-    def _exactly(self, length: int) -> bytes:
-        if length > MAX_BODY_BYTES:
-            raise ScrapeError(f"the answer is larger than the {MAX_BODY_BYTES} bytes allowed")
-        have = self.buf
-        if len(have) >= length:
-            self.buf = have[length:]
-            return have[:length]
-        body = bytearray(length)
-        body[: len(have)] = have
-        view = memoryview(body)
-        got = len(have)
-        while got < length:
-            n = self.sock.recv_into(view[got:])
-            if not n:
-                raise http.client.IncompleteRead(bytes(body[:got]), length - got)
-            got += n
-        self.buf = b""
-        return bytes(body)
-
-    def _until_close(self) -> bytes:
-        parts = [self.buf]
-        size = len(self.buf)
-        while True:
-            data = self.sock.recv(_RECV)
-            if not data:
-                break
-            size += len(data)
-            if size > MAX_BODY_BYTES:
-                raise ScrapeError(f"the answer is larger than the {MAX_BODY_BYTES} bytes allowed")
-            parts.append(data)
-        self.buf = b""
-        return b"".join(parts)
-
-    def _line(self) -> bytes:
-        while True:
-            i = self.buf.find(b"\r\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 2:]
-                return line
-            if len(self.buf) > MAX_HEADER_BYTES:
-                raise http.client.HTTPException("chunk size line too long")
-            data = self.sock.recv(_RECV)
-            if not data:
-                raise http.client.IncompleteRead(b"", None)
-            self.buf += data
-
-    def _take(self, n: int) -> bytes:
-        buf = self.buf
-        if len(buf) >= n:
-            self.buf = buf[n:]
-            return buf[:n]
-        # Pieces joined once: growing one bytes object per recv would be quadratic in a big chunk.
-        pieces = [buf]
-        have = len(buf)
-        while have < n:
-            data = self.sock.recv(_RECV)
-            if not data:
-                raise http.client.IncompleteRead(b"".join(pieces), n - have)
-            pieces.append(data)
-            have += len(data)
-        joined = b"".join(pieces)
-        self.buf = joined[n:]
-        return joined[:n]
-
-    def _chunked(self) -> bytes:
-        parts: list[bytes] = []
-        size = 0
-        while True:
-            line = self._line()
-            size_text = line.split(b";", 1)[0].strip()
-            try:
-                n = int(size_text, 16)
-            except ValueError:
-                n = -1
-            if n < 0 or not size_text.isalnum():
-                raise http.client.HTTPException(f"bad chunk size line {line[:40]!r}")
-            if n == 0:
-                while self._line():  # trailer fields, up to the empty line
-                    pass
-                return b"".join(parts)
-            size += n
-            if size > MAX_BODY_BYTES:
-                raise ScrapeError(f"the answer is larger than the {MAX_BODY_BYTES} bytes allowed")
-            parts.append(self._take(n))
-            if self._take(2) != b"\r\n":
-                raise http.client.HTTPException("chunk not followed by CRLF")
-
-
-def _head(block: bytes) -> tuple[int, bool, int | None, bool, bool]:
-    """(status, HTTP/1.1?, Content-Length, chunked?, Connection: close?) of a response's header block."""
-    lines = block.split(b"\r\n")
-    status_line = lines[0].split(None, 2)
-    if len(status_line) < 2 or status_line[0] not in (b"HTTP/1.1", b"HTTP/1.0") or not status_line[1].isdigit():
-        raise _Unsupported
-    status = int(status_line[1])
-    if status < 200:
-        raise _Unsupported  # 1xx: interim answers, http.client knows how to skip them
-    length = None
-    chunked = close = False
-    for line in lines[1:]:
-        name, colon, value = line.partition(b":")
-        if not colon or name != name.strip():
-            raise _Unsupported  # obsolete line folding or a malformed field
-        name = name.lower()
-        if name == b"content-length":
-            value = value.strip()
-            if not value.isdigit() or (length is not None and int(value) != length):
-                raise _Unsupported
-            length = int(value)
-        elif name == b"transfer-encoding":
-            if value.strip().lower() != b"chunked":
-                raise _Unsupported  # gzip, chunked and the like
-            chunked = True
-        elif name == b"connection":
-            close = b"close" in value.lower()
-    # HTTP/1.0 answers are not reused (keep-alive there is an opt-in we do not ask for).
-    return status, status_line[0] == b"HTTP/1.1", length, chunked, close
-
-
-def _ready(sock: socket.socket, event: int, timeout_s: float) -> bool:
-    """Whether ``sock`` is ready for ``event`` (select.POLLIN / POLLOUT, errors count) within ``timeout_s``."""
-    poller = select.poll()
-    poller.register(sock, event)
-    return bool(poller.poll(max(0, math.ceil(timeout_s * 1000))))
-
-
 def _connect(origin: Origin, timeout_s: float) -> http.client.HTTPConnection:
     scheme, host, port = origin
     if scheme == "https":
@@ -632,10 +363,10 @@ def _connect(origin: Origin, timeout_s: float) -> http.client.HTTPConnection:
 def _request(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
     connection.request("GET", path, headers={"Accept": ACCEPT_TEXT, "User-Agent": USER_AGENT})
     response = connection.getresponse()
-    body = response.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
+    body = response.read(httpwire.MAX_BODY_BYTES + 1)
+    if len(body) > httpwire.MAX_BODY_BYTES:
         connection.close()
-        raise ScrapeError(f"the answer is larger than the {MAX_BODY_BYTES} bytes allowed")
+        raise ScrapeError(f"the answer is larger than the {httpwire.MAX_BODY_BYTES} bytes allowed")
     if response.will_close:
         connection.close()
     return response.status, body

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-import collectors.http as scrape_http
 from app.errors import ScrapeError
+from collectors import httpwire
 from collectors.http import ScrapeClient, fetch_text
 from tests.support.http_server import CountingServer, started
 
@@ -139,7 +139,7 @@ def test_body_sent_after_the_headers_is_not_held_back_by_delayed_acks(serve) -> 
         elapsed = time.monotonic() - start
     finally:
         client.close()
-    if scrape_http._QUICKACK is not None:
+    if httpwire._QUICKACK is not None:
         assert elapsed < 0.3  # 10 × 40 ms = 0.4 s at least when each GET waits for the delayed ack
 
 
@@ -201,7 +201,7 @@ def test_http_500_is_a_scrape_error(serve) -> None:
 
 @pytest.mark.parametrize("mode", ["length", "chunked", "until-close"])
 def test_body_over_the_limit_is_refused(serve, monkeypatch, mode: str) -> None:
-    monkeypatch.setattr(scrape_http, "MAX_BODY_BYTES", 10_000)
+    monkeypatch.setattr(httpwire, "MAX_BODY_BYTES", 10_000)
     server = serve(mode)
     with pytest.raises(ScrapeError, match="larger than the 10000 bytes"):
         fetch_text(url(server), 2.0)
