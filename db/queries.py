@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, bindparam, select
+from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import aggregate, schema, sources
@@ -534,5 +534,8 @@ def _latest_gpus(conn: Connection, target: str, window_s: float) -> tuple[GpuFig
     row = _target_row(conn, target)
     if row is None:
         return ()
-    last = max((g.last_seen or 0 for g in _gpu_rows(conn, row.id)), default=0)
+    # The newest reading, not gpus.last_seen: the writer updates that only when a GPU's identity
+    # or meta changes (not every round), so it can be hours old. One seek on the (target, ts) key.
+    s = schema.gpu_samples
+    last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == row.id)).scalar()
     return _gpu_figures(conn, row.id, last + 1 - int(window_s), last + 1, RAW) if last else ()

@@ -116,6 +116,8 @@ gpus = Table(
     Column("peak_bw_gbps", Float),
     Column("peak_bw_source", Text),
     Column("dram_bw_source", Text),
+    # when the writer last wrote this row: first seen, or identity/meta changed (not every round;
+    # the newest reading is max(gpu_samples.ts))
     Column("last_seen", Integer),
     UniqueConstraint("target_id", "uuid"),
 )

@@ -231,6 +231,17 @@ def test_gpu_series_and_latest(db_url: str) -> None:
     assert latest[0].peak_bw_source == "nvml-formula" and latest[0].temperature_c_max is not None
 
 
+def test_latest_gpus_are_the_last_minute_of_readings_not_the_first(db_url: str) -> None:
+    # The writer touches a GPU's row in `gpus` only when its identity or meta changes, not every
+    # round; the latest figures must come from the latest readings all the same.
+    writer = Writer(open_engine(db_url))
+    for step in range(60):  # five minutes of 5 s rounds, power rising by 1 W a round
+        gpus = (GpuReading(uuid="GPU-0", index=0, name="H200", power_w=100.0 + step),)
+        writer.write_round(ScrapeRound("t", DAY0 + 5 * step, None, SourceResult(False, "x"), gpus=gpus))
+    (latest,) = Reader(db_url).latest_gpus("t", window_s=60.0)
+    assert latest.power_w_avg == pytest.approx(sum(100.0 + s for s in range(48, 60)) / 12)
+
+
 def test_gpu_rows_of_targets_sharing_a_second_read_back_per_target(db_url: str) -> None:
     # gpu_samples is keyed (target, ts, gpu): two targets' rounds in the same second interleave
     # nothing; each target's GPUs come back with their own readings, raw and rolled up
