@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -196,3 +197,18 @@ def test_a_round_left_unread_closes_its_connections(sources) -> None:
     finally:
         collector.close()
     assert round_.vllm_status.ok and round_.gateway and round_.gateway.queue_depth == 3.0
+
+
+def test_a_target_changed_between_rounds_is_read_with_its_new_settings(sources) -> None:
+    # The collector keeps each target's sources between rounds: a changed target must not get the old ones.
+    server = sources()
+    first = target("a", server)
+    changed = dataclasses.replace(first, gateway=dataclasses.replace(first.gateway, metric="no_such_metric"))
+    collector = RoundCollector(Settings(targets=()))
+    try:
+        rounds = [collector.collect(t) for t in (first, changed, first, target("a", server))]
+    finally:
+        collector.close()
+    assert [r.gateway.queue_depth if r.gateway else "down" for r in rounds] == [3.0, "down", 3.0, 3.0]
+    assert rounds[1].gateway_status is not None and "no_such_metric" in str(rounds[1].gateway_status.error)
+    assert all(r.vllm_status.ok and len(r.gpus) == 2 for r in rounds)
