@@ -5,7 +5,9 @@ Prints the GPUs found, then best and median CPU ms of ``NvmlCollector.collect()`
 memory, memory-busy %, GPM DRAM bandwidth where supported, power, temperature), per round and per
 GPU, back to back and with ``--pause-ms`` between rounds (a live collector waits seconds: colder).
 The GPU's share of the collector's 1 ms per target per round (bench/bench_collector.py) is this
-figure; the wall time per round is printed too (NVML calls wait on the driver).
+figure; the wall time per round is printed too (NVML calls wait on the driver). Then, inside the
+rounds ``--pause-ms`` apart, the CPU of each NVML call the collector makes, per GPU per round: where
+the time goes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -52,8 +56,42 @@ def main() -> None:
         cpu, wall = measure(collector, args.rounds, pause_s)
         print(f"{args.rounds} rounds {label}: CPU best {min(cpu):.3f} ms, median {statistics.median(cpu):.3f} ms "
               f"({statistics.median(cpu) / count:.3f} ms per GPU); wall median {statistics.median(wall):.3f} ms")
+    per_call(collector, args.rounds, args.pause_ms / 1000, count)
     collector.close()
 
+
+def per_call(collector: NvmlCollector, rounds: int, pause_s: float, count: int) -> None:
+    """CPU µs of each NVML call the collector makes, per GPU per round, inside real rounds; then of
+    each GPU's whole reading, in the order a round reads them."""
+    call, read_gpu = collector._call, collector._read  # the collector's one way to NVML, and one GPU's reading
+    spent: dict[str, list[int]] = defaultdict(list)
+    by_index: dict[int, list[int]] = defaultdict(list)
+
+    def timed_call(owner: str, what: str, fn_name: str, *args: Any, **kwargs: Any) -> Any:
+        start = time.process_time_ns()
+        try:
+            return call(owner, what, fn_name, *args, **kwargs)
+        finally:
+            spent[fn_name].append(time.process_time_ns() - start)
+
+    def timed_read(gpu: Any) -> Any:
+        start = time.process_time_ns()
+        try:
+            return read_gpu(gpu)
+        finally:
+            by_index[gpu.index].append(time.process_time_ns() - start)
+
+    collector._call, collector._read = timed_call, timed_read  # type: ignore[method-assign]
+    try:
+        measure(collector, rounds, pause_s)
+    finally:
+        del collector._call, collector._read  # back to the class's methods
+    print(f"each NVML call inside those rounds ({pause_s * 1000:g} ms apart), CPU per GPU per round:")
+    for name, times in sorted(spent.items(), key=lambda kv: -sum(kv[1])):
+        print(f"  {name:34} {len(times) / rounds / count:4.1f} calls, median {statistics.median(times) / 1000:7.1f} µs")
+    # The first GPU of a round may pay for the driver's cold path alone, the others following warm.
+    print("each GPU's whole reading, in the order a round reads them: " + ", ".join(
+        f"GPU {index} {statistics.median(times) / 1000:.1f} µs" for index, times in sorted(by_index.items())))
 
 if __name__ == "__main__":
     main()
