@@ -47,7 +47,9 @@ def main() -> None:
     try:
         readings = collector.collect()  # starts NVML and finds the GPUs (not timed)
     except ScrapeError as exc:
-        sys.exit(f"{exc}: run this on a machine with NVIDIA GPUs")
+        # Not a failure: `make bench` runs every benchmark, and most machines have no GPU to measure.
+        print(f"skipped: {exc} (run this on a machine with NVIDIA GPUs)")
+        return
     for gpu in readings:
         print(f"GPU {gpu.index} {gpu.name} {gpu.uuid}: peak {gpu.peak_bw_gbps} GB/s ({gpu.peak_bw_source}), "
               f"DRAM bandwidth from {gpu.dram_bw_source or 'nothing'}, memory used {gpu.memory_used_bytes}")
