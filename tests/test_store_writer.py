@@ -196,8 +196,18 @@ def test_series_state_text_round_trips_exactly():
                 "itl": HistState(3, [0.5, 2.0**60 + 2, 7.0, 7.0], 7.0, 0.1 + 0.2, None),
             },
         ),
+        # the same keys as above with None elsewhere, or other bucket counts: heads are kept by
+        # layout between rounds, and these must not get the one above
+        SeriesState(ts=13, process_start=7.0, counters={"a": (1.0, 5.0), "b": (2.0, None)}),
+        SeriesState(
+            ts=1_800_000_010, process_start=1764489990.5, counters={"g": (19720.0, None)},
+            hists={
+                "ttft": HistState(2, [0.0, 1.0, 2.0, math.inf], 1.0, None, 1764489990.25),
+                "itl": HistState(3, [0.5, 2.0**60 + 2, 7.0, 7.0], 7.0, 0.1 + 0.2, None),
+            },
+        ),
     ]
-    for state in states:
+    for state in states + states:  # twice: the second time every head is a kept one
         back = SeriesState.from_text(state.to_text())
         # compared through JSON (exact float repr; NaN equal to NaN there)
         assert back.to_json() == state.to_json()
