@@ -119,6 +119,13 @@ class SeriesState:
         )
 
 
+# Observations one bucket may gain in one scrape interval: 2³² ≈ 4.3 × 10⁹, far beyond any server
+# (vLLM counts requests and tokens). More, or an infinite count, is a garbage page: its increases are
+# unknown rather than stored (an infinite one cannot be, and a huge one would be split into millions
+# of 24-bit entries, for ages, by db.histo.entries).
+MAX_BUCKET_INCREASE = float(2**32)
+
+
 def _created_changed(old: float | None, new: float | None) -> bool:
     return old is not None and new is not None and old != new
 
@@ -173,11 +180,13 @@ def histogram_increase(
     else:
         d_count = count - prev.count
         d_sum = None if hist.sum is None or prev.sum is None else hist.sum - prev.sum
-    return d_count, d_sum, pack_increases(delta)
+    packed = pack_increases(delta)
+    return None if packed is None else (d_count, d_sum, packed)
 
 
-def pack_increases(delta_cumulative: list[float]) -> list[int]:
-    """Cumulative increases → packed per-bucket increases (whole counts; zero buckets skipped)."""
+def pack_increases(delta_cumulative: list[float]) -> list[int] | None:
+    """Cumulative increases → packed per-bucket increases (whole counts; zero buckets skipped);
+    None when a bucket's increase is beyond :data:`MAX_BUCKET_INCREASE` (a garbage page)."""
     packed = []
     below = 0.0
     for i, d in enumerate(delta_cumulative):
@@ -186,6 +195,8 @@ def pack_increases(delta_cumulative: list[float]) -> list[int]:
         inc = d - below
         below = d
         if inc >= 0.5:  # counts are whole numbers; rounding absorbs float noise
+            if not inc <= MAX_BUCKET_INCREASE:  # infinite, or beyond any real server
+                return None
             whole = int(inc + 0.5)
             if whole <= MAX_INC:
                 packed.append((whole << 8) | i)

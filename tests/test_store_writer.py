@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
 from app.errors import StorageError
@@ -316,3 +319,59 @@ def test_gpu_rows_after_a_failed_round_that_added_a_gpu(db_url: str) -> None:
     writer.write_round(_gpu_round(T + 10, grown))  # the very tuple: its GPU ids looked up again
     assert [r[1:4] for r in _gpu_samples(engine)] == [(T, "GPU-a", 300.0), (T + 10, "GPU-a", 300.0),
                                                       (T + 10, "GPU-c", 305.0)]
+
+
+def _pack_by_walking(delta_cumulative: list[float]) -> list[int]:
+    """The per-bucket packing as first written, one bucket at a time: the reference for pack_increases."""
+    from db.histo import MAX_INC, entries
+
+    packed: list[int] = []
+    below = 0.0
+    for i, d in enumerate(delta_cumulative):
+        if d == below:
+            continue
+        inc = d - below
+        below = d
+        if inc >= 0.5:
+            whole = int(inc + 0.5)
+            packed.extend([(whole << 8) | i] if whole <= MAX_INC else entries(i, whole))
+    return packed
+
+
+_BUCKET_DELTAS = st.lists(
+    st.one_of(
+        st.integers(0, 3).map(float),  # the usual: a few observations, many repeats (buckets that did not grow)
+        st.floats(-5, 5),
+        st.sampled_from([0.0, -0.0, 2.0**40, math.inf, -math.inf, math.nan]),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_BUCKET_DELTAS)
+def test_pack_increases_packs_as_walking_the_buckets_one_by_one(deltas: list[float]) -> None:
+    from db.state import MAX_BUCKET_INCREASE, pack_increases
+
+    per_bucket = [d - below for d, below in zip(deltas, [0.0, *deltas[:-1]], strict=False)]  # [] for no bucket
+    if all(inc <= MAX_BUCKET_INCREASE or not inc >= 0.5 for inc in per_bucket):  # NaN: not a number that grew
+        assert pack_increases(deltas) == _pack_by_walking(deltas)
+    else:  # a garbage page: unknown, rather than an error or millions of packed entries
+        assert pack_increases(deltas) is None
+
+
+@pytest.mark.timeout(20)
+def test_garbage_bucket_counts_store_no_increase_and_the_next_round_counts_again(db_url: str) -> None:
+    # An infinite count used to fail the round's write (OverflowError), a huge one to loop for ages
+    # splitting it into 24-bit entries; both are a garbage page, stored as no histogram increase.
+    engine = _write(
+        db_url,
+        vllm_round(T, hist=(1, 2, 2, 2)),
+        vllm_round(T + 5, hist=(1, 2, 2, math.inf)),
+        vllm_round(T + 10, hist=(1, 2, 1e30, 1e30)),
+        vllm_round(T + 15, hist=(1, 3, 3, 3)),  # below the garbage: a reset, the new values count
+        vllm_round(T + 20, hist=(2, 4, 4, 4)),
+    )
+    assert _samples(engine, "ttft_count")[1:3] == [None, None] and _samples(engine, "ttft_buckets")[1:3] == [None, None]
+    assert _samples(engine, "ttft_count")[3:] == [3, 1]
+    assert [histo.decode(b, 4) for b in _samples(engine, "ttft_buckets")[3:]] == [[1, 2, 0, 0], [1, 0, 0, 0]]
