@@ -39,12 +39,22 @@ class CollectorService:
         """One round for every target, each written in its own transaction; returns what was stored
         (one line per target, in the targets' order), or nothing when ``describe`` is False."""
         lines: dict[str, str] = {}
+        failure: Exception | None = None
         # Every target's requests leave at once; each round is written as soon as its sources are in.
         for round_ in self.rounds.collect_all(self.settings.targets):
-            with self.write_lock:
-                self.writer.write_round(round_)
+            try:
+                with self.write_lock:
+                    self.writer.write_round(round_)
+            except Exception as exc:
+                # Each round is its own transaction: one target's failed write costs that round only.
+                # The first failure is raised once every target had its turn (the job logs it).
+                log.warning("%s: this round was not stored: %s", round_.target, exc)
+                failure = failure or exc
+                continue
             if describe:
                 lines[round_.target] = describe_round(round_)
+        if failure is not None:
+            raise failure
         return [lines[target.name] for target in self.settings.targets if target.name in lines]
 
     def rollup(self) -> str:

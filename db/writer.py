@@ -233,13 +233,19 @@ class Writer:
                     finally:
                         cursor.close()
         except (SQLAlchemyError, self._driver.errors) as exc:
-            # The transaction rolled back, series_state with it: forget the in-memory state so the
-            # next round reloads the last committed one (rare, so no per-round snapshot).
-            self._states.clear()
-            self._forget_caches()
-            self.close()
+            self._rolled_back()
             raise storage_error("writing a scrape round", exc) from None
+        except Exception:
+            self._rolled_back()  # not the database's doing (a value its rows cannot hold), but rolled back all the same
+            raise
         return kept
+
+    def _rolled_back(self) -> None:
+        """The transaction rolled back, series_state with it: forget the in-memory state so the next
+        round reloads the last committed one (rare, so no per-round snapshot)."""
+        self._states.clear()
+        self._forget_caches()
+        self.close()
 
     def _write_on_driver(self, conn: Connection, rounds: list[ScrapeRound], rows: _Rows) -> int:
         """The steady state (every id, layout and state cached): the transaction on the DBAPI connection.

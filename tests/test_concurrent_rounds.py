@@ -212,3 +212,30 @@ def test_a_target_changed_between_rounds_is_read_with_its_new_settings(sources) 
     assert [r.gateway.queue_depth if r.gateway else "down" for r in rounds] == [3.0, "down", 3.0, 3.0]
     assert rounds[1].gateway_status is not None and "no_such_metric" in str(rounds[1].gateway_status.error)
     assert all(r.vllm_status.ok and len(r.gpus) == 2 for r in rounds)
+
+
+def test_a_target_whose_write_fails_costs_neither_the_other_target_nor_the_next_round(sources, tmp_path) -> None:
+    server = sources()
+    db = f"sqlite:///{tmp_path}/w.db"
+    service = CollectorService(Settings(db_url=db, targets=(target("first", server), target("second", server))))
+    write_round = service.writer.write_round
+
+    def failing_for_first(round_):  # a fault injected into the first target's write, this round only
+        if round_.target == "first" and not failing_for_first.done:
+            failing_for_first.done = True
+            raise RuntimeError("injected failure")
+        write_round(round_)
+
+    failing_for_first.done = False
+    service.writer.write_round = failing_for_first
+    try:
+        with pytest.raises(RuntimeError, match="injected failure"):
+            service.collect_once()
+        stored_then = {t.name: t.last_scrape_at for t in Reader(db).targets()}
+        time.sleep(1.05)  # rounds are keyed by whole seconds
+        lines = service.collect_once()
+    finally:
+        service.close()
+    assert stored_then["first"] is None and stored_then["second"] is not None
+    assert [line.split(":")[0] for line in lines] == ["first", "second"]
+    assert all(t.up for t in Reader(db).targets())

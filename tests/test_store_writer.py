@@ -375,3 +375,18 @@ def test_garbage_bucket_counts_store_no_increase_and_the_next_round_counts_again
     assert _samples(engine, "ttft_count")[1:3] == [None, None] and _samples(engine, "ttft_buckets")[1:3] == [None, None]
     assert _samples(engine, "ttft_count")[3:] == [3, 1]
     assert [histo.decode(b, 4) for b in _samples(engine, "ttft_buckets")[3:]] == [[1, 2, 0, 0], [1, 0, 0, 0]]
+
+
+def test_a_round_that_fails_outside_the_database_leaves_the_next_rounds_right(db_url: str) -> None:
+    # Any failure rolls the round back; the writer must also drop what it had computed for it, or the
+    # next rounds build on values that were never stored (here: fail forever on the same bad value).
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.write_round(vllm_round(T, 100))
+    bad = vllm_round(T + 5, 130)
+    assert bad.vllm is not None
+    bad.vllm.models["m"].counters["generation_tokens"] = "not a number"
+    with pytest.raises(TypeError):
+        writer.write_round(bad)
+    writer.write_round(vllm_round(T + 10, 160))
+    assert _samples(engine, "generation_tokens") == [None, 60]
