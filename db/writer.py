@@ -161,6 +161,7 @@ class Writer:
         self._gpu_rows: dict[int, tuple[tuple[GpuReading, ...], list[tuple[Any, ...]]]] = {}
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
+        self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
         self._conn: Connection | None = None
         self._driver = _DriverStatements(engine.dialect)
         self._sqlite = is_sqlite(engine)
@@ -365,6 +366,9 @@ class Writer:
             row.append(counter_increase(state, key, counters(key), created(key), restarted, fresh))
         for key in schema.HISTOGRAMS:
             hist = histograms(key)
+            if hist is not None and len(hist.bounds) > histo.MAX_BUCKETS:
+                self._too_wide(model_id, key, len(hist.bounds))
+                hist = None
             layout = self._layout_id(conn, hist.bounds) if hist is not None else None
             inc = histogram_increase(state, key, hist, layout, created(key), restarted, fresh)
             if inc is None:
@@ -375,6 +379,14 @@ class Writer:
         state.process_start = process_start
         self._dirty.add(model_id)
         return row
+
+    def _too_wide(self, model_id: int, key: str, buckets: int) -> None:
+        """A histogram whose buckets the packing cannot index (8 bits): not stored, said once."""
+        if (model_id, key) not in self._too_wide_seen:
+            self._too_wide_seen.add((model_id, key))
+            name = next((m for (_, m), i in self._models.items() if i == model_id), str(model_id))
+            log.warning("model %s: the %s histogram has %d buckets, more than the %d that can be stored; "
+                        "its increases are left unknown", name, key, buckets, histo.MAX_BUCKETS)
 
     def _state(self, conn: Connection, model_id: int) -> SeriesState:
         state = self._states.get(model_id)

@@ -390,3 +390,15 @@ def test_a_round_that_fails_outside_the_database_leaves_the_next_rounds_right(db
         writer.write_round(bad)
     writer.write_round(vllm_round(T + 10, 160))
     assert _samples(engine, "generation_tokens") == [None, 60]
+
+
+def test_a_histogram_with_more_buckets_than_the_packing_holds_is_not_stored(db_url: str, caplog) -> None:
+    # Packed entries keep the bucket index in 8 bits: a 300-bucket layout would land its counts in
+    # the wrong buckets. Its increases are unknown instead, said once in the log.
+    wide = tuple(float(i) for i in range(1, 300)) + (math.inf,)
+    counts = [tuple(float(min(i, n)) for i in range(300)) for n in (3, 9, 12)]
+    engine = _write(db_url, *(vllm_round(T + 5 * k, 100 + k, hist=c, bounds=wide) for k, c in enumerate(counts)))
+    assert _samples(engine, "ttft_count") == [None, None, None]
+    assert _samples(engine, "ttft_layout") == [None, None, None]
+    assert _samples(engine, "generation_tokens") == [None, 1, 1]  # the rest of the round is stored
+    assert sum("more than the 256 that can be stored" in r.getMessage() for r in caplog.records) == 1
