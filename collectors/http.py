@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from app.errors import ScrapeError
 from collectors import httpwire
-from collectors.httpwire import RawConnection, Stale, Unsupported, ready
+from collectors.httpwire import AnswerTooSlow, RawConnection, Stale, Unsupported, ready
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -64,7 +64,7 @@ class Pending:
         self.connection: RawConnection | http.client.HTTPConnection | None = None
         self.reused = False  # the raw connection was kept alive from an earlier GET (it may be stale)
         self.error: Exception | None = None
-        self.deadline = 0.0  # time.monotonic() by which the answer (or the handshake) must begin
+        self.deadline = 0.0  # time.monotonic() by which the answer (or the handshake) must begin, and the answer be complete
         self.expired = False  # arrivals() saw the deadline pass with nothing to read
 
 
@@ -271,14 +271,14 @@ class ScrapeClient:
                 if not ready(connection.sock, select.POLLOUT, pending.deadline - time.monotonic()):
                     raise TimeoutError("timed out")
                 self._connected(pending, connection)
-            status, body, reusable = connection.read(pending.reused)
+            status, body, reusable = connection.read(pending.reused, pending.deadline)
         except Stale:
             # The server closed an idle kept-alive connection: one fresh try, as browsers do.
             connection.close()
             connection = RawConnection.dial(origin[1], origin[2], pending.timeout_s)
             try:
                 connection.send(request, pending.timeout_s)
-                status, body, reusable = connection.read(False)
+                status, body, reusable = connection.read(False, time.monotonic() + pending.timeout_s)
             except BaseException:
                 connection.close()
                 raise
@@ -391,6 +391,8 @@ def receive_text(client: ScrapeClient, pending: Pending, hint: str = "") -> str:
         status, body = client.receive(pending)
     except ValueError:
         raise ScrapeError(f"{url!r} is not an http:// or https:// URL", hint) from None
+    except AnswerTooSlow:
+        raise ScrapeError(f"{url}: the answer began but was not complete within {timeout_s:g} s", hint) from None
     except TimeoutError:
         raise ScrapeError(f"cannot reach {url} (no answer within {timeout_s:g} s)", hint) from None
     except ConnectionRefusedError:

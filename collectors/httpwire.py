@@ -14,6 +14,7 @@ import math
 import os
 import select
 import socket
+import time
 from typing import Any
 
 from app.errors import ScrapeError
@@ -33,6 +34,10 @@ class Stale(Exception):
     """A kept-alive connection was closed by the server before it answered (safe to retry a GET)."""
 
 
+class AnswerTooSlow(TimeoutError):
+    """The answer began in time but did not complete within the GET's timeout (it trickled in)."""
+
+
 class RawConnection:
     """One kept-alive HTTP/1.1 connection on a plain socket; one request at a time.
 
@@ -47,6 +52,7 @@ class RawConnection:
         self.addresses = addresses or []  # the host's addresses not tried yet
         self.connecting = False
         self.buf = b""
+        self.deadline = math.inf  # time.monotonic() by which the answer being read must be complete
         # As http.client does: the request goes out in one send, so Nagle only adds latency.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -107,8 +113,15 @@ class RawConnection:
             self.timeout_s = timeout_s
         self.sock.sendall(request)
 
-    def read(self, reused: bool) -> tuple[int, bytes, bool]:
-        """Read the answer to the request sent; returns (status, body, whether the connection can be reused)."""
+    def read(self, reused: bool, deadline: float) -> tuple[int, bytes, bool]:
+        """Read the answer to the request sent, complete by ``deadline`` (``time.monotonic()``);
+        returns (status, body, whether the connection can be reused).
+
+        Each wait for more of the answer is bounded by the time left, so a server that trickles its
+        answer in, a byte now and then, raises :class:`AnswerTooSlow` at the deadline instead of
+        holding the round for as long as it likes.
+        """
+        self.deadline = deadline
         sock = self.sock
         try:
             data = sock.recv(_RECV)
@@ -127,7 +140,7 @@ class RawConnection:
             if len(data) > MAX_HEADER_BYTES:
                 raise Unsupported
             self._ack_now()
-            more = sock.recv(_RECV)
+            more = self._more()
             if not more:
                 raise http.client.RemoteDisconnected("Remote end closed connection in the headers")
             data += more
@@ -162,6 +175,23 @@ class RawConnection:
             except OSError:
                 pass  # a kernel without it: the answer only comes later, as before
 
+    def _wait_limit(self) -> None:
+        """Before waiting for more of the answer: fail at the deadline, and wait no later than it."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise AnswerTooSlow("timed out")
+        if left < self.timeout_s:  # the next send() sets the timeout back (settimeout costs a syscall)
+            self.sock.settimeout(left)
+            self.timeout_s = left
+
+    def _more(self) -> bytes:
+        """More of the answer, by the deadline."""
+        self._wait_limit()
+        try:
+            return self.sock.recv(_RECV)
+        except TimeoutError:
+            raise AnswerTooSlow("timed out") from None
+
     def _exactly(self, length: int) -> bytes:
         if length > MAX_BODY_BYTES:
             raise ScrapeError(f"the answer is larger than the {MAX_BODY_BYTES} bytes allowed")
@@ -174,7 +204,11 @@ class RawConnection:
         view = memoryview(body)
         got = len(have)
         while got < length:
-            n = self.sock.recv_into(view[got:])
+            self._wait_limit()
+            try:
+                n = self.sock.recv_into(view[got:])
+            except TimeoutError:
+                raise AnswerTooSlow("timed out") from None
             if not n:
                 raise http.client.IncompleteRead(bytes(body[:got]), length - got)
             got += n
@@ -185,7 +219,7 @@ class RawConnection:
         parts = [self.buf]
         size = len(self.buf)
         while True:
-            data = self.sock.recv(_RECV)
+            data = self._more()
             if not data:
                 break
             size += len(data)
@@ -203,7 +237,7 @@ class RawConnection:
                 return line
             if len(self.buf) > MAX_HEADER_BYTES:
                 raise http.client.HTTPException("chunk size line too long")
-            data = self.sock.recv(_RECV)
+            data = self._more()
             if not data:
                 raise http.client.IncompleteRead(b"", None)
             self.buf += data
@@ -217,7 +251,7 @@ class RawConnection:
         pieces = [buf]
         have = len(buf)
         while have < n:
-            data = self.sock.recv(_RECV)
+            data = self._more()
             if not data:
                 raise http.client.IncompleteRead(b"".join(pieces), n - have)
             pieces.append(data)

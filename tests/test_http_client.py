@@ -290,3 +290,48 @@ def test_not_http_is_a_scrape_error() -> None:
 def test_not_an_http_url() -> None:
     with pytest.raises(ScrapeError, match="not an http"):
         fetch_text("ftp://127.0.0.1/metrics", 1.0)
+
+
+def trickling_server(head: bytes, body: bytes, every_s: float) -> socket.socket:
+    """A server that answers every request with ``head`` at once, then ``body`` a byte every ``every_s``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                try:
+                    conn.sendall(head)
+                    for i in range(len(body)):
+                        time.sleep(every_s)
+                        conn.sendall(body[i : i + 1])
+                except OSError:  # the client gave up: what this test wants
+                    pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "until-close"])
+def test_an_answer_that_trickles_in_times_out_as_a_whole(framing: str) -> None:
+    # Each byte comes well within the timeout, the whole answer does not: the scrape timeout bounds
+    # the whole GET (as Prometheus' scrape_timeout does), or one slow server would hold every round.
+    body = b"x" * 40
+    head = {
+        "length": b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n",
+        "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n28\r\n",
+        "until-close": b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",
+    }[framing]
+    with trickling_server(head, body, every_s=0.1) as sock:
+        start = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"the answer began but was not complete within 1 s"):
+            fetch_text(url(sock), 1.0)
+        assert time.monotonic() - start < 1.6
