@@ -226,8 +226,8 @@ def test_server_that_never_answers_times_out() -> None:
         assert time.monotonic() - start < 2.0
 
 
-def raw_server(answer: bytes) -> tuple[socket.socket, list[int]]:
-    """A server that sends ``answer`` to every request, counting connections."""
+def request_server(respond: Callable[[socket.socket], None]) -> tuple[socket.socket, list[int]]:
+    """A server that reads each request's head, then lets ``respond`` answer it; counts connections."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -244,10 +244,15 @@ def raw_server(answer: bytes) -> tuple[socket.socket, list[int]]:
                 data = b""
                 while b"\r\n\r\n" not in data:
                     data += conn.recv(4096)
-                conn.sendall(answer)
+                respond(conn)
 
     threading.Thread(target=serve, daemon=True).start()
     return sock, accepted
+
+
+def raw_server(answer: bytes) -> tuple[socket.socket, list[int]]:
+    """A server that sends ``answer`` to every request, counting connections."""
+    return request_server(lambda conn: conn.sendall(answer))
 
 
 def test_interim_1xx_answer_falls_back_to_http_client() -> None:
@@ -294,30 +299,17 @@ def test_not_an_http_url() -> None:
 
 def trickling_server(head: bytes, body: bytes, every_s: float) -> socket.socket:
     """A server that answers every request with ``head`` at once, then ``body`` a byte every ``every_s``."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(4096)
-                try:
-                    conn.sendall(head)
-                    for i in range(len(body)):
-                        time.sleep(every_s)
-                        conn.sendall(body[i : i + 1])
-                except OSError:  # the client gave up: what this test wants
-                    pass
+    def trickle(conn: socket.socket) -> None:
+        try:
+            conn.sendall(head)
+            for i in range(len(body)):
+                time.sleep(every_s)
+                conn.sendall(body[i : i + 1])
+        except OSError:  # the client gave up: what the test wants
+            pass
 
-    threading.Thread(target=serve, daemon=True).start()
-    return sock
+    return request_server(trickle)[0]
 
 
 @pytest.mark.parametrize("framing", ["length", "chunked", "until-close"])
