@@ -118,6 +118,16 @@ class RoundCollector:
         except ScrapeError as exc:
             self._log_change(round_.target, source, exc.one_line())
             round_.results[source] = None, SourceResult(False, exc.one_line(), time.perf_counter() - start)
+        except Exception as exc:
+            # Not an error a collector expects (a bug, or input it did not foresee): it still costs
+            # this source in this round only, stored as down with what happened; the traceback is
+            # logged once per kind of failure.
+            error = f"collector error ({type(exc).__name__}: {str(exc)[:160]})"
+            key = (round_.target.name, source)
+            if self._last_error.get(key, "") != error:
+                log.exception("%s %s: %s", round_.target.name, source, error)
+                self._last_error[key] = error
+            round_.results[source] = None, SourceResult(False, error, time.perf_counter() - start)
         else:
             self._log_change(round_.target, source, "")
             round_.results[source] = value, SourceResult(True, None, time.perf_counter() - start)

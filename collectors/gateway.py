@@ -259,6 +259,8 @@ def queue_from_json(text: str, path: str) -> float | None:
         node: Any = json.loads(text)
     except ValueError as exc:
         raise ScrapeError(f"not JSON ({str(exc)[:120]})", HINT_URL) from None
+    except RecursionError:
+        raise ScrapeError("not JSON a collector can read (nested too deeply)", HINT_URL) from None
     walked: list[str] = []
     for part in [p for p in path.split(".") if p] if path else []:
         node = _step(node, part, ".".join(walked) or "(document)")

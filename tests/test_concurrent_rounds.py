@@ -239,3 +239,34 @@ def test_a_target_whose_write_fails_costs_neither_the_other_target_nor_the_next_
     assert stored_then["first"] is None and stored_then["second"] is not None
     assert [line.split(":")[0] for line in lines] == ["first", "second"]
     assert all(t.up for t in Reader(db).targets())
+
+
+def test_an_unexpected_error_reading_a_source_costs_that_source_only(sources, tmp_path, monkeypatch, caplog) -> None:
+    # A failure no collector foresaw (a bug, input nobody thought of) must not take the round, or
+    # the other targets' rounds, down with it: that source is stored as down with what happened.
+    from collectors import gateway
+
+    server = sources()
+    db = f"sqlite:///{tmp_path}/u.db"
+    good = target("good", server)
+    bad = dataclasses.replace(good, name="bad", gateway=dataclasses.replace(good.gateway, metric="queue|injected"))
+    read_gateway_page = gateway.gateway_from_page
+
+    def failing_for_bad(settings, text):  # fault injected into one target's gateway reading
+        if "injected" in settings.metric:
+            raise RuntimeError("injected")
+        return read_gateway_page(settings, text)
+
+    monkeypatch.setattr(gateway, "gateway_from_page", failing_for_bad)
+    service = CollectorService(Settings(db_url=db, targets=(bad, good)))
+    try:
+        lines = service.collect_once()
+        time.sleep(1.05)  # rounds are keyed by whole seconds
+        service.collect_once()  # the same failure again: logged once
+    finally:
+        service.close()
+    assert lines[0].startswith("bad: vLLM up") and "2 GPU(s)" in lines[0]  # its other sources are read
+    assert "gateway DOWN (collector error (RuntimeError: injected))" in lines[0]
+    assert lines[1].startswith("good: vLLM up") and "gateway queue=3" in lines[1]
+    assert all(t.up for t in Reader(db).targets())
+    assert sum("RuntimeError: injected" in r.getMessage() for r in caplog.records) == 1

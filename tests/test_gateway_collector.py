@@ -192,6 +192,13 @@ def test_json_garbage():
         queue_from_json("<html></html>", "q")
 
 
+def test_json_nested_deeper_than_the_parser_goes_is_a_scrape_error():
+    # json.loads raises RecursionError (not ValueError) past ~1000 levels: a hostile or broken
+    # endpoint must cost its own source, like any other garbage.
+    with pytest.raises(ScrapeError, match="nested too deeply"):
+        queue_from_json("[" * 100_000 + "]" * 100_000, "0")
+
+
 def test_kind_none_reads_nothing_and_unknown_preset_is_a_config_error():
     assert read_gateway(GatewaySettings(), 2.0).queue_depth is None
     with pytest.raises(ConfigError, match="unknown preset 'nginx'"):
