@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from app.errors import ScrapeError
+from app.gpu_reader import GpuReader
 from app.settings import Settings, TargetSettings
 from collectors.http import Pending, ScrapeClient, receive_text
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
@@ -31,13 +32,15 @@ class RoundCollector:
         self.clock = clock
         self.client = ScrapeClient()
         self._nvml: Any = None
+        self._gpus = GpuReader(self._nvml_gpus)
         self._last_error: dict[tuple[str, str], str] = {}
         # id(target) → (target, its HTTP sources): built once per target, not every round
         self._sources: dict[int, tuple[TargetSettings, tuple[_Source, ...]]] = {}
 
     def close(self) -> None:
         self.client.close()
-        if self._nvml is not None:
+        self._gpus.close()
+        if self._nvml is not None and not self._gpus.busy():  # a stuck reading holds NVML's lock: leave it
             self._nvml.close()
 
     def collect(self, target: TargetSettings) -> ScrapeRound:
@@ -48,8 +51,9 @@ class RoundCollector:
     def collect_all(self, targets: Iterable[TargetSettings]) -> Iterator[ScrapeRound]:
         """One round for each target, yielded as each is complete; never raises for a source failure.
 
-        Every HTTP request of every target is sent first, NVML is read while they are in flight, then
-        each answer is read and parsed as it arrives: a slow or unreachable source delays no other,
+        Every HTTP request of every target is sent first, NVML is read on its own thread while they are
+        in flight, then each answer is read and parsed as it arrives: a slow or unreachable source
+        (a GPU whose NVML calls hang included) delays no other for longer than the scrape timeout,
         and a target's round comes as soon as its own sources are in. A source's ``duration_s`` runs
         from its request sent to its answer parsed.
         """
@@ -66,16 +70,20 @@ class RoundCollector:
                         self._record(round_, source, start, parse, "")
                         continue
                     reads[self.client.send(url, self.settings.scrape_timeout_s)] = _Read(round_, source, hint, parse, start)
-            for round_ in rounds:  # local GPUs, read while the answers are on their way
-                if round_.target.gpu.source not in ("none", "dcgm"):
-                    round_.left += 1
-                    self._record(round_, "gpu", time.perf_counter(), self._nvml_gpus, round_.target)
+            # Local GPUs: read on the NVML thread while the answers are on their way (app/gpu_reader.py).
+            gpu_reads = [(r, self._gpus.start(r.target), time.perf_counter()) for r in rounds if r.target.gpu.source == "nvml"]
+            for round_, _, _ in gpu_reads:
+                round_.left += 1
             yield from (r.done() for r in rounds if r.left == 0)
             for pending in self.client.arrivals(list(reads)):
                 read = reads.pop(pending)
                 self._record(read.round, read.source, read.start, self._parsed, pending, read)
                 if read.round.left == 0:
                     yield read.round.done()
+            for round_, job, start in gpu_reads:  # each reading gets the scrape timeout from its start
+                self._record(round_, "gpu", start, self._gpus.result, job, job.started + self.settings.scrape_timeout_s)
+                if round_.left == 0:
+                    yield round_.done()
         finally:
             for pending in reads:  # left unread when the caller stopped early: never reuse them
                 self.client.abandon(pending)

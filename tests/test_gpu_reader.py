@@ -1,0 +1,76 @@
+"""Local GPUs read on their own thread: an NVML call that hangs costs the GPU source, not the round."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.jobs import RoundCollector
+from app.settings import GpuSettings, Settings, TargetSettings
+from collectors.nvml import NvmlCollector
+from tests.support.http_server import started
+from tests.support.nvml_double import RecordedNvml
+from tests.test_concurrent_rounds import Sources
+
+
+class HangingNvml(RecordedNvml):
+    """The recorded H200 whose memory call blocks while ``hang`` is set, as a failing GPU's driver can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = threading.Event()
+        self.released = threading.Event()
+
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:  # noqa: N802 (NVML's name)
+        if self.hang.is_set():
+            self.released.wait(30)
+        return super().nvmlDeviceGetMemoryInfo(handle, version)
+
+
+@pytest.fixture
+def server() -> Iterator[Sources]:
+    for make in started(lambda: Sources({})):
+        yield make()
+
+
+def test_a_hanging_nvml_call_costs_the_gpu_source_only_and_readings_resume(server: Sources) -> None:
+    double = HangingNvml()
+    target = TargetSettings(name="local", vllm_url=server.url("/metrics"), gpu=GpuSettings(source="nvml"))
+    collector = RoundCollector(Settings(targets=(target,), scrape_timeout_s=0.5))
+    collector._nvml = NvmlCollector(double, host="h")  # the double instead of the real library
+    try:
+        assert len(collector.collect(target).gpus) == 1  # a healthy reading
+        double.hang.set()
+        timings, rounds = [], []
+        for _ in range(2):  # the call hangs, then is still hanging at the next round
+            start = time.monotonic()
+            rounds.append(collector.collect(target))
+            timings.append(time.monotonic() - start)
+        double.hang.clear()
+        double.released.set()  # the stuck call returns; the next round starts a new reading
+        time.sleep(0.1)
+        after = collector.collect(target)
+    finally:
+        collector.close()
+    assert all(r.vllm_status.ok for r in rounds)  # vLLM is read all the same
+    assert all(not r.gpus and r.gpu_status is not None and not r.gpu_status.ok for r in rounds)
+    assert "NVML has not answered for 0.5 s" in str(rounds[0].gpu_status.error)
+    assert timings[0] < 1.5 and timings[1] < 0.3  # the deadline, then no new wait on the stuck call
+    assert after.gpu_status is not None and after.gpu_status.ok and len(after.gpus) == 1
+
+
+def test_closing_while_an_nvml_call_hangs_returns_at_once(server: Sources) -> None:
+    double = HangingNvml()
+    double.hang.set()
+    target = TargetSettings(name="local", vllm_url=server.url("/metrics"), gpu=GpuSettings(source="nvml"))
+    collector = RoundCollector(Settings(targets=(target,), scrape_timeout_s=0.2))
+    collector._nvml = NvmlCollector(double, host="h")
+    round_ = collector.collect(target)
+    start = time.monotonic()
+    collector.close()
+    assert time.monotonic() - start < 0.5 and round_.vllm_status.ok
+    double.released.set()
