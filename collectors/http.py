@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 from app.errors import ScrapeError
 from collectors import httpwire
 from collectors.httpwire import AnswerTooSlow, RawConnection, Stale, Unsupported, ready
+from collectors.resolver import Resolver
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -82,6 +83,7 @@ class ScrapeClient:
         self._routes: dict[str, _Route] = {}
         self._lags: dict[str, float] = {}  # URL → seconds from its request sent to its answer begun, last time
         self._lock = threading.Lock()
+        self._resolver = Resolver()  # host lookups bounded in time and kept a minute (collectors/resolver.py)
 
     def get(self, url: str, timeout_s: float) -> tuple[int, bytes]:
         """GET ``url``; returns (status, body). Transport errors propagate as OSError/HTTPException."""
@@ -132,7 +134,8 @@ class ScrapeClient:
             except BaseException:
                 connection.close()
                 raise
-        pending.connection = connection = RawConnection.start(origin[1], origin[2], pending.timeout_s)
+        addresses = self._resolver.addresses(origin[1], origin[2], pending.timeout_s)
+        pending.connection = connection = RawConnection.start(addresses, pending.timeout_s)
         if connection.connecting and ready(connection.sock, select.POLLOUT, 0.0):
             connection.connected()  # loopback and near hosts: the handshake is already done
         if not connection.connecting:
@@ -275,7 +278,7 @@ class ScrapeClient:
         except Stale:
             # The server closed an idle kept-alive connection: one fresh try, as browsers do.
             connection.close()
-            connection = RawConnection.dial(origin[1], origin[2], pending.timeout_s)
+            connection = RawConnection.dial(self._resolver.addresses(origin[1], origin[2], pending.timeout_s), pending.timeout_s)
             try:
                 connection.send(request, pending.timeout_s)
                 status, body, reusable = connection.read(False, time.monotonic() + pending.timeout_s)

@@ -57,14 +57,22 @@ class RawConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @classmethod
-    def dial(cls, host: str, port: int, timeout_s: float) -> RawConnection:
-        """A connection, waiting up to ``timeout_s`` for the handshake."""
-        return cls(socket.create_connection((host, port), timeout_s), timeout_s)
+    def dial(cls, addresses: list[_Address], timeout_s: float) -> RawConnection:
+        """A connection to the first of ``addresses`` that answers, waiting up to ``timeout_s`` for
+        each handshake (as ``socket.create_connection``, the host already looked up)."""
+        connection = cls.start(addresses, timeout_s)
+        while connection.connecting:
+            if not ready(connection.sock, select.POLLOUT, timeout_s):
+                connection.close()
+                raise TimeoutError("timed out")
+            connection.connected()
+        return connection
 
     @classmethod
-    def start(cls, host: str, port: int, timeout_s: float) -> RawConnection:
-        """A connection whose handshake may still be under way; raises when no address can be tried."""
-        addresses: list[_Address] = list(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+    def start(cls, addresses: list[_Address], timeout_s: float) -> RawConnection:
+        """A connection to the first of ``addresses`` (``getaddrinfo``'s answers) that takes one,
+        its handshake perhaps still under way; raises when no address can be tried."""
+        addresses = list(addresses)
         first_error: OSError | None = None
         while addresses:
             family, kind, proto, _, address = addresses.pop(0)
@@ -79,7 +87,7 @@ class RawConnection:
                 return connection
             sock.close()
             first_error = first_error or OSError(code, os.strerror(code))
-        raise first_error or OSError(f"no address for {host}")
+        raise first_error or OSError("no address to connect to")
 
     def connected(self) -> None:
         """Finish the handshake once the socket is writable: connected, or the next address under way.
