@@ -14,8 +14,9 @@ A collector round sends every request first (:meth:`ScrapeClient.send`), then re
 the order they arrive (:meth:`ScrapeClient.arrivals`, :meth:`ScrapeClient.receive`): one slow or
 unreachable source no longer delays the others, a round lasts about its slowest source, and the
 process sleeps once per round rather than once per GET (each wake-up costs ~0.1-0.2 ms of CPU through
-cold caches). No threads: requests in flight each have their own kept-alive connection (a small pool
-per origin), and one ``poll`` waits for all of them.
+cold caches). No threads for the requests: each in flight has its own kept-alive connection (a small
+pool per origin), and one ``poll`` waits for all of them. Only host lookups run on threads
+(collectors/resolver.py), since ``getaddrinfo`` cannot be waited for with a timeout.
 """
 
 from __future__ import annotations
