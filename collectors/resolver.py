@@ -92,11 +92,16 @@ class Resolver:
             answer = lookup.addresses = list(socket.getaddrinfo(lookup.host, lookup.port, 0, socket.SOCK_STREAM))
         except OSError as exc:
             answer = lookup.error = exc
+        key = (lookup.host, lookup.port)
         with self._lock:
-            if len(self._kept) >= _KEPT_MAX:
-                self._kept.clear()  # hosts are few; endless distinct ones must not grow memory
-            self._kept[(lookup.host, lookup.port)] = (time.monotonic(), answer)
-            del self._under_way[(lookup.host, lookup.port)]
+            kept = self._kept.get(key)
+            if isinstance(answer, OSError) and kept is not None and not isinstance(kept[1], OSError):
+                pass  # a refresh failed (DNS down): the last answer serves on until it is STALE_S old
+            else:
+                if len(self._kept) >= _KEPT_MAX:
+                    self._kept.clear()  # hosts are few; endless distinct ones must not grow memory
+                self._kept[key] = (time.monotonic(), answer)
+            del self._under_way[key]
         lookup.done.set()
 
 

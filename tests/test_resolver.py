@@ -99,3 +99,25 @@ def test_answers_and_failures_are_kept_instead_of_asked_every_round(dns, server)
     assert "connection refused" in errors["down"] and "unknown host" in errors["missing"]
     assert [r.vllm_status.ok for r in rounds if r.target == "up"] == [True, True, True]
     assert dns.lookups == {"down.test": 1, "nx.test": 1, "up.test": 1}
+
+
+def test_a_refresh_that_fails_leaves_the_last_answer_in_use(dns, monkeypatch) -> None:
+    # DNS going down must not turn a host that was found a minute ago into an unknown one.
+    from collectors import resolver
+
+    monkeypatch.setattr(resolver, "KEEP_S", 0.05)
+    lookups = resolver.Resolver()
+    first = lookups.addresses("flip.test", 80, 1.0)
+    original = socket.getaddrinfo
+
+    def now_failing(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == "flip.test" and not (len(args) > 3 and args[3] & socket.AI_NUMERICHOST):
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return original(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", now_failing)
+    time.sleep(0.1)
+    stale = lookups.addresses("flip.test", 80, 1.0)  # stale: served, while a refresh runs (and fails)
+    time.sleep(0.2)
+    after_failed_refresh = lookups.addresses("flip.test", 80, 1.0)
+    assert first == stale == after_failed_refresh and first[0][4][0] == "127.0.0.1"
