@@ -294,7 +294,8 @@ class Writer:
                 histograms = figures.histograms
                 for key in schema.HISTOGRAMS:
                     hist = histograms.get(key)
-                    if hist is not None and hist.bounds not in layouts:
+                    # (a histogram too wide to store has no layout, and needs none: see _sample_row)
+                    if hist is not None and hist.bounds not in layouts and len(hist.bounds) <= histo.MAX_BUCKETS:
                         return False
         known = self._gpu_rows.get(target_id)
         if known is not None and known[0] is round_.gpus:

@@ -402,3 +402,13 @@ def test_a_histogram_with_more_buckets_than_the_packing_holds_is_not_stored(db_u
     assert _samples(engine, "ttft_layout") == [None, None, None]
     assert _samples(engine, "generation_tokens") == [None, 1, 1]  # the rest of the round is stored
     assert sum("more than the 256 that can be stored" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_histogram_too_wide_to_store_keeps_the_rounds_on_the_fast_path(db_url: str) -> None:
+    # Rounds whose ids and layouts are all known are written on the driver's cursor; a histogram
+    # that is never stored must not send every later round the slow way.
+    wide = tuple(float(i) for i in range(1, 300)) + (math.inf,)
+    writer = Writer(open_engine(db_url))
+    writer.write_rounds([vllm_round(T + 5 * k, 100 + k, hist=tuple(float(k) for _ in range(300)), bounds=wide)
+                         for k in range(2)])
+    assert writer._all_cached(vllm_round(T + 10, 102, hist=tuple(2.0 for _ in range(300)), bounds=wide))
