@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -261,3 +262,18 @@ def test_gpu_rows_of_targets_sharing_a_second_read_back_per_target(db_url: str) 
         ]
         minute = reader.gpu_series(t, DAY0, DAY0 + 60, 60)
         assert [(p.uuid, p.power_w) for p in minute] == [(f"{t}-{i}", power + i + 5.5) for i in range(3)]
+
+
+def test_status_json_stays_strict_json_when_a_page_said_infinity(db_url: str) -> None:
+    # JSON has no infinities: a gauge a garbage page gave as +Inf is null, not `Infinity`.
+    now = time.time()
+    writer = Writer(open_engine(db_url))
+    writer.write_rounds([vllm_round(now - 60 + 5 * i, 1000 + 60 * i, running=math.inf) for i in range(12)])
+    done = _cli("status", "--db", db_url, "--json", "--window", "5m")
+    assert done.returncode == 0, done.stderr
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    data = json.loads(done.stdout, parse_constant=refuse)
+    assert data["running_max"] is None and data["tokens_per_s"] is not None  # the rest is read as usual

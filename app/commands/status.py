@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from typing import Any
 
@@ -58,10 +59,24 @@ def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -
 
 
 def figures_json(fig: WindowFigures) -> dict[str, Any]:
-    """The ``status --json`` document: every WindowFigures field (GPUs and ceiling as objects)."""
-    data = dataclasses.asdict(fig)
+    """The ``status --json`` document: every WindowFigures field (GPUs and ceiling as objects).
+
+    A figure that is not finite (a scraped page said +Inf) is null: JSON has no infinities, and
+    ``json.dumps`` would write ``Infinity``, which strict parsers (jq, JavaScript) refuse.
+    """
+    data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
     return data
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _format(value: Any, unit: str, scale: float | None) -> str:
@@ -112,5 +127,5 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     reader = Reader(settings.db_url)
     name = _target_name(args, settings, reader)
     fig = reader.window(name, time.time(), window_s)
-    print(json.dumps(figures_json(fig), indent=2) if args.json else render(fig))
+    print(json.dumps(figures_json(fig), indent=2, allow_nan=False) if args.json else render(fig))
     return 0
