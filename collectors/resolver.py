@@ -5,10 +5,10 @@ unreachable that is 5 s per try and server, 10-30 s in all, well past the scrape
 round's other requests wait behind it. A target that is down by name asks again at every round,
 since it has no kept-alive connection to reuse. So each lookup runs on a daemon thread of its own
 (one host's hanging lookup holds back no other's); a GET waits for its host's lookup no longer
-than its timeout, and a lookup still under way from an
-earlier round is not waited for again (that GET fails at once, saying so). Answers are kept
-:data:`KEEP_S` (and served a while longer, stale, while a fresh lookup runs), failures
-:data:`FAILED_KEEP_S`. Addresses written as numbers are not looked up at all.
+than its timeout, and a lookup still under way from an earlier round is not waited for again (that
+GET fails at once, saying so). Answers are kept :data:`KEEP_S`, and served up to :data:`STALE_S`
+while a fresh lookup runs or when it fails; failures are kept :data:`FAILED_KEEP_S`. Addresses
+written as numbers are not looked up at all.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 Address = tuple[Any, ...]  # one of socket.getaddrinfo's answers
 
 KEEP_S = 60.0  # how long an answer is used without asking again (the system cache's TTLs are not known here)
-STALE_S = 600.0  # how long an old answer is still used while a fresh lookup runs
+STALE_S = 600.0  # how long an old answer is still used while a fresh lookup runs (or after it failed)
 FAILED_KEEP_S = 10.0  # how long a failed lookup is given as the answer before asking again
 _KEPT_MAX = 1024
 
@@ -71,7 +71,7 @@ class Resolver:
             fresh = key not in self._under_way
             lookup = self._start(key)
         if not fresh and now - lookup.started >= wait_s:
-            raise OSError(f"looking up {host}: no answer for {now - lookup.started:.0f} s (DNS)")
+            raise OSError(f"looking up {host}: no answer for {now - lookup.started:.1f} s (DNS)")
         if not lookup.done.wait(max(0.0, lookup.started + wait_s - time.monotonic())):
             raise OSError(f"looking up {host}: no answer within {wait_s:g} s (DNS)")
         if lookup.error is not None:
