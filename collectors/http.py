@@ -396,7 +396,10 @@ def receive_text(client: ScrapeClient, pending: Pending, hint: str = "") -> str:
     except ValueError:
         raise ScrapeError(f"{url!r} is not an http:// or https:// URL", hint) from None
     except AnswerTooSlow:
-        raise ScrapeError(f"{url}: the answer began but was not complete within {timeout_s:g} s", hint) from None
+        raise ScrapeError(
+            f"{url}: the answer began but was not complete within {timeout_s:g} s"
+            " (a server that is only slow needs a larger scrape_timeout_s)", hint
+        ) from None
     except TimeoutError:
         raise ScrapeError(f"cannot reach {url} (no answer within {timeout_s:g} s)", hint) from None
     except ConnectionRefusedError:
