@@ -162,6 +162,7 @@ class Writer:
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
+        self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
         self._conn: Connection | None = None
         self._driver = _DriverStatements(engine.dialect)
         self._sqlite = is_sqlite(engine)
@@ -329,9 +330,14 @@ class Writer:
             last = conn.execute(select(func.max(schema.scrapes.c.ts)).where(schema.scrapes.c.target_id == target_id))
             self._last_ts[target_id] = last.scalar() or 0
         if ts <= self._last_ts[target_id]:
-            log.warning("%s: a round at %d is already stored (latest %d); this one is skipped",
-                        round_.target, ts, self._last_ts[target_id])
+            # Said once per run of skipped rounds: a clock stepped back an hour skips 720 of them.
+            skipped = self._skipped[target_id] = self._skipped.get(target_id, 0) + 1
+            if skipped == 1:
+                log.warning("%s: a round at %d is already stored (latest %d); this one is skipped, and so "
+                            "will be any until the clock passes it", round_.target, ts, self._last_ts[target_id])
             return False
+        if self._skipped.get(target_id):
+            log.info("%s: storing rounds again after %d skipped", round_.target, self._skipped.pop(target_id))
         self._last_ts[target_id] = ts
         rows["scrapes"].append(_scrape_row(target_id, ts, round_))
         if round_.vllm_status.ok and round_.vllm is not None:

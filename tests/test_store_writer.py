@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from typing import Any
 
@@ -412,3 +413,15 @@ def test_a_histogram_too_wide_to_store_keeps_the_rounds_on_the_fast_path(db_url:
     writer.write_rounds([vllm_round(T + 5 * k, 100 + k, hist=tuple(float(k) for _ in range(300)), bounds=wide)
                          for k in range(2)])
     assert writer._all_cached(vllm_round(T + 10, 102, hist=tuple(2.0 for _ in range(300)), bounds=wide))
+
+
+def test_a_clock_stepped_back_is_said_once_not_at_every_skipped_round(db_url: str, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="db.writer")
+    writer = Writer(open_engine(db_url))
+    writer.write_round(vllm_round(T + 100, 100))
+    stored = writer.write_rounds([vllm_round(T + 5 * i, 100 + i) for i in range(20)])  # all at or before T+100
+    stored += writer.write_rounds([vllm_round(T + 105, 130)])
+    assert stored == 1
+    messages = [r.getMessage() for r in caplog.records if r.name == "db.writer"]
+    assert sum("already stored" in m for m in messages) == 1
+    assert any("storing rounds again after 20 skipped" in m for m in messages)
