@@ -15,7 +15,7 @@ import os
 import select
 import socket
 import time
-from typing import Any
+from typing import Any, overload
 
 from app.errors import ScrapeError
 
@@ -195,11 +195,16 @@ class RawConnection:
             self.sock.settimeout(left)
             self.timeout_s = left
 
-    def _more(self) -> bytes:
-        """More of the answer, by the deadline."""
+    @overload
+    def _more(self) -> bytes: ...
+    @overload
+    def _more(self, into: memoryview) -> int: ...
+
+    def _more(self, into: memoryview | None = None) -> bytes | int:
+        """More of the answer by the deadline: bytes, or with ``into`` how many were written there."""
         self._wait_limit()
         try:
-            return self.sock.recv(_RECV)
+            return self.sock.recv(_RECV) if into is None else self.sock.recv_into(into)
         except TimeoutError:
             raise AnswerTooSlow("timed out") from None
 
@@ -215,11 +220,7 @@ class RawConnection:
         view = memoryview(body)
         got = len(have)
         while got < length:
-            self._wait_limit()
-            try:
-                n = self.sock.recv_into(view[got:])
-            except TimeoutError:
-                raise AnswerTooSlow("timed out") from None
+            n = self._more(view[got:])
             if not n:
                 raise http.client.IncompleteRead(bytes(body[:got]), length - got)
             got += n
