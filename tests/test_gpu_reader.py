@@ -14,7 +14,7 @@ from app.settings import GpuSettings, Settings, TargetSettings
 from collectors.nvml import NvmlCollector
 from tests.support.http_server import started
 from tests.support.nvml_double import RecordedNvml
-from tests.test_concurrent_rounds import Sources
+from tests.support.sources import Sources
 
 
 class HangingNvml(RecordedNvml):

@@ -17,7 +17,7 @@ import pytest
 from app.jobs import RoundCollector
 from app.settings import Settings, TargetSettings
 from tests.support.http_server import closed_port_url, started
-from tests.test_concurrent_rounds import Sources
+from tests.support.sources import Sources
 
 REAL_GETADDRINFO = socket.getaddrinfo
 
