@@ -6,8 +6,9 @@ exactly when the vLLM and gateway figures matter most. Read in the round's own t
 would hold back every source of every target, and every later round. Here a reading runs on a
 daemon thread while the round's HTTP requests are in flight; the round takes it if it is done by
 the round's deadline, and otherwise stores "no GPU data" with why, and goes on. While a reading is
-stuck no other is started (NVML would only queue behind it); the first one to finish is used again.
-A daemon thread never holds back the process's exit, stuck or not.
+stuck no other is started (NVML would only queue behind it): later rounds fail their GPU source at
+once, and the first round after it returns starts a fresh one. A daemon thread never holds back the
+process's exit, stuck or not.
 """
 
 from __future__ import annotations
