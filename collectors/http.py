@@ -14,9 +14,12 @@ A collector round sends every request first (:meth:`ScrapeClient.send`), then re
 the order they arrive (:meth:`ScrapeClient.arrivals`, :meth:`ScrapeClient.receive`): one slow or
 unreachable source no longer delays the others, a round lasts about its slowest source, and the
 process sleeps once per round rather than once per GET (each wake-up costs ~0.1-0.2 ms of CPU through
-cold caches). No threads for the requests: each in flight has its own kept-alive connection (a small
-pool per origin), and one ``poll`` waits for all of them. Only host lookups run on threads
-(collectors/resolver.py), since ``getaddrinfo`` cannot be waited for with a timeout.
+cold caches). No threads for the raw client's requests: each in flight has its own kept-alive
+connection (a small pool per origin), and one ``poll`` waits for all of them. Host lookups run on
+threads (collectors/resolver.py), since ``getaddrinfo`` cannot be waited for with a timeout, and so
+does each GET through ``http.client``: it bounds each socket wait, not the whole answer, so the
+round waits for it with the GET's deadline and shuts its socket down at that deadline. Both clients
+look hosts up through the same resolver.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from app.errors import ScrapeError
@@ -56,18 +60,19 @@ class Pending:
     :meth:`ScrapeClient.receive`, where every answer is read, so failures surface in one place.
     """
 
-    __slots__ = ("url", "timeout_s", "route", "connection", "reused", "error", "deadline", "expired")
+    __slots__ = ("url", "timeout_s", "route", "connection", "reused", "error", "deadline", "expired", "fallback")
 
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.route: _Route | None = None
-        # A raw connection carrying the request, a kept-alive http.client one to use when read, or None.
-        self.connection: RawConnection | http.client.HTTPConnection | None = None
+        # The raw connection carrying the request (None for a GET through http.client: see fallback).
+        self.connection: RawConnection | None = None
         self.reused = False  # the raw connection was kept alive from an earlier GET (it may be stale)
         self.error: Exception | None = None
         self.deadline = 0.0  # time.monotonic() by which the answer (or the handshake) must begin, and the answer be complete
         self.expired = False  # arrivals() saw the deadline pass with nothing to read
+        self.fallback: _Fallback | None = None  # the GET through http.client, under way on its thread
 
 
 class ScrapeClient:
@@ -95,8 +100,8 @@ class ScrapeClient:
 
         On the raw client the request leaves now, on an idle kept-alive connection of the origin or a
         new one (whose handshake may still be under way: the request then leaves once it completes,
-        in ``arrivals`` or ``receive``). GETs for ``http.client`` (HTTPS, fallbacks) happen whole
-        in ``receive``.
+        in ``arrivals`` or ``receive``). A GET for ``http.client`` (HTTPS, fallbacks) starts now on
+        its own thread, and ``receive`` waits for it until the deadline.
         """
         pending = Pending(url, timeout_s)
         try:
@@ -119,7 +124,8 @@ class ScrapeClient:
             if isinstance(connection, RawConnection):
                 connection.close()
                 connection = None
-            pending.connection = connection
+            pending.deadline = time.monotonic() + pending.timeout_s
+            self._start_fallback(pending, origin, connection)
             return
         if isinstance(connection, http.client.HTTPConnection):
             connection.close()
@@ -248,7 +254,7 @@ class ScrapeClient:
         if pending.error is not None:
             raise pending.error
         assert pending.route is not None
-        origin, path, request = pending.route
+        origin, _, request = pending.route
         connection = pending.connection
         if isinstance(connection, RawConnection):
             assert request is not None
@@ -257,12 +263,16 @@ class ScrapeClient:
             except Unsupported:
                 with self._lock:
                     self._fallback.add(origin)
-                connection = None
-        return self._client_get(origin, connection, path, pending.timeout_s)
+                # asked again through http.client, in what is left of the GET's time
+                self._start_fallback(pending, origin, None)
+        assert pending.fallback is not None
+        return pending.fallback.wait(pending.deadline)
 
     def abandon(self, pending: Pending) -> None:
         """Close the connection of a GET that will not be read (its answer would confuse the next one)."""
-        if pending.connection is not None and pending.error is None:
+        if pending.fallback is not None:
+            pending.fallback.cancel()
+        elif pending.connection is not None and pending.error is None:
             pending.connection.close()
 
     def _raw_receive(
@@ -335,38 +345,140 @@ class ScrapeClient:
                 return
         connection.close()
 
+    def _start_fallback(self, pending: Pending, origin: Origin, connection: Any) -> None:
+        """Start ``pending``'s GET through ``http.client`` on its own thread (``connection``: a kept
+        one of the origin, or None for a new one)."""
+        assert pending.route is not None
+        path, timeout_s = pending.route[1], pending.timeout_s
+        job = pending.fallback = _Fallback(timeout_s)
+        threading.Thread(
+            target=job.run, args=(lambda: self._client_get(job, origin, connection, path, timeout_s),),
+            name="sweetspot-http", daemon=True,
+        ).start()
+
     def _client_get(
-        self, origin: Origin, connection: http.client.HTTPConnection | None, path: str, timeout_s: float
+        self, job: _Fallback, origin: Origin, connection: http.client.HTTPConnection | None, path: str, timeout_s: float
     ) -> tuple[int, bytes]:
         reused = connection is not None
-        connection = connection or _connect(origin, timeout_s)
+        connection = job.use(connection or self._connect(origin, timeout_s, job))
         connection.timeout = timeout_s
         try:
-            status, body = _request(connection, path)
+            status, body = _request(connection, path, job)
         except _STALE:
             connection.close()
             if not reused:
                 raise
             # The server closed an idle kept-alive connection: one fresh try, as browsers do.
-            connection = _connect(origin, timeout_s)
-            status, body = _request(connection, path)
+            connection = job.use(self._connect(origin, timeout_s, job))
+            status, body = _request(connection, path, job)
         except BaseException:
             connection.close()
             raise
-        self._keep(origin, connection)
+        if job.finish(connection):
+            self._keep(origin, connection)
         return status, body
 
+    def _connect(self, origin: Origin, timeout_s: float, job: _Fallback) -> http.client.HTTPConnection:
+        scheme, host, port = origin
+        connection: http.client.HTTPConnection
+        if scheme == "https":
+            connection = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=ssl.create_default_context())
+        else:
+            connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
 
-def _connect(origin: Origin, timeout_s: float) -> http.client.HTTPConnection:
-    scheme, host, port = origin
-    if scheme == "https":
-        return http.client.HTTPSConnection(host, port, timeout=timeout_s, context=ssl.create_default_context())
-    return http.client.HTTPConnection(host, port, timeout=timeout_s)
+        def dial(address: Any, timeout: Any, source_address: Any = None) -> socket.socket:
+            # http.client would look the host up itself, for as long as the system's resolver takes;
+            # the client's resolver bounds lookups and keeps their answers, as for the raw client.
+            job.looking_up = host
+            addresses = self._resolver.addresses(host, port, timeout_s)
+            job.looking_up = None
+            return RawConnection.dial(addresses, timeout).sock
+
+        # HTTPConnection.connect opens its socket through this attribute (HTTPS wraps it after)
+        connection._create_connection = dial  # type: ignore[attr-defined]
+        return connection
 
 
-def _request(connection: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+class _Fallback:
+    """A GET through ``http.client``, run on a thread of its own so that the round can wait for it
+    with the GET's deadline.
+
+    http.client bounds each socket wait by the timeout, not the whole answer: a server trickling its
+    answer in (HTTPS targets, or an origin the raw client gave up on) would hold the round, and every
+    later round, for as long as it liked. At the deadline, :meth:`wait` shuts the socket down, which
+    ends the thread's read, and the GET fails as a raw one would. A thread per GET costs ~0.1 ms of
+    CPU, small beside a TLS connection's own.
+    """
+
+    __slots__ = ("timeout_s", "done", "result", "error", "connection", "looking_up", "began", "cancelled", "lock")
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.done = threading.Event()
+        self.result: tuple[int, bytes] | None = None
+        self.error: BaseException | None = None
+        self.connection: http.client.HTTPConnection | None = None
+        self.looking_up: str | None = None  # the host being looked up, while it is
+        self.began = False  # the answer's head was read: a timeout now is a slow answer, not none
+        self.cancelled = False
+        self.lock = threading.Lock()
+
+    def run(self, get: Any) -> None:
+        try:
+            self.result = get()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            self.error = exc
+        self.done.set()
+
+    def use(self, connection: http.client.HTTPConnection) -> http.client.HTTPConnection:
+        """Note the connection the GET goes on (for :meth:`cancel`); raises if given up already."""
+        with self.lock:
+            self.connection = connection
+            cancelled = self.cancelled
+        if cancelled:
+            connection.close()
+            raise TimeoutError("timed out")
+        return connection
+
+    def finish(self, connection: http.client.HTTPConnection) -> bool:
+        """Whether ``connection`` may be kept for the next GET (not when the GET was given up)."""
+        with self.lock:
+            if not self.cancelled:
+                return True
+        connection.close()
+        return False
+
+    def wait(self, deadline: float) -> tuple[int, bytes]:
+        """The answer, once the thread has it; past ``deadline``, the GET is given up and raises."""
+        if not self.done.wait(max(0.0, deadline - time.monotonic())):
+            self.cancel()
+            host = self.looking_up
+            if host is not None:  # as the resolver says it, when its own wait ends first
+                raise OSError(f"looking up {host}: no answer within {self.timeout_s:g} s (DNS)")
+            raise AnswerTooSlow("timed out") if self.began else TimeoutError("timed out")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def cancel(self) -> None:
+        """Give the GET up: shut its socket down so that a read under way ends now."""
+        with self.lock:
+            self.cancelled = True
+            sock = self.connection.sock if self.connection is not None else None
+        if sock is not None:
+            try:
+                # the plain socket's shutdown, under TLS too: SSLSocket's own would drop its TLS state
+                # while the GET's thread may be reading through it
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+
+def _request(connection: http.client.HTTPConnection, path: str, job: _Fallback) -> tuple[int, bytes]:
     connection.request("GET", path, headers={"Accept": ACCEPT_TEXT, "User-Agent": USER_AGENT})
     response = connection.getresponse()
+    job.began = True
     body = response.read(httpwire.MAX_BODY_BYTES + 1)
     if len(body) > httpwire.MAX_BODY_BYTES:
         connection.close()

@@ -37,6 +37,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.server.paths.append(self.path)
+        if self.mode == "interim":  # a 1xx first: the raw client gives this origin to http.client
+            self.send_response_only(100)
+            self.end_headers()
+            self.mode = "length"
         body = SMALL_PAGE if self.mode == "small" else PAGE
         if self.mode == "error":
             self.send_response(500)
@@ -283,6 +287,19 @@ def test_unknown_transfer_coding_falls_back_to_http_client() -> None:
     assert accepted[0] == 2
 
 
+def test_http_client_connections_are_kept_alive_too(serve) -> None:
+    # GETs through http.client run on a thread each (so that a deadline bounds them); the
+    # connection each used is still kept for the next GET of the origin.
+    server = serve("interim")
+    client = ScrapeClient()
+    try:
+        answers = [client.get(url(server), 2.0) for _ in range(4)]
+    finally:
+        client.close()
+    assert answers == [(200, PAGE)] * 4
+    assert server.accepted == 2  # the raw try, then one http.client connection for every GET
+
+
 def test_not_http_is_a_scrape_error() -> None:
     sock, _ = raw_server(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
     try:
@@ -312,15 +329,17 @@ def trickling_server(head: bytes, body: bytes, every_s: float) -> socket.socket:
     return request_server(trickle)[0]
 
 
-@pytest.mark.parametrize("framing", ["length", "chunked", "until-close"])
+@pytest.mark.parametrize("framing", ["length", "chunked", "until-close", "http.client"])
 def test_an_answer_that_trickles_in_times_out_as_a_whole(framing: str) -> None:
     # Each byte comes well within the timeout, the whole answer does not: the scrape timeout bounds
     # the whole GET (as Prometheus' scrape_timeout does), or one slow server would hold every round.
+    # "http.client": a transfer coding the raw client leaves to http.client, which reads to the close.
     body = b"x" * 40
     head = {
         "length": b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n",
         "chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n28\r\n",
         "until-close": b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",
+        "http.client": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, chunked\r\nConnection: close\r\n\r\n",
     }[framing]
     with trickling_server(head, body, every_s=0.1) as sock:
         start = time.monotonic()

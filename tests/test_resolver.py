@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from app.errors import ScrapeError
 from app.jobs import RoundCollector
 from app.settings import Settings, TargetSettings
+from collectors.http import ScrapeClient, receive_text
 from tests.support.http_server import closed_port_url, started
 from tests.support.sources import Sources
 
@@ -82,6 +84,25 @@ def test_a_hanging_lookup_costs_its_target_the_timeout_once_and_no_other_target(
     assert "looking up hang.test: no answer within 0.5 s (DNS)" in errors[0]
     assert "looking up hang.test: no answer for" in errors[1]
     assert after.vllm_status.ok and dns.lookups["hang.test"] == 1
+
+
+def test_https_lookups_are_bounded_and_run_side_by_side(dns) -> None:
+    # HTTPS GETs go through http.client, which would look the host up itself for as long as the
+    # resolver likes, one GET after the other: two hanging lookups held the round 2 × 20 s.
+    client = ScrapeClient()
+    try:
+        pendings = [client.send(f"https://hang.test:{port}/metrics", 0.4) for port in (8443, 9443)]
+        start = time.monotonic()
+        errors = []
+        for pending in client.arrivals(pendings):
+            with pytest.raises(ScrapeError) as caught:
+                receive_text(client, pending)
+            errors.append(str(caught.value))
+        took = time.monotonic() - start
+    finally:
+        client.close()
+    assert took < 0.7  # one timeout for both, not one each
+    assert len(errors) == 2 and all("looking up hang.test: no answer within 0.4 s (DNS)" in e for e in errors)
 
 
 def test_answers_and_failures_are_kept_instead_of_asked_every_round(dns, server) -> None:
