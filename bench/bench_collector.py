@@ -20,6 +20,13 @@ real one does. ``--dcgm-interval 0`` gives a new page at every GET, the costlies
 One run's median moves by ±30 % from one minute to the next on a shared machine: ``--runs N``
 measures the whole rounds N times, ``--apart`` seconds apart, and gives the verdict on the median of
 the runs' medians, with how many runs met the goal.
+
+Each measurement of the whole rounds is paired with a control: a fixed piece of pure Python work (no
+I/O, no syscall: dict and string operations, ~0.4 ms here), timed after the same pause as the rounds. It says what this machine does to the same instructions at that cadence (on
+this virtual machine they cost about twice as much after a pause of 50 ms or more as back to back),
+so a round's figure at a live cadence can be read against it: ``round ÷ control``. The control runs
+in its own block right after each block of rounds (interleaving it would make back-to-back rounds
+no longer back to back).
 """
 
 from __future__ import annotations
@@ -64,6 +71,19 @@ def cpu_ms(fn: Callable[[], object], rounds: int, pause_s: float = 0.0) -> tuple
         if pause_s:
             time.sleep(pause_s)
     return min(times), statistics.median(times)
+
+
+def reference_work() -> str:
+    """The control: fixed pure-Python work, no I/O (dict updates, float arithmetic, string joins)."""
+    totals: dict[int, float] = {}
+    for i in range(3000):
+        totals[i % 97] = totals.get(i % 97, 0.0) + i * 1.5
+    return "".join(str(v) for v in totals.values())
+
+
+def control_ms(rounds: int, pause_s: float = 0.0) -> float:
+    """Median CPU ms of the control, timed as the rounds just before it were (same count, same pause)."""
+    return cpu_ms(reference_work, rounds, pause_s)[1]
 
 
 def simulated_clock() -> Callable[[], float]:
@@ -161,8 +181,11 @@ def report(
     for name, (fn, which) in wholes.items():
         best, median = cpu_ms(fn, n, pause_s)
         medians.append(median)
+        control = control_ms(n, pause_s)
         print(f"{name:46} best {best:6.3f} ms CPU   median {median:6.3f} ms CPU"
               f"  (goal ≤ {GOAL_MS} ms at the median: {'met' if median <= GOAL_MS else 'MISSED'})")
+        print(f"{'  the control, timed the same way':46} {'':21} median {control:6.3f} ms CPU"
+              f"  (round ÷ control {median / control:.2f})")
         for part, times in inside[which.name].items():
             print(f"{'  inside those rounds: ' + part:46} best {min(times):6.3f} ms CPU   "
                   f"median {statistics.median(times):6.3f} ms CPU")
@@ -215,8 +238,9 @@ def runs(
         for which, kept in zip(targets, medians, strict=True):
             kept.append(cpu_ms(lambda which=which: writer.write_round(rounds.collect(which)), n, pause_s)[1])
             line.append(f"{kept[-1]:.3f}")
+        control = control_ms(n, pause_s)
         print(f"run {run} of {count} ({time.strftime('%H:%M:%S')}): whole round median {' / '.join(line)} ms CPU "
-              "(vLLM only / 3 sources)")
+              f"(vLLM only / 3 sources); control {control:.3f} ms")
     for name, kept in zip(WHOLE_NAMES, medians, strict=True):
         met = sum(m <= GOAL_MS for m in kept)
         print(f"{name:46} median of {count} run medians {statistics.median(kept):6.3f} ms CPU "
