@@ -6,6 +6,7 @@ function taking a Connection inside the open transaction.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -15,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from db import schema
 from db.engine import storage_error
 
+log = logging.getLogger(__name__)
 Migration = Callable[[Connection], None]
 
 
@@ -85,10 +87,88 @@ def _gpu_samples_round_key(conn: Connection) -> None:
     old.drop(conn)
 
 
+def _covered_time(conn: Connection) -> None:
+    # Rates divide a step's increases by the time they cover, not by the step's length: after a
+    # collector stopped for two minutes, the first round's increases cover those two minutes, and
+    # divided by a 5 s step they drew a 24x spike. New rows store their share of that time
+    # (samples.covered_ms, db/writer.py:_shares); rows of an older database get it here, as the
+    # writer would have stored it: a raw row, the time since its target's previous successful round
+    # (none after a gap over 600 s, the writer's default max_gap_s: its increases were unknown),
+    # split among that round's models; a rollup row, the length of its period split among the
+    # models rolled up with it (the length the queries divided by until now).
+    samples, rollups = "covered_ms" not in _columns(conn, "samples"), "covered_ms" not in _columns(conn, "model_rollups")
+    if samples:
+        conn.execute(text("ALTER TABLE samples ADD COLUMN covered_ms INTEGER"))
+    if rollups:
+        conn.execute(text("ALTER TABLE model_rollups ADD COLUMN covered_ms INTEGER"))
+    for target in [int(t) for t in conn.execute(text("SELECT id FROM targets ORDER BY id")).scalars()]:
+        # a target at a time: a fleet's rows stay out of memory
+        if samples:
+            _fill_raw_covered_time(conn, target)
+        if rollups:
+            _fill_rollup_covered_time(conn, target)
+    # the tokens chart's covering index (0002) needs the covered time too
+    conn.execute(text("DROP INDEX IF EXISTS ix_model_rollups_tokens"))
+    conn.execute(
+        text(
+            "CREATE INDEX ix_model_rollups_tokens"
+            " ON model_rollups (model_id, step, ts, samples, generation_tokens, covered_ms)"
+        )
+    )
+
+
+_OF_TARGET = "model_id IN (SELECT id FROM models WHERE target_id = :t)"
+
+
+def _fill_raw_covered_time(conn: Connection, target: int) -> None:
+    up = conn.execute(text("SELECT ts FROM scrapes WHERE target_id = :t AND up = 1 ORDER BY ts"), {"t": target})
+    times = [int(ts) for ts in up.scalars()]
+    previous = dict(zip(times[1:], times, strict=False))
+    by_round: dict[int, list[int]] = {}
+    for model, ts in conn.execute(text(f"SELECT model_id, ts FROM samples WHERE {_OF_TARGET} ORDER BY ts, model_id"), {"t": target}):
+        by_round.setdefault(int(ts), []).append(int(model))
+    updates = []
+    for ts, models in by_round.items():
+        before = previous.get(ts)
+        if before is not None and ts - before <= 600:
+            shares = _shares_0004(1000 * (ts - before), len(models))
+            updates += [{"m": m, "ts": ts, "c": c} for m, c in zip(models, shares, strict=True)]
+    if updates:
+        log.info("migration 0004: the covered time of %d raw rows of target %d", len(updates), target)
+        conn.execute(text("UPDATE samples SET covered_ms = :c WHERE model_id = :m AND ts = :ts"), updates)
+
+
+def _fill_rollup_covered_time(conn: Connection, target: int) -> None:
+    periods: dict[tuple[int, int], list[int]] = {}
+    query = f"SELECT model_id, step, ts FROM model_rollups WHERE {_OF_TARGET} ORDER BY ts, model_id"
+    for model, step, ts in conn.execute(text(query), {"t": target}):
+        periods.setdefault((int(step), int(ts)), []).append(int(model))
+    updates = [
+        {"m": m, "s": step, "ts": ts, "c": c}
+        for (step, ts), models in periods.items()
+        for m, c in zip(models, _shares_0004(1000 * step, len(models)), strict=True)
+    ]
+    if updates:
+        log.info("migration 0004: the covered time of %d rollup rows of target %d", len(updates), target)
+        update = "UPDATE model_rollups SET covered_ms = :c WHERE model_id = :m AND step = :s AND ts = :ts"
+        conn.execute(text(update), updates)
+
+
+def _columns(conn: Connection, table: str) -> set[str]:
+    return {c["name"] for c in inspect(conn).get_columns(table)}
+
+
+def _shares_0004(covered_ms: int, models: int) -> list[int]:
+    # db/writer.py:_shares as it is at migration 0004 (the first row takes the remainder)
+    each, rest = divmod(covered_ms, models)
+    return [each + rest, *[each] * (models - 1)]
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
+    ("0004_covered_time", _covered_time),
 ]
 
 

@@ -7,8 +7,12 @@ the level). A window up to 6 h reads raw rows (exact edges); longer windows use 
 hourly ones from 2 days. Steps are aligned to multiples of ``step_s`` in unix time.
 
 Every figure is None when there is no data for it (no successful scrape, metric not exposed, no
-request for a quantile): charts draw a gap, ``status`` prints null. Rates divide the summed
-increases by the step (or window) length.
+request for a quantile): charts draw a gap, ``status`` prints null. Rates divide the increases by
+the time they cover, the sum of the target's rows' ``covered_ms`` (each successful round's time
+since the target's previous one, split among its models), not by the step or window length: a
+step right after the collector was stopped for two minutes holds two minutes of tokens, and shows
+their rate, not 24 times it; a window the collector saw only part of shows the rate over that part
+(docs/storage.md).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from db.sources import RAW
 RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
 _SCALAR_SPEC = {
-    "sum": ["generation_tokens", "prompt_tokens", "preemptions", "request_success"],
+    "sum": ["generation_tokens", "prompt_tokens", "preemptions", "request_success", "covered_ms"],
     "avg": ["requests_running_sum"],  # → requests_running_avg
     "max": ["requests_running_max", "requests_waiting_max", "kv_cache_usage_max"],
 }
@@ -57,6 +61,7 @@ _NEEDED_BY = {
     "prompt_tokens": {"prompt_tokens_per_s"},
     "preemptions": {"preemptions"},
     "request_success": {"requests_per_s"},
+    "covered_ms": {"tokens_per_s", "prompt_tokens_per_s", "requests_per_s"},
     "requests_running_sum": {"running_avg"},
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
@@ -200,6 +205,11 @@ def _model_ids(conn: Connection, target_id: int, model: str | None) -> list[tupl
     return [(int(i), str(n)) for i, n in rows]
 
 
+def _everyone(conn: Connection, target_id: int, model: str | None) -> list[int] | None:
+    """Every model of the target when the figures are for one ``model`` (None: they are for all)."""
+    return None if model is None else [i for i, _ in _model_ids(conn, target_id, None)]
+
+
 def _gpu_rows(conn: Connection, target_id: int) -> list[Any]:
     g = schema.gpus
     return list(conn.execute(select(g).where(g.c.target_id == target_id).order_by(g.c.gpu_index, g.c.uuid)))
@@ -249,10 +259,13 @@ def _figures(
     span: tuple[int, int, int],
     level: int,
     want: frozenset[str] | None = None,
+    everyone: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Arrays (one value per step, NaN = no data) of the wanted SeriesPoint fields and scrape counts.
 
-    ``span`` = (start, end, step) in unix seconds; ``want`` None = every field.
+    ``span`` = (start, end, step) in unix seconds; ``want`` None = every field; ``everyone``: all
+    the target's models when ``model_ids`` are only some of them (rates divide by the time the
+    target's rounds cover, which every model's rows share).
     """
     start, end, step = span
     want = frozenset((*_POINT_KEYS, "up_ratio", "scrapes")) if want is None else want
@@ -270,9 +283,30 @@ def _figures(
     if scalars:
         mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, (), scalars)]
         out.update(_model_figures(mrows, list(model_ids), (start, step, groups), spec))
+    if everyone is not None and "covered_ms" in scalars:
+        crows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, everyone, lo, hi, (), ["covered_ms"])]
+        out["covered_ms"] = aggregate.group_sum(_group(crows, start, step), aggregate.column(crows, 3), groups)
     if hists:
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
+    _rates(out, float(step))
     return out
+
+
+def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
+    """Add each wanted rate: the step's increases (summed over models) ÷ the time they cover.
+
+    Steps whose rows have no covered time (rows stored before migration 0004 but not filled in by
+    it) fall back to the step's length, what every rate was divided by before.
+    """
+    covered = f.get("covered_ms")
+    if covered is None:
+        return
+    with np.errstate(invalid="ignore"):
+        seconds = np.where(covered > 0, covered / 1000.0, step_s)
+    for name in _RATES.values():
+        counter = name.removesuffix("_per_s")
+        if counter in f:
+            f[name] = f[counter] / seconds
 
 
 def _group(rows: list[Any], start: int, step: int) -> np.ndarray:
@@ -354,10 +388,10 @@ def _quantile_figures(
     return out
 
 
-_RATES = {
-    "tokens_per_s": "generation_tokens",
-    "prompt_tokens_per_s": "prompt_tokens",
-    "requests_per_s": "request_success",
+_RATES = {  # figure → the rate _rates computes from the counter named without "_per_s"
+    "tokens_per_s": "generation_tokens_per_s",
+    "prompt_tokens_per_s": "prompt_tokens_per_s",
+    "requests_per_s": "request_success_per_s",
 }
 _RENAMED = {
     "running_avg": "requests_running_avg",
@@ -370,7 +404,7 @@ def _nullable(values: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in values.tolist()]  # NaN != NaN
 
 
-def _columns(f: dict[str, np.ndarray], dur: float) -> dict[str, list[float | None]]:
+def _columns(f: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
     """Every SeriesPoint figure as a list per step; figures of steps with no successful scrape are None."""
     groups = len(f["scrapes"])
     down = f["up_scrapes"] <= 0
@@ -380,7 +414,7 @@ def _columns(f: dict[str, np.ndarray], dur: float) -> dict[str, list[float | Non
         if src not in f:
             out[key] = [None] * groups
             continue
-        values = f[src] / dur if key in _RATES else f[src]
+        values = f[src]
         out[key] = _nullable(values if key == "queue_depth_max" else np.where(down, np.nan, values))
     out["up_ratio"] = _nullable(f["up_ratio"])
     return out
@@ -402,8 +436,9 @@ def _series_columns(
         return {"ts": [], **{k: [] for k in (*_POINT_KEYS, "up_ratio")}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
     want = None if fields is None else frozenset(fields)
-    f = _figures(conn, row.id, ids, (lo, hi, step), _level_for_step(step) if level is None else level, want)
-    cols = _columns(f, float(step))
+    level = _level_for_step(step) if level is None else level
+    f = _figures(conn, row.id, ids, (lo, hi, step), level, want, _everyone(conn, row.id, model))
+    cols = _columns(f)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
 
 
@@ -426,10 +461,10 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
     level = RAW if window_s <= RAW_WINDOW_MAX_S else 3600 if window_s >= HOURLY_WINDOW_MIN_S else 60
     if row is not None:
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
-        f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level)
+        f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
         gpus = _gpu_figures(conn, row.id, lo, hi, level)
-    point = {k: v[0] for k, v in _columns(f, float(window_s)).items()}
+    point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     tok = point["tokens_per_s"]
     ceiling_tok = ceiling.tokens_per_s if ceiling else None

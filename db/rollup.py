@@ -146,6 +146,7 @@ MODEL_SPEC: dict[str, list[str]] = {
         *schema.COUNTERS,
         *[f"{g}_sum" for g in schema.GAUGES],
         *[f"{h}_{p}" for h in schema.HISTOGRAMS for p in ("count", "sum")],
+        "covered_ms",
     ],
     "max": [f"{g}_max" for g in schema.GAUGES],
     "hist": list(schema.HISTOGRAMS),
@@ -163,6 +164,8 @@ def _model_rows(
         row: dict[str, Any] = {"model_id": int(ids[i]), "step": step, "ts": int(starts[i]), "samples": int(red.n[i])}
         for c in MODEL_SPEC["sum"]:
             row[c] = _v(red.sums[c][i])
+        if row["covered_ms"] is not None:
+            row["covered_ms"] = int(row["covered_ms"])  # an INTEGER column (PostgreSQL takes no float there)
         for c in MODEL_SPEC["max"]:
             row[c] = _v(red.maxes[c][i])
         for h in schema.HISTOGRAMS:

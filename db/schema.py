@@ -151,6 +151,10 @@ samples = Table(
     *[Column(g, Float) for g in GAUGES],
     *[Column(c, Float) for c in COUNTERS],
     *_hist_columns(),
+    # This row's share of the time its round's increases cover: milliseconds since the target's
+    # previous successful scrape, split among the round's models (NULL when unknown). Rates divide
+    # by the sum over a target's rows, not by the step's length: see docs/storage.md.
+    Column("covered_ms", Integer),
     **_NO_ROWID,
 )
 
@@ -190,6 +194,7 @@ model_rollups = Table(
     *[c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))],
     *[Column(c, Float) for c in COUNTERS],
     *_hist_columns(),
+    Column("covered_ms", Integer),  # Σ of the raw rows' covered_ms
     **_NO_ROWID,
 )
 

@@ -59,8 +59,9 @@ GPU_COLS = ["ts", "id", "n", *[f"{f}_sum" for f in schema.GPU_FIELDS], "temperat
 def model_cols(
     hists: Sequence[str] = schema.HISTOGRAMS, scalars: Sequence[str] | None = None, parts: Sequence[str] = HIST_PARTS
 ) -> list[str]:
-    """Column names of :func:`fetch_models` rows (``scalars`` None = every gauge and counter)."""
-    chosen = [*GAUGE_COLS, *schema.COUNTERS] if scalars is None else list(scalars)
+    """Column names of :func:`fetch_models` rows (``scalars`` None = every gauge and counter, and
+    the time the increases cover)."""
+    chosen = [*GAUGE_COLS, *schema.COUNTERS, "covered_ms"] if scalars is None else list(scalars)
     return ["ts", "id", "n", *chosen, *hist_cols(hists, parts)]
 
 

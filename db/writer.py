@@ -50,6 +50,7 @@ _COLUMNS = {
     "samples": (
         "model_id", "ts", *schema.GAUGES, *schema.COUNTERS,
         *(f"{h}_{part}" for h in schema.HISTOGRAMS for part in ("layout", "count", "sum", "buckets")),
+        "covered_ms",
     ),
     "gpu_samples": ("target_id", "ts", "gpu_id", *schema.GPU_FIELDS),
 }
@@ -161,6 +162,9 @@ class Writer:
         self._gpu_rows: dict[int, tuple[tuple[GpuReading, ...], list[tuple[Any, ...]]]] = {}
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
+        # target → its last successful vLLM scrape: (row ts, the round's start as the clock gave it,
+        # None when loaded from the database, which keeps whole seconds only)
+        self._last_up: dict[int, tuple[int, float | None] | None] = {}
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
         self._conn: Connection | None = None
@@ -316,6 +320,7 @@ class Writer:
         self._gpu_rows.clear()
         self._dirty.clear()
         self._last_ts.clear()
+        self._last_up.clear()
 
     def _collect(self, conn: Connection, round_: ScrapeRound, rows: _Rows) -> bool:
         """Queue the round's rows; False (nothing queued) when the target already has a round at or after it.
@@ -327,8 +332,11 @@ class Writer:
         target_id = self._target_id(conn, round_.target)
         ts = int(round(round_.ts))
         if target_id not in self._last_ts:
-            last = conn.execute(select(func.max(schema.scrapes.c.ts)).where(schema.scrapes.c.target_id == target_id))
-            self._last_ts[target_id] = last.scalar() or 0
+            s = schema.scrapes
+            last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == target_id)).scalar()
+            last_up = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == target_id, s.c.up == 1)).scalar()
+            self._last_ts[target_id] = last or 0
+            self._last_up[target_id] = None if last_up is None else (int(last_up), None)
         if ts <= self._last_ts[target_id]:
             # Said once per run of skipped rounds: a clock stepped back an hour skips 720 of them.
             skipped = self._skipped[target_id] = self._skipped.get(target_id, 0) + 1
@@ -343,11 +351,26 @@ class Writer:
         if round_.vllm_status.ok and round_.vllm is not None:
             scrape = round_.vllm
             self._update_target_meta(conn, target_id, scrape)
-            for name, figures in scrape.models.items():
+            shares = _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models))
+            for (name, figures), share in zip(scrape.models.items(), shares, strict=True):
                 model_id = self._model_id(conn, target_id, name)
-                rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s))
+                rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s, share))
         rows["gpu_samples"] += [(target_id, ts, *tail) for tail in self._gpu_tails(conn, target_id, round_.gpus, ts)]
         return True
+
+    def _covered_ms(self, target_id: int, ts: int, started: float) -> int | None:
+        """Milliseconds from the target's previous successful vLLM scrape to this one (the time this
+        round's increases cover), None when they are unknown (none before, or a gap over max_gap_s,
+        as the model states decide). From the clock's own times when this writer stored that
+        scrape: rows are keyed by whole seconds, which would make a 5 s interval 4 or 6 s now and then."""
+        last = self._last_up.get(target_id)
+        self._last_up[target_id] = (ts, started)
+        if last is None or ts - last[0] > self.max_gap_s:
+            return None
+        previous_ts, previous_start = last
+        if previous_start is None:
+            return (ts - previous_ts) * 1000
+        return int(round((started - previous_start) * 1000))
 
     def _gpu_tails(self, conn: Connection, target_id: int, gpus: tuple[GpuReading, ...], ts: int) -> list[tuple[Any, ...]]:
         """Each GPU's row after its target and ts: (gpu id, *GPU_FIELDS); the same readings as the
@@ -361,9 +384,17 @@ class Writer:
 
     # -- samples and state ------------------------------------------------------------------------
     def _sample_row(
-        self, conn: Connection, model_id: int, ts: int, figures: ModelFigures, process_start: float | None
+        self,
+        conn: Connection,
+        model_id: int,
+        ts: int,
+        figures: ModelFigures,
+        process_start: float | None,
+        covered_ms: int | None,
     ) -> list[Any]:
-        """The model's ``samples`` row, in ``_COLUMNS["samples"]`` order; advances its state."""
+        """The model's ``samples`` row, in ``_COLUMNS["samples"]`` order; advances its state.
+
+        ``covered_ms``: the model's share of the time the round's increases cover (see _shares)."""
         state = self._state(conn, model_id)
         fresh = state.ts is None or ts - state.ts > self.max_gap_s
         restarted = state.restarted(process_start)
@@ -382,6 +413,7 @@ class Writer:
                 row += (layout, None, None, None)
             else:
                 row += (layout, inc[0], inc[1], histo.pack(inc[2]))
+        row.append(covered_ms)
         state.ts = ts
         state.process_start = process_start
         self._dirty.add(model_id)
@@ -494,6 +526,17 @@ def _insert_id(conn: Connection, stmt: Any) -> int:
     key = conn.execute(stmt).inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+def _shares(covered_ms: int | None, models: int) -> list[int | None]:
+    """The time a round's increases cover, split among its models' rows so that the rows of any set
+    of rounds add up to the time those rounds cover, whatever models they had (the first row takes
+    the remainder): a target's rate is then its models' increases ÷ the sum over its rows, read from
+    the model rows alone (docs/storage.md)."""
+    if covered_ms is None or models == 0:
+        return [None] * models
+    each, rest = divmod(covered_ms, models)
+    return [each + rest, *[each] * (models - 1)]
 
 
 def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> tuple[Any, ...]:

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, inspect, select, text
+from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, delete, inspect, select, text
 from sqlalchemy.exc import OperationalError
 
 from app.cli import main
 from app.errors import StorageError
+from app.settings import TargetSettings
 from collectors.records import GpuReading, ScrapeRound, SourceResult
 from db import schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.migrations import MIGRATIONS, applied, migrate
 from db.queries import Reader
+from db.rollup import GRACE_S, rollup
 from db.writer import Writer
+from tests.store_helpers import failed_round, vllm_round
+
+T = 1_800_000_000  # a whole minute
 
 
 def test_urls_map_to_installed_drivers() -> None:
@@ -96,7 +102,7 @@ def test_gpu_samples_rekey_keeps_the_rows_of_an_old_database(db_url: str) -> Non
         ]
         conn.execute(old.insert(), rows)
     assert _key(engine) == ["gpu_id", "ts"]
-    assert migrate(engine) == ["0003_gpu_samples_round_key"]
+    assert migrate(engine) == ["0003_gpu_samples_round_key", "0004_covered_time"]
     assert _key(engine) == ["target_id", "ts", "gpu_id"] == [c.name for c in schema.gpu_samples.primary_key]
     s = schema.gpu_samples
     with engine.connect() as conn:
@@ -113,3 +119,53 @@ def test_gpu_samples_rekey_keeps_the_rows_of_an_old_database(db_url: str) -> Non
     Writer(engine).write_round(ScrapeRound("b", 115, None, SourceResult(False, "x"), gpus=(GpuReading(uuid="GPU-b0"),)))
     with engine.connect() as conn:
         assert conn.execute(select(s.c.target_id, s.c.gpu_id).where(s.c.ts == 115)).all() == [(2, 3)]
+
+
+def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t"))
+    # 5 s rounds of model "a" ("b" too for a while), one failed, a stop of a minute, then one of 11
+    # minutes (over max_gap_s: a baseline); written by the writer, which stores covered_ms itself
+    times = [T + 5 * i for i in range(30) if not 12 <= i < 24] + [T + 900 + 5 * i for i in range(3)]
+    rounds = []
+    for i, ts in enumerate(times):
+        if ts == T + 25:
+            rounds.append(failed_round(ts))
+            continue
+        round_ = vllm_round(ts, 100.0 * i, model="a")
+        if T + 40 <= ts <= T + 130 and round_.vllm is not None:
+            b = vllm_round(ts, 50.0 * i, model="b").vllm
+            assert b is not None
+            round_ = dataclasses.replace(round_, vllm=dataclasses.replace(round_.vllm, models={**round_.vllm.models, **b.models}))
+        rounds.append(round_)
+    writer.write_rounds(rounds)
+    rollup(engine, T + 1000 + GRACE_S)
+    s, r = schema.samples, schema.model_rollups
+    raw_query = select(s.c.model_id, s.c.ts, s.c.covered_ms).order_by(s.c.ts, s.c.model_id)
+    minutes_query = select(r.c.model_id, r.c.ts, r.c.covered_ms).where(r.c.step == 60).order_by(r.c.ts, r.c.model_id)
+    with engine.connect() as conn:
+        raw = conn.execute(raw_query).all()
+        minutes = conn.execute(minutes_query).all()
+    covered = [c for _, _, c in raw]
+    # 10 s across the failed round, 2 × 2.5 s while "b" is there, 2 × 32.5 s after the stop
+    assert 10_000 in covered and 2500 in covered and 32_500 in covered and covered[-3:] == [None, 5000, 5000]
+    with engine.begin() as conn:  # the database as the release before migration 0004 left it
+        conn.execute(text("DROP INDEX ix_model_rollups_tokens"))
+        conn.execute(text("ALTER TABLE samples DROP COLUMN covered_ms"))
+        conn.execute(text("ALTER TABLE model_rollups DROP COLUMN covered_ms"))
+        conn.execute(text(
+            "CREATE INDEX ix_model_rollups_tokens ON model_rollups (model_id, step, ts, samples, generation_tokens)"
+        ))
+        conn.execute(delete(schema.migrations_table).where(schema.migrations_table.c.name == "0004_covered_time"))
+    assert migrate(engine) == ["0004_covered_time"]
+    with engine.connect() as conn:
+        assert conn.execute(raw_query).all() == raw  # as the writer stored them
+        # rollups made before it: the length of their minute (what rates were divided by until then),
+        # split among the models of that minute
+        models_in = {ts: sum(1 for _, t, _ in minutes if t == ts) for _, ts, _ in minutes}
+        assert conn.execute(minutes_query).all() == [
+            (m, ts, 60_000 if models_in[ts] == 1 else 30_000) for m, ts, _ in minutes
+        ]
+        (index,) = [i for i in inspect(conn).get_indexes("model_rollups") if i["name"] == "ix_model_rollups_tokens"]
+    assert index["column_names"][-2:] == ["generation_tokens", "covered_ms"]

@@ -95,6 +95,57 @@ def test_window_figures_and_gaps(db_url: str) -> None:
     assert reader.window("nope", DAY0, 300).up is None
 
 
+def _two_models(ts: float, gen_a: float, gen_b: float | None) -> ScrapeRound:
+    """A round of model "a", and of model "b" too when ``gen_b`` is given."""
+    round_ = vllm_round(ts, gen_a, model="a")
+    if gen_b is None or round_.vllm is None:
+        return round_
+    b = vllm_round(ts, gen_b, model="b").vllm
+    assert b is not None
+    return dataclasses.replace(round_, vllm=dataclasses.replace(round_.vllm, models={**round_.vllm.models, **b.models}))
+
+
+def test_rates_divide_by_the_time_the_increases_cover(db_url: str) -> None:
+    # Each model makes 100 tok/s, scraped every 5 s. The collector is stopped for two minutes and
+    # one scrape fails: the increase after each gap covers it, so no step shows more than the rate
+    # (divided by a 5 s step, the row after the stop showed 2500 tok/s), and a step the collector
+    # saw only part of shows no less. Model "b" appears halfway: rates are per model, then summed.
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t"))
+    rows: list[ScrapeRound] = []
+    for i in range(120):
+        ts = DAY0 + 5 * i + 0.3
+        if 24 <= i < 48:
+            continue  # the collector is stopped
+        if i == 70:
+            rows.append(failed_round(ts))
+            continue
+        rows.append(_two_models(ts, 500.0 * i, 500.0 * (i - 80) if i >= 80 else None))
+    writer.write_rounds(rows)
+    reader = Reader(db_url)
+
+    def rates(step: int, level: int | None = None) -> set[float]:
+        cols = reader.series_columns("t", DAY0, DAY0 + 600, step, fields=["tokens_per_s"], level=level)
+        return {round(v, 6) for ts, v in zip(cols["ts"], cols["tokens_per_s"], strict=True) if v is not None}
+
+    assert rates(5, level=0) == rates(15, level=0) == {100.0, 200.0}
+    # b's first minute: a's 100, and b's 3 × 500 tokens after its baseline (its time before is zero)
+    assert rates(60, level=0) == {100.0, 125.0, 200.0}
+    rollup(engine, DAY0 + 600 + GRACE_S)
+    assert rates(60) == rates(60, level=0)
+    assert reader.window("t", DAY0 + 599, 60).tokens_per_s == pytest.approx(200.0)
+    assert reader.window("t", DAY0 + 399, 300, model="a").tokens_per_s == pytest.approx(100.0)
+    # The whole window: the rounds cover 595 s, from the first to the last (the round after the stop
+    # covers the stop, with its tokens); b's 39 increases count over all of it, as Prometheus'
+    # rate() counts a series that began inside the window.
+    assert reader.window("t", DAY0 + 599, 600).tokens_per_s == pytest.approx(100.0 + 500 * 39 / 595)
+    # one model's rate: its increases over the same time, the target's
+    assert reader.window("t", DAY0 + 599, 600, model="b").tokens_per_s == pytest.approx(500 * 39 / 595)
+    only_b = reader.series_columns("t", DAY0, DAY0 + 600, 60, fields=["tokens_per_s"], model="b")["tokens_per_s"]
+    assert [None if v is None else round(v, 6) for v in only_b] == [None] * 6 + [25.0, 100.0, 100.0, 100.0]
+
+
 def test_retention_keeps_rollups_answering(db_url: str) -> None:
     engine = _filled(db_url)
     rollup(engine, DAY0 + 7200 + GRACE_S)
@@ -207,7 +258,8 @@ def test_status_cli_json_and_table(db_url: str) -> None:
         "up",
     ):
         assert key in data
-    assert data["tokens_per_s"] == pytest.approx(59 * 60 / 300, rel=0.02)
+    # 60 tokens every 5 s (the first round is the baseline: its tokens are not counted, nor its time)
+    assert data["tokens_per_s"] == pytest.approx(12.0, rel=0.01)
     assert data["prompt_tokens_per_s"] is None and data["queue_depth_max"] is None
     assert data["running_max"] == 4 and data["up"] is True and data["ceiling_tokens_per_s"] == 180
     assert 0 < data["ttft_p95_s"] <= 1.0

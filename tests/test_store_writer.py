@@ -86,6 +86,38 @@ def test_collector_restart_resumes_from_stored_state(db_url: str) -> None:
 def test_long_gap_is_a_baseline_not_a_spike(db_url: str) -> None:
     engine = _write(db_url, vllm_round(T, 100), vllm_round(T + 5, 110), vllm_round(T + 3600, 90_000))
     assert _samples(engine, "generation_tokens") == [None, 10, None]
+    assert _samples(engine, "covered_ms") == [None, 5000, None]  # a baseline covers no time
+
+
+def test_each_row_stores_the_time_its_increases_cover(db_url: str) -> None:
+    # From the rounds' own clock times (rows are keyed by whole seconds, which would make a 5 s
+    # interval 4 or 6 s now and then); across a failed scrape, the time since the last successful
+    # one; after a restart of the collector, from the stored whole seconds.
+    engine = _write(
+        db_url, vllm_round(T + 0.4, 100), vllm_round(T + 5.45, 110), failed_round(T + 10.3), vllm_round(T + 15.3, 130)
+    )
+    Writer(engine).write_round(vllm_round(T + 20.2, 140))  # a new process
+    assert _samples(engine, "ts") == [T, T + 5, T + 15, T + 20]
+    assert _samples(engine, "covered_ms") == [None, 5050, 9850, 5000]
+
+
+def test_the_models_of_a_round_share_the_time_it_covers(db_url: str) -> None:
+    # Summed over any rows, the shares give the time those rounds covered, whatever models they had.
+    def round_of(ts: float, *models: str) -> Any:
+        first = vllm_round(ts, ts, model=models[0])
+        assert first.vllm is not None
+        merged = dict(first.vllm.models)
+        for name in models[1:]:
+            other = vllm_round(ts, ts, model=name).vllm
+            assert other is not None
+            merged.update(other.models)
+        return dataclasses.replace(first, vllm=dataclasses.replace(first.vllm, models=merged))
+
+    engine = _write(db_url, round_of(T, "a"), round_of(T + 5, "a", "b", "c"), round_of(T + 10, "c"))
+    s = schema.samples
+    with engine.connect() as conn:
+        rows = conn.execute(select(s.c.ts, s.c.model_id, s.c.covered_ms).order_by(s.c.ts, s.c.model_id)).all()
+    assert [c for _, _, c in rows] == [None, 1668, 1666, 1666, 5000]
 
 
 def test_failed_scrape_is_stored_as_down_never_zeros(db_url: str) -> None:
