@@ -55,13 +55,14 @@ _POINT_KEYS = (
     "waiting_max",
     "queue_depth_max",
     "kv_cache_usage_max",
+    "preemptions_per_s",
 )
 _NEEDED_BY = {
     "generation_tokens": {"tokens_per_s"},
     "prompt_tokens": {"prompt_tokens_per_s"},
-    "preemptions": {"preemptions"},
+    "preemptions": {"preemptions", "preemptions_per_s"},
     "request_success": {"requests_per_s"},
-    "covered_ms": {"tokens_per_s", "prompt_tokens_per_s", "requests_per_s"},
+    "covered_ms": {"tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "preemptions_per_s"},
     "requests_running_sum": {"running_avg"},
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
@@ -392,6 +393,7 @@ _RATES = {  # figure → the rate _rates computes from the counter named without
     "tokens_per_s": "generation_tokens_per_s",
     "prompt_tokens_per_s": "prompt_tokens_per_s",
     "requests_per_s": "request_success_per_s",
+    "preemptions_per_s": "preemptions_per_s",
 }
 _RENAMED = {
     "running_avg": "requests_running_avg",
@@ -466,6 +468,7 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         gpus = _gpu_figures(conn, row.id, lo, hi, level)
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
+    point.pop("preemptions_per_s")  # a window gives the count
     tok = point["tokens_per_s"]
     ceiling_tok = ceiling.tokens_per_s if ceiling else None
     return WindowFigures(

@@ -128,6 +128,8 @@ class SeriesPoint:
     queue_depth_max: float | None
     kv_cache_usage_max: float | None
     up_ratio: float | None  # share of successful scrapes in the step
+    # preemptions ÷ the time their scrapes cover (a bar per step would spike after a gap otherwise)
+    preemptions_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ def point(ts: float, **changes: Any) -> SeriesPoint:
         ts=ts, ttft_p50_s=0.9, ttft_p95_s=2.1, ttft_p99_s=2.7, itl_p95_s=0.09, e2e_p95_s=40.0,
         tokens_per_s=126.0, prompt_tokens_per_s=400.0, preemptions=0.0, requests_per_s=0.4,
         running_avg=15.5, running_max=16.0, waiting_max=0.0, queue_depth_max=2.0,
-        kv_cache_usage_max=0.6, up_ratio=1.0,
+        kv_cache_usage_max=0.6, up_ratio=1.0, preemptions_per_s=0.0,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)
 

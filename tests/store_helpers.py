@@ -20,8 +20,11 @@ def vllm_round(
     created: Mapping[str, float] | None = None,
     process_start: float | None = None,
     running: float | None = 4.0,
+    preemptions: float | None = None,
 ) -> ScrapeRound:
     counters = {} if gen is None else {"generation_tokens": gen}
+    if preemptions is not None:
+        counters["preemptions"] = preemptions
     histograms = {} if hist is None else {"ttft": Histogram(bounds, hist, hist[-1], None)}
     figures = ModelFigures(
         counters=counters,

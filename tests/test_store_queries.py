@@ -146,6 +146,18 @@ def test_rates_divide_by_the_time_the_increases_cover(db_url: str) -> None:
     assert [None if v is None else round(v, 6) for v in only_b] == [None] * 6 + [25.0, 100.0, 100.0, 100.0]
 
 
+def test_preemptions_per_second_divide_by_the_time_covered_too(db_url: str) -> None:
+    # One preemption a minute, scraped once a minute; two scrapes missing: the step after them
+    # holds three preemptions, over the three minutes they happened in (the chart's per-minute bars).
+    writer = Writer(open_engine(db_url))
+    writer.register_target(TargetSettings(name="t"))
+    times = [DAY0 + 60 * i for i in range(10) if i not in (4, 5)]
+    writer.write_rounds([vllm_round(ts, 0.0, preemptions=float(ts - DAY0) // 60) for ts in times])
+    cols = Reader(db_url).series_columns("t", DAY0, DAY0 + 600, 60, fields=["preemptions", "preemptions_per_s"], level=0)
+    assert cols["preemptions"] == [None, 1, 1, 1, None, None, 3, 1, 1, 1]
+    assert cols["preemptions_per_s"] == [None, *[pytest.approx(1 / 60)] * 3, None, None, *[pytest.approx(1 / 60)] * 4]
+
+
 def test_retention_keeps_rollups_answering(db_url: str) -> None:
     engine = _filled(db_url)
     rollup(engine, DAY0 + 7200 + GRACE_S)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from app.settings import Settings
 from app.ui import charts, state
 from db.results import CeilingInfo, GpuPoint
@@ -50,13 +52,13 @@ def test_kv_chart_is_in_percent_with_both_thresholds():
 
 def test_preemptions_are_per_minute_whatever_the_step():
     frame = charts.Frame(END - 60, END, 5.0)
-    spec = charts.preemption_chart([point(END - 10, preemptions=2.0)], frame).to_dict()
+    spec = charts.preemption_chart([point(END - 10, preemptions=2.0, preemptions_per_s=0.4)], frame).to_dict()
     (values,) = spec["datasets"].values()
-    assert values[0]["value"] == 24.0  # 2 in 5 s
+    assert values[0]["value"] == pytest.approx(24.0)  # 2 in 5 s
 
 
 def test_preemption_bars_only_where_there_were_preemptions():
-    points = [point(END - 180, preemptions=0.0), point(END - 120, preemptions=None), point(END - 60, preemptions=1.0)]
+    points = [point(END - 180, preemptions_per_s=0.0), point(END - 120, preemptions_per_s=None), point(END - 60, preemptions_per_s=0.1)]
     spec = charts.preemption_chart(points, FRAME).to_dict()
     (values,) = spec["datasets"].values()
     assert [row["time"] for row in values] == [(END - 60) * 1000]

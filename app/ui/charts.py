@@ -226,8 +226,9 @@ def throughput_chart(
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
-    per_minute = 60.0 / frame.step_s
-    data = long_rows(points, {"preemptions": "preemptions"}, frame.step_s, scale=per_minute)
+    # per second over the time the step's scrapes cover, not its count ÷ the step: the step after
+    # a gap in collection holds the whole gap's preemptions
+    data = long_rows(points, {"preemptions_per_s": "preemptions"}, frame.step_s, scale=60.0)
     # Only steps with preemptions: a zero bar draws nothing, and most steps have none (a tenth of the
     # Overview's rows at 30 days, each decoded and laid out by the browser for no pixel).
     bars = (
