@@ -92,7 +92,7 @@ def _covered_time(conn: Connection) -> None:
     # collector stopped for two minutes, the first round's increases cover those two minutes, and
     # divided by a 5 s step they drew a 24x spike. New rows store their share of that time
     # (samples.covered_ms, db/writer.py:_shares); rows of an older database get it here, as the
-    # writer would have stored it: a raw row, the time since its target's previous successful round
+    # writer would have stored it: a raw row, the time since its target's previous round with rows
     # (none after a gap over 600 s, the writer's default max_gap_s: its increases were unknown),
     # split among that round's models; a rollup row, the length of its period split among the
     # models rolled up with it (the length the queries divided by until now).
@@ -121,12 +121,12 @@ _OF_TARGET = "model_id IN (SELECT id FROM models WHERE target_id = :t)"
 
 
 def _fill_raw_covered_time(conn: Connection, target: int) -> None:
-    up = conn.execute(text("SELECT ts FROM scrapes WHERE target_id = :t AND up = 1 ORDER BY ts"), {"t": target})
-    times = [int(ts) for ts in up.scalars()]
-    previous = dict(zip(times[1:], times, strict=False))
+    # a round's rows cover the time since the target's previous round with rows
     by_round: dict[int, list[int]] = {}
     for model, ts in conn.execute(text(f"SELECT model_id, ts FROM samples WHERE {_OF_TARGET} ORDER BY ts, model_id"), {"t": target}):
         by_round.setdefault(int(ts), []).append(int(model))
+    times = list(by_round)
+    previous = dict(zip(times[1:], times, strict=False))
     updates = []
     for ts, models in by_round.items():
         before = previous.get(ts)

@@ -162,8 +162,8 @@ class Writer:
         self._gpu_rows: dict[int, tuple[tuple[GpuReading, ...], list[tuple[Any, ...]]]] = {}
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
-        # target → its last successful vLLM scrape: (row ts, the round's start as the clock gave it,
-        # None when loaded from the database, which keeps whole seconds only)
+        # target → its last round that stored model rows: (row ts, the round's start as the clock
+        # gave it, None when loaded from the database, which keeps whole seconds only)
         self._last_up: dict[int, tuple[int, float | None] | None] = {}
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
@@ -332,9 +332,11 @@ class Writer:
         target_id = self._target_id(conn, round_.target)
         ts = int(round(round_.ts))
         if target_id not in self._last_ts:
-            s = schema.scrapes
+            s, m = schema.scrapes, schema.models
             last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == target_id)).scalar()
-            last_up = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == target_id, s.c.up == 1)).scalar()
+            its_models = select(m.c.id).where(m.c.target_id == target_id)
+            last_rows = select(func.max(schema.samples.c.ts)).where(schema.samples.c.model_id.in_(its_models))
+            last_up = conn.execute(last_rows).scalar()
             self._last_ts[target_id] = last or 0
             self._last_up[target_id] = None if last_up is None else (int(last_up), None)
         if ts <= self._last_ts[target_id]:
@@ -351,7 +353,8 @@ class Writer:
         if round_.vllm_status.ok and round_.vllm is not None:
             scrape = round_.vllm
             self._update_target_meta(conn, target_id, scrape)
-            shares = _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models))
+            # (a page without models stores no row: the next round's rows cover its time as well)
+            shares = _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models)) if scrape.models else []
             for (name, figures), share in zip(scrape.models.items(), shares, strict=True):
                 model_id = self._model_id(conn, target_id, name)
                 rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s, share))
@@ -359,9 +362,10 @@ class Writer:
         return True
 
     def _covered_ms(self, target_id: int, ts: int, started: float) -> int | None:
-        """Milliseconds from the target's previous successful vLLM scrape to this one (the time this
-        round's increases cover), None when they are unknown (none before, or a gap over max_gap_s,
-        as the model states decide). From the clock's own times when this writer stored that
+        """Milliseconds from the target's previous round that stored model rows (its previous
+        successful scrape, but for a page without models) to this one: the time this round's
+        increases cover. None when they are unknown (none before, or a gap over max_gap_s, as the
+        model states decide). From the clock's own times when this writer stored that
         scrape: rows are keyed by whole seconds, which would make a 5 s interval 4 or 6 s now and then."""
         last = self._last_up.get(target_id)
         self._last_up[target_id] = (ts, started)

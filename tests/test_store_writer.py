@@ -101,6 +101,17 @@ def test_each_row_stores_the_time_its_increases_cover(db_url: str) -> None:
     assert _samples(engine, "covered_ms") == [None, 5050, 9850, 5000]
 
 
+def test_a_page_without_models_leaves_its_time_to_the_next_rows(db_url: str) -> None:
+    # vLLM answered, but with no model's figures: no row stores that round's time, so the next
+    # round's rows, whose increases run from the round before it, cover it too.
+    empty = vllm_round(T + 5, 110)
+    assert empty.vllm is not None
+    empty = dataclasses.replace(empty, vllm=dataclasses.replace(empty.vllm, models={}))
+    engine = _write(db_url, vllm_round(T, 100), empty, vllm_round(T + 10, 130))
+    assert _samples(engine, "generation_tokens") == [None, 30]
+    assert _samples(engine, "covered_ms") == [None, 10_000]
+
+
 def test_the_models_of_a_round_share_the_time_it_covers(db_url: str) -> None:
     # Summed over any rows, the shares give the time those rounds covered, whatever models they had.
     def round_of(ts: float, *models: str) -> Any:
