@@ -32,7 +32,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -90,6 +90,7 @@ class ScrapeClient:
         self._lags: dict[str, float] = {}  # URL → seconds from its request sent to its answer begun, last time
         self._lock = threading.Lock()
         self._resolver = Resolver()  # host lookups bounded in time and kept a minute (collectors/resolver.py)
+        self._wake: tuple[socket.socket, socket.socket] | None = None  # see _wake_fd, made when first needed
 
     def get(self, url: str, timeout_s: float) -> tuple[int, bytes]:
         """GET ``url``; returns (status, body). Transport errors propagate as OSError/HTTPException."""
@@ -152,9 +153,10 @@ class ScrapeClient:
         """Yield each of ``pendings`` once :meth:`receive` can read it without waiting for it to begin.
 
         Answers come in the order they arrive, one ``poll`` waiting for all; a GET whose answer has
-        not begun within its timeout is yielded expired (``receive`` raises TimeoutError). GETs that
-        need no waiting here (failed to send, or done whole by ``http.client``) are yielded whenever
-        no answer is ready to be read, so a slow one delays the reading of answers already in.
+        not begun within its timeout is yielded expired (``receive`` raises TimeoutError). A GET that
+        failed to send is yielded whenever no answer is ready to be read; a GET through
+        ``http.client`` once its thread is done (the thread wakes this ``poll``) or its deadline has
+        passed, so a slow one never holds the answers already in.
 
         Each wake-up costs CPU, and answers a few milliseconds apart would wake the process once
         each; so it first waits for the answer that came last in the previous round alone, up to
@@ -169,6 +171,10 @@ class ScrapeClient:
                 self._watch(poller, waiting, pending)
             else:
                 later.append(pending)
+        # GETs through http.client finish on their own threads, which wake this poll when done
+        wake = self._wake_fd() if waiting and any(p.fallback is not None for p in later) else None
+        if wake is not None:
+            poller.register(wake, select.POLLIN)
         laggard = self._wait_for_laggard(waiting) if len(waiting) > 1 and not later else None
         while waiting:
             if len(waiting) == 1 and not later:
@@ -178,13 +184,21 @@ class ScrapeClient:
                 if not connection.connecting and pending.deadline - time.monotonic() > 0.9 * pending.timeout_s:
                     yield pending  # a lone GET just sent: its blocking read waits as well as poll would
                     return
-            left = min(p.deadline for p in waiting.values()) - time.monotonic()
-            events = poller.poll(0 if later else max(0, math.ceil(left * 1000)))
+            ready_later = [p for p in later if p.fallback is None or p.fallback.done.is_set()]
+            left = min(p.deadline for p in (*waiting.values(), *later)) - time.monotonic()
+            events = poller.poll(0 if ready_later else max(0, math.ceil(left * 1000)))
+            if wake is not None and any(fd == wake for fd, _ in events):
+                self._drain_wake()
+                events = [(fd, event) for fd, event in events if fd != wake]
+                ready_later = [p for p in later if p.fallback is None or p.fallback.done.is_set()]
             if not events:
-                if later:
-                    yield later.pop(0)
-                    continue
                 now = time.monotonic()
+                # done, or past its deadline (``receive`` then gives it up)
+                ready_later += [p for p in later if p.deadline <= now and p not in ready_later]
+                if ready_later:
+                    later.remove(ready_later[0])
+                    yield ready_later[0]
+                    continue
                 for fd, pending in list(waiting.items()):
                     if pending.deadline <= now:
                         self._unwatch(poller, waiting, fd)
@@ -209,7 +223,35 @@ class ScrapeClient:
                     self._lags[pending.url] = time.monotonic() - (pending.deadline - pending.timeout_s)
                 yield pending
             laggard = None
-        yield from later
+        if wake is not None:
+            poller.unregister(wake)
+        yield from later  # each read waits for its thread, until its deadline at most
+
+    def _wake_fd(self) -> int:
+        """The file descriptor a GET's thread through ``http.client`` makes readable when done."""
+        with self._lock:
+            if self._wake is None:
+                self._wake = socket.socketpair()
+                for end in self._wake:
+                    end.setblocking(False)
+            return self._wake[0].fileno()
+
+    def _drain_wake(self) -> None:
+        assert self._wake is not None
+        try:
+            while self._wake[0].recv(4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _fallback_done(self) -> None:
+        """Called by a GET's thread through ``http.client`` when it is done: wake ``arrivals``."""
+        wake = self._wake
+        if wake is not None:
+            try:
+                wake[1].send(b"x")
+            except OSError:
+                pass  # full (a wake-up is pending anyway) or closed (the client is closing)
 
     def _wait_for_laggard(self, waiting: dict[int, Pending]) -> Pending | None:
         """Wait a little for the answer expected last (see ``arrivals``); returns it, None if none is known."""
@@ -336,6 +378,10 @@ class ScrapeClient:
                 for connection in idle:
                     connection.close()
             self._idle.clear()
+            if self._wake is not None:
+                for end in self._wake:
+                    end.close()
+                self._wake = None
 
     def _keep(self, origin: Origin, connection: RawConnection | http.client.HTTPConnection) -> None:
         with self._lock:
@@ -350,7 +396,7 @@ class ScrapeClient:
         one of the origin, or None for a new one)."""
         assert pending.route is not None
         path, timeout_s = pending.route[1], pending.timeout_s
-        job = pending.fallback = _Fallback(timeout_s)
+        job = pending.fallback = _Fallback(timeout_s, self._fallback_done)
         threading.Thread(
             target=job.run, args=(lambda: self._client_get(job, origin, connection, path, timeout_s),),
             name="sweetspot-http", daemon=True,
@@ -410,10 +456,13 @@ class _Fallback:
     CPU, small beside a TLS connection's own.
     """
 
-    __slots__ = ("timeout_s", "done", "result", "error", "connection", "looking_up", "began", "cancelled", "lock")
+    __slots__ = (
+        "timeout_s", "notify", "done", "result", "error", "connection", "looking_up", "began", "cancelled", "lock",
+    )
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, notify: Callable[[], None]) -> None:
         self.timeout_s = timeout_s
+        self.notify = notify  # called once done (ScrapeClient.arrivals may be waiting for it)
         self.done = threading.Event()
         self.result: tuple[int, bytes] | None = None
         self.error: BaseException | None = None
@@ -429,6 +478,7 @@ class _Fallback:
         except BaseException as exc:  # handed to the waiting thread, which raises it
             self.error = exc
         self.done.set()
+        self.notify()
 
     def use(self, connection: http.client.HTTPConnection) -> http.client.HTTPConnection:
         """Note the connection the GET goes on (for :meth:`cancel`); raises if given up already."""

@@ -300,6 +300,42 @@ def test_http_client_connections_are_kept_alive_too(serve) -> None:
     assert server.accepted == 2  # the raw try, then one http.client connection for every GET
 
 
+def test_a_slow_get_through_http_client_holds_no_answer_already_in() -> None:
+    # The GET through http.client runs on its thread; the round reads the raw client's answer as
+    # soon as it is in, not after the slow one (whose read would block the round until it ends).
+    slow_body = b"5\r\nhello\r\n0\r\n\r\n"
+    slow_answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, chunked\r\nConnection: close\r\n\r\n" + slow_body
+    fast_answer = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfast"
+    delay = {"slow": 0.0}
+
+    def slow(conn: socket.socket) -> None:
+        time.sleep(delay["slow"])
+        conn.sendall(slow_answer)
+
+    def fast(conn: socket.socket) -> None:
+        time.sleep(0.05)
+        conn.sendall(fast_answer)
+
+    slow_sock, _ = request_server(slow)
+    fast_sock, _ = request_server(fast)
+    slow_url, fast_url = url(slow_sock), url(fast_sock)
+    client = ScrapeClient()
+    try:
+        assert client.get(slow_url, 2.0) == (200, slow_body)  # the raw try: the origin goes to http.client
+        delay["slow"] = 0.6
+        start = time.monotonic()
+        pendings = [client.send(slow_url, 2.0), client.send(fast_url, 2.0)]
+        order = []
+        for pending in client.arrivals(pendings):
+            order.append((pending.url, client.receive(pending)[1], round(time.monotonic() - start, 2)))
+    finally:
+        client.close()
+        slow_sock.close()
+        fast_sock.close()
+    assert [(u, body) for u, body, _ in order] == [(fast_url, b"fast"), (slow_url, slow_body)]
+    assert order[0][2] < 0.4 <= order[1][2]
+
+
 def test_not_http_is_a_scrape_error() -> None:
     sock, _ = raw_server(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
     try:
