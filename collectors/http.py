@@ -453,7 +453,8 @@ class _Fallback:
     answer in (HTTPS targets, or an origin the raw client gave up on) would hold the round, and every
     later round, for as long as it liked. At the deadline, :meth:`wait` shuts the socket down, which
     ends the thread's read, and the GET fails as a raw one would. A thread per GET costs ~0.1 ms of
-    CPU, small beside a TLS connection's own.
+    CPU (a thread started and joined: 0.10 ms best, 0.13 ms median on the development machine),
+    small beside what TLS costs such a GET.
     """
 
     __slots__ = (

@@ -90,7 +90,7 @@ def _gpu_samples_round_key(conn: Connection) -> None:
 def _covered_time(conn: Connection) -> None:
     # Rates divide a step's increases by the time they cover, not by the step's length: after a
     # collector stopped for two minutes, the first round's increases cover those two minutes, and
-    # divided by a 5 s step they drew a 24x spike. New rows store their share of that time
+    # divided by a 5 s step they drew a 25x spike. New rows store their share of that time
     # (samples.covered_ms, db/writer.py:_shares); rows of an older database get it here, as the
     # writer would have stored it: a raw row, the time since its target's previous round with rows
     # (none after a gap over 600 s, the writer's default max_gap_s: its increases were unknown),

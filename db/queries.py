@@ -11,7 +11,7 @@ request for a quantile): charts draw a gap, ``status`` prints null. Rates divide
 the time they cover, the sum of the target's rows' ``covered_ms`` (each successful round's time
 since the target's previous one, split among its models), not by the step or window length: a
 step right after the collector was stopped for two minutes holds two minutes of tokens, and shows
-their rate, not 24 times it; a window the collector saw only part of shows the rate over that part
+their rate, not 25 times it; a window the collector saw only part of shows the rate over that part
 (docs/storage.md).
 """
 
