@@ -68,9 +68,10 @@ class Span:
 def resolve(range_key: str, now: float, custom: tuple[float, float] | None = None) -> Span:
     """The span for ``range_key`` ending at the last complete step before ``now``.
 
-    Complete steps only: the facade divides a step's increases by the whole step, so the step in
-    progress would read low (a 30-day chart's current hour at 10 minutes in shows a sixth of its
-    tok/s). Charts therefore lag by up to one step; tiles and verdict stay live (``at`` = now).
+    Complete steps only, so that every point stands for a whole step (its quantiles over all of the
+    step's requests, the step aligned with the rollups). Charts therefore lag by up to one step;
+    tiles and verdict stay live (``at`` = now). (A step in progress no longer reads low tok/s: the
+    facade divides increases by the time their scrapes cover, not by the step.)
     """
     if range_key == "custom" and custom and custom[1] > custom[0]:
         start, end = custom

@@ -15,7 +15,7 @@ st.header(f"Operating point · {view.target}")
 span = view.span(state.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.
 step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
-end = span.end - span.end % step  # complete steps only: a step in progress reads low tok/s
+end = span.end - span.end % step  # complete steps only, as the charts (app/ui/state.py:resolve)
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
 sweeps = state.guard("the load sweeps", ctx.reader.sweep_runs, 5)
 
