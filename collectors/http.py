@@ -53,6 +53,10 @@ Origin = tuple[str, str, int]
 _Route = tuple[Origin, str, bytes | None]  # origin, path, the raw client's request (None: http.client)
 
 
+class NotHttpUrl(ValueError):
+    """A URL the client cannot GET (not http:// or https://, or no host)."""
+
+
 class Pending:
     """A GET sent by :meth:`ScrapeClient.send` whose answer is not read yet.
 
@@ -355,7 +359,7 @@ class ScrapeClient:
         """
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("not an http(s) URL")
+            raise NotHttpUrl("not an http(s) URL")
         origin = (parts.scheme, parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host = parts.netloc.rpartition("@")[2]
@@ -556,8 +560,13 @@ def receive_text(client: ScrapeClient, pending: Pending, hint: str = "") -> str:
     url, timeout_s = pending.url, pending.timeout_s
     try:
         status, body = client.receive(pending)
-    except ValueError:
+    except NotHttpUrl:
         raise ScrapeError(f"{url!r} is not an http:// or https:// URL", hint) from None
+    except ssl.SSLCertVerificationError as exc:  # before OSError; it is a ValueError too
+        raise ScrapeError(
+            f"cannot reach {url} (its TLS certificate is not trusted here: {exc.verify_message})",
+            "Trust the server's CA on this machine: add it to the system's CA store, or point SSL_CERT_FILE at it",
+        ) from None
     except AnswerTooSlow:
         raise ScrapeError(
             f"{url}: the answer began but was not complete within {timeout_s:g} s"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -230,8 +233,11 @@ def test_server_that_never_answers_times_out() -> None:
         assert time.monotonic() - start < 2.0
 
 
-def request_server(respond: Callable[[socket.socket], None]) -> tuple[socket.socket, list[int]]:
-    """A server that reads each request's head, then lets ``respond`` answer it; counts connections."""
+def request_server(
+    respond: Callable[[socket.socket], None], wrap: Callable[[socket.socket], socket.socket] | None = None
+) -> tuple[socket.socket, list[int]]:
+    """A server that reads each request's head, then lets ``respond`` answer it; counts connections.
+    ``wrap`` turns each accepted connection into another (TLS)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -241,8 +247,12 @@ def request_server(respond: Callable[[socket.socket], None]) -> tuple[socket.soc
         while True:
             try:
                 conn, _ = sock.accept()
+                if wrap is not None:
+                    conn = wrap(conn)
             except OSError:
-                return
+                if sock.fileno() == -1:
+                    return
+                continue  # a handshake that failed (the client did not trust us): the next one
             accepted[0] += 1
             with conn:
                 data = b""
@@ -381,4 +391,63 @@ def test_an_answer_that_trickles_in_times_out_as_a_whole(framing: str) -> None:
         start = time.monotonic()
         with pytest.raises(ScrapeError, match=r"the answer began but was not complete within 1 s"):
             fetch_text(url(sock), 1.0)
+        assert time.monotonic() - start < 1.6
+
+
+# -- HTTPS: through http.client, on its thread ------------------------------------------------------
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (cert, key), made with the openssl command (.ci/run
+    installs it)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command is not installed (apt-get install openssl)")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def tls_server(certificate: tuple[str, str], respond: Callable[[socket.socket], None]) -> socket.socket:
+    """``request_server`` over TLS: each connection's handshake, then its requests as request_server."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    sock, _ = request_server(respond, wrap=lambda conn: context.wrap_socket(conn, server_side=True))
+    return sock
+
+
+def https_url(sock: socket.socket) -> str:
+    return f"https://127.0.0.1:{sock.getsockname()[1]}/metrics"
+
+
+def test_an_untrusted_certificate_says_so_and_how_to_trust_it(certificate) -> None:
+    # ssl's verification error is a ValueError too: it was reported as "not an http:// URL"
+    with tls_server(certificate, lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) as sock:
+        with pytest.raises(ScrapeError, match="TLS certificate is not trusted here") as caught:
+            fetch_text(https_url(sock), 2.0)
+    assert "SSL_CERT_FILE" in caught.value.one_line()
+
+
+def test_https_answers_and_an_https_trickle_ends_at_the_deadline(certificate, monkeypatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # ssl's default context trusts it
+    with tls_server(certificate, lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) as sock:
+        assert fetch_text(https_url(sock), 2.0) == "ok"
+
+    def trickle(conn: socket.socket) -> None:
+        try:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")
+            for _ in range(40):
+                time.sleep(0.1)
+                conn.sendall(b"x")
+        except OSError:  # the client gave up: what the test wants
+            pass
+
+    with tls_server(certificate, trickle) as sock:
+        start = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"the answer began but was not complete within 1 s"):
+            fetch_text(https_url(sock), 1.0)
         assert time.monotonic() - start < 1.6
