@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from app.errors import ScrapeError
 from collectors import httpwire
 from collectors.httpwire import AnswerTooSlow, RawConnection, Stale, Unsupported, ready
-from collectors.resolver import Resolver
+from collectors.resolver import Resolver, no_answer
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -188,13 +188,13 @@ class ScrapeClient:
                 if not connection.connecting and pending.deadline - time.monotonic() > 0.9 * pending.timeout_s:
                     yield pending  # a lone GET just sent: its blocking read waits as well as poll would
                     return
-            ready_later = [p for p in later if p.fallback is None or p.fallback.done.is_set()]
+            ready_later = [p for p in later if _readable(p)]
             left = min(p.deadline for p in (*waiting.values(), *later)) - time.monotonic()
             events = poller.poll(0 if ready_later else max(0, math.ceil(left * 1000)))
             if wake is not None and any(fd == wake for fd, _ in events):
                 self._drain_wake()
                 events = [(fd, event) for fd, event in events if fd != wake]
-                ready_later = [p for p in later if p.fallback is None or p.fallback.done.is_set()]
+                ready_later = [p for p in later if _readable(p)]
             if not events:
                 now = time.monotonic()
                 # done, or past its deadline (``receive`` then gives it up)
@@ -395,7 +395,7 @@ class ScrapeClient:
                 return
         connection.close()
 
-    def _start_fallback(self, pending: Pending, origin: Origin, connection: Any) -> None:
+    def _start_fallback(self, pending: Pending, origin: Origin, connection: http.client.HTTPConnection | None) -> None:
         """Start ``pending``'s GET through ``http.client`` on its own thread (``connection``: a kept
         one of the origin, or None for a new one)."""
         assert pending.route is not None
@@ -477,7 +477,7 @@ class _Fallback:
         self.cancelled = False
         self.lock = threading.Lock()
 
-    def run(self, get: Any) -> None:
+    def run(self, get: Callable[[], tuple[int, bytes]]) -> None:
         try:
             self.result = get()
         except BaseException as exc:  # handed to the waiting thread, which raises it
@@ -509,7 +509,7 @@ class _Fallback:
             self.cancel()
             host = self.looking_up
             if host is not None:  # as the resolver says it, when its own wait ends first
-                raise OSError(f"looking up {host}: no answer within {self.timeout_s:g} s (DNS)")
+                raise no_answer(host, self.timeout_s)
             raise AnswerTooSlow("timed out") if self.began else TimeoutError("timed out")
         if self.error is not None:
             raise self.error
@@ -528,6 +528,12 @@ class _Fallback:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
             except OSError:
                 pass  # already closed
+
+
+def _readable(pending: Pending) -> bool:
+    """Whether ``receive`` can read a GET not waited for by ``poll`` now: one that failed to send,
+    or one through ``http.client`` whose thread is done."""
+    return pending.fallback is None or pending.fallback.done.is_set()
 
 
 def _request(connection: http.client.HTTPConnection, path: str, job: _Fallback) -> tuple[int, bytes]:

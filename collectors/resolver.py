@@ -37,6 +37,11 @@ class _Lookup:
         self.error: OSError | None = None
 
 
+def no_answer(host: str, wait_s: float) -> OSError:
+    """The error of a lookup that gave no answer within ``wait_s`` (the HTTP client's too)."""
+    return OSError(f"looking up {host}: no answer within {wait_s:g} s (DNS)")
+
+
 class Resolver:
     """Looks hosts up on daemon threads, one lookup per host and port at a time."""
 
@@ -73,7 +78,7 @@ class Resolver:
         if not fresh and now - lookup.started >= wait_s:
             raise OSError(f"looking up {host}: no answer for {now - lookup.started:.1f} s (DNS)")
         if not lookup.done.wait(max(0.0, lookup.started + wait_s - time.monotonic())):
-            raise OSError(f"looking up {host}: no answer within {wait_s:g} s (DNS)")
+            raise no_answer(host, wait_s)
         if lookup.error is not None:
             raise lookup.error
         return list(lookup.addresses)
