@@ -57,12 +57,18 @@ _POINT_KEYS = (
     "kv_cache_usage_max",
     "preemptions_per_s",
 )
+_RATES = {  # figure → the rate _rates computes from the counter named without "_per_s"
+    "tokens_per_s": "generation_tokens_per_s",
+    "prompt_tokens_per_s": "prompt_tokens_per_s",
+    "requests_per_s": "request_success_per_s",
+    "preemptions_per_s": "preemptions_per_s",
+}
 _NEEDED_BY = {
     "generation_tokens": {"tokens_per_s"},
     "prompt_tokens": {"prompt_tokens_per_s"},
     "preemptions": {"preemptions", "preemptions_per_s"},
     "request_success": {"requests_per_s"},
-    "covered_ms": {"tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "preemptions_per_s"},
+    "covered_ms": set(_RATES),  # every rate divides by it
     "requests_running_sum": {"running_avg"},
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
@@ -284,9 +290,9 @@ def _figures(
     if scalars:
         mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, (), scalars)]
         out.update(_model_figures(mrows, list(model_ids), (start, step, groups), spec))
-    if everyone is not None and "covered_ms" in scalars:
+    if everyone is not None and "covered_ms" in scalars:  # one model's rates: the target's covered time
         crows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, everyone, lo, hi, (), ["covered_ms"])]
-        out["covered_ms"] = aggregate.group_sum(_group(crows, start, step), aggregate.column(crows, 3), groups)
+        out.update(_model_figures(crows, list(everyone), (start, step, groups), {"sum": ["covered_ms"]}))
     if hists:
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     _rates(out, float(step))
@@ -389,12 +395,6 @@ def _quantile_figures(
     return out
 
 
-_RATES = {  # figure → the rate _rates computes from the counter named without "_per_s"
-    "tokens_per_s": "generation_tokens_per_s",
-    "prompt_tokens_per_s": "prompt_tokens_per_s",
-    "requests_per_s": "request_success_per_s",
-    "preemptions_per_s": "preemptions_per_s",
-}
 _RENAMED = {
     "running_avg": "requests_running_avg",
     "running_max": "requests_running_max",
