@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from collectors.records import INF, Histogram, ModelFigures, ScrapeRound, SourceResult, VllmScrape
@@ -34,6 +35,16 @@ def vllm_round(
     )
     scrape = VllmScrape({model: figures}, process_start_time_s=process_start)
     return ScrapeRound(target, ts, scrape, SourceResult(True, None, 0.01))
+
+
+def one_round(first: ScrapeRound, *others: ScrapeRound) -> ScrapeRound:
+    """``first`` with the models of ``others`` too (rounds of the same target and time, one model each)."""
+    assert first.vllm is not None
+    models = dict(first.vllm.models)
+    for other in others:
+        assert other.vllm is not None
+        models.update(other.vllm.models)
+    return dataclasses.replace(first, vllm=dataclasses.replace(first.vllm, models=models))
 
 
 def failed_round(ts: float, error: str = "connection refused", target: str = "t") -> ScrapeRound:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from db.migrations import MIGRATIONS, applied, migrate
 from db.queries import Reader
 from db.rollup import GRACE_S, rollup
 from db.writer import Writer
-from tests.store_helpers import failed_round, vllm_round
+from tests.store_helpers import failed_round, one_round, vllm_round
 
 T = 1_800_000_000  # a whole minute
 
@@ -134,10 +133,8 @@ def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) 
             rounds.append(failed_round(ts))
             continue
         round_ = vllm_round(ts, 100.0 * i, model="a")
-        if T + 40 <= ts <= T + 130 and round_.vllm is not None:
-            b = vllm_round(ts, 50.0 * i, model="b").vllm
-            assert b is not None
-            round_ = dataclasses.replace(round_, vllm=dataclasses.replace(round_.vllm, models={**round_.vllm.models, **b.models}))
+        if T + 40 <= ts <= T + 130:
+            round_ = one_round(round_, vllm_round(ts, 50.0 * i, model="b"))
         rounds.append(round_)
     writer.write_rounds(rounds)
     rollup(engine, T + 1000 + GRACE_S)

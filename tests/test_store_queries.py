@@ -26,7 +26,7 @@ from db.results import SweepLevel, SweepRun
 from db.rollup import GRACE_S, apply_retention, rollup
 from db.sweeps import store_sweep
 from db.writer import Writer
-from tests.store_helpers import failed_round, vllm_round
+from tests.store_helpers import failed_round, one_round, vllm_round
 
 DAY0 = 1_800_000_000 - 1_800_000_000 % 86400
 REPO = Path(__file__).resolve().parent.parent
@@ -98,11 +98,7 @@ def test_window_figures_and_gaps(db_url: str) -> None:
 def _two_models(ts: float, gen_a: float, gen_b: float | None) -> ScrapeRound:
     """A round of model "a", and of model "b" too when ``gen_b`` is given."""
     round_ = vllm_round(ts, gen_a, model="a")
-    if gen_b is None or round_.vllm is None:
-        return round_
-    b = vllm_round(ts, gen_b, model="b").vllm
-    assert b is not None
-    return dataclasses.replace(round_, vllm=dataclasses.replace(round_.vllm, models={**round_.vllm.models, **b.models}))
+    return round_ if gen_b is None else one_round(round_, vllm_round(ts, gen_b, model="b"))
 
 
 def test_rates_divide_by_the_time_the_increases_cover(db_url: str) -> None:

@@ -18,7 +18,7 @@ from db import histo, schema
 from db.engine import open_engine
 from db.queries import Reader
 from db.writer import Writer
-from tests.store_helpers import failed_round, vllm_round
+from tests.store_helpers import failed_round, one_round, vllm_round
 
 T = 1_800_000_000
 
@@ -115,14 +115,7 @@ def test_a_page_without_models_leaves_its_time_to_the_next_rows(db_url: str) -> 
 def test_the_models_of_a_round_share_the_time_it_covers(db_url: str) -> None:
     # Summed over any rows, the shares give the time those rounds covered, whatever models they had.
     def round_of(ts: float, *models: str) -> Any:
-        first = vllm_round(ts, ts, model=models[0])
-        assert first.vllm is not None
-        merged = dict(first.vllm.models)
-        for name in models[1:]:
-            other = vllm_round(ts, ts, model=name).vllm
-            assert other is not None
-            merged.update(other.models)
-        return dataclasses.replace(first, vllm=dataclasses.replace(first.vllm, models=merged))
+        return one_round(*(vllm_round(ts, ts, model=name) for name in models))
 
     engine = _write(db_url, round_of(T, "a"), round_of(T + 5, "a", "b", "c"), round_of(T + 10, "c"))
     s = schema.samples
