@@ -164,11 +164,20 @@ def _shares_0004(covered_ms: int, models: int) -> list[int]:
     return [each + rest, *[each] * (models - 1)]
 
 
+def _alerts(conn: Connection) -> None:
+    # Alert states, their transitions, silences and the evaluator's lease (docs/alerts.md). A fresh
+    # database got them from 0001 (built from the current schema): checkfirst makes this a no-op.
+    tables = [schema.alert_states, schema.alert_transitions, schema.silences, schema.leases]
+    schema.metadata.create_all(conn, tables=tables, checkfirst=True)
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_alert_transitions_at ON alert_transitions (at)"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
     ("0004_covered_time", _covered_time),
+    ("0005_alerts", _alerts),
 ]
 
 

@@ -260,3 +260,70 @@ sweep_levels = Table(
     Column("errors", Integer, nullable=False),
     *[Column(f, Float) for f in SWEEP_LEVEL_FIELDS],
 )
+
+# --- alerting (docs/alerts.md) ------------------------------------------------------------------
+# Alerts are keyed by names, not ids: a transition stays readable (and joinable from the query
+# views) after a target is renamed or dropped from the config. ``model`` is "" for an alert about
+# the whole target. Times are unix seconds.
+
+alert_states = Table(
+    "alert_states",
+    metadata,
+    Column("rule", Text, primary_key=True),
+    Column("target", Text, primary_key=True),
+    Column("model", Text, primary_key=True),
+    Column("state", Text, nullable=False),  # inactive, pending, firing, resolved, no_data, error
+    Column("severity", Text, nullable=False),  # warning or critical
+    Column("pending_since", Integer),  # the condition first held (the `for` timer's start)
+    Column("firing_since", Integer),  # the alert fired (kept while it keeps firing)
+    Column("cleared_since", Integer),  # the condition stopped holding while firing (keep_firing_for)
+    Column("resolved_at", Integer),
+    Column("last_change_at", Integer, nullable=False),
+    Column("last_eval_at", Integer, nullable=False),
+    Column("value", Float),  # the figure that decided the last evaluation, in the rule's unit
+    Column("threshold", Float),
+    Column("summary", Text),  # one line: which clause, value against threshold and window
+    Column("recommendation", Text),
+    Column("labels", Text),  # JSON object
+)
+
+alert_transitions = Table(
+    "alert_transitions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("rule", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("from_state", Text, nullable=False),
+    Column("to_state", Text, nullable=False),
+    Column("at", Integer, nullable=False),
+    Column("value", Float),
+    Column("threshold", Float),
+    Column("severity", Text, nullable=False),
+    Column("summary", Text),
+    Column("recommendation", Text),
+    Column("labels", Text),  # JSON object
+)
+
+silences = Table(
+    "silences",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("matchers", Text, nullable=False),  # JSON object: any of rule, target, model, severity → exact value
+    Column("starts_at", Integer, nullable=False),
+    Column("ends_at", Integer, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("created_at", Integer, nullable=False),
+    Column("expired_at", Integer),  # set when expired early by a user
+)
+
+# One row per singleton job (the alert evaluator): the process holding an unexpired lease runs it.
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("holder", Text, nullable=False),  # host:pid:random, logged by both sides
+    Column("acquired_at", Integer, nullable=False),
+    Column("expires_at", Integer, nullable=False),
+)

@@ -101,7 +101,7 @@ def test_gpu_samples_rekey_keeps_the_rows_of_an_old_database(db_url: str) -> Non
         ]
         conn.execute(old.insert(), rows)
     assert _key(engine) == ["gpu_id", "ts"]
-    assert migrate(engine) == ["0003_gpu_samples_round_key", "0004_covered_time"]
+    assert migrate(engine)[:2] == ["0003_gpu_samples_round_key", "0004_covered_time"]  # later ones follow
     assert _key(engine) == ["target_id", "ts", "gpu_id"] == [c.name for c in schema.gpu_samples.primary_key]
     s = schema.gpu_samples
     with engine.connect() as conn:
