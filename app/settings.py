@@ -27,11 +27,28 @@ ENV_CONFIG = "SWEETSPOT_CONFIG"
 ENV_DB_URL = "SWEETSPOT_DB_URL"
 ENV_UI_PASSWORD = "SWEETSPOT_UI_PASSWORD"
 ENV_SMTP_PASSWORD = "SWEETSPOT_SMTP_PASSWORD"
+# Alert e-mail without a config file (docs/alerts.md, E-mail): env → [alerts.email] key.
+ENV_EMAIL = {
+    "SWEETSPOT_SMTP_HOST": "host",
+    "SWEETSPOT_SMTP_PORT": "port",
+    "SWEETSPOT_SMTP_USER": "user",
+    "SWEETSPOT_SMTP_TLS": "tls",
+    "SWEETSPOT_ALERT_FROM": "from_address",
+    "SWEETSPOT_ALERT_TO": "to",
+    "SWEETSPOT_DASHBOARD_URL": "dashboard_url",
+}
 ENVIRONMENT_VARIABLES = {
     ENV_CONFIG: "path of the TOML settings file (same as --config)",
     ENV_DB_URL: "database URL; overrides db_url from the file",
     ENV_UI_PASSWORD: "when set, the UI asks for this password",
     ENV_SMTP_PASSWORD: "password for the SMTP server that sends alert e-mails",
+    "SWEETSPOT_SMTP_HOST": "SMTP server that sends alert e-mails (alerts.email.host); unset = e-mail off",
+    "SWEETSPOT_SMTP_PORT": "its port (alerts.email.port)",
+    "SWEETSPOT_SMTP_USER": "user to log in as (alerts.email.user)",
+    "SWEETSPOT_SMTP_TLS": "none, starttls or ssl (alerts.email.tls)",
+    "SWEETSPOT_ALERT_FROM": "From address of alert e-mails (alerts.email.from_address)",
+    "SWEETSPOT_ALERT_TO": "comma-separated recipients of alert e-mails (alerts.email.to)",
+    "SWEETSPOT_DASHBOARD_URL": "the dashboard's address, for links in e-mails (alerts.email.dashboard_url)",
 }
 
 
@@ -114,6 +131,67 @@ class UiSettings:
 
 
 @dataclass(frozen=True)
+class EmailRoute:
+    """Recipients for the alerts it matches; the first route that matches an alert wins."""
+
+    severity: str = _setting("", "match alerts of this severity (warning or critical); empty = any")
+    target: str = _setting("", "match alerts of this target; empty = any")
+    to: tuple[str, ...] = _setting(None, "recipients of the matched alerts", factory=tuple)
+
+
+GROUP_BY_KEYS = ("rule", "target", "model", "severity")
+TLS_MODES = ("none", "starttls", "ssl")
+
+
+@dataclass(frozen=True)
+class EmailSettings:
+    """Alert e-mail ([alerts.email]); delivery modelled on Alertmanager (docs/alerts.md, E-mail)."""
+
+    host: str = _setting("", "SMTP server; empty = e-mail off (alerts are still evaluated and stored)")
+    port: int = _setting(0, "SMTP port; 0 = by tls: 25 (none), 587 (starttls), 465 (ssl)")
+    user: str = _setting("", "user to log in as; empty = no login (password: SWEETSPOT_SMTP_PASSWORD)")
+    tls: str = _setting("starttls", "none, starttls (upgrade after connecting) or ssl (TLS from the start)")
+    from_address: str = _setting("", "From address of alert e-mails")
+    to: tuple[str, ...] = _setting(None, "recipients when no route matches", factory=tuple)
+    dashboard_url: str = _setting("", "the dashboard's address (http://host:8501), for the link in each e-mail")
+    routes: tuple[EmailRoute, ...] = _setting(None, "recipients per severity and per target ([[alerts.email.routes]])", factory=tuple)
+    group_by: tuple[str, ...] = _setting(("target",), "alerts with equal values of these go in one e-mail (rule, target, model, severity)", factory=lambda: ("target",))
+    group_wait_s: float = _setting(30.0, "wait this long after a group's first alert fires, to gather the others", kind="duration")
+    group_interval_s: float = _setting(300.0, "at most one e-mail per group this often for changes (new or resolved alerts)", kind="duration")
+    repeat_interval_s: float = _setting(4 * 3600.0, "remind of alerts still firing this often", kind="duration")
+    send_resolved: bool = _setting(True, "send a notice when a group's alerts resolve")
+    retry_initial_s: float = _setting(10.0, "first retry of a failed e-mail after this long; doubles each time", kind="duration")
+    retry_max_s: float = _setting(300.0, "longest wait between two retries", kind="duration")
+    give_up_after_s: float = _setting(86400.0, "an e-mail still not accepted this long after it was queued is marked failed", kind="duration")
+    timeout_s: float = _setting(10.0, "timeout of one SMTP conversation step", kind="duration")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.host)
+
+    @property
+    def effective_port(self) -> int:
+        return self.port or {"none": 25, "starttls": 587, "ssl": 465}.get(self.tls, 25)
+
+
+@dataclass(frozen=True)
+class DigestSettings:
+    """The scheduled digest ([alerts.digest]); off while it has no recipient."""
+
+    schedule: str = _setting("daily 08:00", "daily HH:MM, or a weekday and a time (monday 08:00): when the digest is sent")
+    timezone: str = _setting("UTC", "time zone of the schedule and of the digest's times, e.g. Europe/Paris")
+    to: tuple[str, ...] = _setting(None, "recipients of the digest; empty = no digest", factory=tuple)
+
+
+@dataclass(frozen=True)
+class AlertsSettings:
+    """Alerting ([alerts]): e-mail delivery and the digest."""
+
+    email: EmailSettings = _setting(None, "alert e-mail ([alerts.email])", factory=EmailSettings)
+    digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the product reads; built once by :func:`load_settings`."""
 
@@ -127,6 +205,7 @@ class Settings:
     targets: tuple[TargetSettings, ...] = _setting(None, "the deployments to watch ([[targets]])", factory=tuple)
     sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
+    alerts: AlertsSettings = _setting(None, "alerting ([alerts])", factory=AlertsSettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
 
@@ -277,7 +356,52 @@ def _validate(settings: Settings) -> Settings:
         targets.append(dataclasses.replace(target, gateway=gateway))
     if settings.interval_s <= 0:
         raise ConfigError("interval_s: must be greater than 0")
+    _validate_alerts(settings.alerts)
     return dataclasses.replace(settings, targets=tuple(targets))
+
+
+def _email_from_environment(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """SWEETSPOT_SMTP_* and friends over [alerts.email]: e-mail works without a config file."""
+    given: dict[str, Any] = {key: environ[name].strip() for name, key in ENV_EMAIL.items() if environ.get(name, "").strip()}
+    if not given:
+        return
+    alerts = data.setdefault("alerts", {})
+    email = alerts.setdefault("email", {}) if isinstance(alerts, dict) else None
+    if not isinstance(email, dict):
+        raise ConfigError("alerts.email: expected a table")
+    if "port" in given:
+        try:
+            given["port"] = int(given["port"])
+        except ValueError:
+            raise ConfigError(f"SWEETSPOT_SMTP_PORT: not a port number: {given['port']!r}") from None
+    if "to" in given:
+        given["to"] = [part.strip() for part in given["to"].split(",") if part.strip()]
+    email.update(given)
+
+
+def _validate_alerts(alerts: AlertsSettings) -> None:
+    email, digest = alerts.email, alerts.digest
+    if email.tls not in TLS_MODES:
+        raise ConfigError(f"alerts.email.tls: {email.tls!r} is not one of none, starttls, ssl (or SWEETSPOT_SMTP_TLS)")
+    unknown = [key for key in email.group_by if key not in GROUP_BY_KEYS]
+    if unknown:
+        raise ConfigError(f"alerts.email.group_by: {unknown[0]!r} is not one of {', '.join(GROUP_BY_KEYS)}")
+    for i, route in enumerate(email.routes):
+        if route.severity not in ("", "warning", "critical"):
+            raise ConfigError(f"alerts.email.routes[{i}].severity: {route.severity!r} is not warning or critical")
+        if not route.to:
+            raise ConfigError(f"alerts.email.routes[{i}].to: a route needs at least one recipient")
+    if email.enabled and not email.from_address:
+        raise ConfigError("alerts.email.from_address: required once alerts.email.host is set (or SWEETSPOT_ALERT_FROM)")
+    if email.enabled and not email.to and not email.routes:
+        raise ConfigError("alerts.email.to: no recipient; name one (or SWEETSPOT_ALERT_TO, comma-separated)")
+    from app.notify.schedule import ScheduleError, parse_schedule, zone
+
+    try:
+        parse_schedule(digest.schedule)
+        zone(digest.timezone)
+    except ScheduleError as exc:
+        raise ConfigError(f"alerts.digest.{exc.key}: {exc}") from None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -305,6 +429,7 @@ def load_settings(
             raise ConfigError(f"{secret}: secrets are read from the environment only; remove it from the file")
     if environ.get(ENV_DB_URL):
         data["db_url"] = environ[ENV_DB_URL]
+    _email_from_environment(data, environ)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = _build(Settings, data)
     settings = dataclasses.replace(

@@ -172,12 +172,22 @@ def _alerts(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_alert_transitions_at ON alert_transitions (at)"))
 
 
+def _notifications(conn: Connection) -> None:
+    # The e-mail outbox, its attempts and the per-group notification log (docs/alerts.md, E-mail).
+    # A fresh database got them from 0001 (built from the current schema): checkfirst makes this a no-op.
+    tables = [schema.notifications, schema.notification_attempts, schema.notification_groups]
+    schema.metadata.create_all(conn, tables=tables, checkfirst=True)
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_notifications_status ON notifications (status, due_at)"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_notifications_created ON notifications (created_at)"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
+    ("0007_notifications", _notifications),
 ]
 
 

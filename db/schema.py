@@ -327,3 +327,53 @@ leases = Table(
     Column("acquired_at", Integer, nullable=False),
     Column("expires_at", Integer, nullable=False),
 )
+
+# --- alert e-mail (docs/alerts.md, E-mail) -------------------------------------------------------
+# The durable outbox: a notification is a row before it is sent, and marked sent only after the
+# SMTP server accepted it. ``recipients`` and ``alerts`` are JSON lists, ``images`` a JSON object
+# (content id → base64 PNG) the message's HTML refers to. Times are unix seconds.
+notifications = Table(
+    "notifications",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("group_key", Text, nullable=False),
+    Column("kind", Text, nullable=False),  # firing, resolved, digest, test
+    Column("status", Text, nullable=False),  # queued, sent, failed, suppressed
+    Column("recipients", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("body_text", Text, nullable=False),
+    Column("body_html", Text, nullable=False),
+    Column("images", Text, nullable=False),
+    Column("alerts", Text, nullable=False),  # JSON list of {rule, target, model, state, severity}
+    Column("created_at", Integer, nullable=False),
+    Column("due_at", Integer, nullable=False),  # the next attempt (queued only)
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text),
+    Column("sent_at", Integer),
+    Column("answer", Text),  # the server's answer to the message, once accepted
+)
+
+# Every attempt to send a notification, with the server's answer or the error: the retries of the log.
+notification_attempts = Table(
+    "notification_attempts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("notification_id", Integer, ForeignKey("notifications.id"), nullable=False),
+    Column("at", Integer, nullable=False),
+    Column("ok", Integer, nullable=False),  # 1 accepted, 0 failed
+    Column("answer", Text, nullable=False),  # the server's answer, or the one-line error
+)
+
+# The notification log per group (Alertmanager's nflog): which alerts were last notified as firing
+# (alert key → firing_since), which were held back by a silence, and when the group was last
+# notified. Updated in the transaction that queues the notification.
+notification_groups = Table(
+    "notification_groups",
+    metadata,
+    Column("group_key", Text, primary_key=True),
+    Column("recipients", Text, nullable=False),  # JSON list
+    Column("firing", Text, nullable=False),  # JSON object
+    Column("held", Text, nullable=False),  # JSON object: alert key → firing_since, held back and logged
+    Column("last_notified_at", Integer),
+    Column("last_notification_id", Integer),
+)

@@ -1,0 +1,144 @@
+"""What to notify now: Alertmanager's grouping and timing over the stored alert states. Pure.
+
+Each alert goes to the recipients of the first route that matches it (else ``alerts.email.to``);
+alerts with the same recipients and the same ``group_by`` values form a group, one e-mail each.
+A group's log (:class:`GroupLog`, Alertmanager's nflog) holds which alerts it last notified as
+firing. Per group:
+
+- a new group (nothing notified as firing) waits ``group_wait`` from its first alert's firing time,
+  so alerts that fire together arrive in one e-mail;
+- afterwards a change (an alert newly firing, or one resolved) is notified ``group_interval`` after
+  the previous e-mail at the earliest; with no change, alerts still firing are repeated every
+  ``repeat_interval``;
+- a resolved alert is notified once (``send_resolved``), in the group's next e-mail; when nothing
+  is left firing the e-mail is a ``[RESOLVED]`` notice and the group ends;
+- a muted alert (silence or mute window) is left out of every e-mail; it is logged once as held
+  back, and notified when it still fires after the silence ends. One that resolves while muted
+  sends nothing (it is logged as suppressed).
+
+``no_data`` and ``error`` never resolve a firing alert: such an alert keeps its place in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
+from app.notify.outbox import GroupLog, alert_key
+from app.settings import EmailSettings
+
+Muted = Callable[[AlertState, float], bool]
+_ENDED = (RESOLVED, INACTIVE, PENDING)  # no longer firing; no_data and error are not an end
+
+
+@dataclass(frozen=True)
+class Due:
+    """One e-mail to send now: the group's firing alerts (muted ones left out) and newly resolved ones."""
+
+    group_key: str
+    label: str  # the group_by values, e.g. "prod-70b"
+    recipients: tuple[str, ...]
+    firing: tuple[AlertState, ...]
+    resolved: tuple[AlertState, ...]
+
+    @property
+    def kind(self) -> str:
+        return "firing" if self.firing else "resolved"
+
+
+@dataclass(frozen=True)
+class Held:
+    """Alerts held back by a silence or mute window (logged once, never sent)."""
+
+    group_key: str
+    label: str
+    recipients: tuple[str, ...]
+    alerts: tuple[AlertState, ...]
+    resolved: bool  # True: they resolved while muted, so nothing will be sent for them
+
+
+@dataclass
+class Plan:
+    due: list[Due] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
+    groups: list[GroupLog] = field(default_factory=list)  # logs to write (changed ones only)
+
+
+def recipients(state: AlertState, email: EmailSettings) -> tuple[str, ...]:
+    for route in email.routes:
+        if route.severity in ("", state.severity) and route.target in ("", state.target):
+            return tuple(route.to)
+    return tuple(email.to)
+
+
+def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:
+    """``(group key, label, recipients)``; the key names the group_by values and the recipients."""
+    to = recipients(state, email)
+    values = [(key, str(getattr(state, key)) or "-") for key in email.group_by]
+    label = " ".join(v for _, v in values) or "all"
+    key = " ".join(f"{k}={v}" for k, v in values) + " to " + ",".join(to)
+    return key, label, to
+
+
+def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: EmailSettings, muted: Muted, now: float) -> Plan:
+    """Decide, for every group with something firing or logged, what to send now and what to log."""
+    members: dict[str, list[AlertState]] = {}
+    labels: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for state in states:
+        key, label, to = group_of(state, email)
+        if state.state == FIRING or alert_key(state) in logs.get(key, GroupLog(key, to)).firing:
+            members.setdefault(key, []).append(state)
+            labels[key] = (label, to)
+    out = Plan()
+    for key in sorted(set(members) | set(logs)):
+        log = logs.get(key) or GroupLog(key, labels[key][1])
+        label, to = labels.get(key, (key.split(" to ")[0], log.recipients))
+        _plan_group(out, log, label, to, members.get(key, []), email, muted, now)
+    return out
+
+
+def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], states: list[AlertState],
+                email: EmailSettings, muted: Muted, now: float) -> None:  # fmt: skip
+    by_key = {alert_key(s): s for s in states}
+    quiet = {k for k, s in by_key.items() if muted(s, now)}
+    firing = [s for k, s in by_key.items() if s.state == FIRING and k not in quiet]
+    new = [s for s in firing if log.firing.get(alert_key(s)) != s.firing_since]
+    # logged as firing and ended since (a row that vanished counts as ended: its rule was removed)
+    ended = {k for k in log.firing if k not in by_key or by_key[k].state in _ENDED}
+    resolved = [by_key[k] for k in sorted(ended) if k in by_key and k not in quiet] if email.send_resolved else []
+    announce = {alert_key(s) for s in resolved}
+    # ended alerts that will never be notified (muted, or resolved notices off) leave the log now
+    notified = {k: v for k, v in log.firing.items() if k not in ended or k in announce}
+    held = {k: int(s.firing_since or 0) for k, s in by_key.items() if s.state == FIRING and k in quiet}
+    newly_held = [by_key[k] for k, since in held.items() if since not in (log.held.get(k), log.firing.get(k))]
+    if newly_held:
+        out.held.append(Held(log.group_key, label, to, tuple(newly_held), resolved=False))
+    ended_quiet = [by_key[k] for k in sorted(ended) if k in quiet]
+    if ended_quiet:
+        out.held.append(Held(log.group_key, label, to, tuple(ended_quiet), resolved=True))
+    last = log.last_notified_at
+    at = _due_at(log, new, resolved, firing, email)
+    if at is not None and now >= at:
+        out.due.append(Due(log.group_key, label, to, tuple(firing), tuple(resolved)))
+        # what the group has been told is firing: this e-mail's alerts, and the muted ones told before
+        notified = {k: v for k, v in log.firing.items() if k in quiet and k not in ended}
+        notified.update({alert_key(s): int(s.firing_since or 0) for s in firing})
+        last = int(now)
+    updated = replace(log, recipients=to, firing=notified, held=held, last_notified_at=last)
+    if updated != log:
+        out.groups.append(updated)
+
+
+def _due_at(log: GroupLog, new: list[AlertState], resolved: list[AlertState],
+            firing: list[AlertState], email: EmailSettings) -> float | None:  # fmt: skip
+    """When the group's next e-mail is due, or None when there is nothing to send."""
+    if not log.firing or log.last_notified_at is None:  # a new group (or one all of whose alerts ended)
+        if not new:
+            return None
+        return min(int(s.firing_since or 0) for s in new) + email.group_wait_s
+    if new or resolved:
+        return log.last_notified_at + email.group_interval_s
+    if firing:
+        return log.last_notified_at + email.repeat_interval_s
+    return None

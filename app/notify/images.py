@@ -1,0 +1,82 @@
+"""The chart of an alert's figure as a PNG: the dashboard's own Altair panel (app/ui/charts.py),
+rendered by vl-convert (no browser). The last hour before the notification, with the threshold.
+
+A chart that cannot be drawn (no data, a rule over a figure without a panel, a rendering failure)
+is None: the e-mail goes without it, never not at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from app.alerts.model import AlertState
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+WIDTH = 560
+HOUR_S = 3600.0
+STEP_S = 30.0
+
+# rule name (as it starts) → the SeriesPoint fields its panel draws; the panel builder is chosen below
+_FIELDS = {
+    "ttft": ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s"),
+    "preempt": ("preemptions_per_s",),
+    "kv": ("kv_cache_usage_max",),
+    "concurrency": ("running_avg", "waiting_max", "queue_depth_max"),
+    "running": ("running_avg", "waiting_max", "queue_depth_max"),
+    "queue": ("running_avg", "waiting_max", "queue_depth_max"),
+    "efficiency": ("tokens_per_s",),
+    "not_serving": ("tokens_per_s",),
+    "tokens": ("tokens_per_s",),
+}
+
+
+def panel_of(rule: str) -> str | None:
+    """The key of :data:`_FIELDS` that draws ``rule``'s figure, or None (no chart for it)."""
+    return next((key for key in _FIELDS if rule.startswith(key)), None)
+
+
+def alert_chart(reader: Any, settings: Settings, state: AlertState, now: float) -> bytes | None:
+    """The PNG of ``state``'s figure over the hour before ``now``, or None when it cannot be drawn."""
+    panel = panel_of(state.rule)
+    if panel is None:
+        return None
+    try:
+        spec = _spec(reader, settings, state, panel, now)
+        return None if spec is None else png(spec)
+    except Exception as exc:  # noqa: BLE001 - a chart is an extra: the e-mail is sent without it
+        log.warning("no chart for %s on %s: %s: %s", state.rule, state.target, type(exc).__name__, exc)
+        return None
+
+
+def _spec(reader: Any, settings: Settings, state: AlertState, panel: str, now: float) -> dict[str, Any] | None:
+    from app.ui import charts
+
+    end = now // STEP_S * STEP_S
+    frame = charts.Frame(end - HOUR_S, end, STEP_S)
+    points = reader.series(state.target, frame.start, frame.end, STEP_S, model=state.model or None, fields=_FIELDS[panel])
+    if not points:
+        return None
+    s = settings.sweetspot
+    if panel == "ttft":
+        chart = charts.ttft_chart(points, frame, state.threshold if state.threshold is not None else s.ttft_p95_slo_s)
+    elif panel == "preempt":
+        chart = charts.preemption_chart(points, frame)
+    elif panel == "kv":
+        chart = charts.kv_chart(points, frame, s.kv_warning, s.kv_critical)
+    elif panel in ("concurrency", "running", "queue"):
+        chart = charts.concurrency_chart(points, frame, int(state.threshold or s.concurrency))
+    else:
+        ceiling = next((t.ceiling for t in reader.targets() if t.name == state.target), None)
+        chart = charts.throughput_chart(points, frame, ceiling)
+    spec: dict[str, Any] = chart.properties(width=WIDTH).to_dict()
+    return spec
+
+
+def png(spec: dict[str, Any]) -> bytes:
+    """A Vega-Lite spec as PNG bytes (vl-convert; about a second for the first chart of a process)."""
+    import vl_convert
+
+    data: bytes = vl_convert.vegalite_to_png(spec, scale=1.5)
+    return data

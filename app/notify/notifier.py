@@ -1,0 +1,139 @@
+"""The notifier job: queue what the alert states call for, then deliver the outbox. A plain function
+(:meth:`Notifier.run_once`) the collector schedules beside the evaluator; runnable once.
+
+Exactly-once, as far as SMTP allows: a notification is queued in the transaction that records it
+in its group's log, and marked sent in a transaction after the server accepted it. A crash before
+the first commit queues it again on restart (the states are still there); a crash between the
+server's acceptance and the second commit sends it once more: the one duplicate (same Message-ID).
+Failures are retried with a doubling backoff (``retry_initial_s`` … ``retry_max_s``) until
+``give_up_after_s``; their errors are kept per attempt. Nothing here raises into the collector:
+a failed e-mail is a row with its error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Engine
+
+from app.alerts.model import AlertState
+from app.notify import grouping, message, outbox, smtp
+from app.notify.grouping import Held
+from app.notify.outbox import SUPPRESSED, Outgoing
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+Muted = Callable[[AlertState, float], bool]
+
+
+def never_muted(_state: AlertState, _now: float) -> bool:
+    return False
+
+
+class Notifier:
+    """Delivers the alert e-mails of one database (run by the process that holds the evaluator's lease)."""
+
+    def __init__(self, engine: Engine, settings: Settings, clock: Callable[[], float] = time.time,
+                 muted: Muted = never_muted, lock: threading.Lock | None = None) -> None:  # fmt: skip
+        self.engine = engine
+        self.settings = settings
+        self.email = settings.alerts.email
+        self.clock = clock
+        self.muted = muted
+        # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
+        self.lock: Any = lock or contextlib.nullcontext()
+        self._reader: Any = None
+
+    def run_once(self) -> str:
+        """Queue due notifications, then send what the outbox holds; one line saying what happened."""
+        if not self.email.enabled:
+            return "e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST): alerts are stored, not sent"
+        queued = self.queue(self.clock())
+        sent, failed = self.deliver(self.clock())
+        return f"{queued} queued, {sent} sent, {failed} failed"
+
+    # -- queueing ---------------------------------------------------------------------------------
+    def queue(self, now: float) -> int:
+        """Record the notifications the states call for now; returns how many were queued."""
+        with self.engine.connect() as conn:
+            states = outbox.read_states(conn)
+            logs = outbox.read_groups(conn)
+        plan = grouping.plan(states, logs, self.email, self.muted, now)
+        if not plan.due and not plan.held and not plan.groups:
+            return 0
+        # composing (charts: about a second each) happens before the transaction, outside the lock
+        outgoing = [message.compose(due, self.email, now, lambda s: self._chart(s, now)) for due in plan.due]
+        outgoing += [_held_entry(held) for held in plan.held]
+        with self.lock, self.engine.begin() as conn:
+            outbox.record(conn, outgoing, plan.groups, int(now))
+        for item in outgoing:
+            log.info("%s: %s %s", item.group_key, "queued" if item.status != SUPPRESSED else "held back:", item.subject)
+        return len(plan.due)
+
+    def enqueue(self, item: Outgoing) -> int:
+        """Queue one message outside the alert groups (the digest, a test); returns its id."""
+        with self.lock, self.engine.begin() as conn:
+            return outbox.record(conn, [item], (), int(self.clock()))[0]
+
+    def _chart(self, state: AlertState, now: float) -> bytes | None:
+        from app.notify.images import alert_chart
+
+        if self._reader is None:
+            from db.queries import Reader
+
+            self._reader = Reader(engine=self.engine)
+        return alert_chart(self._reader, self.settings, state, now)
+
+    # -- delivery ---------------------------------------------------------------------------------
+    def deliver(self, now: float) -> tuple[int, int]:
+        """Send every queued notification that is due; returns (sent, failed attempts)."""
+        with self.engine.connect() as conn:
+            due = outbox.due(conn, int(now))
+        if not due:
+            return 0, 0
+        where = f"{self.email.host}:{self.email.effective_port}"
+        sent = failed = 0
+        try:
+            with smtp.connect(self.email, self.settings.smtp_password) as session:
+                for item in due:
+                    try:
+                        answer = smtp.send(session, message.mime(item, self.email.from_address), where)
+                    except smtp.MailError as exc:
+                        self._failed(item, exc)
+                        failed += 1
+                        continue
+                    with self.lock, self.engine.begin() as conn:
+                        outbox.mark_sent(conn, item, int(self.clock()), answer)
+                    log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
+                    sent += 1
+        except smtp.MailError as exc:  # the server could not be reached: every due one waits
+            for item in due[sent + failed :]:
+                self._failed(item, exc)
+                failed += 1
+        return sent, failed
+
+    def _failed(self, item: outbox.Notification, exc: smtp.MailError) -> None:
+        now = int(self.clock())
+        wait = min(self.email.retry_max_s, self.email.retry_initial_s * 2**item.attempts)
+        give_up = now - item.created_at >= self.email.give_up_after_s
+        retry_at = None if give_up else int(now + wait)
+        with self.lock, self.engine.begin() as conn:
+            outbox.mark_failed(conn, item, now, exc.one_line(), retry_at)
+        if give_up:
+            log.error("notification %d (%s) given up after %d attempts: %s", item.id, item.subject, item.attempts + 1, exc.one_line())
+        else:
+            log.warning("notification %d (%s) not sent, retry in %g s: %s", item.id, item.subject, wait, exc.one_line())
+
+
+def _held_entry(held: Held) -> Outgoing:
+    names = ", ".join(dict.fromkeys(message.title(s) for s in held.alerts))
+    why = "resolved while silenced: nothing is sent" if held.resolved else "held back by a silence or mute window"
+    text = f"{names} on {held.label}: {why}"
+    alerts = tuple(message.summary_of(s) for s in held.alerts)
+    kind = outbox.RESOLVED_KIND if held.resolved else outbox.FIRING_KIND
+    return Outgoing(held.group_key, kind, held.recipients, f"[SILENCED] {text}", text, "", {}, alerts, status=SUPPRESSED)
