@@ -15,6 +15,8 @@ log = logging.getLogger(__name__)
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
+NOTIFY_EVERY_S = 5.0  # a group's e-mail leaves within this long of its group_wait / group_interval
+DIGEST_EVERY_S = 60.0
 
 
 class CollectorService:
@@ -34,6 +36,10 @@ class CollectorService:
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
+        from app.notify.notifier import Notifier
+
+        # muted: silences and mute windows (app.alerts.silences) hold notifications back
+        self.notifier = Notifier(self.engine, settings, clock, lock=self.write_lock)
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -74,7 +80,18 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+            scheduler.Job("notify", self.notify, NOTIFY_EVERY_S),
+            scheduler.Job("digest", self.digest, DIGEST_EVERY_S),
         ]
+
+    def notify(self) -> str:
+        """Queue and send the alert e-mails the stored states call for (app/notify); never raises for SMTP."""
+        return self.notifier.run_once()
+
+    def digest(self) -> str:
+        from app.notify.notifier import digest_once
+
+        return digest_once(self.notifier)
 
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.

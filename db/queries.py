@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
@@ -32,6 +32,9 @@ from db.engine import open_reader, storage_error
 from db.quantiles import quantile_matrix
 from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
+
+if TYPE_CHECKING:
+    from db.notifications import NotificationEntry
 
 RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
@@ -190,6 +193,12 @@ class Reader:
         from db.sweeps import load_sweeps
 
         return self._run("reading sweeps", load_sweeps, limit)
+
+    def notifications(self, since: float, limit: int = 200) -> list[NotificationEntry]:
+        """The e-mail notification log since ``since``, newest first (db/notifications.py)."""
+        from db.notifications import notification_log
+
+        return self._run("reading the notification log", notification_log, since, limit)
 
 
 # -- catalogue helpers -----------------------------------------------------------------------------

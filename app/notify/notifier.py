@@ -80,14 +80,18 @@ class Notifier:
         with self.lock, self.engine.begin() as conn:
             return outbox.record(conn, [item], (), int(self.clock()))[0]
 
-    def _chart(self, state: AlertState, now: float) -> bytes | None:
-        from app.notify.images import alert_chart
-
+    def reader(self) -> Any:
+        """The query facade over this database (charts and the digest read through it)."""
         if self._reader is None:
             from db.queries import Reader
 
             self._reader = Reader(engine=self.engine)
-        return alert_chart(self._reader, self.settings, state, now)
+        return self._reader
+
+    def _chart(self, state: AlertState, now: float) -> bytes | None:
+        from app.notify.images import alert_chart
+
+        return alert_chart(self.reader(), self.settings, state, now)
 
     # -- delivery ---------------------------------------------------------------------------------
     def deliver(self, now: float) -> tuple[int, int]:
@@ -137,3 +141,25 @@ def _held_entry(held: Held) -> Outgoing:
     alerts = tuple(message.summary_of(s) for s in held.alerts)
     kind = outbox.RESOLVED_KIND if held.resolved else outbox.FIRING_KIND
     return Outgoing(held.group_key, kind, held.recipients, f"[SILENCED] {text}", text, "", {}, alerts, status=SUPPRESSED)
+
+
+def digest_once(notifier: Notifier) -> str:
+    """Queue the scheduled digest when its instant has passed and it is not recorded yet (the
+    outbox is the memory: a collector down at 08:00 sends it on start, a restart not twice)."""
+    from app.notify import digest
+    from app.notify.schedule import last_due, parse_schedule
+
+    settings = notifier.settings.alerts.digest
+    if not settings.to or not notifier.email.enabled:
+        return "digest off (no alerts.digest.to, or e-mail off)"
+    schedule = parse_schedule(settings.schedule)
+    due = last_due(schedule, settings.timezone, notifier.clock())
+    key = digest.scheduled_key(due)
+    with notifier.engine.connect() as conn:
+        if outbox.exists(conn, key):
+            return f"digest of {key.split()[-1]} already queued"
+    reader = notifier.reader()
+    report = digest.build(reader, notifier.engine, notifier.settings, due - schedule.period_s, due)
+    charts = digest.period_charts(reader, notifier.settings, due - schedule.period_s, due)
+    notifier.enqueue(digest.outgoing(report, tuple(settings.to), charts, key))
+    return f"digest queued for {', '.join(settings.to)}"

@@ -161,7 +161,6 @@ def mark_failed(conn: Connection, notification: Notification, now: int, error: s
     conn.execute(insert(_A).values(notification_id=notification.id, at=now, ok=0, answer=error))
 
 
-def last_of_kind(conn: Connection, kind: str) -> Notification | None:
-    query = select(_N).where(_N.c.kind == kind).order_by(_N.c.id.desc()).limit(1)
-    row = conn.execute(query).mappings().first()
-    return None if row is None else _notification(row)
+def exists(conn: Connection, group_key: str) -> bool:
+    """Whether any notification of ``group_key`` was recorded (a scheduled digest's instant, say)."""
+    return conn.execute(select(_N.c.id).where(_N.c.group_key == group_key).limit(1)).first() is not None

@@ -1,0 +1,212 @@
+"""The digest: per target over a period, how much of it was in the sweet spot, TTFT P95, tok/s
+(average and peak against the ceiling), preemptions, incidents, and charts of the period.
+
+Figures come from the query facade (``Reader.window`` over the period, ``Reader.series`` for the
+peak and the charts); the time in the sweet spot judges each step of the period with the rules of
+app/verdict.py over that step's window (a step without data counts as no data, never as "in");
+incidents come from ``alert_transitions`` (firing → resolved).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from app.durations import format_duration
+from app.formatting import number, percent, with_unit
+from app.notify.outbox import DIGEST_KIND, Outgoing
+from app.notify.schedule import zone
+from app.settings import Settings
+from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
+from db import schema
+
+JUDGED_STEPS = 288  # the period is judged in this many steps at most (5 min steps for a day)
+PEAK_STEP_S = 60.0  # the peak tok/s is the highest 1-minute rate
+_ENDS = ("resolved", "inactive")
+
+
+@dataclass(frozen=True)
+class Incident:
+    rule: str
+    model: str
+    severity: str
+    started_at: float
+    ended_at: float | None  # None: still firing at the end of the period
+    summary: str
+
+    def duration_s(self, end: float) -> float:
+        return (self.ended_at or end) - self.started_at
+
+
+@dataclass(frozen=True)
+class TargetDigest:
+    target: str
+    in_sweet_spot: float | None  # share of the period's steps, 0–1; None when no step had data
+    no_data: float  # share of steps that could not be judged
+    ttft_p95_s: float | None
+    tokens_per_s_avg: float | None
+    tokens_per_s_peak: float | None
+    ceiling_tokens_per_s: float | None
+    preemptions: float | None
+    incidents: tuple[Incident, ...]
+
+
+@dataclass(frozen=True)
+class Digest:
+    start: float
+    end: float
+    timezone: str
+    targets: tuple[TargetDigest, ...]
+
+
+def build(reader: Any, engine: Engine, settings: Settings, start: float, end: float) -> Digest:
+    """The digest of every stored target over [start, end)."""
+    names = [t.name for t in reader.targets()]
+    transitions = _transitions(engine, end)
+    return Digest(start, end, settings.alerts.digest.timezone,
+                  tuple(_target(reader, settings, name, start, end, transitions.get(name, [])) for name in names))  # fmt: skip
+
+
+def judged_step(start: float, end: float) -> float:
+    """The length of the steps the time in the sweet spot is judged in: ≥ 5 min, ≤ JUDGED_STEPS of them."""
+    return max(300.0, -(-(end - start) // JUDGED_STEPS))
+
+
+def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
+    whole = reader.window(name, end, end - start)
+    step = judged_step(start, end)
+    verdicts = [evaluate(reader.window(name, t + step, step), settings.sweetspot).state for t in _steps(start, end, step)]
+    judged = [v for v in verdicts if v != NO_DATA]
+    rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
+    peak = max((r for r in rates if r is not None), default=None)
+    return TargetDigest(
+        target=name,
+        in_sweet_spot=(sum(v == IN_SWEET_SPOT for v in judged) / len(verdicts)) if judged else None,
+        no_data=(len(verdicts) - len(judged)) / len(verdicts) if verdicts else 1.0,
+        ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
+        ceiling_tokens_per_s=whole.ceiling_tokens_per_s, preemptions=whole.preemptions,
+        incidents=incidents(transitions, start, end),
+    )  # fmt: skip
+
+
+def _steps(start: float, end: float, step: float) -> list[float]:
+    out, t = [], start
+    while t + step <= end + 1e-9:
+        out.append(t)
+        t += step
+    return out
+
+
+def _transitions(engine: Engine, end: float) -> dict[str, list[Any]]:
+    t = schema.alert_transitions
+    query = select(t).where(t.c.at < end).order_by(t.c.at, t.c.id)
+    out: dict[str, list[Any]] = {}
+    with engine.connect() as conn:
+        for row in conn.execute(query).mappings():
+            out.setdefault(row["target"], []).append(row)
+    return out
+
+
+def incidents(transitions: list[Any], start: float, end: float) -> tuple[Incident, ...]:
+    """Firing spans (from a transition to firing until one to resolved/inactive) that overlap [start, end)."""
+    open_: dict[tuple[str, str], Incident] = {}
+    done: list[Incident] = []
+    for row in transitions:
+        key = (row["rule"], row["model"])
+        if row["to_state"] == "firing" and key not in open_:
+            open_[key] = Incident(row["rule"], row["model"], row["severity"], row["at"], None, row["summary"] or "")
+        elif row["to_state"] in _ENDS and key in open_:
+            began = open_.pop(key)
+            done.append(Incident(began.rule, began.model, began.severity, began.started_at, row["at"], began.summary))
+    spans = [*done, *open_.values()]
+    return tuple(sorted((i for i in spans if i.started_at < end and (i.ended_at is None or i.ended_at > start)),
+                        key=lambda i: i.started_at))  # fmt: skip
+
+
+# -- rendering ----------------------------------------------------------------------------------------
+def _when(ts: float, timezone: str) -> str:
+    return dt.datetime.fromtimestamp(ts, zone(timezone)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def subject(digest: Digest) -> str:
+    return f"[DIGEST] Sweetspot {format_duration(round(digest.end - digest.start))} to {_when(digest.end, digest.timezone)}"
+
+
+def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
+    ceiling = f" of a ceiling of {number(d.ceiling_tokens_per_s)} tok/s" if d.ceiling_tokens_per_s else ""
+    lines = [
+        f"time in the sweet spot: {percent(d.in_sweet_spot)} (no data {percent(d.no_data)})",
+        f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}",
+        f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
+        f"preemptions: {number(d.preemptions)}",
+        f"incidents: {len(d.incidents) or 'none'}",
+    ]
+    for i in d.incidents:
+        where = f" ({i.model})" if i.model else ""
+        state = "" if i.ended_at is not None else ", still firing"
+        lines.append(f"  - {_when(i.started_at, timezone)} for {format_duration(round(i.duration_s(end)))}{state}: "
+                     f"{i.rule}{where} [{i.severity}] {i.summary}")  # fmt: skip
+    return lines
+
+
+def render_text(digest: Digest) -> str:
+    out = [subject(digest), f"from {_when(digest.start, digest.timezone)} to {_when(digest.end, digest.timezone)}", ""]
+    for d in digest.targets:
+        out += [f"{d.target}:", *(f"  {line}" for line in _lines(d, digest.end, digest.timezone)), ""]
+    if not digest.targets:
+        out.append("no target stored yet")
+    return "\n".join(out) + "\n"
+
+
+Charts = Callable[[str], list[bytes]]
+
+
+def render_html(digest: Digest, charts: Charts, inline: bool) -> tuple[str, dict[str, str]]:
+    """The HTML and its images (content id → base64 PNG); ``inline`` puts them in data: URIs instead."""
+    e = html.escape
+    images: dict[str, str] = {}
+    parts = [f"<h1 style='font-size:18px'>{e(subject(digest))}</h1>"]
+    for d in digest.targets:
+        parts.append(f"<h2>{e(d.target)}</h2><ul>" + "".join(f"<li>{e(line.strip())}</li>" for line in _lines(d, digest.end, digest.timezone)) + "</ul>")
+        for png in charts(d.target):
+            cid = f"chart{len(images) + 1}"
+            data = base64.b64encode(png).decode()
+            images[cid] = data
+            parts.append(f"<p><img src='{'data:image/png;base64,' + data if inline else 'cid:' + cid}' width='560'></p>")
+    body = "<html><body style='font-family:sans-serif'>" + "".join(parts) + "</body></html>"
+    return body, ({} if inline else images)
+
+
+def period_charts(reader: Any, settings: Settings, start: float, end: float) -> Charts:
+    """The TTFT and throughput panels of the dashboard over the period, as PNGs."""
+
+    def draw(target: str) -> list[bytes]:
+        from app.notify.images import WIDTH, png
+        from app.ui import charts
+
+        step = judged_step(start, end)
+        frame = charts.Frame(start, end, step)
+        points = reader.series(target, start, end, step)
+        if not points:
+            return []
+        ceiling = next((t.ceiling for t in reader.targets() if t.name == target), None)
+        panels = (charts.ttft_chart(points, frame, settings.sweetspot.ttft_p95_slo_s), charts.throughput_chart(points, frame, ceiling))
+        return [png(p.properties(width=WIDTH).to_dict()) for p in panels]
+
+    return draw
+
+
+def outgoing(digest: Digest, to: tuple[str, ...], charts: Charts, key: str) -> Outgoing:
+    """The digest as a notification; ``key`` names it in the outbox (the schedule's instant, or manual)."""
+    body_html, images = render_html(digest, charts, inline=False)
+    return Outgoing(key, DIGEST_KIND, to, subject(digest), render_text(digest), body_html, images)
+
+
+def scheduled_key(due: float) -> str:
+    return f"digest scheduled {int(due)}"
