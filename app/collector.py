@@ -18,7 +18,8 @@ RETENTION_EVERY_S = 3600.0
 
 
 class CollectorService:
-    """Collect every target each interval, roll up each minute, apply retention each hour."""
+    """Collect every target each interval, roll up each minute, apply retention each hour, evaluate the
+    alert rules every ``alerts.evaluate_every_s`` (while this process holds the evaluator's lease)."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         from db.engine import open_engine
@@ -34,6 +35,10 @@ class CollectorService:
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
+        from app.alerts.evaluator import Evaluator
+
+        # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
+        self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -74,6 +79,7 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+            scheduler.Job("alerts", self.evaluator.run, self.settings.alerts.evaluate_every_s),
         ]
 
     def _collect_logged(self) -> None:
@@ -85,6 +91,7 @@ class CollectorService:
         scheduler.run_until_stopped(self.jobs(), stop)
 
     def close(self) -> None:
+        self.evaluator.release()
         self.rounds.close()
         self.writer.close()
         self.engine.dispose()
