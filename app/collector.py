@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from app import scheduler
+from app.alerts.model import AlertState
 from app.jobs import RoundCollector, describe_round
 from app.settings import Settings
 
@@ -20,7 +23,8 @@ DIGEST_EVERY_S = 60.0
 
 
 class CollectorService:
-    """Collect every target each interval, roll up each minute, apply retention each hour."""
+    """Collect every target each interval, roll up each minute, apply retention each hour, evaluate the
+    alert rules every ``alerts.evaluate_every_s`` (while this process holds the evaluator's lease)."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         from db.engine import open_engine
@@ -36,10 +40,15 @@ class CollectorService:
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
+        from app.alerts.evaluator import Evaluator
+
+        # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
+        self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
         from app.notify.notifier import Notifier
 
-        # muted: silences and mute windows (app.alerts.silences) hold notifications back
-        self.notifier = Notifier(self.engine, settings, clock, lock=self.write_lock)
+        # silences and mute windows hold notifications back; the lease holder alone delivers
+        self.notifier = Notifier(self.engine, settings, clock, self._muted, self.write_lock, self._leading)
+        self._silences: tuple[float, list[Any]] = (math.nan, [])
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -80,6 +89,7 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+            scheduler.Job("alerts", self.evaluator.run, self.settings.alerts.evaluate_every_s),
             scheduler.Job("notify", self.notify, NOTIFY_EVERY_S),
             scheduler.Job("digest", self.digest, DIGEST_EVERY_S),
         ]
@@ -91,7 +101,20 @@ class CollectorService:
     def digest(self) -> str:
         from app.notify.notifier import digest_once
 
-        return digest_once(self.notifier)
+        return digest_once(self.notifier) if self._leading() else "another process holds the lease and sends the digest"
+
+    def _muted(self, state: AlertState, now: float) -> bool:
+        from app.alerts.silences import active_silences, is_silenced
+
+        if self._silences[0] != now:  # the notifier asks for every alert with one `now`: one read per run
+            self._silences = (now, active_silences(self.engine, now))
+        return is_silenced(state, now, self._silences[1], self.settings.alerts.mute_windows)
+
+    def _leading(self) -> bool:
+        from app.alerts import lease
+
+        held = lease.current_holder(self.engine, lease.EVALUATOR)
+        return held is not None and held.holder == self.evaluator.holder and held.expires_at > self.clock()
 
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.
@@ -102,6 +125,7 @@ class CollectorService:
         scheduler.run_until_stopped(self.jobs(), stop)
 
     def close(self) -> None:
+        self.evaluator.release()
         self.rounds.close()
         self.writer.close()
         self.engine.dispose()

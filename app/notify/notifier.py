@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from app.alerts import store
 from app.alerts.model import AlertState
 from app.notify import grouping, message, outbox, smtp
 from app.notify.grouping import Held
@@ -39,12 +40,15 @@ class Notifier:
     """Delivers the alert e-mails of one database (run by the process that holds the evaluator's lease)."""
 
     def __init__(self, engine: Engine, settings: Settings, clock: Callable[[], float] = time.time,
-                 muted: Muted = never_muted, lock: threading.Lock | None = None) -> None:  # fmt: skip
+                 muted: Muted = never_muted, lock: threading.Lock | None = None,
+                 leading: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
         self.engine = engine
         self.settings = settings
         self.email = settings.alerts.email
         self.clock = clock
         self.muted = muted
+        # only the process holding the evaluator's lease delivers: two would send each e-mail twice
+        self.leading = leading
         # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
         self.lock: Any = lock or contextlib.nullcontext()
         self._reader: Any = None
@@ -53,6 +57,8 @@ class Notifier:
         """Queue due notifications, then send what the outbox holds; one line saying what happened."""
         if not self.email.enabled:
             return "e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST): alerts are stored, not sent"
+        if not self.leading():
+            return "another process holds the evaluator's lease and delivers the e-mail"
         queued = self.queue(self.clock())
         sent, failed = self.deliver(self.clock())
         return f"{queued} queued, {sent} sent, {failed} failed"
@@ -61,7 +67,7 @@ class Notifier:
     def queue(self, now: float) -> int:
         """Record the notifications the states call for now; returns how many were queued."""
         with self.engine.connect() as conn:
-            states = outbox.read_states(conn)
+            states = list(store.load_states(conn).values())
             logs = outbox.read_groups(conn)
         plan = grouping.plan(states, logs, self.email, self.muted, now)
         if not plan.due and not plan.held and not plan.groups:

@@ -76,20 +76,6 @@ class Notification:
     answer: str | None
 
 
-def read_states(conn: Connection) -> list[AlertState]:
-    """Every stored alert state (the evaluator's table)."""
-    rows = conn.execute(select(schema.alert_states)).mappings()
-    return [_state(row) for row in rows]
-
-
-def _state(row: Any) -> AlertState:
-    values = dict(row)
-    values["labels"] = json.loads(values["labels"] or "{}")
-    values["summary"] = values["summary"] or ""
-    values["recommendation"] = values["recommendation"] or ""
-    return AlertState(**values)
-
-
 def read_groups(conn: Connection) -> dict[str, GroupLog]:
     out = {}
     for row in conn.execute(select(_G)).mappings():
