@@ -68,9 +68,12 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
     return names
 
 
-def step_names(p: SeriesPoint, sweetspot: SweetSpotSettings, ceiling: float | None) -> dict[str, Any]:
+def step_names(
+    p: SeriesPoint, sweetspot: SweetSpotSettings, ceiling: float | None, recent: Sequence[SeriesPoint] | None = None
+) -> dict[str, Any]:
     """The names over one series step (the Overview's "since when", the backtest). Window-only
-    figures are missing: a rule over them has no per-step form."""
+    figures are missing: a rule over them has no per-step form. ``recent`` (the steps up to this
+    one) gives the queue-growth names."""
     names: dict[str, Any] = {k: getattr(p, k) for k in FIGURES if hasattr(p, k)}
     tok = p.tokens_per_s
     names.update(
@@ -82,6 +85,13 @@ def step_names(p: SeriesPoint, sweetspot: SweetSpotSettings, ceiling: float | No
         no_data_reason="no successful scrape in this step",
         ttft_p95_note="",
     )
+    if recent is not None:
+        growth = queue_growth(recent, recent[-1].ts if recent else p.ts, sweetspot.queue_growth_s)
+        names.update(
+            queue_growing=0.0 if growth is None else 1.0,
+            queue_before=None if growth is None else growth[0],
+            queue_now=None if growth is None else growth[1],
+        )
     names.update(dataclasses.asdict(sweetspot))
     return names
 

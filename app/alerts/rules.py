@@ -165,7 +165,8 @@ def outcome(rule: Rule, names: Names) -> Outcome:
         return Outcome(NO_DATA, summary=f"no data: {names.names.get('no_data_reason') or 'the window cannot be judged'}")
     try:
         if rule.when and not _value(names, rule.when):
-            return Outcome(CLEAR, _maybe(names, rule.expr), _maybe(names, rule.threshold))
+            label = wording(rule, names)[0]
+            return Outcome(CLEAR, _maybe(names, rule.expr), _maybe(names, rule.threshold), f"{label}: only while {rule.when}")
         value, threshold = _number(names, rule.expr), _number(names, rule.threshold)
         if value is None or threshold is None:
             return Outcome(NO_DATA, value, threshold, summary=f"no data for {rule.expr if value is None else rule.threshold}")
