@@ -20,6 +20,7 @@ from app.alerts import store
 from app.alerts.model import FIRING, AlertState, Silence, Transition
 from app.alerts.rules import Rule, by_name, rule_set
 from app.alerts.silences import active_silences, add_silence, expire_silence, list_silences, silenced_by
+from app.commands import alerts_email
 from app.durations import DurationError, format_duration, parse_duration
 from app.errors import UsageError
 from app.formatting import clock, number
@@ -99,6 +100,7 @@ def _configure_history(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", metavar="NAME", help="only this target's transitions")
     p.add_argument("--rule", metavar="NAME", help="only this rule's transitions")
     p.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    p.add_argument("--notifications", action="store_true", help="the e-mail notification log instead (sent, retried, failed, held back)")
 
 
 def transition_json(t: Transition) -> dict[str, Any]:
@@ -109,6 +111,8 @@ def transition_json(t: Transition) -> dict[str, Any]:
 
 
 def _run_history(args: argparse.Namespace, settings: Settings) -> int:
+    if args.notifications:
+        return alerts_email.print_notifications(settings, _duration(args.since, "--since"), args.json)
     since = time.time() - _duration(args.since, "--since")
     rows = [transition_json(t) for t in store.history(_reader_engine(settings), since, args.target, args.rule)]
     if args.json:
@@ -238,6 +242,8 @@ SUBCOMMANDS: dict[str, tuple[str, Configure, Run]] = {
     "rules": ("the effective rule set and where each rule comes from", _configure_rules, _run_rules),
     "backtest": ("replay one rule over stored history: when it would have fired and resolved", _configure_backtest, _run_backtest),
     "silence": ("add, list or expire silences", _configure_silence, _run_silence),
+    "test-email": ("send a test e-mail and print the SMTP server's answer", lambda p: None,
+                   lambda args, settings: alerts_email.test_email(settings)),
 }  # fmt: skip
 
 

@@ -31,7 +31,7 @@ def test_email(settings: Settings) -> int:
 
     email = settings.alerts.email
     if not email.enabled:
-        raise UsageError("e-mail is off: no SMTP server configured", "set SWEETSPOT_SMTP_HOST (alerts.email.host), docs/configuration.md")
+        raise UsageError("e-mail is off: no SMTP server configured", "Set SWEETSPOT_SMTP_HOST (alerts.email.host), docs/configuration.md")
     to = sorted({*email.to, *(r for route in email.routes for r in route.to)})
     where = f"{email.host}:{email.effective_port}"
     with smtp.connect(email, settings.smtp_password) as session:

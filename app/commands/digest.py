@@ -31,9 +31,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--since must be greater than 0", "e.g. --since 24h")
     to = tuple(settings.alerts.digest.to or settings.alerts.email.to)
     if args.send and not settings.alerts.email.enabled:
-        raise UsageError("--send: e-mail is off", "set SWEETSPOT_SMTP_HOST (alerts.email.host) and its friends, docs/configuration.md")
+        raise UsageError("--send: e-mail is off", "Set SWEETSPOT_SMTP_HOST (alerts.email.host) and its friends, docs/configuration.md")
     if args.send and not to:
-        raise UsageError("--send: no recipient", "set alerts.digest.to or SWEETSPOT_ALERT_TO")
+        raise UsageError("--send: no recipient", "Set alerts.digest.to or SWEETSPOT_ALERT_TO")
     engine = open_engine(settings.db_url)
     try:
         notifier = Notifier(engine, settings)

@@ -87,7 +87,8 @@ def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: EmailSe
     labels: dict[str, tuple[str, tuple[str, ...]]] = {}
     for state in states:
         key, label, to = group_of(state, email)
-        if state.state == FIRING or alert_key(state) in logs.get(key, GroupLog(key, to)).firing:
+        log = logs.get(key) or GroupLog(key, to)
+        if state.state == FIRING or alert_key(state) in log.firing or alert_key(state) in log.held:
             members.setdefault(key, []).append(state)
             labels[key] = (label, to)
     out = Plan()
@@ -114,7 +115,9 @@ def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], state
     newly_held = [by_key[k] for k, since in held.items() if since not in (log.held.get(k), log.firing.get(k))]
     if newly_held:
         out.held.append(Held(log.group_key, label, to, tuple(newly_held), resolved=False))
-    ended_quiet = [by_key[k] for k in sorted(ended) if k in quiet]
+    # told as firing, or held back, and resolved while muted: nothing will ever be sent for them
+    held_ended = {k for k in log.held if k in by_key and by_key[k].state in _ENDED}
+    ended_quiet = [by_key[k] for k in sorted(ended | held_ended) if k in quiet]
     if ended_quiet:
         out.held.append(Held(log.group_key, label, to, tuple(ended_quiet), resolved=True))
     last = log.last_notified_at

@@ -18,9 +18,9 @@ from typing import Any
 from app.errors import SweetspotError
 from app.settings import EmailSettings
 
-HOST_HINT = "check SWEETSPOT_SMTP_HOST / SWEETSPOT_SMTP_PORT (alerts.email.host, alerts.email.port)"
-AUTH_HINT = "check SWEETSPOT_SMTP_USER / SWEETSPOT_SMTP_PASSWORD"
-TLS_HINT = "check SWEETSPOT_SMTP_TLS (alerts.email.tls: none, starttls or ssl) against what the server speaks on this port"
+HOST_HINT = "Check SWEETSPOT_SMTP_HOST / SWEETSPOT_SMTP_PORT (alerts.email.host, alerts.email.port)"
+AUTH_HINT = "Check SWEETSPOT_SMTP_USER / SWEETSPOT_SMTP_PASSWORD"
+TLS_HINT = "Check SWEETSPOT_SMTP_TLS (alerts.email.tls: none, starttls or ssl) against what the server speaks on this port"
 
 
 class MailError(SweetspotError):
@@ -97,18 +97,18 @@ def translate(exc: BaseException, where: str) -> MailError:
     if isinstance(exc, smtplib.SMTPNotSupportedError):
         if "AUTH" in str(exc):
             return MailError(f"the SMTP server {where} offers no login on this connection ({exc})",
-                             "set SWEETSPOT_SMTP_TLS=starttls (many servers offer AUTH only over TLS), or unset SWEETSPOT_SMTP_USER")  # fmt: skip
+                             "Set SWEETSPOT_SMTP_TLS=starttls (many servers offer AUTH only over TLS), or unset SWEETSPOT_SMTP_USER")  # fmt: skip
         return MailError(f"the SMTP server {where} does not offer STARTTLS ({exc})", TLS_HINT)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return MailError(f"the TLS certificate of {where} is not trusted here ({exc.verify_message})",
-                         "add its CA to the system's store or point SSL_CERT_FILE at it")  # fmt: skip
+                         "Add its CA to the system's store or point SSL_CERT_FILE at it")  # fmt: skip
     if isinstance(exc, ssl.SSLError):
         return MailError(f"TLS failed with {where} ({exc.reason or exc})", TLS_HINT)
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         refused = ", ".join(f"{r} ({_code(v)})" for r, v in exc.recipients.items())
-        return MailError(f"the SMTP server {where} refused every recipient: {refused}", "check SWEETSPOT_ALERT_TO (alerts.email.to, routes)")
+        return MailError(f"the SMTP server {where} refused every recipient: {refused}", "Check SWEETSPOT_ALERT_TO (alerts.email.to, routes)")
     if isinstance(exc, smtplib.SMTPSenderRefused):
-        return MailError(f"the SMTP server {where} refused the sender {exc.sender} ({_reply(exc)})", "check SWEETSPOT_ALERT_FROM")
+        return MailError(f"the SMTP server {where} refused the sender {exc.sender} ({_reply(exc)})", "Check SWEETSPOT_ALERT_FROM")
     if isinstance(exc, smtplib.SMTPServerDisconnected | socket.timeout | TimeoutError):
         return MailError(f"the SMTP server {where} closed the connection or did not answer ({exc or type(exc).__name__})",
                          f"{HOST_HINT}; a TLS-only port (465) needs SWEETSPOT_SMTP_TLS=ssl")  # fmt: skip

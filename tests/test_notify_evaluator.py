@@ -1,0 +1,96 @@
+"""The real evaluator's states delivered by the notifier, on a real database and aiosmtpd, in
+simulated time: a preemption fires one mail (with its chart), its resolution one notice, and a
+silence holds both back."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.alerts.evaluator import Evaluator
+from app.alerts.model import Silence
+from app.alerts.silences import active_silences, add_silence, is_silenced
+from app.notify.notifier import Notifier
+from app.settings import AlertsSettings, EmailSettings, Settings, TargetSettings
+from db.engine import open_engine
+from db.writer import Writer
+from tests.store_helpers import vllm_round
+from tests.support.smtp_server import Mailbox, serve
+
+T0 = 1_800_000_000
+
+
+@pytest.fixture
+def db(db_url):
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"))
+    yield engine, writer
+    writer.close()
+    engine.dispose()
+
+
+def settings(db_url: str, port: int) -> Settings:
+    email = EmailSettings(host="127.0.0.1", port=port, tls="none", from_address="s@example.test", to=("ops@example.test",),
+                          dashboard_url="http://dash:8501", group_wait_s=30.0)  # fmt: skip
+    return Settings(db_url=db_url, targets=(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"),),
+                    alerts=AlertsSettings(email=email))  # fmt: skip
+
+
+class Run:
+    """Writes rounds every 5 s, evaluates and runs the notifier every 15 s, up to a time."""
+
+    def __init__(self, engine, writer, s: Settings, muted=lambda st, now: False) -> None:
+        self.now = float(T0)
+        self.engine, self.writer = engine, writer
+        self.evaluator = Evaluator(engine, s, clock=lambda: self.now)
+        self.notifier = Notifier(engine, s, clock=lambda: self.now, muted=muted)
+        self.preemptions, self.preempting = 0.0, False
+
+    def until(self, end: float) -> None:
+        while self.now < end:
+            self.now += 5
+            self.preemptions += 1.0 if self.preempting else 0.0
+            self.writer.write_round(vllm_round(self.now, gen=(self.now - T0) * 100, preemptions=self.preemptions))
+            if int(self.now) % 15 == 0:
+                self.evaluator.evaluate_once()
+                self.notifier.run_once()
+
+
+def test_preemption_fires_one_mail_with_chart_and_resolves_once(db, db_url):
+    engine, writer = db
+    mailbox = Mailbox()
+    with serve(mailbox) as port:
+        run = Run(engine, writer, settings(db_url, port))
+        run.until(T0 + 600)
+        assert mailbox.messages == []
+        run.preempting = True
+        run.until(T0 + 660)
+        run.preempting = False
+        run.until(T0 + 2400)  # the 5-minute window empties, the rule resolves, the notice waits group_interval
+    assert mailbox.subjects() == ["[FIRING:1] t: preemptions", "[RESOLVED] t: preemptions"]
+    firing = mailbox.messages[0]
+    text = firing.get_body(("plain",)).get_content()
+    assert "--max-num-seqs" in text and "http://dash:8501/?target=t&range=custom" in text
+    images = [p for p in firing.walk() if p.get_content_type() == "image/png"]
+    assert len(images) == 1 and images[0].get_payload(decode=True)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"cid:{images[0]['Content-ID'].strip('<>')}" in firing.get_body(("html",)).get_content()
+
+
+def test_an_alert_that_fires_and_resolves_while_silenced_sends_nothing(db, db_url):
+    engine, writer = db
+    add_silence(engine, Silence({"rule": "preemptions"}, T0, T0 + 7200, "test", "maintenance", T0))
+    mailbox = Mailbox()
+    with serve(mailbox) as port:
+        s = settings(db_url, port)
+        muted = lambda st, now: is_silenced(st, now, active_silences(engine, now), ())  # noqa: E731
+        run = Run(engine, writer, s, muted)
+        run.preempting = True
+        run.until(T0 + 120)
+        run.preempting = False
+        run.until(T0 + 1200)
+    assert mailbox.messages == []
+    log = run.notifier.reader().notifications(T0)
+    assert [(e.status, e.kind) for e in reversed(log)] == [("suppressed", "firing"), ("suppressed", "resolved")]
+    assert dataclasses.asdict(log[0])["subject"].startswith("[SILENCED] preemptions on t: resolved while silenced")
