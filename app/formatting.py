@@ -40,20 +40,44 @@ def percent(fraction: float | None) -> str:
     return NO_DATA if fraction is None else f"{fraction * 100:.0f} %"
 
 
-def gigabytes(n_bytes: float | None) -> str:
-    """Bytes in GB (10⁹, as GPU vendors count): ``29.1 GB``."""
-    return NO_DATA if n_bytes is None else f"{n_bytes / 1e9:.1f} GB"
+GIB = 2**30
+
+
+def gibibytes(n_bytes: float | None) -> str:
+    """Memory in GiB (2³⁰ bytes), as nvidia-smi counts it: a "32 GB" V100 holds ``32 GiB``, not 34.4 GB.
+
+    (Bandwidth stays in GB/s, 10⁹ bytes a second, as NVIDIA's datasheets give it.)
+    """
+    return NO_DATA if n_bytes is None else f"{number(n_bytes / GIB)} GiB"
 
 
 def ago(ts: float | None, now: float | None = None) -> str:
-    """``12 s ago``, ``3 min ago``, ``2 h ago``, ``4 d ago``; "never" for None."""
+    """``12 s ago``, ``3 min 20 s ago``, ``1 h 29 min ago``; "never" for None (see :func:`elapsed`)."""
     if ts is None:
         return "never"
-    delta = max(0.0, (time.time() if now is None else now) - ts)
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
-        if delta >= size:
-            return f"{delta / size:.0f} {unit} ago"
-    return f"{delta:.0f} s ago"
+    return f"{elapsed(max(0.0, (time.time() if now is None else now) - ts))} ago"
+
+
+_AGE_UNITS = ((86400, "d"), (3600, "h"), (60, "min"), (1, "s"))
+
+
+def elapsed(seconds: float) -> str:
+    """An age in its two largest units, each truncated, never rounded up: ``1 h 29 min``, ``45 s``.
+
+    One rule for every age: two events 80 s apart read 80 s apart (``1 h 29 min`` and ``1 h 30 min``,
+    not "1 h" and "2 h" as rounding to whole hours gave).
+    """
+    left = int(seconds)
+    parts: list[str] = []
+    for size, unit in _AGE_UNITS:
+        if left >= size or (unit == "s" and not parts):
+            parts.append(f"{left // size} {unit}")
+            left %= size
+        elif parts:
+            break  # the second unit is the next one down, even when it is zero
+        if len(parts) == 2:
+            break
+    return " ".join(p for p in parts if not (len(parts) == 2 and p.startswith("0 ")))
 
 
 def clock(ts: float | None) -> str:

@@ -181,6 +181,12 @@ def _notifications(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_notifications_created ON notifications (created_at)"))
 
 
+def _sweep_target(conn: Connection) -> None:
+    # Which target a sweep measured (NULL for older runs). A fresh database got it from 0001.
+    if "target" not in _columns(conn, "sweep_runs"):
+        conn.execute(text("ALTER TABLE sweep_runs ADD COLUMN target TEXT"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -188,6 +194,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
     ("0007_notifications", _notifications),
+    ("0010_sweep_target", _sweep_target),
 ]
 
 

@@ -142,9 +142,15 @@ class Reader:
         return self._run("listing models", _models, target)
 
     # -- figures ----------------------------------------------------------------------------------
-    def window(self, target: str, end: float, window_s: float, model: str | None = None) -> WindowFigures:
-        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed)."""
-        return self._run("reading a window", _window, target, end, window_s, model)
+    def window(
+        self, target: str, end: float, window_s: float, model: str | None = None, *, level: int | None = None
+    ) -> WindowFigures:
+        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed).
+
+        ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
+        rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
+        """
+        return self._run("reading a window", _window, target, end, window_s, model, level)
 
     def series(
         self,
@@ -463,13 +469,16 @@ def _empty_figures() -> dict[str, np.ndarray]:
     return {"scrapes": np.zeros(1), "up_scrapes": np.zeros(1), "up_ratio": np.full(1, np.nan)}
 
 
-def _window(conn: Connection, target: str, end: float, window_s: float, model: str | None) -> WindowFigures:
+def _window(
+    conn: Connection, target: str, end: float, window_s: float, model: str | None, level: int | None = None
+) -> WindowFigures:
     hi = int(math.floor(end)) + 1  # include a scrape stamped exactly at ``end``
     lo = hi - int(window_s)
     row = _target_row(conn, target)
     gpus: tuple[GpuFigures, ...] = ()
     last, ceiling, f = None, None, _empty_figures()
-    level = RAW if window_s <= RAW_WINDOW_MAX_S else 3600 if window_s >= HOURLY_WINDOW_MIN_S else 60
+    if level is None:
+        level = RAW if window_s <= RAW_WINDOW_MAX_S else 3600 if window_s >= HOURLY_WINDOW_MIN_S else 60
     if row is not None:
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
         f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
@@ -493,11 +502,20 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
-        up=None if last is None or last.ts < lo else bool(last.up),  # no scrape in the window: unknown
+        up=_window_up(last, lo, f),
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
     )
+
+
+def _window_up(last: Any, lo: int, f: dict[str, np.ndarray]) -> bool | None:
+    """The latest scrape's health; without a raw scrape in the window (its rows are past their
+    retention), whether the rollups counted a successful round in it; None when neither knows."""
+    if last is not None and last.ts >= lo:
+        return bool(last.up)
+    scrapes = f["scrapes"][0]
+    return None if math.isnan(scrapes) or scrapes == 0 else bool(f["up_scrapes"][0] > 0)
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ class SweepRun:
     levels: tuple[SweepLevel, ...]
     recommendation: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+    target: str | None = None  # the configured target whose server was loaded; None: only ``url`` says
 
 
 @dataclass(frozen=True)

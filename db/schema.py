@@ -235,6 +235,9 @@ sweep_runs = Table(
     Column("mix", Text, nullable=False),
     Column("ttft_slo_s", Float, nullable=False),
     Column("recommendation", Text, nullable=False),  # JSON object
+    # the configured target whose server the sweep loaded; NULL: no target watches that URL (or the
+    # run predates migration 0010): the URL alone says what was measured
+    Column("target", Text, nullable=True),
 )
 
 SWEEP_LEVEL_FIELDS = (

@@ -25,6 +25,7 @@ def store_sweep(engine: Engine, run: SweepRun) -> int:
                     mix=run.mix,
                     ttft_slo_s=run.ttft_slo_s,
                     recommendation=json.dumps(run.recommendation, default=str),
+                    target=run.target,
                 )
             ).inserted_primary_key
             assert key is not None
@@ -62,6 +63,7 @@ def load_sweeps(conn: Connection, limit: int = 20) -> list[SweepRun]:
                 levels=tuple(SweepLevel(**{k: getattr(x, k) for k in SweepLevel.__dataclass_fields__}) for x in levels),
                 recommendation=json.loads(run.recommendation),
                 id=int(run.id),
+                target=run.target,
             )
         )
     return out

@@ -119,3 +119,67 @@ def screenshot(page: Any, path: Path) -> None:
     page.wait_for_timeout(400)  # let Vega re-lay out after the resize
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
+
+
+# What each Vega chart of the page drew, panel by panel, read from its scene graph (the charts draw on
+# a canvas: there is no DOM to count). The view is found through React's fiber of the chart element,
+# the ref Streamlit keeps it in. Per panel: its title, plot height, and per leaf mark its type, the
+# points with finite coordinates ("finite"), those actually visible ("drawn": a line point needs a
+# defined neighbour, else it is a lone point of a broken line and draws nothing) and those outside
+# the plot ("outside": clipped by an axis that does not cover them).
+PANELS_JS = """() => {
+  const views = [];
+  for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
+    let view = null;
+    const seen = new Set();
+    const look = (obj, depth) => {
+      if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
+      seen.add(obj);
+      if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
+      for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
+    };
+    for (let node = el; node && !view; node = node.parentElement) {
+      const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
+      for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
+        for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
+      }
+    }
+    views.push(view ? panels(view) : null);
+  }
+  return views;
+
+  function panels(view) {
+    const root = view.scenegraph().root.items[0];
+    const groups = (root.items || []).filter(m => m.marktype === 'group' && m.role === 'scope');
+    const items = groups.length ? groups.map(g => g.items[0]) : [root];
+    return items.map(item => {
+      const title = (item.items || []).filter(m => m.role === 'title').flatMap(m => m.items)
+        .flatMap(t => (t.items || []).flatMap(m => m.items || [])).map(t => [].concat(t.text).join(' ')).join(' ');
+      const marks = [];
+      leaves(item, item.height, marks);
+      return {title, height: item.height, marks};
+    });
+  }
+  function leaves(group, height, out) {
+    for (const mark of group.items || []) {
+      if (mark.marktype === 'group') { for (const g of mark.items || []) leaves(g, height, out); continue; }
+      if (mark.role !== 'mark' && !/_marks$/.test(mark.name || '')) continue;
+      const its = mark.items || [];
+      const ok = it => it.defined !== false && Number.isFinite(it.x) && Number.isFinite(it.y);
+      const line = mark.marktype === 'line' || mark.marktype === 'area';
+      let drawn = 0, outside = 0;
+      its.forEach((it, i) => {
+        if (!ok(it)) return;
+        if (!line || (i > 0 && ok(its[i - 1])) || (i + 1 < its.length && ok(its[i + 1]))) drawn++;
+        const ys = [it.y, it.y2].filter(Number.isFinite);
+        if (ys.some(y => y < -0.5 || y > height + 0.5)) outside++;
+      });
+      out.push({name: mark.name, type: mark.marktype, finite: its.filter(ok).length, drawn, outside});
+    }
+  }
+}"""
+
+
+def chart_panels(page: Any) -> list[Any]:
+    """Per Vega chart of ``page``: its panels as :data:`PANELS_JS` reads them (None: view not found)."""
+    return list(page.evaluate(PANELS_JS))

@@ -49,7 +49,7 @@ class FakeReader:
     def models(self, target: str) -> list[str]:
         return ["llama-70b-awq"]
 
-    def window(self, target: str, end: float, window_s: float, model: str | None = None) -> WindowFigures:
+    def window(self, target: str, end: float, window_s: float, model: str | None = None, level: int | None = None) -> WindowFigures:
         error = None if self.up else "connection refused"
         base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error)
         return dataclasses.replace(base, **self.figures)  # type: ignore[arg-type]
@@ -81,7 +81,7 @@ class FakeReader:
             for i in range(2)
         ]
 
-    def latest_gpus(self, target: str) -> list[GpuFigures]:
+    def latest_gpus(self, target: str, window_s: float = 60.0) -> list[GpuFigures]:
         return [gpu(0), gpu(1)]
 
     def sweep_runs(self, limit: int = 10) -> list[SweepRun]:

@@ -51,7 +51,8 @@ def test_gpu_page_shows_memory_and_true_bandwidth(monkeypatch, db_url):
     at.switch_page(PAGES[1]).run()
     frame = at.table[0].value
     assert len(frame) == 8
-    assert frame["memory used / total"][0].endswith(" GB / 34.4 GB")
+    # GiB as nvidia-smi counts: the simulated "32 GB" V100 holds 32 GiB (34.4 GB in units of 10⁹)
+    assert frame["memory used / total"][0].endswith(" GiB / 32 GiB"), frame["memory used / total"][0]
     assert frame["bandwidth"][0].endswith(" GB/s (dcgm)")  # DCGM DRAM active × the configured peak
     assert frame["peak bandwidth"][0] == "900 GB/s (config)"
     assert len(at.get("vega_lite_chart")) == 4

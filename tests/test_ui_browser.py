@@ -22,7 +22,7 @@ pytestmark = [
 PAGES = {
     "overview": ("/", 1, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token"]),
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
-    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GB / 34.4 GB"]),
+    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
 }

@@ -20,9 +20,12 @@ def test_missing_steps_become_gaps_not_zeros():
     assert rows["value"][3] == 126.0
 
 
-def test_none_figures_are_nan():
-    rows = charts.long_rows([point(END, ttft_p95_s=None)], {"ttft_p95_s": "P95"}, 60.0)
-    assert math.isnan(rows["value"][0])
+def test_none_figures_are_gaps_never_zeros():
+    points = [point(END - 120), point(END - 60, ttft_p95_s=None), point(END)]
+    rows = charts.long_rows(points, {"ttft_p95_s": "P95"}, 60.0)
+    assert 0.0 not in list(rows["value"])
+    assert list(rows["time"]) == [(END - 120) * 1000, (END - 60) * 1000, END * 1000]
+    assert math.isnan(rows["value"][1])  # the step without a value breaks the line
 
 
 def test_lines_break_at_gaps_and_share_one_domain():

@@ -80,3 +80,35 @@ def empty(path: Path) -> str:
     url = f"sqlite:///{path}"
     open_engine(url).dispose()
     return url
+
+
+DEMO_URLS = {"vllm_metrics": "http://127.0.0.1:8000/metrics", "gateway_metrics": "http://127.0.0.1:8001/metrics",
+             "dcgm_metrics": "http://127.0.0.1:9400/metrics"}  # fmt: skip
+LIVE_S = 600.0  # the demo's live rounds (every 5 s) after its backfilled history
+
+
+def demo(path: Path, now: float, days: float = 7.0) -> str:
+    """The database ``python -m app run`` makes on a fresh machine, ``LIVE_S`` after its first start.
+
+    A week of history backfilled by the demo's own path (app/backfill.py, one round per 30 s), then
+    live rounds every 5 s, rolled up and with the raw retention applied as the collector does; plus
+    ``edge``, down for its last ten minutes.
+    """
+    from app.backfill import backfill
+    from app.commands.run import BACKFILL_STEP_S, demo_target
+    from app.settings import Settings
+    from db.rollup import apply_retention
+
+    url = f"sqlite:///{path}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    target = demo_target(DEMO_URLS)
+    writer.register_target(target)
+    writer.register_target(target_settings("edge"))
+    backfill(writer, target, now - days * 86400, now - LIVE_S, BACKFILL_STEP_S)
+    writer.write_rounds(simulated_rounds("demo", now - LIVE_S + 5, now, 5.0, seed=1))
+    writer.write_rounds(simulated_rounds("edge", now - 3600, now, 5.0, seed=2, down_after=now - 600))
+    rollup(engine, now)
+    apply_retention(engine, now, Settings())
+    engine.dispose()
+    return url

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from app.durations import DurationError, format_duration, parse_duration
 from app.errors import UsageError
@@ -30,9 +32,12 @@ HELP = "closed-loop load sweep of an OpenAI-compatible server: tok/s and TTFT pe
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--url", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (default: --target's server)")
+    parser.add_argument(
+        "--target", help="the configured target whose server is swept, stored with the run (default: the one at --url)"
+    )
     parser.add_argument("--concurrency", default="8,16,32", help="comma-separated levels (default 8,16,32)")
-    parser.add_argument("--duration", required=True, help="measured window of each level: 600, 90s, 10m")
+    parser.add_argument("--duration", default="10m", help="measured window of each level: 600, 90s, 10m (default 10m, as the report)")
     parser.add_argument(
         "--warmup", help="load run before each window and left out of the figures (default: a tenth of --duration)"
     )
@@ -86,13 +91,37 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return tuple(sorted(levels))
 
 
+def sweep_target(settings: Settings, url: str | None, target: str | None) -> tuple[str, str | None]:
+    """The base URL to load and the configured target it belongs to (None: no target watches it).
+
+    ``--target`` names a target (its server's base URL is the default ``--url``); without it, the
+    target whose ``vllm_url`` has the same scheme, host and port as ``--url``, if any.
+    """
+    targets = {t.name: t for t in settings.targets if t.vllm_url}
+    if target is not None and target not in targets:
+        known = ", ".join(targets) or "none configured"
+        raise UsageError(f"--target: no target named {target!r} with a vllm_url ({known})", "name one of the [[targets]]")
+    if url is None:
+        if target is None:
+            raise UsageError("--url is required without --target", "give --url http://HOST:8000/v1 or --target NAME")
+        url = f"{_server(targets[target].vllm_url)}/v1"
+    if target is None:
+        target = next((t.name for t in targets.values() if _server(t.vllm_url) == _server(url)), None)
+    return url.rstrip("/"), target
+
+
+def _server(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def _config(args: argparse.Namespace, model: str) -> SweepConfig:
     if args.server_speed <= 0:
         raise UsageError("--server-speed: must be greater than 0")
     duration_s = _duration(args.duration, "--duration")
     warmup_s = duration_s / 10 if args.warmup is None else parse_warmup(args.warmup)
     return SweepConfig(
-        base_url=args.url.rstrip("/"),
+        base_url=args.url,
         model=model,
         concurrencies=parse_concurrency(args.concurrency),
         duration_s=duration_s,
@@ -110,18 +139,19 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         # httpx logs every request at INFO: thousands of lines that would bury the progress bar.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     slo = _duration(args.ttft_slo, "--ttft-slo") if args.ttft_slo else settings.sweetspot.ttft_p95_slo_s
+    args.url, target = sweep_target(settings, args.url, args.target)
     _config(args, "?")  # validate every argument before touching the network
-    config = _config(args, discover_model(args.url.rstrip("/"), args.model))
+    config = _config(args, discover_model(args.url, args.model))
     total = format_duration(round(config.level_s * len(config.concurrencies)))
     print(
-        f"sweeping {config.base_url} model {config.model}: concurrency {args.concurrency}, "
+        f"sweeping {config.base_url} ({f'target {target}' if target else 'no configured target'}) model {config.model}: concurrency {args.concurrency}, "
         f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
         f"({total} in all), mix {mix_label(config.mix)}",
         file=sys.stderr,
     )
     started_at = time.time()
     levels = _measure(config)
-    run = _make_run(started_at, config, slo, levels)
+    run = dataclasses.replace(_make_run(started_at, config, slo, levels), target=target)
     _print_result(run)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")

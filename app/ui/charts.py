@@ -88,28 +88,58 @@ def _x(frame: Frame) -> alt.X:
 
 
 def with_gaps(points: Sequence[Any], step_s: float) -> list[Any]:
-    """``points`` (sorted by ``ts``) with a ``None`` marker wherever steps are missing.
+    """``points`` (sorted by ``ts``) with a ``None`` marker wherever no round was collected.
 
-    The facade may omit steps without data; without a marker a line would join across the hole.
+    The facade omits steps without data; without a marker a line would join across the hole. A
+    missing step is only a hole when the rounds around it are closer together than it: where rounds
+    are further apart than the step (history scraped every 30 s drawn at 10 s steps), the steps
+    between two rounds are bridged, so a chart is never blank where the data exists
+    (:func:`bridges` says whether a series was).
     """
     out: list[Any] = []
-    for point in points:
-        if out and point.ts - out[-1].ts > 1.5 * step_s:
+    gaps = [b.ts - a.ts for a, b in zip(points, points[1:], strict=False)]
+    for i, point in enumerate(points):
+        if i and _is_hole(gaps, i - 1, step_s):
             out.append(None)
         out.append(point)
     return out
 
 
+def with_data(points: Sequence[Any], fields: Sequence[str]) -> list[Any]:
+    """The points with a value in one of ``fields`` (all points when ``fields`` is empty)."""
+    return [p for p in points if not fields or any(getattr(p, f) is not None for f in fields)]
+
+
+def _is_hole(gaps: Sequence[float], i: int, step_s: float) -> bool:
+    # A hole is a gap both longer than a step and twice as long as the spacing next to it.
+    neighbours = [g for g in (gaps[i - 1] if i else None, gaps[i + 1] if i + 1 < len(gaps) else None) if g]
+    spacing = min(neighbours) if neighbours else step_s
+    return gaps[i] > 1.5 * step_s and gaps[i] >= 2 * spacing
+
+
+def bridges(points: Sequence[Any], step_s: float, fields: Sequence[str] = ()) -> bool:
+    """Whether :func:`with_gaps` bridges a step of ``points`` that no round covered.
+
+    ``fields``: only points with a value in one of them count (the facade returns every step).
+    """
+    points = with_data(points, fields)
+    gaps = [b.ts - a.ts for a, b in zip(points, points[1:], strict=False)]
+    return any(g > 1.5 * step_s and not _is_hole(gaps, i, step_s) for i, g in enumerate(gaps))
+
+
 def long_rows(points: Sequence[Any], fields: dict[str, str], step_s: float, scale: float = 1.0) -> pd.DataFrame:
-    """One row per (step, series): columns ``time`` (ms), ``series`` (display name), ``value`` (NaN = gap)."""
+    """One row per (step with data, series): columns ``time`` (ms), ``series`` (display name), ``value``.
+
+    Each series keeps its own steps with a value; a NaN row after a step marks a hole (:func:`with_gaps`).
+    """
     rows: list[dict[str, Any]] = []
-    previous_ts = None
-    for point in with_gaps(points, step_s):
-        ts = previous_ts + step_s if point is None and previous_ts is not None else getattr(point, "ts", None)
-        for attr, name in fields.items():
+    for attr, name in fields.items():
+        previous_ts = None
+        for point in with_gaps([p for p in points if getattr(p, attr) is not None], step_s):
+            ts = previous_ts + step_s if point is None and previous_ts is not None else getattr(point, "ts", None)
             value = None if point is None else getattr(point, attr)
             rows.append({"time": (ts or 0) * 1000, "series": name, "value": _num(value, scale)})
-        previous_ts = ts
+            previous_ts = ts
     return pd.DataFrame(rows, columns=["time", "series", "value"])
 
 
@@ -190,10 +220,33 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
     return _no_aria(chart.resolve_scale(x="shared", color="independent"))
 
 
+# Above this multiple of the SLO a latency axis turns logarithmic: a linear one would squash the SLO
+# line against the bottom (a 140 s spike over a 3 s SLO leaves it 2 % of the plot's height).
+LOG_ABOVE_SLO = 4.0
+
+
+def latency_scale(values: Iterable[float | None], slo_s: float) -> tuple[alt.Scale, str]:
+    """The y scale of a latency chart that keeps the SLO readable, and a note for its title.
+
+    Linear from 0 while the data stays within :data:`LOG_ABOVE_SLO` × the SLO; logarithmic beyond,
+    its domain spanning every value and the SLO, so nothing is clipped and the SLO sits mid-plot.
+    """
+    seen = [v for v in values if v is not None and not math.isnan(v)]
+    top = max([slo_s, *seen])
+    if top <= LOG_ABOVE_SLO * slo_s:
+        return alt.Scale(domain=[0, top * 1.05], nice=False), ""
+    low = min([slo_s, *(v for v in seen if v > 0)])
+    return alt.Scale(type="log", domain=[low * 0.9, top * 1.1], nice=False), " · log scale"
+
+
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
     fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
-    lines = _lines(long_rows(points, fields, frame.step_s), frame, "seconds")
-    title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
+    data = long_rows(points, fields, frame.step_s)
+    scale, note = latency_scale(data["value"], slo_s)
+    if note:  # no zero on a log axis (a 0 s quantile is a step without requests)
+        data.loc[data["value"] <= 0, "value"] = math.nan
+    lines = _lines(data, frame, "seconds").encode(y=alt.Y("value:Q", title=None, scale=scale, axis=Y_AXIS))
+    title = f"Time to first token, per {_step(frame)} (s{note}) · red dashes: SLO {number(slo_s)} s on P95"
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
@@ -236,11 +289,17 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
         .mark_bar(color=COLORS["preemptions"], width={"band": 1})
         .encode(
             x=_x(frame),
-            y=alt.Y("value:Q", title=None, scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, axis_top(data["value"], 1.0)]), axis=Y_AXIS),
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
     return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
+
+
+def axis_top(values: Iterable[float], floor: float) -> float:
+    """The top of an axis that follows the data: its largest value, never below ``floor``."""
+    seen = [v for v in values if not math.isnan(v)]
+    return max([floor, *seen])
 
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
@@ -287,30 +346,59 @@ def _step(frame: Frame) -> str:
     return format_duration(frame.step_s)
 
 
+ALL_GPUS = "mean of all GPUs"
+
+
 def gpu_chart(
-    points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str], scale: float = 1
-) -> AnyChart:
-    """One line per GPU (named by ``names[uuid]``) of ``field`` scaled by ``scale``."""
-    frames = []
-    for uuid in sorted({p.uuid for p in points}, key=lambda u: names.get(u, u)):
-        mine = [p for p in points if p.uuid == uuid]
-        frames.append(long_rows(mine, {field: names.get(uuid, uuid[:12])}, frame.step_s, scale))
-    data = pd.concat(frames) if frames else pd.DataFrame(columns=["time", "series", "value"])
-    chart = (
-        alt.Chart(data)
-        .mark_line(invalid="break-paths-show-domains")
-        .encode(
-            x=_x(frame),
-            y=alt.Y("value:Q", title=unit),
-            color=alt.Color("series:N", title="GPU", legend=alt.Legend(orient="right")),
-            tooltip=[
-                TOOLTIP_TIME,
-                alt.Tooltip("series:N", title="GPU"),
-                alt.Tooltip("value:Q", title=unit, format=".3~f"),
-            ],
-        )
-    )
-    return _finish(chart, title)
+    points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str],
+    scale: float = 1, pick: str | None = None, peak: float | None = None,
+) -> AnyChart:  # fmt: skip
+    """``field`` × ``scale`` of the GPU ``pick`` (a UUID), or the mean of all with their min–max band.
+
+    Eight near-identical lines cannot be told apart; a mean with the band shows the spread, and one
+    GPU picked shows its own line. ``peak`` draws the peak (e.g. datasheet bandwidth) as a labelled line.
+    """
+    mine = [p for p in points if pick is None or p.uuid == pick]
+    label = names.get(pick, pick[:12]) if pick else ALL_GPUS
+    data = gpu_rows(mine, field, frame.step_s, scale)
+    base = alt.Chart(data).encode(x=_x(frame))
+    y = alt.Y("mean:Q", title=unit, scale=alt.Scale(domain=[0, axis_top(data["high"], peak or 0)]))
+    band = base.mark_area(opacity=0.25, color=COLORS["running"]).encode(y=alt.Y("low:Q", title=unit), y2="high:Q")
+    line = base.mark_line(invalid="break-paths-show-domains", color=COLORS["running"]).encode(
+        y=y,
+        tooltip=[TOOLTIP_TIME, alt.Tooltip("mean:Q", title=f"{label} ({unit})", format=".3~f"),
+                 alt.Tooltip("low:Q", title="min", format=".3~f"), alt.Tooltip("high:Q", title="max", format=".3~f")],
+    )  # fmt: skip
+    layers: list[Any] = [line] if pick else [line, band]
+    if peak is not None:
+        layers.append(hline(peak, frame, REFERENCE, f"peak {number(peak)} {unit}"))
+    what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
+    return _finish(_layer(*layers), f"{title} · {what}")
+
+
+def gpu_rows(points: Sequence[GpuPoint], field: str, step_s: float, scale: float = 1) -> pd.DataFrame:
+    """Per step: ``time`` (ms), the ``mean``, ``low`` and ``high`` of ``field`` × ``scale`` across GPUs."""
+    by_ts: dict[float, list[float]] = {}
+    for p in points:
+        value = getattr(p, field)
+        if value is not None:
+            by_ts.setdefault(p.ts, []).append(value * scale)
+    steps = with_gaps([_Step(ts) for ts in sorted(by_ts)], step_s)
+    rows: list[dict[str, float]] = []
+    for i, step in enumerate(steps):
+        if step is None:  # a hole: one NaN row just after the step before it breaks the line
+            rows.append({"time": (steps[i - 1].ts + step_s) * 1000, "mean": math.nan, "low": math.nan, "high": math.nan})
+            continue
+        values = by_ts[step.ts]
+        mean = sum(values) / len(values) if values else math.nan
+        rows.append({"time": step.ts * 1000, "mean": mean, "low": min(values, default=math.nan),
+                     "high": max(values, default=math.nan)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["time", "mean", "low", "high"])
+
+
+@dataclass(frozen=True)
+class _Step:
+    ts: float
 
 
 # The reference deployment of DOMAIN.md §2 (8× V100, 70B AWQ, TP 8), mixed load.
@@ -335,18 +423,30 @@ def operating_point_chart(
     sweeps: Sequence[SweepRun] = (),
     marks: Sequence[tuple[float, str]] = (),
     title: str = "",
+    slo_s: float | None = None,
 ) -> alt.LayerChart:
-    """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks."""
+    """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
+
+    ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
+    a red dashed line. Legends sit under the plot: beside it, a half-page chart cuts them off.
+    """
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
+    data = scatter_rows(points, y_attr)
+    y = alt.Y("value:Q", title=y_title)
+    if slo_s is not None:
+        sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
+        scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
+        y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
     dots = (
-        alt.Chart(scatter_rows(points, y_attr))
+        alt.Chart(data)
         .mark_circle(size=28, opacity=0.7)
         .encode(
             x=x,
-            y=alt.Y("value:Q", title=y_title),
+            y=y,
             color=alt.Color(
-                "time:T", title="time", scale=alt.Scale(scheme="viridis"), legend=alt.Legend(format=TIME_FORMAT)
-            ),
+                "time:T", title="time", scale=alt.Scale(scheme="viridis"),
+                legend=alt.Legend(format=TIME_FORMAT, orient="bottom", direction="horizontal", gradientLength=240),
+            ),  # fmt: skip
             tooltip=[
                 TOOLTIP_TIME,
                 alt.Tooltip("running:Q", format=".1f"),
@@ -358,7 +458,14 @@ def operating_point_chart(
     if sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
     layers.extend(_vmark(at, text) for at, text in marks)
+    if slo_s is not None:
+        layers.append(_slo_rule(slo_s))
     return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+
+
+def _slo_rule(slo_s: float) -> alt.Chart:
+    data = pd.DataFrame({"value": [slo_s], "label": [f"SLO {number(slo_s)} s"]})
+    return alt.Chart(data).mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(y="value:Q", tooltip="label:N")
 
 
 def _reference_curve(reference: Sequence[tuple[int, float]], y_title: str) -> alt.LayerChart:
@@ -385,14 +492,22 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
         .encode(
             x="running:Q",
             y="value:Q",
-            color=alt.Color("sweep:N", title="load sweep", scale=alt.Scale(scheme="dark2")),
+            color=alt.Color(
+                "sweep:N", title="load sweep", scale=alt.Scale(scheme="dark2"),
+                legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0),
+            ),  # fmt: skip
             tooltip=["sweep:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
         )
     )
 
 
 def _sweep_name(run: SweepRun) -> str:
-    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} ({run.mix})"
+    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} of {sweep_source(run)} ({run.mix})"
+
+
+def sweep_source(run: SweepRun) -> str:
+    """What a sweep measured: ``target prod (http://10.0.0.5:8000/v1)``, or the URL alone."""
+    return f"target {run.target} ({run.url})" if run.target else run.url
 
 
 def _vmark(at: float, text: str) -> alt.LayerChart:

@@ -46,7 +46,7 @@ PAGES = {
     "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
 }
 navigation = st.navigation(PAGES)
-view = state.sidebar(targets, state.now())
+view = state.sidebar(targets, state.now(), (settings.raw_retention_s, settings.rollup_retention_s))
 st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {settings.db_url}")
 state.publish(state.Context(settings, reader, targets, view))
 navigation.run()

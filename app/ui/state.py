@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import streamlit as st
 from streamlit import dataframe_util
 
+from app.durations import format_duration
 from app.errors import SweetspotError
 from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
 from app.ui import charts
@@ -46,6 +47,37 @@ MAX_POINTS = 500
 STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 
 
+def data_step(points: Sequence[Any], step_s: float, fields: Sequence[str] = ()) -> float:
+    """The step a series should be drawn at: ``step_s``, or coarser when the rounds are further apart.
+
+    History scraped every 30 s has one round in every third 10 s step; drawn at 10 s it is mostly
+    holes. The median spacing of the points (steps with data) is the rounds' own spacing; the step
+    becomes the smallest of :data:`STEPS` that holds a round each. ``fields``: a point has data when
+    one of them has a value (the facade returns every step, with None figures where it has none).
+    """
+    points = charts.with_data(points, fields)
+    gaps = sorted(b.ts - a.ts for a, b in zip(points, points[1:], strict=False))
+    if not gaps or gaps[len(gaps) // 2] <= 1.5 * step_s:
+        return step_s
+    spacing = gaps[len(gaps) // 2]
+    return float(next((s for s in STEPS if s >= spacing), STEPS[-1]))
+
+
+def level_of(step_s: float) -> int:
+    """The stored level a series of ``step_s`` reads (db/queries.py): 3600, 60 or 0 (raw rows)."""
+    return 3600 if step_s % 3600 == 0 else 60 if step_s % 60 == 0 else 0
+
+
+def over_text(span: Span, window_s: float) -> str:
+    """What the verdict and tiles cover: ``over the last 5m`` live; ``over 16:00–17:00`` for a past range."""
+    if span.live:
+        return f"over the last {format_duration(window_s)}"
+    same_day = time.localtime(span.start)[:3] == time.localtime(span.end)[:3]
+    start = time.strftime("%Y-%m-%d %H:%M", time.localtime(span.start))
+    end = time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", time.localtime(span.end))
+    return f"over {start}–{end}"
+
+
 def nice_step(span_s: float, max_points: int = MAX_POINTS, minimum: float = 5) -> float:
     """The smallest step of :data:`STEPS` (≥ ``minimum``) that keeps ``span_s`` under ``max_points`` points."""
     for step in STEPS:
@@ -65,17 +97,24 @@ class Span:
     at: float  # the instant the verdict is judged: now, or the end of a custom range
 
 
-def resolve(range_key: str, now: float, custom: tuple[float, float] | None = None) -> Span:
+def resolve(
+    range_key: str, now: float, custom: tuple[float, float] | None = None, retention: tuple[float, float] | None = None
+) -> Span:
     """The span for ``range_key`` ending at the last complete step before ``now``.
 
     Complete steps only, so that every point stands for a whole step (its quantiles over all of the
     step's requests, the step aligned with the rollups). Charts therefore lag by up to one step;
     tiles and verdict stay live (``at`` = now). (A step in progress no longer reads low tok/s: the
     facade divides increases by the time their scrapes cover, not by the step.)
+
+    ``retention`` (raw, minute rollups; seconds): a custom range starting before the raw rows'
+    retention steps by whole minutes (the minute rollups), before the minute rollups' by hours.
     """
     if range_key == "custom" and custom and custom[1] > custom[0]:
         start, end = custom
-        return Span(start, end, nice_step(end - start), live=False, at=end)
+        raw_s, minute_s = retention or (math.inf, math.inf)
+        minimum = 3600 if start < now - minute_s else 60 if start < now - raw_s else 5
+        return Span(start, end, nice_step(end - start, minimum=minimum), live=False, at=end)
     length = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
     step = nice_step(length)
     end = math.floor(now / step) * step
@@ -92,9 +131,11 @@ class View:
     custom: tuple[float, float] | None
     window_s: float
 
+    retention: tuple[float, float] | None = None  # raw, minute rollups (s): see :func:`resolve`
+
     def span(self, now: float) -> Span:
         """Resolved at each render, so a live fragment moves with the clock."""
-        return resolve(self.range_key, now, self.custom)
+        return resolve(self.range_key, now, self.custom, self.retention)
 
     @property
     def live(self) -> bool:
@@ -141,9 +182,40 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise AssertionError("unreachable")  # st.stop() raises; this keeps type checkers honest
 
 
-def sidebar(targets: list[TargetInfo], now: float) -> View:
-    """Target, model, range and window pickers, bound to the URL; returns the view they describe."""
+# Parameters a page reads besides the sidebar's: a link carrying one is not mistyped.
+PAGE_PARAMS = ("start", "end", "gpu")
+FALLBACKS = {"range": DEFAULT_RANGE, "window": DEFAULT_WINDOW}
+
+
+def url_notices(params: Mapping[str, str], choices: Mapping[str, Sequence[str]]) -> list[str]:
+    """One line per URL parameter the view cannot use, naming it and what is shown instead.
+
+    ``choices`` maps each sidebar parameter to its values in order; the fallback is the widget's
+    default (:data:`FALLBACKS`) or the first value.
+    """
+    notices = []
+    for key, value in params.items():
+        if key in choices and value not in choices[key] and choices[key]:
+            known = ", ".join(choices[key][:8]) + (", …" if len(choices[key]) > 8 else "")
+            fallback = FALLBACKS.get(key, choices[key][0])
+            notices.append(f"URL parameter `{key}={value}` is not one of {known}: showing `{fallback}`.")
+        elif key not in choices and key not in PAGE_PARAMS:
+            notices.append(f"URL parameter `{key}` is unknown and ignored (known: {', '.join([*choices, *PAGE_PARAMS])}).")
+    return notices
+
+
+def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float] | None = None) -> View:
+    """Target, model, range and window pickers, bound to the URL; returns the view they describe.
+
+    A URL parameter they cannot use is named in a notice above the page (:func:`url_notices`).
+    """
     names = [t.name for t in targets]
+    params = {k: st.query_params[k] for k in st.query_params}
+    wanted = params.get("target") if params.get("target") in names else (names[0] if names else None)
+    models = [ALL_MODELS, *(m for t in targets if t.name == wanted for m in t.models)]
+    choices = {"target": names, "model": models, "range": [*RANGES, "custom"], "window": list(WINDOWS)}
+    for notice in url_notices(params, choices):
+        st.warning(notice, icon=":material/link_off:")
     target = _choice("Target", names, key="target") if names else None
     models = [m for t in targets if t.name == target for m in t.models]
     model = _choice("Model", [ALL_MODELS, *models], key="model")
@@ -158,7 +230,8 @@ def sidebar(targets: list[TargetInfo], now: float) -> View:
         "Verdict window", list(WINDOWS), index=list(WINDOWS).index(DEFAULT_WINDOW), horizontal=True, key="window",
         bind="query-params", help="Window of the verdict and the KPI tiles (e.g. TTFT P95 over 5 min).",
     )  # fmt: skip
-    return View(target, None if model == ALL_MODELS else model, str(range_key), custom, WINDOWS[str(window)])
+    model = None if model == ALL_MODELS else model
+    return View(target, model, str(range_key), custom, WINDOWS[str(window)], retention)
 
 
 RADIO_MAX = 6  # up to this many choices are radio buttons (one click, all in sight); more, a drop-down
@@ -197,7 +270,28 @@ class Context:
     def window(self, end: float) -> WindowFigures:
         """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""
         v, url = self.view, self.settings.db_url
-        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model)
+        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model, None)
+
+    def verdict_window(self, span: Span) -> WindowFigures:
+        """The figures the verdict and tiles judge: the verdict window up to now on a live range; a
+        past range's whole span, from the level (raw rows or rollups) its charts read, since raw rows
+        older than their retention are gone."""
+        if span.live:
+            return self.window(span.at)
+        v, url = self.view, self.settings.db_url
+        args = (url, v.target, span.end, span.end - span.start, v.model, level_of(span.step_s))
+        return guard("the window figures", _window, *args)
+
+    def series_drawn(self, span: Span, fields: Sequence[str], minimum: float = 0.0) -> tuple[list[SeriesPoint], charts.Frame]:
+        """The series at the span's step (at least ``minimum``), or coarser where the rounds are further
+        apart than that step (:func:`data_step`), with the frame it is drawn on."""
+        step = max(span.step_s, minimum)
+        points = self.series(span.start, _floor(span.end, step), step, fields)
+        coarser = data_step(points, step, fields)
+        if coarser != step:
+            step = coarser
+            points = self.series(span.start, _floor(span.end, step), step, fields)
+        return points, charts.Frame(span.start, span.end, step)
 
     def series(self, start: float, end: float, step_s: float, fields: Sequence[str] | None = None) -> list[SeriesPoint]:
         """The chosen target/model's series (guarded, cached); ``fields`` limits what the facade computes."""
@@ -219,8 +313,8 @@ def _floor(ts: float, step: float) -> float:
 
 
 @st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)
-def _window(url: str, target: str, end: float, window_s: float, model: str | None) -> WindowFigures:
-    return reader(url).window(target, end, window_s, model=model)
+def _window(url: str, target: str, end: float, window_s: float, model: str | None, level: int | None) -> WindowFigures:
+    return reader(url).window(target, end, window_s, model=model, level=level)
 
 
 def _query_series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,

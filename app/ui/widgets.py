@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
+from urllib.parse import urlsplit
 
 import streamlit as st
 
 from app.durations import format_duration
-from app.formatting import NO_DATA, ago, clock, gigabytes, number, percent, with_unit
+from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, with_unit
 from app.settings import SweetSpotSettings
+from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
-from db.results import GpuFigures, TargetInfo, WindowFigures
+from db.results import GpuFigures, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 
 
 def since_text(ts: float | None, now: float, range_start: float) -> str:
@@ -28,18 +30,57 @@ def since_text(ts: float | None, now: float, range_start: float) -> str:
     return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})"
 
 
-def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float, range_start: float) -> None:
-    """The verdict in one coloured box; ``since`` maps a clause name (or "no_data") to when it began."""
-    window = format_duration(verdict.window_s)
+# Running below this share of the sweet spot, with nothing queued, is under-loaded: the rules hold
+# because little is asked, not because the deployment is tuned.
+UNDER_LOADED = 0.8
+
+
+def load_note(f: WindowFigures, rules: SweetSpotSettings) -> str:
+    """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
+
+    ``under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)``.
+    """
+    if f.running_avg is None or f.running_avg >= UNDER_LOADED * rules.concurrency:
+        return ""
+    running = f"{number(f.running_avg)} running of {rules.concurrency}"
+    share = f" ({percent(f.efficiency)} of the ceiling)" if f.efficiency is not None else ""
+    if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
+        queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
+        return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?{share}"
+    return f"under-loaded: {running}, no queue: room for more traffic{share}"
+
+
+def step_text(points: Sequence[SeriesPoint], frame: Frame, wanted_s: float, fields: Sequence[str] = ()) -> str:
+    """How a chart's step was chosen: ``one point per 30s: the rounds are 30s apart (a 10s step would
+    leave gaps)``; and whether its lines bridge steps no round covered (:func:`charts.bridges`)."""
+    step = format_duration(frame.step_s)
+    if frame.step_s > wanted_s:
+        text = f"one point per {step}: the rounds are that far apart (a {format_duration(wanted_s)} step would leave gaps)"
+    else:
+        text = f"one point per {step}"
+    if bridges(points, frame.step_s, fields):
+        text += "; lines bridge steps between rounds further apart than a step"
+    return text
+
+
+def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float, range_start: float,
+                over: str = "", note: str = "") -> None:  # fmt: skip
+    """The verdict in one coloured box; ``since`` maps a clause name (or "no_data") to when it began.
+
+    ``over``: what the verdict covers (``over the last 5m``, ``over 16:00–17:00``); ``note``: why an
+    "in the sweet spot" reads as it does (:func:`load_note`).
+    """
+    over = over or f"over the last {format_duration(verdict.window_s)}"
     if verdict.state == IN_SWEET_SPOT:
-        st.success(f"**In the sweet spot** over the last {window}: every rule holds.", icon=":material/check_circle:")
+        why = f" — {note}." if note else "."
+        st.success(f"**In the sweet spot** {over}: every rule holds{why}", icon=":material/check_circle:")
         return
     if verdict.state == STATE_NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
-        st.error(f"**No data** over the last {window}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
+        st.error(f"**No data** {over}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
         return
     lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
-    body = f"**Outside the sweet spot** over the last {window}:\n{lines}"
+    body = f"**Outside the sweet spot** {over}:\n{lines}"
     if verdict.severity == CRITICAL:
         st.error(body, icon=":material/error:")
     else:
@@ -111,7 +152,7 @@ def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
             "GPU": f"#{g.index}" if g.index is not None else g.uuid[:12],
             "name": g.name or NO_DATA,
             "host": g.host or NO_DATA,
-            "memory used / total": f"{gigabytes(g.memory_used_bytes)} / {gigabytes(g.memory_total_bytes)}",
+            "memory used / total": f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}",
             "bandwidth": bandwidth_text(g),
             "peak bandwidth": f"{with_unit(g.peak_bw_gbps, 'GB/s')} ({g.peak_bw_source or 'unknown'})",
             "power": with_unit(g.power_w_avg, "W"),
@@ -165,3 +206,24 @@ def ceiling_text(info: TargetInfo) -> str:
         f"**{number(c.tokens_per_s)} tok/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
         f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
     )
+
+
+def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list[SweepRun], list[SweepRun]]:
+    """``sweeps`` split into those that measured ``info``'s server and the others.
+
+    A run stored with its target belongs to that target; an older one (no target) to the target
+    whose ``vllm_url`` has the run's scheme, host and port.
+    """
+    mine: list[SweepRun] = []
+    others: list[SweepRun] = []
+    for run in sweeps:
+        ours = info is not None and (
+            run.target == info.name or (run.target is None and _server(run.url) == _server(info.vllm_url))
+        )
+        (mine if ours else others).append(run)
+    return mine, others
+
+
+def _server(url: str | None) -> str:
+    parts = urlsplit(url or "")
+    return f"{parts.scheme}://{parts.netloc}"

@@ -5,17 +5,19 @@ from __future__ import annotations
 import streamlit as st
 
 from app.durations import format_duration
+from app.formatting import GIB
 from app.ui import charts, state, widgets
 
 ctx = state.context()
 view = ctx.view
 st.header(f"GPUs · {view.target}")
+TABLE_WINDOW_S = 60.0
 
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
 def live() -> None:
     span = view.span(state.now())
-    gpus = state.guard("the GPUs", ctx.reader.latest_gpus, view.target)
+    gpus = state.guard("the GPUs", ctx.reader.latest_gpus, view.target, TABLE_WINDOW_S)
     if not gpus:
         st.info(
             "No GPU figures for this target. Set `targets[].gpu.source` to `nvml` (GPUs of the collector's host) "
@@ -25,30 +27,37 @@ def live() -> None:
         return
     st.table(widgets.gpu_rows(gpus), hide_index=True)
     st.caption(
-        "Bandwidth: GB/s where a true figure exists (GPM or DCGM DRAM active × peak); otherwise NVML "
-        "memory utilisation, which is the share of TIME the memory was busy, not a share of bandwidth."
+        f"Table: averages over the {format_duration(TABLE_WINDOW_S)} up to the target's latest GPU reading "
+        "(temperature: the maximum). Memory in GiB (2³⁰ bytes, as nvidia-smi: a \"32 GB\" card holds 32 GiB); "
+        "bandwidth in GB/s (10⁹ bytes a second, as NVIDIA's datasheets). Bandwidth: GB/s where a true figure "
+        "exists (GPM or DCGM DRAM active × peak); otherwise NVML memory utilisation, which is the share of TIME "
+        "the memory was busy, not a share of bandwidth."
     )
+    names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
+    label = st.radio("GPU", [charts.ALL_GPUS, *names.values()], horizontal=True, key="gpu", bind="query-params")
+    pick = next((u for u, n in names.items() if n == label), None)
     # GPU figures move slowly and may be read less often than vLLM: minute steps keep the lines whole.
     gpu_step = max(span.step_s, 60.0)
     points = state.guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, gpu_step)
     frame = charts.Frame(span.start, span.end, gpu_step)
-    names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
     true_bw = any(p.dram_bw_gbps is not None for p in points)
+    peak_bw = max((g.peak_bw_gbps for g in gpus if g.peak_bw_gbps), default=None)
+    memory_total = max((g.memory_total_bytes for g in gpus if g.memory_total_bytes), default=None)
     step = format_duration(gpu_step)
     panels = [
-        ("memory_used_bytes", "Memory used (GB)", "GB", 1e-9),
-        ("dram_bw_gbps", "DRAM bandwidth (GB/s)", "GB/s", 1.0)
+        ("memory_used_bytes", "Memory used (GiB; grey: total)", "GiB", 1 / GIB, memory_total and memory_total / GIB),
+        ("dram_bw_gbps", "DRAM bandwidth (GB/s; grey: peak)", "GB/s", 1.0, peak_bw)
         if true_bw
-        else ("memory_busy_pct", "NVML memory busy (% of time, not bandwidth)", "%", 1.0),
-        ("power_w", "Power (W)", "W", 1.0),
-        ("temperature_c", "Temperature (°C)", "°C", 1.0),
+        else ("memory_busy_pct", "NVML memory busy (% of time, not bandwidth)", "%", 1.0, 100.0),
+        ("power_w", "Power (W)", "W", 1.0, None),
+        ("temperature_c", "Temperature (°C)", "°C", 1.0, None),
     ]
     left, right = st.columns(2)
-    for i, (field, title, unit, scale) in enumerate(panels):
-        where = left if i % 2 == 0 else right
+    for i, (field, title, unit, scale, peak) in enumerate(panels):
         state.show_chart(
-            charts.gpu_chart, points, frame, field, f"{title}, per {step}", unit, names, scale, where=where
-        )
+            charts.gpu_chart, points, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
+            where=left if i % 2 == 0 else right,
+        )  # fmt: skip
 
 
 live()

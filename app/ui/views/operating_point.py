@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.durations import format_duration
 from app.operating_point import REFERENCE_LEVELS, find_knee
-from app.ui import charts, state
+from app.ui import charts, state, widgets
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot
@@ -17,12 +17,13 @@ span = view.span(state.now())
 step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
 end = span.end - span.end % step  # complete steps only, as the charts (app/ui/state.py:resolve)
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
-sweeps = state.guard("the load sweeps", ctx.reader.sweep_runs, 5)
+sweeps, others = widgets.sweeps_of(ctx.target_info(), state.guard("the load sweeps", ctx.reader.sweep_runs, 20))
+sweeps = sweeps[:5]
 
 latest = sweeps[0] if sweeps else None
 levels = [(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s) for lv in latest.levels] if latest else REFERENCE_LEVELS
 knee = find_knee(levels, rules.ttft_p95_slo_s)
-source = "the latest load sweep" if latest else "the reference report (8× V100, 70B AWQ, TP 8)"
+source = f"the latest load sweep ({charts.sweep_source(latest)})" if latest else "the reference report (8× V100, 70B AWQ, TP 8)"
 marks = [(float(rules.concurrency), f"sweet spot {rules.concurrency} (configured)")]
 if knee and knee.concurrency != rules.concurrency:
     marks.append((float(knee.concurrency), f"knee {knee.concurrency}"))
@@ -31,16 +32,17 @@ if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
-    "Grey dashes: the report's reference curve. Diamonds: stored load sweeps."
+    f"Grey dashes: the report's reference curve. Diamonds: stored load sweeps of {view.target}'s server."
+    + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
 left, right = st.columns(2)
-for where, attr, label, reference in (
-    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS),
-    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95),
+for where, attr, label, reference, slo in (
+    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS, None),
+    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, rules.ttft_p95_slo_s),
 ):
     title = f"Concurrency vs {label}"
     state.show_chart(
-        charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, height=420, where=where
+        charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, height=480, where=where
     )
 if not points:
     st.info("No measured steps in this range yet: only the reference curve is shown.", icon=":material/info:")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.formatting import clock
 from app.ui import charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
@@ -22,16 +21,12 @@ st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
 def live() -> None:
     span, now = view.span(state.now()), state.now()
-    figures = ctx.window(span.at)
+    figures = ctx.verdict_window(span)
     # The queue-growth rule needs the last minutes step by step, not one window figure.
     recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
+    points, frame = ctx.series_drawn(span, OTHERS)
     # A quantile over 5 s holds one or two requests: noise. TTFT steps are at least a minute.
-    ttft_step = max(span.step_s, 60.0)
-    if ttft_step == span.step_s:  # one query serves both
-        points = ttft = ctx.series(span.start, span.end, span.step_s, fields=OTHERS + TTFT)
-    else:
-        points = ctx.series(span.start, span.end, span.step_s, fields=OTHERS)
-        ttft = ctx.series(span.start, span.end, ttft_step, fields=TTFT)
+    ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
     verdict = evaluate(figures, rules, recent)
     since = {
         c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s, figures.ceiling_tokens_per_s)
@@ -39,14 +34,15 @@ def live() -> None:
     }  # fmt: skip
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
-    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first)
+    over = state.over_text(span, view.window_s)
+    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, rules))
     widgets.show_tiles(widgets.kpi_tiles(figures, rules))
     st.caption(
-        f"Tiles (hover one for what it measures) and verdict: the {format_duration(view.window_s)} up to "
-        f"{clock(span.at)}. Charts: {clock(span.start)} → {clock(span.end)}, one point per {format_duration(span.step_s)} "
-        f"(TTFT: per {format_duration(ttft_step)}). Drag to pan, scroll to zoom, double-click to reset."
+        f"Tiles (hover one for what it measures) and verdict: {over.removeprefix('over ')}"
+        f"{f' up to {clock(span.at)}' if span.live else ''}. Charts: {clock(span.start)} → {clock(span.end)}, "
+        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT: {widgets.step_text(ttft, ttft_frame, 60.0, TTFT)}). "
+        "Drag to pan, scroll to zoom, double-click to reset."
     )
-    frame, ttft_frame = charts.Frame(span.start, span.end, span.step_s), charts.Frame(span.start, span.end, ttft_step)
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
 
 live()

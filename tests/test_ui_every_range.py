@@ -1,0 +1,124 @@
+"""Every page at every preset range on the demo's database, in Chromium: every view tells the truth.
+
+The database is the one ``python -m app run`` makes on a fresh machine (a week backfilled at one
+round per 30 s, then live rounds every 5 s, raw rows past their retention deleted). For each chart
+the test reads what Vega drew (tests/browser.py: chart_panels) and fails when a panel with data in
+its range draws (almost) nothing, when a mark lies outside its plot (an axis clipping the data it
+exists to show), or when a page says "never been scraped" of a target that has rows. Screenshots go
+to artifacts/screenshots/ (docs/ui.md shows some of them, from docs/screenshots/).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from app.ui.state import RANGES
+from tests import ui_db
+from tests.browser import CHROMIUM, SCREENSHOTS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
+]
+
+# (url path, charts on the page)
+PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 2), "targets": ("/targets", 0)}
+DATA_MARKS = {"line", "area", "rect", "symbol"}  # rules and text are thresholds and labels, not data
+VISIBLE = 0.9  # of a panel's points with data, at least this share is drawn (a lone point of a broken line is not)
+NOW = time.time()
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    from tests.browser import streamlit_server
+
+    url = ui_db.demo(Path(tempfile.mkdtemp(prefix="sweetspot-demo-")) / "sweetspot.db", NOW)
+    with streamlit_server(url) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.browser import launch
+
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str, charts: int, shot: str):
+    from tests.browser import new_page, screenshot, wait_rendered
+
+    page = new_page(browser)
+    page.goto(url)
+    wait_rendered(page, charts)
+    page.wait_for_timeout(300)  # Vega lays out once more after the first draw
+    screenshot(page, SCREENSHOTS / f"{shot}.png")
+    assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")[:2000]
+    return page
+
+
+def untruths(panels_by_chart) -> list[str]:
+    """Every panel that hides data it has, or whose axis clips it; empty when all tell the truth."""
+    found = []
+    for chart in panels_by_chart:
+        assert chart is not None, "the chart's Vega view was not found"
+        for panel in chart:
+            data = [m for m in panel["marks"] if m["type"] in DATA_MARKS]
+            finite, drawn = sum(m["finite"] for m in data), sum(m["drawn"] for m in data)
+            if finite and drawn < VISIBLE * finite:
+                found.append(f"{panel['title'][:60]!r}: {drawn} of {finite} points with data drawn")
+            found += [f"{panel['title'][:60]!r}: {m['outside']} {m['type']} marks outside the plot ({m['name']})"
+                      for m in panel["marks"] if m["outside"]]  # fmt: skip
+    return found
+
+
+def panels_drawn(panels_by_chart) -> list[int]:
+    return [sum(m["drawn"] for m in p["marks"] if m["type"] in DATA_MARKS) for c in panels_by_chart for p in c]
+
+
+@pytest.mark.parametrize("range_key", list(RANGES))
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_at_every_range_tells_the_truth(browser, base_url, name, range_key):
+    from tests.browser import chart_panels
+
+    path, charts = PAGES[name]
+    page = open_page(browser, f"{base_url}{path}?range={range_key}", charts, f"{name}-{range_key}")
+    body = page.inner_text("body")
+    assert "never been scraped" not in body and "never scraped" not in body, body[:1500]
+    panels = chart_panels(page)
+    assert len(panels) == charts
+    assert untruths(panels) == []
+    # the demo has data in every range: every panel of every chart draws marks
+    assert all(panels_drawn(panels)), [p["title"][:50] for c in panels for p in c]
+    page.close()
+
+
+def test_a_past_range_older_than_the_raw_rows_is_judged_from_the_rollups(browser, base_url):
+    from tests.browser import chart_panels
+
+    start = time.strftime("%Y-%m-%dT%H:00", time.localtime(NOW - 4 * 86400))
+    end = time.strftime("%Y-%m-%dT%H:00", time.localtime(NOW - 4 * 86400 + 3600))
+    page = open_page(browser, f"{base_url}/?range=custom&start={start}&end={end}", 1, "overview-past-range")
+    body = page.inner_text("body")
+    assert "never been scraped" not in body
+    assert f"over {start.replace('T', ' ')}–{end[-5:]}" in body, body[:1500]
+    tiles = page.locator('[data-testid="stHtml"]').first.inner_text()
+    assert "ceiling 180 tok/s" in tiles and "tok/s\n" in tiles.replace(" tok/s\n", "tok/s\n"), tiles
+    assert untruths(chart_panels(page)) == []
+    page.close()
+
+
+def test_unknown_url_parameters_are_named_with_their_fallback(browser, base_url):
+    page = open_page(browser, f"{base_url}/?target=nope&range=bogus", 1, "overview-unknown-parameters")
+    page.get_by_text("URL parameter target=nope").first.wait_for(timeout=20000)
+    body = page.inner_text("body")
+    assert "showing demo" in body and "range=bogus" in body and "showing 1h" in body, body[:1500]
+    page.close()
