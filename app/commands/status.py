@@ -9,9 +9,9 @@ import math
 import time
 from typing import Any
 
+from app.alerts.rules import rule_set
 from app.durations import DurationError, format_duration, parse_duration
 from app.errors import UsageError
-from app.alerts.rules import rule_set
 from app.settings import Settings, effective_sweetspot
 from app.verdict import NO_DATA, Verdict, evaluate
 from db.queries import Reader
