@@ -112,9 +112,8 @@ class Evaluator:
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
             return {r.name: (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
-        names = {w: window_names(f, sweetspot, recent) for w, f in windows.items()}
-        evaluators = {w: Names(n) for w, n in names.items()}
-        return {r.name: (outcome(r, evaluators[r.window_s]), recommendation(r, names[r.window_s])) for r in rules}
+        names = {w: Names(window_names(f, sweetspot, recent)) for w, f in windows.items()}
+        return {r.name: (outcome(r, names[r.window_s]), recommendation(r, names[r.window_s])) for r in rules}
 
     def _recent(self, target: str, rules: Sequence[Rule], at: int, growth_s: float) -> Sequence[SeriesPoint]:
         if not any(names_in(r) & QUEUE_NAMES for r in rules):
