@@ -39,6 +39,7 @@ class CollectorService:
 
         # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
         self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
+        self.collected = threading.Event()  # set once a round was stored: alerts wait for it
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -79,13 +80,23 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
-            scheduler.Job("alerts", self.evaluator.run, self.settings.alerts.evaluate_every_s),
+            scheduler.Job("alerts", self.evaluate, self.settings.alerts.evaluate_every_s),
         ]
 
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.
-        for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
-            log.debug("%s", line)
+        try:
+            for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
+                log.debug("%s", line)
+        finally:
+            self.collected.set()
+
+    def evaluate(self) -> str:
+        """The alerts job: evaluates once this process's first round is in, so a start does not store
+        a "never scraped" no_data spell for every rule (the jobs all start at once)."""
+        if not self.collected.is_set():
+            return "alert evaluator: waiting for the first round"
+        return self.evaluator.run()
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         scheduler.run_until_stopped(self.jobs(), stop)
