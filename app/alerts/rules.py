@@ -41,6 +41,7 @@ DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override
 class Rule:
     """One alert rule: ``expr op threshold`` (while ``when``) over a window of figures.
 
+    ``per_model``: besides the whole target (model ""), one alert per model the target serves.
     ``for_s``: how long the condition must hold before the alert fires (pending until then);
     ``keep_firing_for_s``: how long it stays firing after the condition cleared. ``needs_data``
     False marks the rule that watches the data itself (target down): every other rule is
@@ -63,6 +64,7 @@ class Rule:
     recommendation: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     needs_data: bool = True
+    per_model: bool = False  # also one alert per model of the target (model "" is the whole target)
     show_values: bool = True  # False: the label says it all ("no data over 5m: the target is down")
     source: str = DEFAULT_SOURCE
 
@@ -279,6 +281,8 @@ def _apply(rule: Rule, entry: RuleSettings, source: str) -> Rule:
     changes.update({k: getattr(entry, k) for k in _OPTIONAL_FIELDS if getattr(entry, k) is not None})
     if entry.labels:
         changes["labels"] = {**rule.labels, **entry.labels}
+    if entry.per_model:
+        changes["per_model"] = True
     return dataclasses.replace(rule, **changes, source=source)
 
 
