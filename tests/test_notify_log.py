@@ -37,3 +37,24 @@ def test_log_shows_retries_sent_and_held_back(tmp_path, capsys):
     page = rows(Reader(url).notifications(now - 3600))
     assert [r["status"] for r in page] == ["🔕 held back", "✅ sent"]  # newest first
     assert any("250 2.0.0 Ok" in r["outcome"] for r in page)
+
+
+def test_alerts_page_shows_email_state_and_the_log(monkeypatch, tmp_path):
+    from app.notify import outbox
+    from tests import ui_db
+    from tests.test_ui_app import ALERTS, open_app
+    from tests.test_ui_pages import texts
+
+    url = ui_db.fill(tmp_path / "ui.db", time.time(), hours=0.25)
+    engine = open_engine(url)
+    with engine.begin() as conn:
+        outbox.record(conn, [outbox.Outgoing("target=edge to ops@x", "firing", ("ops@x",), "[FIRING:1] edge: target down",
+                                             "text", "<p>html</p>")], (), int(time.time()))  # fmt: skip
+    engine.dispose()
+    monkeypatch.delenv("SWEETSPOT_SMTP_HOST", raising=False)
+    at = open_app(monkeypatch, url)
+    at.switch_page(ALERTS).run()
+    assert not at.exception, at.exception
+    assert "e-mail off: alerts are evaluated and stored but not sent" in texts(at)
+    (table,) = [d for d in at.dataframe if "subject" in d.value.columns]
+    assert list(table.value["subject"]) == ["[FIRING:1] edge: target down"] and list(table.value["status"]) == ["⏳ queued"]

@@ -12,7 +12,7 @@ from app.alerts.silences import create_silence, end_silence
 from app.alerts.store import board
 from app.errors import SweetspotError
 from app.formatting import clock
-from app.ui import alert_views, state
+from app.ui import alert_views, notification_log, state
 
 ctx = state.context()
 st.header("Alerts")
@@ -60,3 +60,5 @@ with st.form("new-silence", clear_on_submit=True):
             st.success(f"Silence {sid} created until {clock(t + hours * 3600)}.")
         except SweetspotError as exc:
             st.error(exc.one_line())
+
+notification_log.render(ctx, now)  # e-mail on or off, and the notification log (app/notify)
