@@ -44,6 +44,7 @@ class CollectorService:
 
         # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
         self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
+        self.collected = threading.Event()  # set once a round was stored: alerts wait for it
         from app.notify.notifier import Notifier
 
         # silences and mute windows hold notifications back; the lease holder alone delivers
@@ -89,7 +90,7 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
-            scheduler.Job("alerts", self.evaluator.run, self.settings.alerts.evaluate_every_s),
+            scheduler.Job("alerts", self.evaluate, self.settings.alerts.evaluate_every_s),
             scheduler.Job("notify", self.notify, NOTIFY_EVERY_S),
             scheduler.Job("digest", self.digest, DIGEST_EVERY_S),
         ]
@@ -118,8 +119,18 @@ class CollectorService:
 
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.
-        for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
-            log.debug("%s", line)
+        try:
+            for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
+                log.debug("%s", line)
+        finally:
+            self.collected.set()
+
+    def evaluate(self) -> str:
+        """The alerts job: evaluates once this process's first round is in, so a start does not store
+        a "never scraped" no_data spell for every rule (the jobs all start at once)."""
+        if not self.collected.is_set():
+            return "alert evaluator: waiting for the first round"
+        return self.evaluator.run()
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         scheduler.run_until_stopped(self.jobs(), stop)

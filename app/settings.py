@@ -176,6 +176,7 @@ class RuleSettings:
     detail: str = _setting("", "extra text after the comparison (format fields: figures, thresholds)")
     recommendation: str = _setting("", "what to do: the vLLM or gateway knob to turn")
     labels: dict[str, str] = _setting(None, "labels attached to the alert (e.g. team = 'serving')", factory=dict)
+    per_model: bool = _setting(False, "true: also one alert per model the target serves")
 
 
 @dataclass(frozen=True)

@@ -139,3 +139,32 @@ def test_per_target_thresholds_apply(db, db_url):
     Evaluator(engine, cfg).evaluate_once(T0 + 300)
     assert state(engine, "concurrency").state == "inactive"
     assert state(engine, "concurrency").threshold == 32
+
+
+def test_a_rule_that_fails_is_in_error_and_the_others_evaluate(db, db_url):
+    from app.settings import RuleSettings
+
+    engine, writer = db
+    write(writer, T0, T0 + 120, preempt_from=T0 + 100)
+    broken = RuleSettings(name="broken", expr="preemptions", op=">", threshold="1 / 0", severity="critical")
+    Evaluator(engine, settings(db_url, rules=(broken,))).evaluate_once(T0 + 120)
+    assert state(engine, "broken").state == "error" and "ZeroDivisionError" in state(engine, "broken").summary
+    assert state(engine, "preemptions").state == FIRING
+
+
+def test_a_per_model_rule_gets_one_alert_per_model(db, db_url):
+    from app.settings import RuleSettings
+    from tests.store_helpers import one_round
+
+    engine, writer = db
+    for ts in range(T0, T0 + 120, 5):
+        calm = vllm_round(ts, gen=float(ts - T0), model="small", preemptions=0.0)
+        busy = vllm_round(ts, gen=float(ts - T0), model="big", preemptions=float(max(0, ts - T0 - 60)))
+        writer.write_round(one_round(calm, busy))
+    cfg = settings(db_url, rules=(RuleSettings(name="preemptions", per_model=True),))
+    Evaluator(engine, cfg).evaluate_once(T0 + 120)
+    states = store.load_states(engine)
+    assert states[("preemptions", "t", "big")].state == FIRING
+    assert states[("preemptions", "t", "small")].state == "inactive"
+    assert states[("preemptions", "t", "")].state == FIRING  # the whole target preempts too
+    assert ("ttft_p95", "t", "big") not in states

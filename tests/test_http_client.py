@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +14,7 @@ import pytest
 from app.errors import ScrapeError
 from collectors import httpwire
 from collectors.http import ScrapeClient, fetch_text
+from tests.support.certificates import make_certificate
 from tests.support.http_server import CountingServer, started
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
@@ -399,17 +398,7 @@ def test_an_answer_that_trickles_in_times_out_as_a_whole(framing: str) -> None:
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 (cert, key), made with the openssl command (.ci/run
     installs it)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command is not installed (apt-get install openssl)")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def tls_server(certificate: tuple[str, str], respond: Callable[[socket.socket], None]) -> socket.socket:

@@ -111,8 +111,10 @@ def test_silenced_alert_is_logged_as_suppressed_and_sends_nothing(engine):
         clock.now += 600
         notifier.run_once()
     assert mailbox.messages == []
-    (row,) = rows(engine, schema.notifications)
-    assert row["status"] == "suppressed" and row["subject"].startswith("[SILENCED]")
+    held, resolved = rows(engine, schema.notifications)
+    assert (held["status"], held["kind"], resolved["status"], resolved["kind"]) == ("suppressed", "firing", "suppressed", "resolved")
+    assert held["subject"] == "[SILENCED] preemptions on prod-70b: held back by a silence or mute window"
+    assert resolved["subject"] == "[SILENCED] preemptions on prod-70b: resolved while silenced: nothing is sent"
 
 
 def test_email_off_sends_nothing_and_says_so(engine):

@@ -6,29 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from app.alerts.evaluator import Evaluator
 from app.alerts.model import Silence
 from app.alerts.silences import active_silences, add_silence, is_silenced
 from app.notify.notifier import Notifier
 from app.settings import AlertsSettings, EmailSettings, Settings, TargetSettings
-from db.engine import open_engine
-from db.writer import Writer
 from tests.store_helpers import vllm_round
 from tests.support.smtp_server import Mailbox, serve
+from tests.test_alert_evaluator import T0, db
 
-T0 = 1_800_000_000
-
-
-@pytest.fixture
-def db(db_url):
-    engine = open_engine(db_url)
-    writer = Writer(engine)
-    writer.register_target(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"))
-    yield engine, writer
-    writer.close()
-    engine.dispose()
+__all__ = ["db"]  # the fixture: a database with target "t" and its writer
 
 
 def settings(db_url: str, port: int) -> Settings:

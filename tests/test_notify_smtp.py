@@ -8,7 +8,8 @@ import ssl
 import pytest
 
 from app.cli import main
-from tests.support.smtp_server import Mailbox, free_port, make_certificate, password_check, serve
+from tests.support.certificates import make_certificate
+from tests.support.smtp_server import Mailbox, free_port, password_check, serve
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,8 @@ PAGES = {
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
     "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
+    "alerts": ("/alerts", 1, ["Firing and pending now", "target_down", "silenced by silence 1", "edge is being rebuilt",
+                              "State history"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
 }
 

@@ -89,10 +89,9 @@ class Evaluator:
         states: list[AlertState] = []
         transitions: list[Transition] = []
         for target, rules in self.rules.items():
-            outcomes = self._outcomes(target, rules, at)
-            for rule in rules:
-                out, text = outcomes[rule.name]
-                prev = stored.get((rule.name, target, "")) or new_state(rule, target, "", at)
+            for (name, model), (out, text) in self._outcomes(target, rules, at).items():
+                rule = next(r for r in rules if r.name == name)
+                prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
                 state, change = advance(prev, rule, out, at, text)
                 states.append(state)
                 transitions += [change] if change else []
@@ -103,18 +102,27 @@ class Evaluator:
             store.save(conn, states, stored, transitions)
         return transitions
 
-    def _outcomes(self, target: str, rules: Sequence[Rule], at: int) -> dict[str, tuple[Outcome, str]]:
-        """Each rule's outcome and recommendation for one target; a failed read is every rule's error."""
+    def _outcomes(self, target: str, rules: Sequence[Rule], at: int) -> dict[tuple[str, str], tuple[Outcome, str]]:
+        """Each (rule, model)'s outcome and recommendation for one target (model "": the whole target;
+        a ``per_model`` rule also gets one per stored model); a failed read is every rule's error."""
         sweetspot = effective_sweetspot(self.settings, target)
         try:
             recent = self._recent(target, rules, at, sweetspot.queue_growth_s)
-            windows = {w: self.reader.window(target, at, w) for w in sorted({r.window_s for r in rules})}
+            models = self.reader.models(target) if any(r.per_model for r in rules) else []
+            windows = {
+                (w, m): self.reader.window(target, at, w, model=m or None)
+                for w in sorted({r.window_s for r in rules})
+                for m in ["", *(models if any(r.per_model and r.window_s == w for r in rules) else [])]
+            }
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
-            return {r.name: (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
-        names = {w: window_names(f, sweetspot, recent) for w, f in windows.items()}
-        evaluators = {w: Names(n) for w, n in names.items()}
-        return {r.name: (outcome(r, evaluators[r.window_s]), recommendation(r, names[r.window_s])) for r in rules}
+            return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
+        names = {key: Names(window_names(f, sweetspot, recent)) for key, f in windows.items()}
+        return {
+            (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
+            for r in rules
+            for m in ["", *(models if r.per_model else [])]
+        }
 
     def _recent(self, target: str, rules: Sequence[Rule], at: int, growth_s: float) -> Sequence[SeriesPoint]:
         if not any(names_in(r) & QUEUE_NAMES for r in rules):

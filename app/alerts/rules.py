@@ -41,6 +41,7 @@ DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override
 class Rule:
     """One alert rule: ``expr op threshold`` (while ``when``) over a window of figures.
 
+    ``per_model``: besides the whole target (model ""), one alert per model the target serves.
     ``for_s``: how long the condition must hold before the alert fires (pending until then);
     ``keep_firing_for_s``: how long it stays firing after the condition cleared. ``needs_data``
     False marks the rule that watches the data itself (target down): every other rule is
@@ -63,6 +64,7 @@ class Rule:
     recommendation: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     needs_data: bool = True
+    per_model: bool = False  # also one alert per model of the target (model "" is the whole target)
     show_values: bool = True  # False: the label says it all ("no data over 5m: the target is down")
     source: str = DEFAULT_SOURCE
 
@@ -154,6 +156,13 @@ class Names:
     def __init__(self, names: Mapping[str, Any]) -> None:
         self.names = dict(names)
         self._eval = EvalWithCompoundTypes(names=self.names, functions=FUNCTIONS)
+        self._fields: dict[str, Any] | None = None
+
+    def fields(self, rule: Rule) -> _Fields:
+        """Format fields for ``rule``'s texts; the names are spelled once per window, not per rule."""
+        if self._fields is None:
+            self._fields = _spelled(self.names)
+        return _Fields(self._fields, rule)
 
     def value(self, text: str) -> Any:
         return self._eval.eval(text, previously_parsed=_parsed(text))
@@ -218,25 +227,30 @@ def summary(rule: Rule, names: Names, value: float, threshold: float, holds: boo
 
 def wording(rule: Rule, names: Names) -> tuple[str, str]:
     """The rule's label and detail with their fields filled in (``TTFT P95 over 5m``, ``...``)."""
-    fields = _Fields(names.names, rule)
+    fields = names.fields(rule)
     label = string.Formatter().vformat(rule.label or rule.name, (), fields)
     return label, string.Formatter().vformat(rule.detail, (), fields) if rule.detail else ""
 
 
-def recommendation(rule: Rule, names: Mapping[str, Any]) -> str:
-    return string.Formatter().vformat(rule.recommendation, (), _Fields(names, rule))
+def recommendation(rule: Rule, names: Names) -> str:
+    return string.Formatter().vformat(rule.recommendation, (), names.fields(rule)) if rule.recommendation else ""
+
+
+def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: number(v) if isinstance(v, float) else v for k, v in names.items() if v is not None}
+    if "queue_growth_s" in names:
+        out["queue_growth"] = format_duration(names["queue_growth_s"])
+    if "min_efficiency" in names:
+        out["min_efficiency_pct"] = number(names["min_efficiency"] * 100)
+    return out
 
 
 class _Fields(dict[str, Any]):
     """Format fields: every name (numbers as people read them), ``window``, ``queue_growth``."""
 
-    def __init__(self, names: Mapping[str, Any], rule: Rule) -> None:
-        super().__init__({k: number(v) if isinstance(v, float) else v for k, v in names.items() if v is not None})
+    def __init__(self, spelled: Mapping[str, Any], rule: Rule) -> None:
+        super().__init__(spelled)
         self["window"] = format_duration(rule.window_s)
-        if "queue_growth_s" in names:
-            self["queue_growth"] = format_duration(names["queue_growth_s"])
-        if "min_efficiency" in names:
-            self["min_efficiency_pct"] = number(names["min_efficiency"] * 100)
 
     def __missing__(self, key: str) -> str:
         return "no data"
@@ -267,6 +281,8 @@ def _apply(rule: Rule, entry: RuleSettings, source: str) -> Rule:
     changes.update({k: getattr(entry, k) for k in _OPTIONAL_FIELDS if getattr(entry, k) is not None})
     if entry.labels:
         changes["labels"] = {**rule.labels, **entry.labels}
+    if entry.per_model:
+        changes["per_model"] = True
     return dataclasses.replace(rule, **changes, source=source)
 
 

@@ -169,3 +169,25 @@ def expire_silence(engine_or_conn: Engine | Connection, silence_id: int, now: fl
     )
     with _connection(engine_or_conn, write=True) as conn:
         return bool(conn.execute(stmt).rowcount)
+
+
+def create_silence(db_url: str, silence: Silence) -> int:
+    """:func:`add_silence` from a process that holds no writer (the dashboard): opens one for it."""
+    from db.engine import open_engine
+
+    engine = open_engine(db_url)
+    try:
+        return add_silence(engine, silence)
+    finally:
+        engine.dispose()
+
+
+def end_silence(db_url: str, silence_id: int, now: float) -> bool:
+    """:func:`expire_silence` from a process that holds no writer (the dashboard)."""
+    from db.engine import open_engine
+
+    engine = open_engine(db_url)
+    try:
+        return expire_silence(engine, silence_id, now)
+    finally:
+        engine.dispose()

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, bindparam, select, update
 
-from app.alerts.model import FIRING, PENDING, AlertState, Transition
-from app.alerts.silences import _connection
+from app.alerts.model import FIRING, PENDING, AlertState, Silence, Transition
+from app.alerts.silences import _connection, active_silences, list_silences, silenced_by
+from app.settings import MuteWindowSettings
 from db import schema
 
 Key = tuple[str, str, str]  # (rule, target, model)
@@ -106,3 +108,33 @@ def save(
             for t in transitions
         ]  # fmt: skip
         conn.execute(schema.alert_transitions.insert(), rows)
+
+
+# -- what the pages read (one function each) -----------------------------------------------------------
+@dataclass(frozen=True)
+class Board:
+    """The Alerts page: alerts firing or pending now (with what silences each), recent transitions
+    (oldest first) with the state each alert was in before them, and the silences not ended yet."""
+
+    alerts: list[tuple[AlertState, str | None]]
+    history: list[Transition]
+    silences: list[Silence]
+    start: float
+    end: float
+
+
+def board(engine: Engine, now: float, mute_windows: Sequence[MuteWindowSettings], since_s: float = 86400.0) -> Board:
+    """Everything the Alerts page shows, in one connection."""
+    with engine.connect() as conn:
+        silences = active_silences(conn, now)
+        alerts = [(s, silenced_by(s, now, silences, mute_windows)) for s in current(conn)]
+        return Board(alerts, history(conn, now - since_s), list_silences(conn, now), now - since_s, now)
+
+
+def live_since(engine: Engine, target: str) -> dict[str, float]:
+    """For the Overview's live banner: since when each firing (else pending) alert of ``target`` holds."""
+    return {
+        s.rule: float(s.firing_since if s.state == FIRING else s.pending_since)  # type: ignore[arg-type]
+        for s in current(engine, target)
+        if (s.firing_since if s.state == FIRING else s.pending_since) is not None
+    }

@@ -15,24 +15,16 @@ from app.settings import Settings
 from db.notifications import NotificationEntry
 
 
-def email_status(settings: Settings) -> str:
-    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off."""
-    email = settings.alerts.email
-    if not email.enabled:
-        return "e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST, docs/configuration.md)"
-    to = sorted({*email.to, *(r for route in email.routes for r in route.to)})
-    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(to)}"
-
-
 def test_email(settings: Settings) -> int:
     """Send one test message to every recipient; print the server's answer, or raise a MailError
     (one line naming the setting to fix, printed by the CLI's edge)."""
     from app.notify import message, smtp
+    from app.notify.grouping import all_recipients
 
     email = settings.alerts.email
     if not email.enabled:
         raise UsageError("e-mail is off: no SMTP server configured", "Set SWEETSPOT_SMTP_HOST (alerts.email.host), docs/configuration.md")
-    to = sorted({*email.to, *(r for route in email.routes for r in route.to)})
+    to = all_recipients(email)
     where = f"{email.host}:{email.effective_port}"
     with smtp.connect(email, settings.smtp_password) as session:
         answer = smtp.send(session, message.trial_message(email.from_address, to, time.time()), where)

@@ -12,6 +12,7 @@ from typing import Any
 from app.alerts.rules import rule_set
 from app.durations import DurationError, format_duration, parse_duration
 from app.errors import UsageError
+from app.notify.grouping import delivery_line
 from app.settings import Settings, effective_sweetspot
 from app.verdict import NO_DATA, Verdict, evaluate
 from db.queries import Reader
@@ -133,10 +134,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     verdict = judge(reader, settings, fig)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
     if args.json:
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig)}, indent=2, allow_nan=False))
+        email = {"email": delivery_line(settings.alerts.email)}
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **email}, indent=2, allow_nan=False))
     else:
         print(verdict.headline)
         print(render(fig))
+        print(f"  alert {delivery_line(settings.alerts.email)}")
     return 0
 
 

@@ -72,6 +72,17 @@ def recipients(state: AlertState, email: EmailSettings) -> tuple[str, ...]:
     return tuple(email.to)
 
 
+def all_recipients(email: EmailSettings) -> list[str]:
+    return sorted({*email.to, *(r for route in email.routes for r in route.to)})
+
+
+def delivery_line(email: EmailSettings) -> str:
+    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off."""
+    if not email.enabled:
+        return "e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST, docs/configuration.md)"
+    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}"
+
+
 def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:
     """``(group key, label, recipients)``; the key names the group_by values and the recipients."""
     to = recipients(state, email)

@@ -20,7 +20,7 @@ from streamlit import dataframe_util
 
 from app.durations import format_duration
 from app.errors import SweetspotError
-from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
+from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_EMAIL, ENV_UI_PASSWORD, Settings, load_settings
 from app.ui import charts
 from app.ui.charts import PANEL_HEIGHT
 from db.results import SeriesPoint, TargetInfo, WindowFigures
@@ -146,14 +146,17 @@ class View:
 
 
 @st.cache_resource(show_spinner=False)
-def _settings(config_path: str | None, db_url: str | None, password: str | None) -> Settings:
+def _settings(config_path: str | None, db_url: str | None, password: str | None,
+              email: tuple[tuple[str, str], ...] = ()) -> Settings:  # fmt: skip
     environ = {k: v for k, v in ((ENV_CONFIG, config_path), (ENV_DB_URL, db_url), (ENV_UI_PASSWORD, password)) if v}
-    return load_settings(None, environ)
+    return load_settings(None, {**environ, **dict(email)})
 
 
 def load(environ: Mapping[str, str]) -> Settings:
-    """The settings, loaded once per distinct environment (``python -m app ui`` passes them this way)."""
-    return _settings(environ.get(ENV_CONFIG), environ.get(ENV_DB_URL), environ.get(ENV_UI_PASSWORD))
+    """The settings, loaded once per distinct environment (``python -m app ui`` passes them this way).
+    The alert e-mail variables count too: the Alerts page says whether e-mail is on."""
+    email = tuple((k, environ[k]) for k in sorted(ENV_EMAIL) if environ.get(k))
+    return _settings(environ.get(ENV_CONFIG), environ.get(ENV_DB_URL), environ.get(ENV_UI_PASSWORD), email)
 
 
 @st.cache_resource(show_spinner=False)

@@ -6,14 +6,11 @@ port is picked first; :func:`serve` can reuse it to bring a stopped server back 
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email import message_from_bytes, policy
 from email.message import EmailMessage
-from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
@@ -63,19 +60,3 @@ def password_check(user: str, password: str) -> Any:
         return AuthResult(success=ok, handled=False)
 
     return authenticate
-
-
-def make_certificate(folder: Path) -> tuple[str, str]:
-    """A self-signed certificate for 127.0.0.1 (cert, key), made with the openssl command."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        import pytest
-
-        pytest.skip("the openssl command is not installed (apt-get install openssl)")
-    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key

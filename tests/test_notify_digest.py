@@ -1,0 +1,109 @@
+"""The digest on a database filled by the simulator: its figures are the query facade's, its
+incidents the alert history's; the CLI prints, writes HTML and mails it; the schedule sends it once."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+from sqlalchemy import insert
+
+from app.cli import main
+from app.notify import digest
+from app.notify.notifier import Notifier, digest_once
+from app.settings import AlertsSettings, DigestSettings, Settings
+from db import schema
+from db.engine import open_engine
+from db.queries import Reader
+from tests import ui_db
+from tests.notify_helpers import email_settings
+from tests.support.smtp_server import Mailbox, serve
+
+NOW = float(int(time.time()) // 60 * 60)
+PERIOD = 2 * 3600.0
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    """``demo`` (2 h of the simulator's history) and ``edge`` (1 h, down for its last 10 minutes),
+    with one resolved preemption incident and one still firing."""
+    url = ui_db.fill(tmp_path_factory.mktemp("digest") / "sweetspot.db", NOW, hours=2)
+    engine = open_engine(url)
+    t = schema.alert_transitions
+    rows = [("preemptions", "inactive", "firing", NOW - 3000), ("preemptions", "firing", "resolved", NOW - 2400),
+            ("ttft_p95", "pending", "firing", NOW - 600)]  # fmt: skip
+    with engine.begin() as conn:
+        for rule, old, new, at in rows:
+            conn.execute(insert(t).values(rule=rule, target="demo", model="", from_state=old, to_state=new, at=int(at),
+                                          severity="critical", summary=f"{rule} over 5m broke", labels="{}"))  # fmt: skip
+    engine.dispose()
+    return url
+
+
+def test_figures_are_the_facades(filled):
+    reader = Reader(filled)
+    engine = open_engine(filled)
+    report = digest.build(reader, engine, Settings(db_url=filled), NOW - PERIOD, NOW)
+    by_name = {d.target: d for d in report.targets}
+    assert set(by_name) == {"demo", "edge"}
+    for name, d in by_name.items():
+        whole = reader.window(name, NOW, PERIOD)
+        assert (d.ttft_p95_s, d.tokens_per_s_avg, d.preemptions) == (whole.ttft_p95_s, whole.tokens_per_s, whole.preemptions)
+        assert d.ceiling_tokens_per_s == whole.ceiling_tokens_per_s == 180.0
+        minutes = reader.series(name, NOW - PERIOD, NOW, 60, fields=("tokens_per_s",))
+        assert d.tokens_per_s_peak == max(p.tokens_per_s for p in minutes if p.tokens_per_s is not None)
+    assert by_name["demo"].tokens_per_s_avg is not None and by_name["demo"].tokens_per_s_peak >= by_name["demo"].tokens_per_s_avg
+    # edge: data for the period's second hour only, and none for its last 10 minutes: 70 of 120 minutes
+    assert by_name["edge"].no_data == pytest.approx(70 / 120, abs=1 / 24)
+    assert by_name["demo"].no_data == 0.0 and by_name["demo"].in_sweet_spot is not None
+    assert 0.0 <= by_name["demo"].in_sweet_spot <= 1.0
+    incidents = by_name["demo"].incidents
+    assert [(i.rule, i.started_at, i.ended_at) for i in incidents] == [
+        ("preemptions", NOW - 3000, NOW - 2400), ("ttft_p95", NOW - 600, None)]
+    assert incidents[0].duration_s(NOW) == 600
+    engine.dispose()
+
+
+def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_path):
+    assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
+    out = capsys.readouterr().out
+    assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
+    assert "preemptions over 5m broke" in out and "for 10m: preemptions" in out and "still firing" in out
+    page = tmp_path / "digest.html"
+    assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0
+    html = page.read_text()
+    assert html.count("data:image/png;base64,") == 4  # TTFT and throughput, per target
+
+
+def test_send_mails_it_and_the_schedule_sends_it_once(filled, monkeypatch):
+    mailbox = Mailbox()
+    with serve(mailbox) as port:
+        settings = email_settings(port)
+        settings = dataclasses.replace(settings, db_url=filled, alerts=dataclasses.replace(
+            settings.alerts, digest=DigestSettings(schedule="daily 08:00", timezone="Europe/Paris", to=("team@example.test",))))  # fmt: skip
+        engine = open_engine(filled)
+        notifier = Notifier(engine, settings, clock=lambda: NOW)
+        assert digest_once(notifier) == "digest queued for team@example.test"
+        assert digest_once(notifier).endswith("already queued")
+        assert digest_once(Notifier(engine, settings, clock=lambda: NOW)).endswith("already queued")  # a restart
+        notifier.run_once()
+        engine.dispose()
+    (msg,) = mailbox.messages
+    assert msg["Subject"].startswith("[DIGEST] Sweetspot 1d to ") and msg["To"] == "team@example.test"
+    assert "demo:" in msg.get_body(("plain",)).get_content()
+
+
+def test_digest_off_without_recipient(filled):
+    settings = dataclasses.replace(email_settings(25), alerts=AlertsSettings(email=email_settings(25).alerts.email))
+    assert digest_once(Notifier(open_engine(filled), settings)).startswith("digest off")
+
+
+def test_status_says_whether_email_is_on(filled, capsys, monkeypatch):
+    monkeypatch.delenv("SWEETSPOT_SMTP_HOST", raising=False)
+    assert main(["status", "--target", "demo", "--db", filled]) == 0
+    assert "alert e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST" in capsys.readouterr().out
+    for name, value in {"SWEETSPOT_SMTP_HOST": "mail.example.test", "SWEETSPOT_ALERT_FROM": "a@x", "SWEETSPOT_ALERT_TO": "b@x"}.items():
+        monkeypatch.setenv(name, value)
+    assert main(["status", "--target", "demo", "--db", filled, "--json"]) == 0
+    assert '"email": "e-mail on: mail.example.test:587 (starttls) to b@x"' in capsys.readouterr().out
