@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from app import scheduler
 from app.jobs import RoundCollector, describe_round
-from app.settings import Settings
+from app.settings import Settings, SweetSpotSettings
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +17,20 @@ ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
 
 
+def sweetspot_pairs(settings: Settings) -> list[tuple[str, SweetSpotSettings]]:
+    """The thresholds each target is judged by (today every target's are the global ones), and
+    the global ones under "*" for targets without a row."""
+    from db.thresholds import EVERY_TARGET
+
+    return [(EVERY_TARGET, settings.sweetspot), *[(t.name, settings.sweetspot) for t in settings.targets]]
+
+
 class CollectorService:
     """Collect every target each interval, roll up each minute, apply retention each hour."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         from db.engine import open_engine
+        from db.thresholds import write_thresholds
         from db.writer import Writer
 
         self.settings = settings
@@ -30,6 +39,7 @@ class CollectorService:
         self.writer = Writer(self.engine)
         for target in settings.targets:
             self.writer.register_target(target)
+        write_thresholds(self.engine, sweetspot_pairs(settings))
         self.rounds = RoundCollector(settings, clock)
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).

@@ -172,12 +172,23 @@ def _alerts(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_alert_transitions_at ON alert_transitions (at)"))
 
 
+def _query_views(conn: Connection) -> None:
+    # The stable views of ad-hoc queries (docs/query.md), the thresholds they judge minutes by and
+    # the saved queries. The views are built from db/query_views.py as it stands when this runs: a
+    # later change to a view is a new migration that drops and recreates it.
+    from db.query_views import create_views
+
+    schema.metadata.create_all(conn, tables=[schema.sweetspot_thresholds, schema.saved_queries], checkfirst=True)
+    log.info("migration 0008: query views %s", ", ".join(create_views(conn)))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
+    ("0008_query_views", _query_views),
 ]
 
 
