@@ -179,6 +179,14 @@ def _query_views(conn: Connection) -> None:
     from db.query_views import create_views
 
     schema.metadata.create_all(conn, tables=[schema.sweetspot_thresholds, schema.saved_queries], checkfirst=True)
+    # The default thresholds until a collector writes the configured ones at its start, so that a
+    # history written before (or without) one is judged too, by the numbers a default banner uses.
+    from app.settings import SweetSpotSettings
+    from db.thresholds import EVERY_TARGET, FIELDS
+
+    defaults = SweetSpotSettings()
+    row = {"target": EVERY_TARGET, **{f: float(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
+    conn.execute(schema.sweetspot_thresholds.insert().values(**row))
     log.info("migration 0008: query views %s", ", ".join(create_views(conn)))
 
 
