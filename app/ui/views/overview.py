@@ -48,5 +48,6 @@ def live() -> None:
     )
     frame, ttft_frame = charts.Frame(span.start, span.end, span.step_s), charts.Frame(span.start, span.end, ttft_step)
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
+    widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 
 live()
