@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "db": "dbadmin",
     "alerts": "alerts",
     "digest": "digest",
+    "query": "query",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundCollector, describe_round
-from app.settings import Settings
+from app.settings import Settings, SweetSpotSettings, effective_sweetspot
 
 log = logging.getLogger(__name__)
 
@@ -22,12 +22,22 @@ NOTIFY_EVERY_S = 5.0  # a group's e-mail leaves within this long of its group_wa
 DIGEST_EVERY_S = 60.0
 
 
+def sweetspot_pairs(settings: Settings) -> list[tuple[str, SweetSpotSettings]]:
+    """The thresholds each target is judged by (the global ones with its ``targets[].sweetspot``
+    overrides, as the alert rules see them), and the global ones under "*" for targets without a row."""
+    from db.thresholds import EVERY_TARGET
+
+    own = [(t.name, effective_sweetspot(settings, t.name)) for t in settings.targets]
+    return [(EVERY_TARGET, settings.sweetspot), *own]
+
+
 class CollectorService:
     """Collect every target each interval, roll up each minute, apply retention each hour, evaluate the
     alert rules every ``alerts.evaluate_every_s`` (while this process holds the evaluator's lease)."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         from db.engine import open_engine
+        from db.thresholds import write_thresholds
         from db.writer import Writer
 
         self.settings = settings
@@ -36,6 +46,7 @@ class CollectorService:
         self.writer = Writer(self.engine)
         for target in settings.targets:
             self.writer.register_target(target)
+        write_thresholds(self.engine, sweetspot_pairs(settings))
         self.rounds = RoundCollector(settings, clock)
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).

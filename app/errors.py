@@ -6,7 +6,8 @@ Tree::
     ├── ConfigError        (app.settings)   a setting that cannot be used; names the key
     ├── ScrapeError        (collectors)     a source that could not be read or parsed
     ├── StorageError       (db)             the database refused or is unreachable
-    └── UsageError                          a command-line argument that cannot be used
+    ├── UsageError                          a command-line argument that cannot be used
+    └── QueryError         (db.query_*)     a user's SQL was refused (names the rule) or failed
 """
 
 from __future__ import annotations
@@ -35,3 +36,11 @@ class StorageError(SweetspotError):
 
 class UsageError(SweetspotError):
     """A command-line argument that cannot be used."""
+
+
+class QueryError(SweetspotError):
+    """A user's ad-hoc SQL was refused (``rule`` names the rule that refused it) or failed."""
+
+    def __init__(self, message: str, hint: str = "", rule: str = "") -> None:
+        super().__init__(message, hint)
+        self.rule = rule

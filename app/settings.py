@@ -263,6 +263,12 @@ class AlertsSettings:
     mute_windows: tuple[MuteWindowSettings, ...] = _setting(None, "recurring mute windows ([[alerts.mute_windows]])", factory=tuple)
     email: EmailSettings = _setting(None, "alert e-mail ([alerts.email])", factory=EmailSettings)
     digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
+class QuerySettings:
+    """Limits of ad-hoc SQL (``python -m app query`` and the Query page, docs/query.md)."""
+
+    timeout_s: float = _setting(2.0, "time limit of one query (--timeout may ask for up to max_timeout_s)", kind="duration")
+    max_timeout_s: float = _setting(30.0, "the most time any query may be given", kind="duration")
+    row_limit: int = _setting(10000, "rows returned at most; more are cut off and reported as truncated")
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,7 @@ class Settings:
     sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
     alerts: AlertsSettings = _setting(None, "alert rules, their evaluator, e-mail and the digest", factory=AlertsSettings)
+    query: QuerySettings = _setting(None, "ad-hoc query limits", factory=QuerySettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
 
@@ -434,6 +441,9 @@ def _validate(settings: Settings) -> Settings:
         targets.append(dataclasses.replace(target, gateway=gateway))
     if settings.interval_s <= 0:
         raise ConfigError("interval_s: must be greater than 0")
+    q = settings.query
+    if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
+        raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
     settings = dataclasses.replace(settings, targets=tuple(targets))
     from app.alerts.checks import check_alerts  # the rules import these settings
 

@@ -53,6 +53,15 @@ def _sqlite_transactional(engine: Engine, pragmas: tuple[str, ...]) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
+def _query_functions(engine: Engine) -> None:
+    # the query views' functions (histogram_quantile, ...): readers can select every view column
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        from db.query_functions import register
+
+        register(dbapi_conn)
+
+
 def _create(url: URL, **kwargs: Any) -> Engine:
     try:
         return create_engine(url, **kwargs)
@@ -102,6 +111,7 @@ def open_reader(db_url: str) -> Engine:
         # pooled: a kept connection keeps SQLite's page cache warm between queries
         engine = _create(ro, pool_size=2, max_overflow=4)
         _sqlite_transactional(engine, ("PRAGMA busy_timeout=5000", "PRAGMA query_only=1", "PRAGMA cache_size=-32000"))
+        _query_functions(engine)
         return engine
     engine = _create(url, pool_pre_ping=True, connect_args={"options": "-c default_transaction_read_only=on"})
     return engine

@@ -187,6 +187,24 @@ def _sweep_target(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE sweep_runs ADD COLUMN target TEXT"))
 
 
+def _query_views(conn: Connection) -> None:
+    # The stable views of ad-hoc queries (docs/query.md), the thresholds they judge minutes by and
+    # the saved queries. The views are built from db/query_views.py as it stands when this runs: a
+    # later change to a view is a new migration that drops and recreates it.
+    from db.query_views import create_views
+
+    schema.metadata.create_all(conn, tables=[schema.sweetspot_thresholds, schema.saved_queries], checkfirst=True)
+    # The default thresholds until a collector writes the configured ones at its start, so that a
+    # history written before (or without) one is judged too, by the numbers a default banner uses.
+    from app.settings import SweetSpotSettings
+    from db.thresholds import EVERY_TARGET, FIELDS
+
+    defaults = SweetSpotSettings()
+    row = {"target": EVERY_TARGET, **{f: float(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
+    conn.execute(schema.sweetspot_thresholds.insert().values(**row))
+    log.info("migration 0008: query views %s", ", ".join(create_views(conn)))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -195,6 +213,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0005_alerts", _alerts),
     ("0007_notifications", _notifications),
     ("0010_sweep_target", _sweep_target),
+    ("0008_query_views", _query_views),
 ]
 
 

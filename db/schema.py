@@ -380,3 +380,30 @@ notification_groups = Table(
     Column("last_notified_at", Integer),
     Column("last_notification_id", Integer),
 )
+
+# --- ad-hoc queries (docs/query.md) -------------------------------------------------------------
+# The sweet-spot thresholds in effect per target, written by the collector when it starts (from
+# the settings), so that the query views judge each minute by the same numbers as the banner.
+# target "*" holds the global [sweetspot] table, used for a target without a row of its own.
+sweetspot_thresholds = Table(
+    "sweetspot_thresholds",
+    metadata,
+    Column("target", Text, primary_key=True),
+    Column("ttft_p95_slo_s", Float, nullable=False),
+    Column("concurrency", Float, nullable=False),
+    Column("kv_warning", Float, nullable=False),
+    Column("kv_critical", Float, nullable=False),
+    Column("min_efficiency", Float, nullable=False),
+    Column("queue_growth_s", Float, nullable=False),
+    Column("updated_at", Integer, nullable=False),
+)
+
+# Queries users saved from the Query page (or the CLI), by name.
+saved_queries = Table(
+    "saved_queries",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("sql", Text, nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("saved_at", Integer, nullable=False),
+)

@@ -27,6 +27,8 @@ PAGES = {
     "alerts": ("/alerts", 1, ["Firing and pending now", "target_down", "silenced by silence 1", "edge is being rebuilt",
                               "State history"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
+    "query": ("/query?canned=ttft_per_day", 1, ["ttft_p95_s", "Download CSV", "2 rows in"]),
+    "query-refused": ("/query?sql=DELETE%20FROM%20samples", 0, ["refused by rule select-only"]),
 }
 
 
@@ -65,6 +67,8 @@ def test_page_in_chromium(browser, base_url, name):
         # and no wider than its element: an overflow would push the newest data off the page's edge
         drawing = chart.locator("svg.marks, canvas").first.bounding_box()["width"]
         assert drawing <= chart.bounding_box()["width"] + 1, (drawing, chart.bounding_box()["width"])
+    if name == "overview":
+        page.get_by_text("Download the charts' data (CSV)").first.wait_for(timeout=20000)
     screenshot(page, SCREENSHOTS / f"{name}.png")
     assert page.locator('[data-testid="stException"]').count() == 0, page.inner_text("body")[:2000]
     page.close()

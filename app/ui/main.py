@@ -43,7 +43,7 @@ PAGES = {
         st.Page("views/operating_point.py", title="Operating point", icon=":material/scatter_plot:"),
     ],
     "Alerting": [st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:", url_path="alerts")],
-    # The Query page (a later issue) joins here.
+    "History": [st.Page("views/query.py", title="Query", icon=":material/database:", url_path="query")],
     "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
 }
 navigation = st.navigation(PAGES)

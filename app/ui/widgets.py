@@ -5,6 +5,9 @@ The ``*_rows``/``*_tiles`` functions are pure (tested without Streamlit); the ``
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -227,3 +230,22 @@ def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list
 def _server(url: str | None) -> str:
     parts = urlsplit(url or "")
     return f"{parts.scheme}://{parts.netloc}"
+def series_csv(points: Sequence[SeriesPoint], fields: Sequence[str]) -> str:
+    """Series steps as CSV: ``time`` (ISO 8601 UTC), ``ts`` (unix s), then ``fields`` (empty = no data)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["time", "ts", *fields])
+    for p in points:
+        values = [getattr(p, f) for f in fields]
+        iso = dt.datetime.fromtimestamp(p.ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        writer.writerow([iso, int(p.ts), *("" if v is None else v for v in values)])
+    return out.getvalue()
+
+
+def chart_downloads(points: Sequence[SeriesPoint], ttft: Sequence[SeriesPoint], fields: Sequence[str], ttft_fields: Sequence[str]) -> None:
+    """CSV downloads of the data behind the Overview's charts (users paste them into tickets)."""
+    a, b = st.columns(2)
+    a.download_button("Download the charts' data (CSV)", series_csv(points, fields), "overview.csv", "text/csv",
+                      icon=":material/download:")  # fmt: skip
+    b.download_button("Download the TTFT chart's data (CSV)", series_csv(ttft, ttft_fields), "overview-ttft.csv",
+                      "text/csv", icon=":material/download:")  # fmt: skip

@@ -46,5 +46,6 @@ def live() -> None:
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
+    widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 
 live()

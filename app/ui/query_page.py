@@ -1,0 +1,147 @@
+"""The Query page's parts: running a query through the guarded runner, the result's table, chart
+and downloads, the schema browser, saved queries. The page (views/query.py) only arranges them.
+
+Pure helpers first (unit-tested), the Streamlit glue after. No SQL here: queries come from the
+user, the canned list (db/canned.py) or the saved ones (db/saved_queries.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import altair as alt
+import streamlit as st
+
+from app import query_output
+from app.errors import QueryError, SweetspotError
+from app.settings import Settings
+from db import canned, query_runner, query_views, saved_queries
+
+PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
+NONE = "(none)"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: query_runner.Result | None
+    error: str = ""
+
+
+def params_in(sql: str) -> list[str]:
+    """The ``:name`` parameters a query text binds, in order of appearance."""
+    return list(dict.fromkeys(PARAM.findall(sql)))
+
+
+def run(settings: Settings, sql: str, given: Mapping[str, str], name: str | None = None) -> Outcome:
+    """Run ``sql`` with the page's parameter inputs (typed by the canned query ``name``, if any)."""
+    q = settings.query
+    limits = query_runner.Limits(q.timeout_s, q.row_limit, q.max_timeout_s)
+    try:
+        template = canned.BY_NAME.get(name or "")
+        if template is not None and template.sql.strip() == sql.strip():
+            params = canned.bind(template, {k: v for k, v in given.items() if v}, time.time())
+        else:
+            params = {k: given.get(k, "") for k in params_in(sql)}
+        return Outcome(query_runner.run_query(settings.db_url, sql, limits, params))
+    except SweetspotError as exc:
+        return Outcome(None, exc.one_line())
+
+
+def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> alt.Chart:
+    """Lines over a time x column, points otherwise; ``colour`` splits the series."""
+    records = query_output.records(result)
+    temporal = x in query_output.time_columns(result)
+    base = alt.Chart(alt.Data(values=records))
+    mark = base.mark_line(point=True) if temporal else base.mark_point()
+    enc: dict[str, Any] = {"x": alt.X(x, type="temporal" if temporal else "quantitative", title=x),
+                           "y": alt.Y(y, type="quantitative", title=y), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
+    if colour:
+        enc["color"] = alt.Color(colour, type="nominal", title=colour)
+    return mark.encode(**enc).properties(height=320).interactive()
+
+
+def numeric_columns(result: query_runner.Result) -> list[str]:
+    out = []
+    for i, name in enumerate(result.columns):
+        values = [query_output.plain(r[i]) for r in result.rows[:50] if r[i] is not None]
+        if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out.append(name)
+    return out
+
+
+# --- Streamlit glue ---------------------------------------------------------------------------------
+def choose_query(db_url: str) -> tuple[str | None, str]:
+    """The canned or saved query picked (name, SQL); the URL's ``sql``/``canned`` on first load."""
+    saved = {s.name: s.sql for s in _saved(db_url)}
+    options = [NONE, *canned.BY_NAME, *(f"saved: {n}" for n in saved)]
+    url_canned = st.query_params.get("canned")
+    index = options.index(url_canned) if url_canned in options else 0
+    picked = st.selectbox("Canned and saved queries", options, index=index,
+                          format_func=lambda o: o if o not in canned.BY_NAME else f"{o} — {canned.BY_NAME[o].question}")  # fmt: skip
+    if picked in canned.BY_NAME:
+        return picked, canned.BY_NAME[picked].sql
+    if picked.startswith("saved: "):
+        return None, saved[picked.removeprefix("saved: ")]
+    return None, st.query_params.get("sql", "SELECT time, target, tokens_per_s, ttft_p95_s, in_sweet_spot\nFROM minutes ORDER BY ts DESC LIMIT 60")
+
+
+def _saved(db_url: str) -> list[saved_queries.SavedQuery]:
+    try:
+        return saved_queries.list_saved(db_url)
+    except SweetspotError as exc:
+        st.warning(f"Saved queries unavailable: {exc.one_line()}")
+        return []
+
+
+def param_inputs(sql: str, name: str | None) -> dict[str, str]:
+    template = canned.BY_NAME.get(name or "")
+    meanings = {p.name: p.meaning for p in template.params} if template else {}
+    names = params_in(sql)
+    cols = st.columns(max(len(names), 1))
+    return {n: cols[i].text_input(n, value=st.query_params.get(f"p.{n}", ""), help=meanings.get(n, "a parameter of the query"))
+            for i, n in enumerate(names)}  # fmt: skip
+
+
+def show_result(outcome: Outcome) -> None:
+    if outcome.error:
+        st.error(outcome.error, icon=":material/block:")
+        return
+    result = outcome.result
+    assert result is not None
+    st.caption(query_output.summary(result))
+    st.dataframe(query_output.records(result), width="stretch", hide_index=True)
+    a, b = st.columns(2)
+    a.download_button("Download CSV", query_output.to_csv(result), "query.csv", "text/csv")
+    b.download_button("Download JSON", query_output.to_json(result), "query.json", "application/json")
+    numbers = numeric_columns(result)
+    if not result.rows or not numbers:
+        return
+    times = query_output.time_columns(result)
+    x_options = [*times, *[c for c in numbers if c not in times]]
+    c1, c2, c3 = st.columns(3)
+    x = c1.selectbox("x", x_options)
+    y = c2.selectbox("y", [c for c in numbers if c != x] or numbers)
+    colour = c3.selectbox("colour", [NONE, *[c for c in result.columns if c not in (x, y)]])
+    st.altair_chart(chart(result, x, y, None if colour == NONE else colour), width="stretch")
+
+
+def save_box(db_url: str, sql: str) -> None:
+    with st.form("save", border=False):
+        name = st.text_input("Save this query as", placeholder="name")
+        if st.form_submit_button("Save"):
+            try:
+                saved_queries.save(db_url, name, sql)
+                st.success(f"Saved {name!r}.")
+            except QueryError as exc:
+                st.error(exc.one_line())
+
+
+def schema_browser() -> None:
+    st.caption("Views (the reference of docs/query.md): expand one for its columns and units.")
+    for view in query_views.VIEWS:
+        with st.expander(f"{view.name} — {view.meaning}"):
+            st.table([{"column": c.name, "unit": c.unit, "meaning": c.meaning} for c in view.columns])

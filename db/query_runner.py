@@ -1,0 +1,183 @@
+"""Running a user's ad-hoc SQL safely: the one place it reaches a database (docs/query.md).
+
+Three layers, each enough on its own to keep the database unchanged:
+
+1. :func:`db.query_guard.check`: one statement, a SELECT, no refused word or function;
+2. the connection: SQLite opened ``mode=ro`` with ``query_only``, an authorizer that allows only
+   reading tables and calling functions outside a deny list (so no write, ATTACH, PRAGMA, VACUUM
+   INTO, load_extension) and a 10 MB cap on any value; PostgreSQL in a ``READ ONLY`` transaction
+   that is always rolled back, read through a cursor (one SELECT or VALUES only), with
+   ``statement_timeout`` and a search path of the ``sweetspot_query`` schema (the views) alone;
+3. limits: the time limit really interrupts (SQLite: a progress handler; PostgreSQL: the server
+   cancels), and at most ``row_limit`` rows are fetched (``fetchmany(limit + 1)`` → ``truncated``).
+
+A refusal or failure is a :class:`app.errors.QueryError` whose message names the rule.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import QueryError
+from db import query_functions, query_guard
+from db.engine import normalize_url
+
+MAX_VALUE_BYTES = 10_000_000  # a text or blob bigger than this is an error, not gigabytes of memory
+PROGRESS_EVERY = 1000  # SQLite virtual-machine steps between two looks at the clock
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``timeout_s`` per query (never above ``max_timeout_s``) and the row cap."""
+
+    timeout_s: float = 2.0
+    row_limit: int = 10_000
+    max_timeout_s: float = 30.0
+
+    def checked(self) -> Limits:
+        if not 0 < self.timeout_s <= self.max_timeout_s:
+            raise QueryError(
+                f"refused by rule time-limit: a timeout of {self.timeout_s:g} s is outside (0, {self.max_timeout_s:g}] s",
+                "Lower --timeout, or raise query.max_timeout_s in the settings",
+                "time-limit",
+            )
+        if self.row_limit < 1:
+            raise QueryError("refused by rule row-limit: the row limit must be at least 1", "Use --limit 1 or more", "row-limit")
+        return self
+
+
+@dataclass(frozen=True)
+class Result:
+    """Rows of one query; ``truncated`` when more rows existed than ``row_limit``."""
+
+    columns: tuple[str, ...]
+    rows: list[tuple[Any, ...]]
+    truncated: bool
+    elapsed_s: float
+    row_limit: int
+
+
+def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None) -> Result:
+    """Run one read-only query. ``params`` bind ``:name`` placeholders (canned queries)."""
+    limits = limits.checked()
+    url = normalize_url(db_url)
+    dialect = url.get_backend_name()
+    statement = query_guard.check(sql, dialect)
+    started = time.monotonic()
+    if dialect == "sqlite":
+        columns, rows = _sqlite(Path(str(url.database)), statement, limits, dict(params or {}))
+    else:
+        columns, rows = _postgres(url.set(drivername="postgresql").render_as_string(hide_password=False), statement, limits, params)
+    truncated = len(rows) > limits.row_limit
+    return Result(tuple(columns), rows[: limits.row_limit], truncated, time.monotonic() - started, limits.row_limit)
+
+
+# --- SQLite --------------------------------------------------------------------------------------
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+_ACTION_NAMES = {
+    getattr(sqlite3, n): n.removeprefix("SQLITE_")
+    for n in ("SQLITE_INSERT", "SQLITE_UPDATE", "SQLITE_DELETE", "SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_PRAGMA",
+              "SQLITE_TRANSACTION", "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_TEMP_VIEW", "SQLITE_ANALYZE",
+              "SQLITE_SAVEPOINT", "SQLITE_ALTER_TABLE", "SQLITE_REINDEX", "SQLITE_CREATE_VTABLE")
+}  # fmt: skip
+
+
+def _authorizer(denied: list[str]) -> Any:
+    def authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action in _ALLOWED and not (action == sqlite3.SQLITE_FUNCTION and query_guard.is_denied_function(arg2 or "")):
+            return sqlite3.SQLITE_OK
+        what = " ".join(x for x in (_ACTION_NAMES.get(action, f"action {action}"), arg1 or "", arg2 or "") if x)
+        denied.append(what)
+        return sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    if not path.exists():
+        raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
+    denied: list[str] = []
+    deadline = time.monotonic() + limits.timeout_s
+    try:
+        conn.execute("PRAGMA query_only=1")
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        query_functions.register(conn)
+        conn.set_authorizer(_authorizer(denied))
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_EVERY)
+        cursor = conn.execute(sql, params)
+        rows = cursor.fetchmany(limits.row_limit + 1)
+        return [d[0] for d in cursor.description or ()], rows
+    except sqlite3.Error as exc:
+        raise _sqlite_error(exc, denied, limits) from None
+    finally:
+        conn.close()
+
+
+def _sqlite_error(exc: sqlite3.Error, denied: list[str], limits: Limits) -> QueryError:
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if denied:
+        return QueryError(
+            f"refused by rule read-only-authorizer: {denied[0]} is not allowed", query_guard.HINT, "read-only-authorizer"
+        )
+    if detail == "interrupted":
+        return _timeout(limits)
+    return QueryError(f"the query failed: {detail}", "Check the SQL against docs/query.md's views", "sql-error")
+
+
+def _timeout(limits: Limits) -> QueryError:
+    return QueryError(
+        f"refused by rule time-limit: stopped after {limits.timeout_s:g} s",
+        f"Narrow the query (a shorter time range, fewer rows), or allow more time with --timeout (at most {limits.max_timeout_s:g} s)",
+        "time-limit",
+    )
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------------
+_PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any] | None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    import psycopg
+
+    if params:  # our canned queries' :name → psycopg's %(name)s (they hold no other %)
+        sql = _PARAM.sub(r"%(\1)s", sql)
+    try:
+        conn = psycopg.connect(conninfo, connect_timeout=10, options="-c default_transaction_read_only=on")
+    except psycopg.Error as exc:
+        raise QueryError(f"cannot reach the database: {_first_line(exc)}", "Check db_url / --db", "database") from None
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute("SET TRANSACTION READ ONLY")
+            settings = {
+                "statement_timeout": f"{int(limits.timeout_s * 1000)}ms",
+                "search_path": f"{query_functions.SCHEMA}, pg_catalog",
+                "standard_conforming_strings": "on",
+                "TimeZone": "UTC",
+            }
+            for name, value in settings.items():
+                conn.execute("SELECT pg_catalog.set_config(%s, %s, true)", (name, value))
+            # a server-side cursor: DECLARE takes one SELECT or VALUES, and only the rows fetched travel
+            with conn.cursor(name="sweetspot_query") as cursor:
+                cursor.execute(sql, params or None)
+                rows = cursor.fetchmany(limits.row_limit + 1)
+                return [d.name for d in cursor.description or ()], rows
+    except psycopg.errors.QueryCanceled:
+        raise _timeout(limits) from None
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise QueryError(f"refused by rule read-only-transaction: {_first_line(exc)}", query_guard.HINT, "read-only-transaction") from None
+    except psycopg.Error as exc:
+        raise QueryError(f"the query failed: {_first_line(exc)}", "Check the SQL against docs/query.md's views", "sql-error") from None
+    finally:
+        conn.close()
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

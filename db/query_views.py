@@ -1,0 +1,421 @@
+"""The stable views users query (docs/query.md): their SQL, and the one table of their columns.
+
+:data:`VIEWS` is the only description of the views: the Query page's schema browser, ``python -m
+app query --schema`` and docs/query.md's reference (:func:`reference_markdown`) are generated from
+it, and a test fails when a view's real columns or the docs drift from it.
+
+The views read the internal tables (docs/storage.md) and never expose the packed histogram encoding
+except as an opaque pair (``<h>_bounds``, ``<h>_buckets``) that only ``histogram_quantile`` reads.
+Rates divide a period's increases by the time its target's rounds cover (``covered_s``), as the
+facade does; quantiles interpolate as :mod:`db.quantiles`. On SQLite they live beside the tables;
+on PostgreSQL in the ``sweetspot_query`` schema, the only schema on a user's search path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, inspect, text
+
+from db.ceiling import DEFAULT_BANDWIDTH_GBPS
+from db.query_functions import SCHEMA
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str
+    unit: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    meaning: str
+    columns: tuple[Col, ...]
+    needs_table: str = ""  # created only when this table exists (a feature merged later)
+
+
+TIME = Col("time", "ISO 8601 UTC", "the period's start as text, e.g. 2026-12-01T20:15:00Z")
+
+
+def _figures(period: str) -> tuple[Col, ...]:
+    p = period
+    quantiles = tuple(
+        Col(f"{h}_p{q}_s", "s", f"{label} P{q} over the {p} (Prometheus histogram_quantile; NULL: no request)")
+        for h, label in (("ttft", "time to first token"), ("itl", "inter-token latency"), ("e2e", "end-to-end latency"))
+        for q in (50, 95, 99)
+    )
+    buckets = tuple(
+        c
+        for h in ("ttft", "itl", "e2e")
+        for c in (
+            Col(f"{h}_bounds", "JSON", f"{h.upper()} bucket bounds of the {p}: pass to histogram_quantile"),
+            Col(f"{h}_buckets", "opaque", f"{h.upper()} bucket increases of the {p}: pass to histogram_quantile"),
+        )
+    )
+    return (
+        Col("target", "", "target name (targets[].name)"),
+        Col("model", "", "model name as vLLM labels it"),
+        Col("ts", "unix s", f"the {p}'s start (UTC), a multiple of its length"),
+        TIME,
+        Col("samples", "scrapes", f"successful scrapes of the model in the {p}"),
+        Col("covered_s", "s", f"time the {p}'s increases cover (the target's rounds; the {p}'s length when unknown)"),
+        Col("tokens_per_s", "tok/s", "output (generation) tokens per second"),
+        Col("prompt_tokens_per_s", "tok/s", "prompt tokens per second"),
+        Col("requests_finished", "requests", f"requests finished successfully in the {p}"),
+        Col("requests_per_s", "req/s", "requests finished per second"),
+        Col("preemptions", "preemptions", f"preemptions in the {p} (any is work destroyed)"),
+        Col("running_avg", "requests", "running requests, average over the scrapes"),
+        Col("running_max", "requests", "running requests, maximum"),
+        Col("waiting_avg", "requests", "requests waiting in vLLM, average"),
+        Col("waiting_max", "requests", "requests waiting in vLLM, maximum"),
+        Col("queue_depth_max", "requests", "gateway queue depth, maximum (the target's; NULL: no gateway source)"),
+        Col("kv_cache_usage_max", "fraction 0–1", "KV-cache usage, maximum"),
+        *quantiles,
+        Col("gpu_memory_used_gb", "GB (10⁹ B)", "GPU memory used, summed over the target's GPUs (averages)"),
+        Col("dram_bw_gbps", "GB/s", "DRAM bandwidth, summed over the target's GPUs (NULL: no bandwidth source)"),
+        Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
+        Col("ceiling_tokens_per_s", "tok/s", "the target's bandwidth ceiling (DOMAIN.md §1)"),
+        Col("efficiency", "fraction", "tokens_per_s ÷ ceiling_tokens_per_s"),
+        Col(
+            "in_sweet_spot",
+            "1/0/NULL",
+            f"1: every per-{p} rule held; 0: a rule broke; NULL: no vLLM figures or no thresholds (never 1 without data)",
+        ),
+        *buckets,
+    )
+
+
+def _gpu_figures(period: str) -> tuple[Col, ...]:
+    return (
+        Col("target", "", "target name"),
+        Col("gpu_uuid", "", "GPU UUID"),
+        Col("gpu_index", "", "GPU index on its host"),
+        Col("gpu_name", "", "GPU model name"),
+        Col("host", "", "host name (dcgm) or empty"),
+        Col("ts", "unix s", f"the {period}'s start (UTC)"),
+        TIME,
+        Col("samples", "readings", f"readings in the {period}"),
+        Col("memory_used_gb", "GB (10⁹ B)", "memory used, average"),
+        Col("memory_total_gb", "GB (10⁹ B)", "memory total"),
+        Col("memory_busy_pct", "% of time", "NVML memory-busy time (not bandwidth), average"),
+        Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, average (NULL: no bandwidth source)"),
+        Col("dram_bw_gbps", "GB/s", "DRAM bandwidth = dram_bw_pct × peak_bw_gbps"),
+        Col("peak_bw_gbps", "GB/s", "the GPU's peak memory bandwidth"),
+        Col("power_w", "W", "power draw, average"),
+        Col("temperature_c", "°C", "temperature, average"),
+        Col("temperature_c_max", "°C", "temperature, maximum"),
+    )
+
+
+def _at(name: str, meaning: str) -> tuple[Col, Col]:
+    return Col(f"{name}_at", "unix s", meaning), Col(f"{name}_time", "ISO 8601 UTC", f"{name}_at as text")
+
+
+VIEWS: tuple[View, ...] = (
+    View(
+        "target_info",
+        "one row per target: sources, ceiling and the sweet-spot thresholds the views judge it by",
+        (
+            Col("target", "", "target name"),
+            Col("vllm_url", "", "vLLM metrics URL"),
+            Col("gateway_source", "", "gateway queue-depth source, as configured"),
+            Col("gpu_source", "", "GPU figures source (nvml, dcgm, none)"),
+            Col("models", "", "models seen"),
+            Col("gpus", "", "GPUs seen"),
+            Col("weight_gb", "GB", "model weight size (ceiling input)"),
+            Col("tensor_parallel", "GPUs", "tensor-parallel size (ceiling input)"),
+            Col("bandwidth_gbps", "GB/s", "bandwidth per GPU the ceiling uses (config, else NVML, else 900)"),
+            Col("ceiling_tokens_per_s", "tok/s", "bandwidth ÷ (weight ÷ TP)"),
+            Col("ttft_p95_slo_s", "s", "TTFT P95 above this breaks the sweet spot"),
+            Col("concurrency", "requests", "running requests (avg) above this break it"),
+            Col("kv_warning", "fraction 0–1", "KV-cache usage at or above this breaks it"),
+            Col("min_efficiency", "fraction", "tok/s under this × ceiling while requests wait breaks it"),
+            *_at("thresholds_updated", "when the collector last wrote the thresholds"),
+        ),
+    ),
+    View("minutes", "one row per target, model and minute (minute rollups, kept rollup_retention_s)", _figures("minute")),
+    View("hours", "one row per target, model and hour (hourly rollups, kept hourly_retention_s)", _figures("hour")),
+    View("gpu_minutes", "one row per GPU and minute", _gpu_figures("minute")),
+    View("gpu_hours", "one row per GPU and hour", _gpu_figures("hour")),
+    View(
+        "alert_history",
+        "one row per alert state transition (the alert engine writes them)",
+        (
+            Col("id", "", "transition id, increasing"),
+            Col("rule", "", "alert rule name"),
+            Col("target", "", "target name"),
+            Col("model", "", "model, empty for the whole target"),
+            Col("from_state", "", "state before: inactive, pending, firing, resolved, no_data, error"),
+            Col("to_state", "", "state after"),
+            *_at("changed", "when the state changed"),
+            Col("value", "the rule's unit", "the figure that decided"),
+            Col("threshold", "the rule's unit", "the threshold it was compared with"),
+            Col("severity", "", "warning or critical"),
+            Col("summary", "", "one line: which clause, value against threshold"),
+            Col("recommendation", "", "what to do"),
+            Col("labels", "JSON", "the alert's labels"),
+        ),
+    ),
+    View(
+        "silence_list",
+        "one row per silence",
+        (
+            Col("id", "", "silence id"),
+            Col("matchers", "JSON", "rule/target/model/severity → exact value"),
+            *_at("starts", "start"),
+            *_at("ends", "end"),
+            Col("author", "", "who silenced"),
+            Col("comment", "", "why"),
+            *_at("created", "when it was created"),
+            *_at("expired", "when a user expired it early (NULL: not expired early)"),
+        ),
+    ),
+    View(
+        "notification_list",
+        "one row per alert e-mail in the outbox",
+        (
+            Col("id", "", "notification id"),
+            Col("group_key", "", "the alert group it belongs to"),
+            Col("kind", "", "what it says (firing, resolved, ...)"),
+            Col("status", "", "delivery status"),
+            Col("recipients", "", "addresses"),
+            Col("subject", "", "e-mail subject"),
+            *_at("created", "when it was queued"),
+            *_at("due", "when it is (was) due"),
+            Col("attempts", "", "delivery attempts"),
+            Col("last_error", "", "last delivery error"),
+            *_at("sent", "when it was sent (NULL: not sent)"),
+        ),
+        needs_table="notifications",
+    ),
+    View(
+        "sweeps",
+        "one row per load sweep run",
+        (
+            Col("run_id", "", "sweep id"),
+            *_at("started", "when the sweep started"),
+            Col("url", "", "the endpoint swept"),
+            Col("model", "", "model"),
+            Col("mix", "", "request mix"),
+            Col("ttft_slo_s", "s", "TTFT SLO the sweep judged by"),
+            Col("recommendation", "JSON", "the recommended operating point"),
+        ),
+    ),
+    View(
+        "sweep_results",
+        "one row per load sweep level (concurrency step)",
+        (
+            Col("run_id", "", "sweep id"),
+            Col("started_time", "ISO 8601 UTC", "when the sweep started"),
+            Col("model", "", "model"),
+            Col("position", "", "level order within the sweep"),
+            Col("concurrency", "requests", "concurrency of the level"),
+            Col("duration_s", "s", "level length"),
+            Col("requests", "requests", "requests completed"),
+            Col("errors", "requests", "requests failed"),
+            Col("tokens_per_s", "tok/s", "output tokens per second"),
+            Col("qps", "req/s", "requests per second"),
+            Col("ttft_p50_s", "s", "TTFT P50"),
+            Col("ttft_p95_s", "s", "TTFT P95"),
+            Col("ttft_p99_s", "s", "TTFT P99"),
+            Col("itl_p95_s", "s", "ITL P95"),
+            Col("e2e_mean_s", "s", "end-to-end latency, mean"),
+            Col("e2e_p95_s", "s", "end-to-end latency P95"),
+            Col("error_rate", "fraction", "errors ÷ requests"),
+        ),
+    ),
+)
+BY_NAME = {v.name: v for v in VIEWS}
+
+
+def _real(expr: str) -> str:
+    return f"CAST({expr} AS DOUBLE PRECISION)"
+
+
+def _bandwidth(t: str) -> str:
+    # db/ceiling.py: configured bandwidth, else the slowest NVML peak, else the V100 default
+    return (
+        f"COALESCE({t}.bandwidth_gbps, (SELECT MIN(g.peak_bw_gbps) FROM gpus g WHERE g.target_id = {t}.id"
+        f" AND g.peak_bw_gbps IS NOT NULL AND g.peak_bw_source = 'nvml-formula'), {DEFAULT_BANDWIDTH_GBPS!r})"
+    )
+
+
+def _ceiling(t: str) -> str:
+    return f"CASE WHEN {t}.weight_gb > 0 AND {t}.tensor_parallel > 0 THEN {_bandwidth(t)} / ({t}.weight_gb / {t}.tensor_parallel) END"
+
+
+# The thresholds row of a target, or the global one ("*").
+_THRESHOLDS = (
+    "LEFT JOIN sweetspot_thresholds th ON th.target = "
+    "COALESCE((SELECT x.target FROM sweetspot_thresholds x WHERE x.target = t.name), '*')"
+)
+
+
+def _target_info() -> str:
+    return f"""SELECT t.name AS target, t.vllm_url, t.gateway_source, t.gpu_source,
+ (SELECT COUNT(*) FROM models m WHERE m.target_id = t.id) AS models,
+ (SELECT COUNT(*) FROM gpus g WHERE g.target_id = t.id) AS gpus,
+ t.weight_gb, t.tensor_parallel,
+ {_bandwidth("t")} AS bandwidth_gbps,
+ {_ceiling("t")} AS ceiling_tokens_per_s,
+ th.ttft_p95_slo_s, th.concurrency, th.kv_warning, th.min_efficiency,
+ th.updated_at AS thresholds_updated_at, iso_time(th.updated_at) AS thresholds_updated_time
+FROM targets t {_THRESHOLDS}"""
+
+
+def _figures_sql(step: int) -> str:
+    covered = (
+        "(SELECT SUM(c.covered_ms) FROM model_rollups c WHERE c.step = r.step AND c.ts = r.ts"
+        " AND c.model_id IN (SELECT cm.id FROM models cm WHERE cm.target_id = m.target_id))"
+    )
+    gpu = f"FROM gpu_rollups gr JOIN gpus g ON g.id = gr.gpu_id WHERE g.target_id = m.target_id AND gr.step = {step} AND gr.ts = r.ts"
+    quantiles = ",\n ".join(
+        f"bucket_quantile({q / 100}, b.{h}_bounds, b.{h}_buckets) AS {h}_p{q}_s"
+        for h in ("ttft", "itl", "e2e")
+        for q in (50, 95, 99)
+    )
+    layouts = ",\n ".join(
+        f"(SELECT bl.bounds FROM bucket_layouts bl WHERE bl.id = r.{h}_layout) AS {h}_bounds, r.{h}_buckets"
+        for h in ("ttft", "itl", "e2e")
+    )
+    base = f"""SELECT t.name AS target, m.name AS model, r.ts, r.samples,
+ COALESCE({_real(f"NULLIF({covered}, 0)")} / 1000, {step}) AS covered_s,
+ r.generation_tokens, r.prompt_tokens, r.request_success, r.preemptions,
+ {_real("r.requests_running_sum")} / r.samples AS running_avg, r.requests_running_max AS running_max,
+ {_real("r.requests_waiting_sum")} / r.samples AS waiting_avg, r.requests_waiting_max AS waiting_max,
+ (SELECT tr.queue_depth_max FROM target_rollups tr WHERE tr.target_id = m.target_id AND tr.step = r.step AND tr.ts = r.ts)
+   AS queue_depth_max,
+ r.kv_cache_usage_max,
+ (SELECT SUM(gr.memory_used_bytes_sum / gr.samples) / 1000000000 {gpu}) AS gpu_memory_used_gb,
+ (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
+ (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
+ {_ceiling("t")} AS ceiling_tokens_per_s,
+ th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
+ th.kv_warning AS th_kv, th.min_efficiency AS th_efficiency,
+ {layouts}
+FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN targets t ON t.id = m.target_id
+{_THRESHOLDS}
+WHERE r.step = {step}"""
+    figures = f"""SELECT b.target, b.model, b.ts, iso_time(b.ts) AS time, b.samples, b.covered_s,
+ b.generation_tokens / b.covered_s AS tokens_per_s, b.prompt_tokens / b.covered_s AS prompt_tokens_per_s,
+ b.request_success AS requests_finished, b.request_success / b.covered_s AS requests_per_s,
+ b.preemptions, b.running_avg, b.running_max, b.waiting_avg, b.waiting_max, b.queue_depth_max,
+ b.kv_cache_usage_max,
+ {quantiles},
+ b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct, b.ceiling_tokens_per_s,
+ b.generation_tokens / b.covered_s / b.ceiling_tokens_per_s AS efficiency,
+ b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_efficiency,
+ CASE WHEN COALESCE(b.waiting_max, 0) > COALESCE(b.queue_depth_max, 0) THEN COALESCE(b.waiting_max, 0)
+   ELSE COALESCE(b.queue_depth_max, 0) END AS queued,
+ b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
+FROM ({base}) b"""
+    # app/verdict.py's per-step clauses; a NULL figure breaks no clause (NULL OR x is x here).
+    not_serving = "(f.queued > 0 AND f.running_max = 0 AND f.tokens_per_s = 0)"
+    broken = " OR ".join(
+        (
+            "f.ttft_p95_s > f.th_ttft",
+            "f.preemptions > 0",
+            "COALESCE(f.running_avg, f.running_max) > f.th_concurrency",
+            "f.kv_cache_usage_max >= f.th_kv",
+            not_serving,
+            f"(f.tokens_per_s IS NOT NULL AND f.ceiling_tokens_per_s > 0 AND f.queued > 0"
+            f" AND NOT COALESCE({not_serving}, FALSE) AND f.tokens_per_s < f.th_efficiency * f.ceiling_tokens_per_s)",
+        )
+    )
+    verdict = (
+        "CASE WHEN f.th_target IS NULL OR (f.tokens_per_s IS NULL AND f.running_max IS NULL) THEN NULL"
+        f" WHEN {broken} THEN 0 ELSE 1 END"
+    )
+    names = [c.name for c in _figures("minute")]
+    select = ", ".join(verdict + " AS in_sweet_spot" if n == "in_sweet_spot" else f"f.{n}" for n in names)
+    return f"SELECT {select}\nFROM ({figures}) f"
+
+
+def _gpu_sql(step: int) -> str:
+    avg = lambda c: f"{_real(f'r.{c}_sum')} / r.samples"  # noqa: E731
+    return f"""SELECT t.name AS target, g.uuid AS gpu_uuid, g.gpu_index, g.name AS gpu_name, g.host, r.ts,
+ iso_time(r.ts) AS time, r.samples,
+ {avg("memory_used_bytes")} / 1000000000 AS memory_used_gb, {avg("memory_total_bytes")} / 1000000000 AS memory_total_gb,
+ {avg("memory_busy_pct")} AS memory_busy_pct, {avg("dram_bw_util_pct")} AS dram_bw_pct,
+ {avg("dram_bw_util_pct")} / 100 * g.peak_bw_gbps AS dram_bw_gbps, g.peak_bw_gbps,
+ {avg("power_w")} AS power_w, {avg("temperature_c")} AS temperature_c, r.temperature_c_max
+FROM gpu_rollups r JOIN gpus g ON g.id = r.gpu_id JOIN targets t ON t.id = g.target_id WHERE r.step = {step}"""
+
+
+def _times(*names: str) -> str:
+    return ", ".join(f"{n}_at, iso_time({n}_at) AS {n}_time" for n in names)
+
+
+SQL: dict[str, str] = {
+    "target_info": _target_info(),
+    "minutes": _figures_sql(60),
+    "hours": _figures_sql(3600),
+    "gpu_minutes": _gpu_sql(60),
+    "gpu_hours": _gpu_sql(3600),
+    "alert_history": "SELECT id, rule, target, model, from_state, to_state, at AS changed_at,"
+    " iso_time(at) AS changed_time, value, threshold, severity, summary, recommendation, labels FROM alert_transitions",
+    "silence_list": f"SELECT id, matchers, {_times('starts', 'ends')}, author, comment,"
+    f" {_times('created', 'expired')} FROM silences",
+    "notification_list": f"SELECT id, group_key, kind, status, recipients, subject, {_times('created', 'due')},"
+    f" attempts, last_error, {_times('sent')} FROM notifications",
+    "sweeps": "SELECT id AS run_id, started_at, iso_time(started_at) AS started_time, url, model, mix, ttft_slo_s,"
+    " recommendation FROM sweep_runs",
+    "sweep_results": "SELECT l.run_id, iso_time(s.started_at) AS started_time, s.model, l.position, l.concurrency,"
+    " l.duration_s, l.requests, l.errors, l.tokens_per_s, l.qps, l.ttft_p50_s, l.ttft_p95_s, l.ttft_p99_s,"
+    " l.itl_p95_s, l.e2e_mean_s, l.e2e_p95_s, l.error_rate FROM sweep_levels l JOIN sweep_runs s ON s.id = l.run_id",
+}
+
+
+def create_views(conn: Connection) -> list[str]:
+    """Create every view whose tables exist (PostgreSQL: with the functions, in ``sweetspot_query``)."""
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
+        from db.query_functions import POSTGRES_DDL
+
+        for statement in POSTGRES_DDL:
+            conn.execute(text(statement))
+        # names in the views resolve now (to the tables in public, the functions here) and stay bound
+        conn.execute(text(f"SET LOCAL search_path TO {SCHEMA}, public"))
+    made = []
+    for view in VIEWS:
+        if view.needs_table and not _has_columns(conn, view):
+            continue
+        name = f"{SCHEMA}.{view.name}" if postgres else view.name
+        conn.execute(text(f"CREATE VIEW {name} AS {SQL[view.name]}"))
+        made.append(view.name)
+    if postgres:
+        conn.execute(text("SET LOCAL search_path TO DEFAULT"))
+    return made
+
+
+def _has_columns(conn: Connection, view: View) -> bool:
+    # A table another branch adds: its view is made only when every column it reads is there, so a
+    # differing table skips the view instead of failing the migration.
+    if not inspect(conn).has_table(view.needs_table):
+        return False
+    have = {c["name"] for c in inspect(conn).get_columns(view.needs_table)}
+    wanted = {c.name.removesuffix("_time") for c in view.columns if not c.name.endswith("_time")}
+    return wanted <= have
+
+
+def views_present(conn: Connection) -> list[str]:
+    """Names of the views this database holds (the conditional ones only when created)."""
+    if conn.dialect.name == "postgresql":
+        names = set(inspect(conn).get_view_names(schema=SCHEMA))
+    else:
+        names = set(inspect(conn).get_view_names())
+    return [v.name for v in VIEWS if v.name in names]
+
+
+def reference_markdown() -> str:
+    """docs/query.md's view reference (between its ``views:begin`` and ``views:end`` markers)."""
+    out = []
+    for view in VIEWS:
+        when = f" Present once the `{view.needs_table}` table exists (see below)." if view.needs_table else ""
+        out += [f"### `{view.name}`", "", f"{view.meaning[0].upper()}{view.meaning[1:]}.{when}", ""]
+        out += ["| column | unit | meaning |", "|---|---|---|"]
+        out += [f"| `{c.name}` | {c.unit} | {c.meaning} |" for c in view.columns]
+        out.append("")
+    return "\n".join(out)

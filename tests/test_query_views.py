@@ -1,0 +1,195 @@
+"""The query views, their functions and the canned queries give the facade's numbers, on SQLite and
+PostgreSQL, over a history the simulator wrote through the real ingestion path."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from app.settings import SweetSpotSettings
+from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
+from db import canned, query_views
+from db.engine import open_engine
+from db.queries import Reader
+from db.query_runner import Limits, run_query
+from db.results import WindowFigures
+from db.thresholds import EVERY_TARGET, write_thresholds
+from tests import query_db
+from tests.conftest import _new_postgres_db
+
+NOW = float(int(time.time()) // 60 * 60 + 17)
+LIMITS = Limits(timeout_s=20, row_limit=100_000, max_timeout_s=30)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request):
+    if request.param == "sqlite":
+        target = f"sqlite:///{tempfile.mkdtemp(prefix='sweetspot-query-')}/q.db"
+    else:
+        target = _new_postgres_db(request.getfixturevalue("postgres_server"))
+    return query_db.fill(target, NOW)
+
+
+def rows(url, sql, **params):
+    result = run_query(url, sql, LIMITS, params)
+    return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
+
+
+def close(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def minute_mark(url):
+    engine = open_engine(url, migrate=False)
+    with engine.connect() as conn:
+        marks = dict(conn.execute(text("SELECT step, until_ts FROM rollup_marks")).all())
+    engine.dispose()
+    return int(marks[60]), int(marks[3600])
+
+
+FIGURES = ("tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "preemptions", "running_avg", "running_max",
+           "waiting_max", "queue_depth_max", "kv_cache_usage_max", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s",
+           "itl_p95_s", "e2e_p95_s")  # fmt: skip
+
+
+@pytest.mark.parametrize("view,step", [("minutes", 60), ("hours", 3600)])
+def test_minutes_and_hours_equal_the_facade(url, view, step):
+    reader = Reader(url)
+    end = minute_mark(url)[0 if step == 60 else 1]
+    got = rows(url, f"SELECT * FROM {view} WHERE target = 'demo' ORDER BY ts")
+    assert got, view
+    start = got[0]["ts"]
+    points = {p.ts: p for p in reader.series("demo", start, end, step, level=step)}
+    for row in got:
+        point = points[float(row["ts"])]
+        for name in FIGURES:
+            assert close(row[name], getattr(point, name)), (view, row["time"], name, row[name], getattr(point, name))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z", got[0]["time"])
+    assert close(got[-1]["ceiling_tokens_per_s"], 180.0)
+
+
+def test_gpu_minutes_equal_the_facade(url):
+    reader = Reader(url)
+    end = minute_mark(url)[0]
+    got = rows(url, "SELECT * FROM gpu_minutes WHERE target = 'demo' ORDER BY ts, gpu_uuid")
+    start = got[0]["ts"]
+    points = {(p.ts, p.uuid): p for p in reader.gpu_series("demo", start, end, 60)}
+    assert len(got) == len(points)
+    for row in got:
+        p = points[(float(row["ts"]), row["gpu_uuid"])]
+        assert close(row["memory_used_gb"], p.memory_used_bytes / 1e9)
+        assert close(row["dram_bw_gbps"], p.dram_bw_gbps)
+        assert close(row["power_w"], p.power_w)
+
+
+def test_a_day_quantile_from_sql_equals_the_facade(url):
+    """A P95 over a day is the quantile of the day's requests, not an average of minute P95s."""
+    reader = Reader(url)
+    mark = minute_mark(url)[0]
+    days = rows(url, canned.get("ttft_per_day").sql, target="demo", start=0, end=mark)
+    assert days
+    for day in days:
+        lo = int(time.mktime(time.strptime(day["day"], "%Y-%m-%dT%H:%M:%SZ"))) - time.timezone
+        (point,) = reader.series("demo", lo, min(lo + 86400, mark), 86400, level=60)
+        for q in ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s"):
+            assert close(day[q], getattr(point, q)), (day, point)
+    minute_avg = rows(url, "SELECT AVG(ttft_p95_s) AS a FROM minutes WHERE target = 'demo'")[0]["a"]
+    assert not close(minute_avg, days[-1]["ttft_p95_s"])  # the shortcut the function exists to avoid
+
+
+def test_worst_hours_equal_the_facade(url):
+    reader = Reader(url)
+    mark = minute_mark(url)[0]
+    got = rows(url, canned.get("worst_ttft_hours").sql, target="demo", start=0, end=mark, limit=50)
+    first = min(r["hour"] for r in got)
+    lo = int(time.mktime(time.strptime(first, "%Y-%m-%dT%H:%M:%SZ"))) - time.timezone
+    facade = [p for p in reader.series("demo", lo, mark, 3600, level=60) if p.ttft_p95_s is not None]
+    assert [r["ttft_p95_s"] for r in got] == pytest.approx(sorted((p.ttft_p95_s for p in facade), reverse=True))
+
+
+def test_tokens_by_concurrency_equal_the_facade(url):
+    reader = Reader(url)
+    mark = minute_mark(url)[0]
+    got = rows(url, canned.get("tokens_by_concurrency").sql, target="demo", start=0, end=mark)
+    first = rows(url, "SELECT MIN(ts) AS t FROM minutes WHERE target = 'demo'")[0]["t"]
+    groups: dict[int, list[float]] = {}
+    for p in reader.series("demo", first, mark, 60, level=60):
+        if p.running_avg is not None:
+            groups.setdefault(math.floor(p.running_avg + 0.5), []).append(p.tokens_per_s)
+    assert {r["concurrency"]: r["minutes"] for r in got} == {c: len(v) for c, v in groups.items()}
+    for r in got:
+        assert r["tokens_per_s_avg"] == pytest.approx(sum(groups[r["concurrency"]]) / len(groups[r["concurrency"]]))
+
+
+def _figures(point, ceiling):
+    fields = {f.name for f in dataclasses.fields(WindowFigures)}
+    values = {k: v for k, v in dataclasses.asdict(point).items() if k in fields}
+    return WindowFigures(
+        target="demo", model=None, window_s=60.0, start=point.ts, end=point.ts + 60, **values,
+        ttft_p95_in_inf_bucket=False, ceiling_tokens_per_s=ceiling,
+        efficiency=None if point.tokens_per_s is None else point.tokens_per_s / ceiling, ceiling=None, gpus=(),
+        last_scrape_at=point.ts, up=True, last_error=None, scrapes=12, failed_scrapes=0,
+    )  # fmt: skip
+
+
+THRESHOLDS = {
+    "defaults": SweetSpotSettings(),
+    "tight-ttft": SweetSpotSettings(ttft_p95_slo_s=2.3),
+    "tight-concurrency": SweetSpotSettings(concurrency=11),
+    "tight-kv": SweetSpotSettings(kv_warning=0.26),
+    "mixed": SweetSpotSettings(ttft_p95_slo_s=2.31, concurrency=12, kv_warning=0.3, min_efficiency=0.99),
+}
+
+
+@pytest.mark.parametrize("case", list(THRESHOLDS))
+def test_each_minutes_verdict_is_the_banners(url, case):
+    """The view's in_sweet_spot is app/verdict.py's evaluate over the same minute's facade figures."""
+    engine = open_engine(url, migrate=False)
+    write_thresholds(engine, [(EVERY_TARGET, SweetSpotSettings()), ("demo", THRESHOLDS[case])])
+    engine.dispose()
+    reader, mark = Reader(url), minute_mark(url)[0]
+    got = {r["ts"]: r["in_sweet_spot"] for r in rows(url, "SELECT ts, in_sweet_spot FROM minutes WHERE target = 'demo'")}
+    states = {IN_SWEET_SPOT: 1, OUTSIDE: 0, NO_DATA: None}
+    expected = {
+        int(p.ts): states[evaluate(_figures(p, 180.0), THRESHOLDS[case]).state]
+        for p in reader.series("demo", min(got), mark, 60, level=60)
+        if p.up_ratio
+    }
+    assert got == expected
+    if case != "defaults":
+        assert 0 in got.values() and 1 in got.values(), "thresholds that split the minutes"
+
+
+def test_views_match_their_catalogue(url):
+    for view in query_views.VIEWS:
+        if view.needs_table:
+            continue
+        result = run_query(url, f"SELECT * FROM {view.name} LIMIT 1", LIMITS)
+        assert result.columns == tuple(c.name for c in view.columns), view.name
+
+
+def test_every_canned_query_runs(url):
+    for c in canned.CANNED:
+        result = run_query(url, c.sql, LIMITS, canned.bind(c, {}, NOW))
+        assert result.columns, c.name
+
+
+def test_docs_reference_is_generated_from_the_catalogue():
+    doc = (ROOT / "docs" / "query.md").read_text()
+    begin, end = "<!-- views:begin (generated by db/query_views.py:reference_markdown) -->\n", "<!-- views:end -->"
+    assert begin in doc and end in doc
+    assert doc.split(begin, 1)[1].split(end, 1)[0].strip() == query_views.reference_markdown().strip(), (
+        "docs/query.md's view reference drifted: paste db.query_views.reference_markdown() between the markers"
+    )
+    for c in canned.CANNED:
+        assert f"`{c.name}`" in doc, c.name
