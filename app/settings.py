@@ -263,6 +263,9 @@ class AlertsSettings:
     mute_windows: tuple[MuteWindowSettings, ...] = _setting(None, "recurring mute windows ([[alerts.mute_windows]])", factory=tuple)
     email: EmailSettings = _setting(None, "alert e-mail ([alerts.email])", factory=EmailSettings)
     digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
+
+
+@dataclass(frozen=True)
 class QuerySettings:
     """Limits of ad-hoc SQL (``python -m app query`` and the Query page, docs/query.md)."""
 
