@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--db", help="database URL (default: a new SQLite file)")
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between the day's older rounds")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=7, help="evaluations timed (after one untimed)")
     args = parser.parse_args()
     db_url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='sweetspot-bench-')}/alerts.db"
     now = int(time.time()) // 60 * 60
