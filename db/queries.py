@@ -143,14 +143,22 @@ class Reader:
 
     # -- figures ----------------------------------------------------------------------------------
     def window(
-        self, target: str, end: float, window_s: float, model: str | None = None, *, level: int | None = None
+        self,
+        target: str,
+        end: float,
+        window_s: float,
+        model: str | None = None,
+        *,
+        level: int | None = None,
+        gpus: bool = True,
     ) -> WindowFigures:
         """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed).
 
         ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
         rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
+        ``gpus=False`` leaves ``gpus`` empty and skips their reads (the alert evaluator has no GPU rule).
         """
-        return self._run("reading a window", _window, target, end, window_s, model, level)
+        return self._run("reading a window", _window, target, end, window_s, model, level, gpus)
 
     def series(
         self,
@@ -470,7 +478,13 @@ def _empty_figures() -> dict[str, np.ndarray]:
 
 
 def _window(
-    conn: Connection, target: str, end: float, window_s: float, model: str | None, level: int | None = None
+    conn: Connection,
+    target: str,
+    end: float,
+    window_s: float,
+    model: str | None,
+    level: int | None = None,
+    with_gpus: bool = True,
 ) -> WindowFigures:
     hi = int(math.floor(end)) + 1  # include a scrape stamped exactly at ``end``
     lo = hi - int(window_s)
@@ -483,7 +497,7 @@ def _window(
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
         f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
-        gpus = _gpu_figures(conn, row.id, lo, hi, level)
+        gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count

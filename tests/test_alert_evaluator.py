@@ -168,3 +168,16 @@ def test_a_per_model_rule_gets_one_alert_per_model(db, db_url):
     assert states[("preemptions", "t", "small")].state == "inactive"
     assert states[("preemptions", "t", "")].state == FIRING  # the whole target preempts too
     assert ("ttft_p95", "t", "big") not in states
+
+
+def test_the_evaluator_reads_windows_without_gpu_figures(tmp_path):
+    import time
+
+    from db.queries import Reader
+    from tests import ui_db
+
+    # Its own file: ui_db.shared() is filled at its first call, and the UI tests count on that being
+    # theirs (the edge target's "down for ten minutes" ages).
+    reader = Reader(ui_db.fill(tmp_path / "g.db", time.time(), hours=0.05))
+    assert reader.window("demo", time.time(), 300).gpus  # the simulator's history has 8 dcgm GPUs
+    assert reader.window("demo", time.time(), 300, gpus=False).gpus == ()

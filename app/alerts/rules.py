@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from simpleeval import EvalWithCompoundTypes, NameNotDefined
+from simpleeval import NameNotDefined, SimpleEval
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.durations import format_duration
@@ -147,7 +147,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 # -- evaluation ------------------------------------------------------------------------------------
 @lru_cache(maxsize=1024)
 def _parsed(text: str) -> ast.AST:
-    return EvalWithCompoundTypes().parse(text)
+    return SimpleEval().parse(text)
 
 
 class Names:
@@ -155,7 +155,7 @@ class Names:
 
     def __init__(self, names: Mapping[str, Any]) -> None:
         self.names = dict(names)
-        self._eval = EvalWithCompoundTypes(names=self.names, functions=FUNCTIONS)
+        self._eval = SimpleEval(names=self.names, functions=FUNCTIONS)
         self._fields: dict[str, Any] | None = None
 
     def fields(self, rule: Rule) -> _Fields:
