@@ -236,7 +236,7 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
         .mark_bar(color=COLORS["preemptions"], width={"band": 1})
         .encode(
             x=_x(frame),
-            y=alt.Y("value:Q", title=None, scale=alt.Scale(domainMin=0, domainMax=1, nice=True), axis=Y_AXIS),
+            y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=alt.DomainUnionWith(unionWith=[0, 1]), nice=True), axis=Y_AXIS),
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
