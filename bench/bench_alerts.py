@@ -2,7 +2,7 @@
 
 Prints figures (not a unit test). Run from the repo root:
 
-    .venv/bin/python bench/bench_alerts.py [--targets 100] [--db sqlite:///path] [--interval 30]
+    .venv/bin/python bench/bench_alerts.py [--targets 100] [--db sqlite:///path] [--interval 60]
 
 Goals (issue 11): one evaluation of the default rules for 100 targets with a day of history each
 costs ≤ 1.5 s of CPU (≤ 10 % of a core at the 15 s default); ``alerts backtest`` over 7 days of
@@ -76,8 +76,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--db", help="database URL (default: a new SQLite file)")
-    parser.add_argument("--interval", type=float, default=30.0, help="seconds between the day's older rounds")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--interval", type=float, default=60.0, help="seconds between the day's older rounds")
+    parser.add_argument("--repeat", type=int, default=7, help="evaluations timed (after one untimed)")
     args = parser.parse_args()
     db_url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='sweetspot-bench-')}/alerts.db"
     now = int(time.time()) // 60 * 60

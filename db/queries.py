@@ -142,9 +142,14 @@ class Reader:
         return self._run("listing models", _models, target)
 
     # -- figures ----------------------------------------------------------------------------------
-    def window(self, target: str, end: float, window_s: float, model: str | None = None) -> WindowFigures:
-        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed)."""
-        return self._run("reading a window", _window, target, end, window_s, model)
+    def window(
+        self, target: str, end: float, window_s: float, model: str | None = None, *, gpus: bool = True
+    ) -> WindowFigures:
+        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed).
+
+        ``gpus=False`` leaves ``gpus`` empty and skips their reads (the alert evaluator has no GPU rule).
+        """
+        return self._run("reading a window", _window, target, end, window_s, model, gpus)
 
     def series(
         self,
@@ -463,7 +468,9 @@ def _empty_figures() -> dict[str, np.ndarray]:
     return {"scrapes": np.zeros(1), "up_scrapes": np.zeros(1), "up_ratio": np.full(1, np.nan)}
 
 
-def _window(conn: Connection, target: str, end: float, window_s: float, model: str | None) -> WindowFigures:
+def _window(
+    conn: Connection, target: str, end: float, window_s: float, model: str | None, with_gpus: bool = True
+) -> WindowFigures:
     hi = int(math.floor(end)) + 1  # include a scrape stamped exactly at ``end``
     lo = hi - int(window_s)
     row = _target_row(conn, target)
@@ -474,7 +481,7 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
         f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
-        gpus = _gpu_figures(conn, row.id, lo, hi, level)
+        gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count

@@ -168,3 +168,14 @@ def test_a_per_model_rule_gets_one_alert_per_model(db, db_url):
     assert states[("preemptions", "t", "small")].state == "inactive"
     assert states[("preemptions", "t", "")].state == FIRING  # the whole target preempts too
     assert ("ttft_p95", "t", "big") not in states
+
+
+def test_the_evaluator_reads_windows_without_gpu_figures():
+    import time
+
+    from db.queries import Reader
+    from tests import ui_db
+
+    reader = Reader(ui_db.shared())
+    assert reader.window("demo", time.time(), 300).gpus  # the UI's history has 8 dcgm GPUs
+    assert reader.window("demo", time.time(), 300, gpus=False).gpus == ()

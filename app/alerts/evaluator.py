@@ -110,7 +110,7 @@ class Evaluator:
             recent = self._recent(target, rules, at, sweetspot.queue_growth_s)
             models = self.reader.models(target) if any(r.per_model for r in rules) else []
             windows = {
-                (w, m): self.reader.window(target, at, w, model=m or None)
+                (w, m): self.reader.window(target, at, w, model=m or None, gpus=False)
                 for w in sorted({r.window_s for r in rules})
                 for m in ["", *(models if any(r.per_model and r.window_s == w for r in rules) else [])]
             }
