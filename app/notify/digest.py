@@ -83,7 +83,7 @@ def judged_step(start: float, end: float) -> float:
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
-    whole = reader.window(name, end, end - start)
+    whole = reader.window(name, end, end - start, gpus=False)
     verdicts = judge_steps(reader, settings, whole, start, end)
     judged = [v for v in verdicts if v != NO_DATA]
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
