@@ -16,7 +16,7 @@ class NotificationEntry:
 
     id: int
     created_at: float
-    kind: str  # firing, resolved, digest, test
+    kind: str  # firing, resolved, digest
     status: str  # queued, sent, failed, suppressed
     group_key: str
     subject: str

@@ -340,7 +340,7 @@ notifications = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("group_key", Text, nullable=False),
-    Column("kind", Text, nullable=False),  # firing, resolved, digest, test
+    Column("kind", Text, nullable=False),  # firing, resolved, digest (alerts test-email sends directly, unrecorded)
     Column("status", Text, nullable=False),  # queued, sent, failed, suppressed
     Column("recipients", Text, nullable=False),
     Column("subject", Text, nullable=False),

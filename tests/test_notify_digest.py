@@ -107,3 +107,24 @@ def test_status_says_whether_email_is_on(filled, capsys, monkeypatch):
         monkeypatch.setenv(name, value)
     assert main(["status", "--target", "demo", "--db", filled, "--json"]) == 0
     assert '"email": "e-mail on: mail.example.test:587 (starttls) to b@x"' in capsys.readouterr().out
+
+
+def test_each_step_is_judged_as_the_facades_window_of_that_step_would_be(filled):
+    from app.alerts.rules import rule_set
+    from app.verdict import evaluate
+
+    reader, settings = Reader(filled), Settings(db_url=filled)
+    for name in ("demo", "edge"):
+        whole = reader.window(name, NOW, PERIOD)
+        states = digest.judge_steps(reader, settings, whole, NOW - PERIOD, NOW)
+        step = digest.judged_step(NOW - PERIOD, NOW)
+        first = (NOW - PERIOD) // step * step
+        windows = [evaluate(reader.window(name, first + (i + 1) * step, step), settings.sweetspot, (), rule_set(settings, name)).state
+                   for i in range(len(states))]  # fmt: skip
+        # a step in which the target went down is judged on its successful scrapes; the window over
+        # it says no data, as its last scrape failed: the one step where the two differ
+        up = {p.ts: p.up_ratio for p in reader.series(name, first, first + len(states) * step, step)}
+        partial = [i for i in range(len(states)) if up.get(first + i * step) not in (None, 0.0, 1.0)]
+        assert [s for i, s in enumerate(states) if i not in partial] == [w for i, w in enumerate(windows) if i not in partial]
+        assert len(partial) == (1 if name == "edge" else 0)
+        assert {"in_sweet_spot", "outside"} & set(states)

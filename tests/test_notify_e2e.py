@@ -30,7 +30,7 @@ evaluate_every_s = "1s"
 lease_s = "3s"
 
 [alerts.email]   # the server and addresses come from SWEETSPOT_SMTP_* and friends
-group_wait_s = "2s"
+group_wait_s = "30s"   # the default: KV usage turns critical a little before the first preemption
 retry_initial_s = "1s"
 retry_max_s = "2s"
 

@@ -2,14 +2,16 @@
 (average and peak against the ceiling), preemptions, incidents, and charts of the period.
 
 Figures come from the query facade (``Reader.window`` over the period, ``Reader.series`` for the
-peak and the charts); the time in the sweet spot judges each step of the period with the rules of
-app/verdict.py over that step's window (a step without data counts as no data, never as "in");
-incidents come from ``alert_transitions`` (firing → resolved).
+peak and the charts); the time in the sweet spot judges each step of the period (one series read)
+with the target's rules (app/verdict.py, the banner's), as a window of that step; a step without
+a successful scrape counts as no data, never as "in". Incidents come from ``alert_transitions``
+(firing → resolved).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import html
 from collections.abc import Callable
@@ -18,13 +20,15 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
+from app.alerts.rules import rule_set
 from app.durations import format_duration
 from app.formatting import number, percent, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.notify.schedule import zone
-from app.settings import Settings
+from app.settings import Settings, effective_sweetspot
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from db import schema
+from db.results import SeriesPoint, WindowFigures
 
 JUDGED_STEPS = 288  # the period is judged in this many steps at most (5 min steps for a day)
 PEAK_STEP_S = 60.0  # the peak tok/s is the highest 1-minute rate
@@ -79,9 +83,8 @@ def judged_step(start: float, end: float) -> float:
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
-    whole = reader.window(name, end, end - start)
-    step = judged_step(start, end)
-    verdicts = [evaluate(reader.window(name, t + step, step), settings.sweetspot).state for t in _steps(start, end, step)]
+    whole = reader.window(name, end, end - start, gpus=False)
+    verdicts = judge_steps(reader, settings, whole, start, end)
     judged = [v for v in verdicts if v != NO_DATA]
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
     peak = max((r for r in rates if r is not None), default=None)
@@ -95,12 +98,32 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
     )  # fmt: skip
 
 
-def _steps(start: float, end: float, step: float) -> list[float]:
-    out, t = [], start
-    while t + step <= end + 1e-9:
-        out.append(t)
-        t += step
-    return out
+_SHARED = tuple(f.name for f in dataclasses.fields(SeriesPoint) if f.name in {g.name for g in dataclasses.fields(WindowFigures)})
+
+
+def judge_steps(reader: Any, settings: Settings, whole: WindowFigures, start: float, end: float) -> list[str]:
+    """The verdict of each step of the period (aligned to multiples of the step), from one series read:
+    each step's figures judged with the target's rules as a window of that step. A step without a
+    successful scrape is no data."""
+    step = judged_step(start, end)
+    first = start // step * step
+    grid = [first + i * step for i in range(int(-(-(end - first) // step)))]
+    points = {p.ts: p for p in reader.series(whole.target, first, grid[-1] + step, step)} if grid else {}
+    sweetspot, rules = effective_sweetspot(settings, whole.target), rule_set(settings, whole.target)
+    states = []
+    for ts in grid:
+        p = points.get(ts)
+        if p is None or not p.up_ratio:
+            states.append(NO_DATA)
+            continue
+        ceiling = whole.ceiling_tokens_per_s
+        figures = dataclasses.replace(
+            whole, **{k: getattr(p, k) for k in _SHARED}, window_s=step, start=ts, end=ts + step, up=True,
+            last_scrape_at=ts + step, last_error=None, scrapes=1, failed_scrapes=0, ttft_p95_in_inf_bucket=False,
+            efficiency=p.tokens_per_s / ceiling if p.tokens_per_s is not None and ceiling else None,
+        )  # fmt: skip
+        states.append(evaluate(figures, sweetspot, (), rules).state)
+    return states
 
 
 def _transitions(engine: Engine, end: float) -> dict[str, list[Any]]:

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from email.message import EmailMessage
 from typing import Any
 
 from sqlalchemy import Engine
@@ -112,7 +113,7 @@ class Notifier:
             with smtp.connect(self.email, self.settings.smtp_password) as session:
                 for item in due:
                     try:
-                        answer = smtp.send(session, message.mime(item, self.email.from_address), where)
+                        answer = smtp.send(session, _message(item, self.email.from_address), where)
                     except smtp.MailError as exc:
                         self._failed(item, exc)
                         failed += 1
@@ -138,6 +139,13 @@ class Notifier:
             log.error("notification %d (%s) given up after %d attempts: %s", item.id, item.subject, item.attempts + 1, exc.one_line())
         else:
             log.warning("notification %d (%s) not sent, retry in %g s: %s", item.id, item.subject, wait, exc.one_line())
+
+
+def _message(item: outbox.Notification, sender: str) -> EmailMessage:
+    try:
+        return message.mime(item, sender)
+    except Exception as exc:  # a row that cannot become a message must not block the ones after it
+        raise smtp.MailError(f"notification {item.id} cannot be built into a message: {type(exc).__name__}: {exc}") from None
 
 
 def _held_entry(held: Held) -> Outgoing:

@@ -18,7 +18,7 @@ from app.alerts.model import AlertState
 from db import schema
 
 QUEUED, SENT, FAILED, SUPPRESSED = "queued", "sent", "failed", "suppressed"
-FIRING_KIND, RESOLVED_KIND, DIGEST_KIND, TEST_KIND = "firing", "resolved", "digest", "test"
+FIRING_KIND, RESOLVED_KIND, DIGEST_KIND = "firing", "resolved", "digest"
 _N, _A, _G = schema.notifications, schema.notification_attempts, schema.notification_groups
 
 
