@@ -12,7 +12,7 @@ from app.cli import main
 from app.errors import StorageError
 from app.settings import TargetSettings
 from collectors.records import GpuReading, ScrapeRound, SourceResult
-from db import schema
+from db import query_views, schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.migrations import MIGRATIONS, applied, migrate
 from db.queries import Reader
@@ -148,6 +148,7 @@ def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) 
     # 10 s across the failed round, 2 × 2.5 s while "b" is there, 2 × 32.5 s after the stop
     assert 10_000 in covered and 2500 in covered and 32_500 in covered and covered[-3:] == [None, 5000, 5000]
     with engine.begin() as conn:  # the database as the release before migration 0004 left it
+        query_views.drop_views(conn)  # (0008's views read the column)
         conn.execute(text("DROP INDEX ix_model_rollups_tokens"))
         conn.execute(text("ALTER TABLE samples DROP COLUMN covered_ms"))
         conn.execute(text("ALTER TABLE model_rollups DROP COLUMN covered_ms"))
