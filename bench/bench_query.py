@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.errors import QueryError  # noqa: E402
 from app.settings import TargetSettings  # noqa: E402
 from bench.synth import rounds  # noqa: E402
 from db import canned  # noqa: E402
@@ -60,14 +61,23 @@ def measure(url: str, days: int, repeat: int, target: str) -> None:
         if c.name == "recent_minutes":
             given["start"] = str(END - 3600)
         params = canned.bind(c, given, END)
-        times, rows = [], 0
+        times, cpus, rows = [], [], 0
         for _ in range(repeat):
-            t = time.perf_counter()
-            rows = len(run_query(url, c.sql, LIMITS, params).rows)
+            t, cpu = time.perf_counter(), time.process_time()
+            try:
+                rows = len(run_query(url, c.sql, LIMITS, params).rows)
+            except QueryError as exc:  # a query the loaded machine stopped at the limit: say so, go on
+                print(f"  {c.name:26} {exc}")
+                break
             times.append(time.perf_counter() - t)
-        spread = max(times) - min(times)
-        verdict = "ok" if statistics.median(times) <= 1.0 else "OVER 1 s"
-        print(f"  {c.name:26} median {statistics.median(times):6.3f} s  spread {spread:5.3f} s  rows {rows:5d}  {verdict}")
+            cpus.append(time.process_time() - cpu)
+        if len(times) < repeat:
+            continue
+        # CPU time: this process's (SQLite runs in it), unaffected by waiting for a shared core
+        cpu_best = min(cpus)
+        verdict = "ok" if statistics.median(times) <= 1.0 else "OVER 1 s wall"
+        print(f"  {c.name:26} wall median {statistics.median(times):6.3f} s (min {min(times):5.3f}, max {max(times):5.3f})"
+              f"  CPU best {cpu_best:5.3f} s  rows {rows:5d}  {verdict}")  # fmt: skip
 
 
 def main() -> None:
