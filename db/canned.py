@@ -59,12 +59,10 @@ GROUP BY target, day ORDER BY target, day""",
     ),
     Canned(
         "worst_ttft_hours",
-        "Which hours had the worst TTFT P95?",
-        f"""SELECT target, iso_time(hour) AS hour,
-  histogram_quantile(0.95, ttft_bounds, ttft_buckets) AS ttft_p95_s, SUM(requests_finished) AS requests
-FROM (SELECT target, ts / 3600 * 3600 AS hour, ttft_bounds, ttft_buckets, requests_finished
-      FROM minutes WHERE {WINDOW}) m
-GROUP BY target, hour ORDER BY ttft_p95_s DESC NULLS LAST, hour LIMIT :limit""",
+        "Which hours had the worst TTFT P95? (complete hours, from the hourly rollups)",
+        f"""SELECT target, model, time AS hour, ttft_p95_s, requests_finished AS requests
+FROM hours WHERE {WINDOW} AND ttft_p95_s IS NOT NULL
+ORDER BY ttft_p95_s DESC, ts LIMIT :limit""",
         (TARGET, START_30D, END, LIMIT),
     ),
     Canned(

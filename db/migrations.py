@@ -193,6 +193,10 @@ def _query_views(conn: Connection) -> None:
     # later change to a view is a new migration that drops and recreates it.
     from db.query_views import create_views
 
+    if "ttft_p95_s" not in _columns(conn, "model_rollups"):
+        conn.execute(text("ALTER TABLE model_rollups ADD COLUMN ttft_p95_s FLOAT"))
+        for target in [int(t) for t in conn.execute(text("SELECT id FROM targets ORDER BY id")).scalars()]:
+            _fill_ttft_p95(conn, target)
     schema.metadata.create_all(conn, tables=[schema.sweetspot_thresholds, schema.saved_queries], checkfirst=True)
     # The default thresholds until a collector writes the configured ones at its start, so that a
     # history written before (or without) one is judged too, by the numbers a default banner uses.
@@ -203,6 +207,24 @@ def _query_views(conn: Connection) -> None:
     row = {"target": EVERY_TARGET, **{f: float(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
     conn.execute(schema.sweetspot_thresholds.insert().values(**row))
     log.info("migration 0008: query views %s", ", ".join(create_views(conn)))
+
+
+def _fill_ttft_p95(conn: Connection, target: int) -> None:
+    # model_rollups.ttft_p95_s of rows rolled up before the column existed, as db/rollup.py now
+    # computes it: each row's own TTFT buckets (a target at a time: a fleet's rows stay out of memory)
+    import numpy as np
+
+    from db import aggregate, sources
+    from db.rollup import ttft_p95
+
+    query = f"SELECT model_id, step, ts, ttft_layout, ttft_buckets FROM model_rollups WHERE {_OF_TARGET} AND ttft_buckets IS NOT NULL"
+    rows = conn.execute(text(query), {"t": target}).all()
+    if not rows:
+        return
+    parts = aggregate.hist_parts(rows, np.arange(len(rows)), len(rows), 3, 4, sources.layouts(conn))
+    updates = [{"m": r[0], "s": r[1], "ts": r[2], "q": q} for r, q in zip(rows, ttft_p95(parts, len(rows)), strict=True)]
+    log.info("migration 0008: the TTFT P95 of %d rollup rows of target %d", len(updates), target)
+    conn.execute(text("UPDATE model_rollups SET ttft_p95_s = :q WHERE model_id = :m AND step = :s AND ts = :ts"), updates)
 
 
 MIGRATIONS: list[tuple[str, Migration]] = [

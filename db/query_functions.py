@@ -64,9 +64,16 @@ class HistogramQuantile:
 
 
 def bucket_quantile(q: float | None, bounds: str | None, buckets: bytes | None) -> float | None:
-    one = HistogramQuantile()
-    one.step(q, bounds, buckets)
-    return one.finalize()
+    # one row, one layout: the aggregate's work without its per-layout bookkeeping (called per minute)
+    if bounds is None or not buckets or q is None or not 0.0 <= q <= 1.0:
+        return None
+    target = _bounds(bounds)
+    dense = [0] * len(target)
+    size = len(dense)
+    for value in struct.unpack(f"<{len(buckets) >> 2}I", buckets[: len(buckets) & ~3]):
+        if (value & 255) < size:
+            dense[value & 255] += value >> 8
+    return quantile_value(q, target, dense)
 
 
 def iso_time(ts: float | None) -> str | None:

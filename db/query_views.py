@@ -265,38 +265,45 @@ def _target_info() -> str:
 FROM targets t {_THRESHOLDS}"""
 
 
+# One row per target, computed once per query (the GROUP BY keeps SQLite from copying its
+# subqueries into every minute row): name, ceiling, model count and the thresholds in effect.
+_PER_TARGET = f"""SELECT t.id, t.name, {_ceiling("t")} AS ceiling,
+ (SELECT COUNT(*) FROM models cm WHERE cm.target_id = t.id) AS models,
+ th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
+ th.kv_warning AS th_kv, th.min_efficiency AS th_efficiency
+FROM targets t {_THRESHOLDS} GROUP BY t.id, th.target"""
+
+
 def _figures_sql(step: int) -> str:
+    # The covered time of the target's rounds: the row's own when the target has one model (the
+    # usual case, no lookup), else the sum over its models' rows of the period.
     covered = (
-        "(SELECT SUM(c.covered_ms) FROM model_rollups c WHERE c.step = r.step AND c.ts = r.ts"
-        " AND c.model_id IN (SELECT cm.id FROM models cm WHERE cm.target_id = m.target_id))"
+        "CASE WHEN tx.models = 1 THEN r.covered_ms ELSE (SELECT SUM(c.covered_ms) FROM model_rollups c"
+        " WHERE c.step = r.step AND c.ts = r.ts AND c.model_id IN (SELECT cm.id FROM models cm WHERE cm.target_id = m.target_id)) END"
     )
     gpu = f"FROM gpu_rollups gr JOIN gpus g ON g.id = gr.gpu_id WHERE g.target_id = m.target_id AND gr.step = {step} AND gr.ts = r.ts"
+    # TTFT P95 is stored with the rollup (the verdict reads it every minute); the others on demand
     quantiles = ",\n ".join(
-        f"bucket_quantile({q / 100}, b.{h}_bounds, b.{h}_buckets) AS {h}_p{q}_s"
+        "b.ttft_p95_s" if (h, q) == ("ttft", 95) else f"bucket_quantile({q / 100}, b.{h}_bounds, b.{h}_buckets) AS {h}_p{q}_s"
         for h in ("ttft", "itl", "e2e")
         for q in (50, 95, 99)
     )
-    layouts = ",\n ".join(
-        f"(SELECT bl.bounds FROM bucket_layouts bl WHERE bl.id = r.{h}_layout) AS {h}_bounds, r.{h}_buckets"
-        for h in ("ttft", "itl", "e2e")
-    )
-    base = f"""SELECT t.name AS target, m.name AS model, r.ts, r.samples,
+    layouts = ",\n ".join(f"l_{h}.bounds AS {h}_bounds, r.{h}_buckets" for h in ("ttft", "itl", "e2e"))
+    joins = "\n".join(f"LEFT JOIN bucket_layouts l_{h} ON l_{h}.id = r.{h}_layout" for h in ("ttft", "itl", "e2e"))
+    base = f"""SELECT tx.name AS target, m.name AS model, r.ts, r.samples,
  COALESCE({_real(f"NULLIF({covered}, 0)")} / 1000, {step}) AS covered_s,
  r.generation_tokens, r.prompt_tokens, r.request_success, r.preemptions,
  {_real("r.requests_running_sum")} / r.samples AS running_avg, r.requests_running_max AS running_max,
  {_real("r.requests_waiting_sum")} / r.samples AS waiting_avg, r.requests_waiting_max AS waiting_max,
- (SELECT tr.queue_depth_max FROM target_rollups tr WHERE tr.target_id = m.target_id AND tr.step = r.step AND tr.ts = r.ts)
-   AS queue_depth_max,
- r.kv_cache_usage_max,
+ tr.queue_depth_max, r.kv_cache_usage_max,
  (SELECT SUM(gr.memory_used_bytes_sum / gr.samples) / 1000000000 {gpu}) AS gpu_memory_used_gb,
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
- {_ceiling("t")} AS ceiling_tokens_per_s,
- th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
- th.kv_warning AS th_kv, th.min_efficiency AS th_efficiency,
+ r.ttft_p95_s, tx.ceiling AS ceiling_tokens_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_efficiency,
  {layouts}
-FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN targets t ON t.id = m.target_id
-{_THRESHOLDS}
+FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN ({_PER_TARGET}) tx ON tx.id = m.target_id
+LEFT JOIN target_rollups tr ON tr.target_id = m.target_id AND tr.step = r.step AND tr.ts = r.ts
+{joins}
 WHERE r.step = {step}"""
     figures = f"""SELECT b.target, b.model, b.ts, iso_time(b.ts) AS time, b.samples, b.covered_s,
  b.generation_tokens / b.covered_s AS tokens_per_s, b.prompt_tokens / b.covered_s AS prompt_tokens_per_s,
@@ -407,6 +414,13 @@ def views_present(conn: Connection) -> list[str]:
     else:
         names = set(inspect(conn).get_view_names())
     return [v.name for v in VIEWS if v.name in names]
+
+
+def drop_views(conn: Connection) -> None:
+    """Drop every query view (a later migration that changes one drops and recreates them)."""
+    prefix = f"{SCHEMA}." if conn.dialect.name == "postgresql" else ""
+    for name in reversed(views_present(conn)):
+        conn.execute(text(f"DROP VIEW {prefix}{name}"))
 
 
 def reference_markdown() -> str:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.settings import Settings
 from db import aggregate, histo, schema, sources
 from db.engine import storage_error
+from db.quantiles import quantile_matrix
 
 CHUNK_S = 6 * 3600
 GRACE_S = 30
@@ -176,7 +177,17 @@ def _model_rows(
             for j, k in enumerate(keys.tolist()):
                 out[k][f"{h}_layout"] = by_bounds[bounds]
                 out[k][f"{h}_buckets"] = histo.encode(counts[j].tolist())
+    for row, value in zip(out, ttft_p95(red.hists["ttft"], nk), strict=True):
+        row["ttft_p95_s"] = value
     return out
+
+
+def ttft_p95(parts: list[tuple[np.ndarray, tuple[float, ...], np.ndarray]], nkeys: int) -> list[float | None]:
+    """``model_rollups.ttft_p95_s`` per key from its merged TTFT buckets (None: no request)."""
+    values = np.full(nkeys, np.nan)
+    for keys, bounds, counts in parts:
+        values[keys] = quantile_matrix(0.95, bounds, counts)[0]
+    return [_v(v) for v in values.tolist()]
 
 
 def _gpu_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:

@@ -195,6 +195,9 @@ model_rollups = Table(
     *[Column(c, Float) for c in COUNTERS],
     *_hist_columns(),
     Column("covered_ms", Integer),  # Σ of the raw rows' covered_ms
+    # TTFT P95 of the period, computed when it is rolled up (db/quantiles.py): the query views judge
+    # every minute by it, and a Python call per row would cost seconds over a fleet's week.
+    Column("ttft_p95_s", Float),
     **_NO_ROWID,
 )
 

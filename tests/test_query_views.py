@@ -109,12 +109,18 @@ def test_a_day_quantile_from_sql_equals_the_facade(url):
 
 def test_worst_hours_equal_the_facade(url):
     reader = Reader(url)
-    mark = minute_mark(url)[0]
-    got = rows(url, canned.get("worst_ttft_hours").sql, target="demo", start=0, end=mark, limit=50)
-    first = min(r["hour"] for r in got)
-    lo = int(time.mktime(time.strptime(first, "%Y-%m-%dT%H:%M:%SZ"))) - time.timezone
-    facade = [p for p in reader.series("demo", lo, mark, 3600, level=60) if p.ttft_p95_s is not None]
-    assert [r["ttft_p95_s"] for r in got] == pytest.approx(sorted((p.ttft_p95_s for p in facade), reverse=True))
+    hour_mark = minute_mark(url)[1]
+    got = rows(url, canned.get("worst_ttft_hours").sql, target="demo", start=0, end=hour_mark, limit=50)
+    assert got
+    lo = rows(url, "SELECT MIN(ts) AS t FROM hours WHERE target = 'demo'")[0]["t"]
+    facade = [p.ttft_p95_s for p in reader.series("demo", lo, hour_mark, 3600, level=60) if p.ttft_p95_s is not None]
+    assert [r["ttft_p95_s"] for r in got] == pytest.approx(sorted(facade, reverse=True))
+
+
+def test_stored_ttft_p95_is_the_buckets_quantile(url):
+    """model_rollups.ttft_p95_s (written by the rollup) equals histogram_quantile over the row's buckets."""
+    for r in rows(url, "SELECT ttft_p95_s, bucket_quantile(0.95, ttft_bounds, ttft_buckets) AS q FROM minutes"):
+        assert close(r["ttft_p95_s"], r["q"])
 
 
 def test_tokens_by_concurrency_equal_the_facade(url):
@@ -193,3 +199,21 @@ def test_docs_reference_is_generated_from_the_catalogue():
     )
     for c in canned.CANNED:
         assert f"`{c.name}`" in doc, c.name
+
+
+def test_migration_fills_the_ttft_p95_of_older_rollups(tmp_path):
+    """A database rolled up before 0008 gets model_rollups.ttft_p95_s as the rollup computes it."""
+    url = query_db.fill(f"sqlite:///{tmp_path}/old.db", NOW, hours=1.0)
+    engine = open_engine(url, migrate=False)
+    with engine.begin() as conn:  # back to the schema as 0005 left it
+        query_views.drop_views(conn)
+        conn.execute(text("DROP TABLE sweetspot_thresholds"))
+        conn.execute(text("DROP TABLE saved_queries"))
+        conn.execute(text("ALTER TABLE model_rollups DROP COLUMN ttft_p95_s"))
+        conn.execute(text("DELETE FROM sweetspot_migrations WHERE name = '0008_query_views'"))
+    engine.dispose()
+    open_engine(url).dispose()  # migrates
+    got = rows(url, "SELECT ttft_p95_s, bucket_quantile(0.95, ttft_bounds, ttft_buckets) AS q FROM minutes")
+    assert got and all(close(r["ttft_p95_s"], r["q"]) for r in got)
+    assert any(r["q"] is not None for r in got)
+    assert rows(url, "SELECT target FROM target_info WHERE ttft_p95_slo_s = 3.0")  # the seeded defaults

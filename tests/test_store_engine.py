@@ -12,11 +12,10 @@ from app.cli import main
 from app.errors import StorageError
 from app.settings import TargetSettings
 from collectors.records import GpuReading, ScrapeRound, SourceResult
-from db import schema
+from db import query_views, schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.migrations import MIGRATIONS, applied, migrate
 from db.queries import Reader
-from db.query_views import create_views, views_present
 from db.rollup import GRACE_S, rollup
 from db.writer import Writer
 from tests.store_helpers import failed_round, one_round, vllm_round
@@ -149,11 +148,7 @@ def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) 
     # 10 s across the failed round, 2 × 2.5 s while "b" is there, 2 × 32.5 s after the stop
     assert 10_000 in covered and 2500 in covered and 32_500 in covered and covered[-3:] == [None, 5000, 5000]
     with engine.begin() as conn:  # the database as the release before migration 0004 left it
-        # (and so before the query views of 0008, which read the column)
-        if conn.dialect.name == "postgresql":  # the views and their functions live in one schema
-            conn.execute(text("DROP SCHEMA sweetspot_query CASCADE"))
-        for view in views_present(conn):
-            conn.execute(text(f"DROP VIEW {view}"))
+        query_views.drop_views(conn)  # (0008's views read the column)
         conn.execute(text("DROP INDEX ix_model_rollups_tokens"))
         conn.execute(text("ALTER TABLE samples DROP COLUMN covered_ms"))
         conn.execute(text("ALTER TABLE model_rollups DROP COLUMN covered_ms"))
@@ -162,8 +157,6 @@ def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) 
         ))
         conn.execute(delete(schema.migrations_table).where(schema.migrations_table.c.name == "0004_covered_time"))
     assert migrate(engine) == ["0004_covered_time"]
-    with engine.begin() as conn:
-        assert create_views(conn)  # as 0008 makes them, after 0004
     with engine.connect() as conn:
         assert conn.execute(raw_query).all() == raw  # as the writer stored them
         # rollups made before it: the length of their minute (what rates were divided by until then),

@@ -67,7 +67,7 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> al
 def numeric_columns(result: query_runner.Result) -> list[str]:
     out = []
     for i, name in enumerate(result.columns):
-        values = [query_output.plain(r[i]) for r in result.rows[:50] if r[i] is not None]
+        values = [v for v in (query_output.plain(r[i]) for r in result.rows[:50]) if v is not None]
         if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             out.append(name)
     return out

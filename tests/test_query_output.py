@@ -1,0 +1,83 @@
+"""Pure parts of the query feature: output formats, the page's helpers, canned parameters, the
+Overview's CSV of its charts' data."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+
+import pytest
+
+from app import query_output
+from app.errors import QueryError
+from app.ui import query_page, widgets
+from db import canned
+from db.query_runner import Result
+from db.results import SeriesPoint
+
+RESULT = Result(
+    ("time", "target", "tokens_per_s", "n", "blob"),
+    [("2026-12-01T20:15:00Z", "demo", 101.5, decimal.Decimal("3"), b"\x01\x02"),
+     ("2026-12-01T20:16:00Z", "edge", float("nan"), None, None)],
+    truncated=True, elapsed_s=0.01, row_limit=2,
+)  # fmt: skip
+
+
+def test_csv_has_a_header_and_empty_cells_for_no_data():
+    rows = list(csv.reader(io.StringIO(query_output.to_csv(RESULT))))
+    assert rows == [["time", "target", "tokens_per_s", "n", "blob"],
+                    ["2026-12-01T20:15:00Z", "demo", "101.5", "3.0", "0102"],
+                    ["2026-12-01T20:16:00Z", "edge", "", "", ""]]  # fmt: skip
+
+
+def test_json_is_a_list_of_row_objects_with_null_for_no_data():
+    data = json.loads(query_output.to_json(RESULT))
+    assert data[1] == {"time": "2026-12-01T20:16:00Z", "target": "edge", "tokens_per_s": None, "n": None, "blob": None}
+
+
+def test_table_ends_with_the_truncation_notice():
+    text = query_output.to_table(RESULT)
+    assert text.splitlines()[0].split() == list(RESULT.columns)
+    assert "truncated" in text.splitlines()[-1] and "--limit" in text
+
+
+def test_datetimes_state_their_zone():
+    aware = dt.datetime(2026, 12, 1, 20, 15, tzinfo=dt.UTC)
+    assert query_output.plain(aware) == "2026-12-01T20:15:00+00:00"
+
+
+def test_time_and_numeric_columns_drive_the_chart():
+    assert query_output.time_columns(RESULT) == ["time"]
+    assert query_page.numeric_columns(RESULT) == ["tokens_per_s", "n"]
+    spec = query_page.chart(RESULT, "time", "tokens_per_s", "target").to_dict()  # validates the spec
+    assert spec["encoding"]["x"]["type"] == "temporal" and spec["encoding"]["color"]["field"] == "target"
+
+
+def test_page_finds_the_parameters_of_a_query():
+    assert query_page.params_in("SELECT * FROM minutes WHERE ts >= :start AND x::text = :target AND ts < :start") == ["start", "target"]
+
+
+def test_canned_parameters():
+    now = 1_800_000_000.0
+    c = canned.get("hours_outside_sweet_spot")
+    bound = canned.bind(c, {"start": "2026-11-01", "end": "12h"}, now)
+    assert bound == {"target": "", "start": 1_793_491_200, "end": int(now) - 43200}
+    with pytest.raises(QueryError, match="no parameter 'bogus'"):
+        canned.bind(c, {"bogus": "1"}, now)
+    with pytest.raises(QueryError, match="not a time"):
+        canned.bind(c, {"start": "yesterday"}, now)
+    with pytest.raises(QueryError, match="no canned query"):
+        canned.get("nope")
+
+
+def test_overview_chart_data_as_csv():
+    point = SeriesPoint(ts=1_800_000_000.0, ttft_p50_s=None, ttft_p95_s=2.5, ttft_p99_s=None, itl_p95_s=None,
+                        e2e_p95_s=None, tokens_per_s=100.0, prompt_tokens_per_s=None, preemptions=0.0,
+                        requests_per_s=None, running_avg=None, running_max=None, waiting_max=None,
+                        queue_depth_max=None, kv_cache_usage_max=None, up_ratio=1.0)  # fmt: skip
+    rows = list(csv.reader(io.StringIO(widgets.series_csv([point], ["tokens_per_s", "ttft_p95_s", "queue_depth_max"]))))
+    assert rows == [["time", "ts", "tokens_per_s", "ttft_p95_s", "queue_depth_max"],
+                    ["2027-01-15T08:00:00Z", "1800000000", "100.0", "2.5", ""]]  # fmt: skip
