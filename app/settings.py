@@ -12,6 +12,7 @@ import dataclasses
 import tomllib
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,6 +423,25 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
     return dataclasses.replace(gateway, **resolved)
 
 
+def url_problem(value: str) -> str:
+    """Why ``value`` cannot be scraped as an http(s) URL with a host, or "" when it can."""
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"{value!r} is not an http:// or https:// URL with a host (e.g. http://10.0.0.5:8000/metrics)"
+    return ""
+
+
+def _validate_urls(target: TargetSettings, key: str) -> None:
+    if not target.vllm_url:
+        # without it the target has nothing to scrape; `run` used to start the demo simulator then
+        raise ConfigError(f"{key}.vllm_url: required, vLLM's /metrics URL (e.g. http://10.0.0.5:8000/metrics); "
+                          "leave out [[targets]] altogether for the demo")  # fmt: skip
+    for name, url in (("vllm_url", target.vllm_url), ("gateway.url", target.gateway.url), ("gpu.url", target.gpu.url)):
+        problem = url and url_problem(url)
+        if problem:
+            raise ConfigError(f"{key}.{name}: {problem}")
+
+
 def _validate(settings: Settings) -> Settings:
     names = [t.name for t in settings.targets]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -441,6 +461,7 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
         if target.ceiling.tensor_parallel < 1 or target.ceiling.weight_gb <= 0:
             raise ConfigError(f"{key}.ceiling: weight_gb must be > 0 and tensor_parallel ≥ 1")
+        _validate_urls(target, key)
         targets.append(dataclasses.replace(target, gateway=gateway))
     if settings.interval_s <= 0:
         raise ConfigError("interval_s: must be greater than 0")

@@ -121,7 +121,31 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
-def storage_error(action: str, exc: Exception) -> StorageError:
-    """Translate a driver error once, naming what we were doing."""
+# SQLite's and PostgreSQL's words for a table that is not there: a database never migrated.
+_NO_TABLE = ("no such table", "does not exist")
+MIGRATE_HINT = "Create the tables with `python -m app db migrate` (with the same --db or db_url); `run` and `collect` do it too"
+
+
+def storage_error(action: str, exc: Exception, url: URL | str | None = None) -> StorageError:
+    """Translate a driver error once, naming what we were doing; a missing table says how to migrate.
+
+    ``url`` (the engine's): a zero-byte SQLite file is named as such, the usual way to get one.
+    """
     detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    if any(words in detail for words in _NO_TABLE):
+        what = _what_database(url)
+        return StorageError(f"database error while {action}: {detail}: {what} has no Sweetspot tables", MIGRATE_HINT)
     return StorageError(f"database error while {action}: {detail}", HINT)
+
+
+def _what_database(url: URL | str | None) -> str:
+    parsed = make_url(url) if isinstance(url, str) else url
+    if parsed is None:
+        return "the database"
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        # readers open file:PATH?mode=ro URIs (open_reader)
+        path = Path(parsed.database.removeprefix("file:").split("?")[0])
+        if path.exists() and path.stat().st_size == 0:
+            return f"{path} is an empty file (0 bytes, not yet a Sweetspot database): it"
+        return f"the SQLite file {path}"
+    return f"the database {parsed.render_as_string(hide_password=True)}"

@@ -130,7 +130,7 @@ class Reader:
             with self.engine.connect() as conn:
                 return fn(conn, *args)
         except SQLAlchemyError as exc:
-            raise storage_error(action, exc) from None
+            raise storage_error(action, exc, self.engine.url) from None
 
     # -- catalogue --------------------------------------------------------------------------------
     def targets(self) -> list[TargetInfo]:

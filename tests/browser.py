@@ -144,13 +144,24 @@ PANELS_JS = """() => {
         for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
       }
     }
-    views.push(view ? panels(view) : null);
+    views.push(view ? {panels: panels(view), fits: fits(view, el)} : null);
   }
   return views;
 
+  function fits(view, el) {
+    // everything drawn (legends, titles, axes) lies inside the canvas: nothing is cut off
+    // (the element's box, not the canvas's: the element clips a wider canvas)
+    const b = view.scenegraph().root.bounds, [ox, oy] = view.origin(), c = el.querySelector('canvas, svg.marks');
+    if (!c) return true;
+    const box = el.getBoundingClientRect(), at = c.getBoundingClientRect();
+    const x1 = at.left - box.left + ox + b.x1, x2 = at.left - box.left + ox + b.x2;
+    const y1 = at.top - box.top + oy + b.y1, y2 = at.top - box.top + oy + b.y2;
+    return (x1 >= -1 && y1 >= -1 && x2 <= box.width + 1 && y2 <= box.height + 1)
+      || {x1, x2, y1, y2, width: box.width, height: box.height};
+  }
   function panels(view) {
     const root = view.scenegraph().root.items[0];
-    const groups = (root.items || []).filter(m => m.marktype === 'group' && m.role === 'scope');
+    const groups = (root.items || []).filter(m => m.marktype === 'group' && m.role === 'scope' && /_group$/.test(m.name));  // concat panels, not a line's pathgroup
     const items = groups.length ? groups.map(g => g.items[0]) : [root];
     return items.map(item => {
       const title = (item.items || []).filter(m => m.role === 'title').flatMap(m => m.items)
@@ -181,5 +192,6 @@ PANELS_JS = """() => {
 
 
 def chart_panels(page: Any) -> list[Any]:
-    """Per Vega chart of ``page``: its panels as :data:`PANELS_JS` reads them (None: view not found)."""
+    """Per Vega chart of ``page``: ``{"panels": [...], "fits": True or the overflowing bounds}`` as
+    :data:`PANELS_JS` reads them (None: the chart's view was not found)."""
     return list(page.evaluate(PANELS_JS))

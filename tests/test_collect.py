@@ -47,7 +47,7 @@ def test_unreachable_vllm_is_stored_as_down_with_its_error(tmp_path):
     db = f"sqlite:///{tmp_path}/c.db"
     url = closed_port_url() + "/metrics"
     done = app("collect", "--once", "--db", db, "--vllm-url", url)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # stored as down, and said so by the exit status (issue 14)
     assert "vLLM DOWN" in done.stdout and "connection refused" in done.stdout
     status = json.loads(app("status", "--db", db, "--json").stdout)
     assert status["up"] is False

@@ -70,7 +70,9 @@ def untruths(panels_by_chart) -> list[str]:
     found = []
     for chart in panels_by_chart:
         assert chart is not None, "the chart's Vega view was not found"
-        for panel in chart:
+        if chart["fits"] is not True:
+            found.append(f"{chart['panels'][0]['title'][:60]!r}: drawn beyond its canvas (cut off): {chart['fits']}")
+        for panel in chart["panels"]:
             data = [m for m in panel["marks"] if m["type"] in DATA_MARKS]
             finite, drawn = sum(m["finite"] for m in data), sum(m["drawn"] for m in data)
             if finite and drawn < VISIBLE * finite:
@@ -81,7 +83,7 @@ def untruths(panels_by_chart) -> list[str]:
 
 
 def panels_drawn(panels_by_chart) -> list[int]:
-    return [sum(m["drawn"] for m in p["marks"] if m["type"] in DATA_MARKS) for c in panels_by_chart for p in c]
+    return [sum(m["drawn"] for m in p["marks"] if m["type"] in DATA_MARKS) for c in panels_by_chart for p in c["panels"]]
 
 
 @pytest.mark.parametrize("range_key", list(RANGES))
@@ -96,8 +98,10 @@ def test_every_page_at_every_range_tells_the_truth(browser, base_url, name, rang
     panels = chart_panels(page)
     assert len(panels) == charts
     assert untruths(panels) == []
-    # the demo has data in every range: every panel of every chart draws marks
-    assert all(panels_drawn(panels)), [p["title"][:50] for c in panels for p in c]
+    # the demo has data in every range: every panel draws marks (preemptions only where there were some)
+    titles = [p["title"] for c in panels for p in c["panels"]]
+    empty = [t[:50] for t, n in zip(titles, panels_drawn(panels), strict=True) if not n and not t.startswith("Preemptions")]
+    assert empty == []
     page.close()
 
 

@@ -20,7 +20,9 @@ from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
 from db.engine import open_engine
+from db.results import SweepLevel, SweepRun
 from db.rollup import rollup
+from db.sweeps import store_sweep
 from db.writer import Writer
 from simulator import generate_history
 
@@ -127,5 +129,16 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     writer.write_rounds(simulated_rounds("edge", now - 3600, now, 5.0, seed=2, down_after=now - 600))
     rollup(engine, now)
     apply_retention(engine, now, Settings())
+    store_sweep(engine, demo_sweep(now - 2 * 86400, "http://127.0.0.1:8000/v1", "demo"))
+    store_sweep(engine, demo_sweep(now - 86400, "http://10.0.0.9:8000/v1", None))  # another server
     engine.dispose()
     return url
+
+
+def demo_sweep(at: float, url: str, target: str | None) -> SweepRun:
+    """A stored load sweep shaped like the report's (8 → 85, 16 → 126, 32 → 145 tok/s)."""
+    levels = tuple(
+        SweepLevel(c, 600, 100, 0, tok, 0.3, 0.8, ttft, ttft * 1.2, 0.08, 40.0, 60.0, 0.0)
+        for c, tok, ttft in ((8, 85.0, 1.5), (16, 126.0, 2.4), (32, 145.0, 4.8))
+    )
+    return SweepRun(at, url, "sweetspot/sim-70b-awq", "short:0.6,long:0.4", 3.0, levels, target=target)

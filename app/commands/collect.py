@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import sys
 import threading
 
 from app import scheduler
 from app.durations import parse_duration
 from app.errors import UsageError
-from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings, url_problem
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)
@@ -29,7 +30,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def quick_target(args: argparse.Namespace) -> TargetSettings:
-    """The target described by the ``--vllm-url`` family of flags."""
+    """The target described by the ``--vllm-url`` family of flags; a bad URL names its flag."""
+    for flag, url in (("--vllm-url", args.vllm_url), ("--gateway-url", args.gateway_url)):
+        if url and url_problem(url):
+            raise UsageError(f"{flag}: {url_problem(url)}")
     gateway = GatewaySettings()
     if args.gateway_url:
         if not args.gateway_metric:
@@ -39,6 +43,8 @@ def quick_target(args: argparse.Namespace) -> TargetSettings:
     if args.gpu == "nvml":
         gpu = GpuSettings(source="nvml")
     elif args.gpu.startswith("http"):
+        if url_problem(args.gpu):
+            raise UsageError(f"--gpu: {url_problem(args.gpu)}")
         gpu = GpuSettings(source="dcgm", url=args.gpu)
     elif args.gpu != "none":
         raise UsageError(f"--gpu {args.gpu!r} is not nvml, none or a dcgm-exporter URL")
@@ -58,6 +64,27 @@ def effective_settings(args: argparse.Namespace, settings: Settings) -> Settings
     return settings
 
 
+def _name_flags(text: str, flags: dict[str, str]) -> str:
+    for key, flag in flags.items():
+        text = text.replace(key, flag)
+    return text
+
+
+def _once_status(settings: Settings, flags: dict[str, str]) -> int:
+    """1 when a target's vLLM could not be read in the round just stored (a line each on stderr), else 0.
+
+    The failed round is stored (that is what the collector does with it); a script running
+    ``collect --once`` to check a target still learns from the exit status that it is down.
+    """
+    from db.queries import Reader
+
+    stored = {t.name: t for t in Reader(settings.db_url).targets()}
+    down = [stored[t.name] for t in settings.targets if t.name in stored and stored[t.name].up is False]
+    for info in down:
+        print(_name_flags(f"ERROR: target {info.name} is down: {info.last_error}", flags), file=sys.stderr)
+    return 1 if down else 0
+
+
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     from app.collector import CollectorService
 
@@ -65,9 +92,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     service = CollectorService(settings)
     try:
         if args.once:
+            # A target made from flags: its errors name the flag (the stored hints name the setting).
+            flags = {"targets[].vllm_url": "--vllm-url", "targets[].gateway.url": "--gateway-url",
+                     "targets[].gpu.url": "--gpu"} if args.vllm_url else {}  # fmt: skip
             for line in service.collect_once():
-                print(line)
-            return 0
+                print(_name_flags(line, flags))
+            return _once_status(settings, flags)
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
         print(f"collecting {len(settings.targets)} target(s) every {settings.interval_s:g} s into {settings.db_url}")

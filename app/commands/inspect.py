@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.errors import UsageError
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.errors import ScrapeError, UsageError
 from app.settings import Settings
 from collectors.catalogue import CATALOGUE
+from collectors.http import fetch_text
 from collectors.records import Histogram, ModelFigures, VllmScrape
-from collectors.vllm import parse_vllm, scrape_vllm, total_figures
+from collectors.vllm import parse_vllm, total_figures
 
 HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
 
@@ -23,9 +26,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (totals across engines and models)")
 
 
+# The URL is the command's argument, not a setting: its errors name the argument.
+HINT = "Check the SOURCE given to inspect: vLLM's /metrics URL (e.g. http://127.0.0.1:8000/metrics) or a file"
+
+
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    scrape = _read(args.source, settings.scrape_timeout_s)
+    text = _read(args.source, settings.scrape_timeout_s)
+    try:
+        scrape = parse_vllm(text, source=args.source)
+    except ScrapeError as exc:
+        raise ScrapeError(str(exc), exc.hint and HINT) from None
     report = build_report(scrape, args.source)
+    report["incomplete_histograms"] = incomplete_histograms(text)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -33,15 +45,51 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _read(source: str, timeout_s: float) -> VllmScrape:
+def _read(source: str, timeout_s: float) -> str:
+    """The exposition text at ``source`` (a URL or a file)."""
     if source.startswith(("http://", "https://")):
-        return scrape_vllm(source, timeout_s)
+        return fetch_text(source, timeout_s, hint=HINT)
     try:
-        text = Path(source).read_text(encoding="utf-8")
+        return Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise UsageError(f"cannot read {source} ({reason})", "Give a file of exposition text or an http(s):// URL") from None
-    return parse_vllm(text, source=source)
+
+
+_HISTOGRAMS = {alias: spec.key for spec in CATALOGUE if spec.kind == "histogram" for alias in spec.names}
+
+
+def incomplete_histograms(text: str) -> list[dict[str, Any]]:
+    """Catalogue histogram series without their ``+Inf`` bucket or ``_count`` (a truncated paste, a
+    broken exporter): per series its figure, metric, model, other labels, the buckets it has, and
+    what is missing. Read with the reference parser (prometheus_client), whatever the collector kept:
+    the collector uses ``_count`` for a missing ``+Inf`` and leaves out a series with neither, whose
+    quantiles are unknown (as Prometheus's histogram_quantile needs the ``+Inf`` bucket).
+    """
+    try:
+        families = list(text_string_to_metric_families(text))
+    except ValueError:  # the collector's parser read it; the reference one may be stricter
+        return []
+    out = []
+    for family in families:
+        if family.name not in _HISTOGRAMS:
+            continue
+        series: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
+        for sample in family.samples:
+            labels = {k: v for k, v in sample.labels.items() if k != "le"}
+            entry = series.setdefault(frozenset(labels.items()), {"labels": labels, "buckets": [], "count": False})
+            if sample.name.endswith("_bucket"):
+                entry["buckets"].append([sample.labels.get("le"), sample.value])
+            entry["count"] = entry["count"] or sample.name.endswith("_count")
+        for entry in series.values():
+            missing = [m for m, ok in (("+Inf bucket", any(le == "+Inf" for le, _ in entry["buckets"])),
+                                       ("_count", entry["count"])) if not ok]  # fmt: skip
+            if missing:
+                labels = dict(entry["labels"])
+                out.append({"figure": _HISTOGRAMS[family.name], "metric": family.name,
+                            "model": labels.pop("model_name", ""), "labels": labels,
+                            "buckets": entry["buckets"], "missing": missing})  # fmt: skip
+    return out
 
 
 def figure_name(key: str, kind: str) -> str:
@@ -112,18 +160,38 @@ def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
             rows.append((name, _fmt(report[name], spec.unit), exposed, spec.unit))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     table = [f"{a:{widths[0]}}  {b:>{widths[1]}}  {c:{widths[2]}}  {d}" for a, b, c, d in rows]
-    models = [name or "(no model_name label)" for name in report["model_names"]]
+    incomplete = report.get("incomplete_histograms", [])
+    names = dict.fromkeys([*report["model_names"], *(h["model"] for h in incomplete)])
+    models = [name or "(no model_name label)" for name in names]
+    engines = report["engines"]
     head = [
         f"source   {report['source']}",
         f"models   {', '.join(models) or '(none)'}",
-        f"engines  {', '.join(report['engines']) or '(no engine label: V0 or a single engine)'}",
+        # the labels, quoted: a count would read the same as a single engine labelled "0"
+        f"engines  {len(engines)}: " + ", ".join(f'engine="{e}"' for e in engines)
+        if engines
+        else "engines  (no engine label: V0 or a single engine)",
         f"process  {_started(report['process_start_time_s'])}",
         "",
     ]
-    tail = ["", f"missing  {', '.join(report['missing']) or '(none)'}"]
+    tail = ["", f"missing  {', '.join(report['missing']) or '(none)'}", *map(_incomplete_line, incomplete)]
     if report["cache_config"]:
         tail.insert(1, "cache    " + ", ".join(f"{k}={v}" for k, v in sorted(report["cache_config"].items())))
     return "\n".join(head + table + tail)
+
+
+def _incomplete_line(h: dict[str, Any]) -> str:
+    """``WARNING  ttft (vllm:…) model llama engine="0": buckets le=0.5: 4, le=1.0: 9; no +Inf bucket, no _count …``"""
+    labels = "".join(f' {k}="{v}"' for k, v in sorted(h["labels"].items()))
+    buckets = ", ".join(f"le={le}: {_fmt(n)}" for le, n in h["buckets"]) or "none"
+    if "+Inf bucket" in h["missing"] and "_count" in h["missing"]:
+        effect = "quantiles unknown (the collector leaves this series out)"
+    elif "+Inf bucket" in h["missing"]:
+        effect = "its _count stands in for the +Inf bucket"
+    else:
+        effect = "the +Inf bucket stands in for the count"
+    missing = ", ".join(f"no {m}" for m in h["missing"])
+    return f"WARNING  {h['figure']} ({h['metric']}) model {h['model'] or '(none)'}{labels}: buckets {buckets}; {missing}: {effect}"
 
 
 def _started(unix_s: Any) -> str:

@@ -52,6 +52,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -> str:
     if args.target:
+        known = [t.name for t in reader.targets()]
+        if args.target not in known:  # "no data" would read as a target that is down
+            raise UsageError(f"--target: no target named {args.target!r} in {settings.db_url} "
+                             f"(stored: {', '.join(known) or 'none'})", "name a stored target, or pass --db")  # fmt: skip
         return str(args.target)
     if settings.targets:
         return settings.targets[0].name

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import altair as alt
 import pandas as pd
@@ -445,7 +446,8 @@ def operating_point_chart(
             y=y,
             color=alt.Color(
                 "time:T", title="time", scale=alt.Scale(scheme="viridis"),
-                legend=alt.Legend(format=TIME_FORMAT, orient="bottom", direction="horizontal", gradientLength=240),
+                legend=alt.Legend(format=TIME_FORMAT, orient="bottom", direction="horizontal", gradientLength=240,
+                                  labelOverlap="greedy"),
             ),  # fmt: skip
             tooltip=[
                 TOOLTIP_TIME,
@@ -480,12 +482,13 @@ def _reference_curve(reference: Sequence[tuple[int, float]], y_title: str) -> al
 def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.Chart:
     sweep_attr = {"tokens_per_s": "tokens_per_s", "ttft_p95_s": "ttft_p95_s"}[y_attr]
     rows = [
-        {"running": level.concurrency, "value": getattr(level, sweep_attr), "sweep": _sweep_name(run)}
+        {"running": level.concurrency, "value": getattr(level, sweep_attr), "sweep": _sweep_name(run),
+         "measured": sweep_source(run), "mix": run.mix}
         for run in sweeps
         for level in run.levels
         if getattr(level, sweep_attr) is not None
     ]
-    data = pd.DataFrame(rows, columns=["running", "value", "sweep"])
+    data = pd.DataFrame(rows, columns=["running", "value", "sweep", "measured", "mix"])
     return (
         alt.Chart(data)
         .mark_line(point=alt.OverlayMarkDef(shape="diamond", size=80))
@@ -494,15 +497,17 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
             y="value:Q",
             color=alt.Color(
                 "sweep:N", title="load sweep", scale=alt.Scale(scheme="dark2"),
-                legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0),
+                legend=alt.Legend(orient="top", direction="vertical", labelLimit=400),
             ),  # fmt: skip
-            tooltip=["sweep:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
+            tooltip=["sweep:N", "measured:N", "mix:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
         )
     )
 
 
 def _sweep_name(run: SweepRun) -> str:
-    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} of {sweep_source(run)} ({run.mix})"
+    # short enough for a half-page legend; the tooltip and the page's caption carry the URL and mix
+    where = run.target or urlsplit(run.url).netloc or run.url
+    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} · {where}"
 
 
 def sweep_source(run: SweepRun) -> str:

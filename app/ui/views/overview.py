@@ -42,7 +42,7 @@ def live() -> None:
     st.caption(
         f"Tiles (hover one for what it measures) and verdict: {over.removeprefix('over ')}"
         f"{f' up to {clock(span.at)}' if span.live else ''}. Charts: {clock(span.start)} → {clock(span.end)}, "
-        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT: {widgets.step_text(ttft, ttft_frame, 60.0, TTFT)}). "
+        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")

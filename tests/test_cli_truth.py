@@ -1,0 +1,111 @@
+"""Bad input at the command line, as a new user meets it (issue 14): non-zero exit, one clear line
+naming what to fix (the setting, or the flag that was used), nothing started by mistake."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_cli import app
+
+NO_URL = '[[targets]]\nname = "prod"\n'
+BAD_URL = '[[targets]]\nname = "prod"\nvllm_url = "not a url"\n'
+
+
+@pytest.mark.parametrize("text, key", [(NO_URL, "required"), (BAD_URL, "'not a url' is not an http:// or https:// URL")])
+@pytest.mark.parametrize("command", [("config",), ("run", "--no-ui")])
+def test_a_target_without_a_usable_vllm_url_fails_naming_the_key(tmp_path, text, key, command):
+    path = tmp_path / "sweetspot.toml"
+    path.write_text(text)
+    db = tmp_path / "sweetspot.db"
+    done = app("--config", str(path), *command, *(("--db", f"sqlite:///{db}") if command[0] == "run" else ()))
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.startswith(f"ERROR: targets[0].vllm_url: {key}"), done.stderr
+    assert "simulator" not in done.stdout and not db.exists()  # no demo started writing into the database
+
+
+def test_a_gateway_url_that_is_no_url_names_its_key(tmp_path):
+    path = tmp_path / "sweetspot.toml"
+    path.write_text('[[targets]]\nname = "p"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
+                    'gateway = { kind = "prometheus", url = "localhost:4000", metric = "m" }\n')  # fmt: skip
+    done = app("--config", str(path), "config")
+    assert done.returncode == 2 and done.stderr.startswith("ERROR: targets[0].gateway.url: 'localhost:4000'")
+
+
+def test_collect_once_against_a_down_target_exits_non_zero_naming_the_flag(tmp_path):
+    from tests.browser import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there
+    done = app("collect", "--once", "--vllm-url", url, "--db", f"sqlite:///{tmp_path}/s.db")
+    assert done.returncode == 1
+    assert f"ERROR: target default is down: cannot reach {url} (connection refused)" in done.stderr
+    assert "--vllm-url" in done.stderr and "targets[].vllm_url" not in done.stdout + done.stderr.splitlines()[-1]
+
+
+def test_a_url_flag_that_is_no_url_names_the_flag(tmp_path):
+    done = app("collect", "--once", "--vllm-url", "notaurl", "--db", f"sqlite:///{tmp_path}/s.db")
+    assert done.returncode == 2
+    assert done.stderr.startswith("ERROR: --vllm-url: 'notaurl' is not an http:// or https:// URL")
+
+
+def test_inspect_names_its_argument_not_a_setting():
+    from tests.browser import free_port
+
+    done = app("inspect", f"http://127.0.0.1:{free_port()}/metrics")
+    assert done.returncode == 2
+    assert "Check the SOURCE given to inspect" in done.stderr and "targets[]" not in done.stderr
+
+
+def test_status_of_an_unknown_target_exits_non_zero(tmp_path):
+    from tests import ui_db
+
+    url = ui_db.empty(tmp_path / "s.db")
+    done = app("status", "--target", "nope", "--db", url)
+    assert done.returncode == 2
+    assert done.stderr.startswith("ERROR: --target: no target named 'nope'"), done.stderr
+
+
+def test_a_zero_byte_database_file_says_what_it_is_and_how_to_migrate(tmp_path):
+    path = tmp_path / "s.db"
+    path.touch()
+    done = app("status", "--db", f"sqlite:///{path}")
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert f"{path} is an empty file (0 bytes, not yet a Sweetspot database)" in line
+    assert "python -m app db migrate" in line and len(done.stderr.splitlines()) == 1
+
+
+TRUNCATED = """\
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="llama"} 3
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="llama"} 4
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="llama"} 9
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="llama"} 6.5
+"""
+
+
+def test_inspect_prints_engine_labels_not_a_count_that_reads_like_one(tmp_path):
+    path = tmp_path / "page.txt"
+    path.write_text(TRUNCATED)
+    done = app("inspect", str(path))
+    assert done.returncode == 0, done.stderr
+    assert 'engines  1: engine="0"' in done.stdout
+
+
+@pytest.mark.parametrize("cut, missing, effect", [
+    ("", "no +Inf bucket, no _count", "quantiles unknown"),
+    ('vllm:time_to_first_token_seconds_count{engine="0",model_name="llama"} 10\n', "no +Inf bucket", "its _count stands in"),
+])  # fmt: skip
+def test_inspect_shows_a_histogram_lacking_inf_or_count_with_a_diagnostic(tmp_path, cut, missing, effect):
+    import json
+
+    path = tmp_path / "page.txt"
+    path.write_text(TRUNCATED.replace('vllm:num_requests_running{engine="0",model_name="llama"} 3\n', "") + cut)
+    done = app("inspect", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "models   llama" in done.stdout  # the model is not lost with its one histogram
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("WARNING")]
+    assert "ttft (vllm:time_to_first_token_seconds) model llama" in line and "le=0.5: 4, le=1.0: 9" in line
+    assert f"{missing}: {effect}" in line
+    (report,) = [json.loads(app("inspect", str(path), "--json").stdout)]
+    assert report["incomplete_histograms"][0]["buckets"] == [["0.5", 4.0], ["1.0", 9.0]]

@@ -1,0 +1,189 @@
+"""The pure parts behind "every view tells the truth at a glance" (issue 14): each test is a class
+of defect a new user met, checked on the chart specs and helpers without a browser."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from app.formatting import ago, elapsed, gibibytes
+from app.settings import SweetSpotSettings
+from app.ui import charts, state, widgets
+from db.results import GpuPoint, SweepRun, TargetInfo
+from tests.builders import END, point, window
+
+RULES = SweetSpotSettings()
+
+
+def values(spec, key="value"):
+    return [r[key] for rows in spec["datasets"].values() for r in rows if key in r]
+
+
+def y_scale(layer):
+    return layer["encoding"]["y"]["scale"]
+
+
+# -- a chart is never blank where the data exists ---------------------------------------------------
+def rounds(start, end, every):
+    return [point(float(ts)) for ts in range(int(start), int(end), every)]
+
+
+def test_rounds_further_apart_than_the_step_are_bridged_not_broken():
+    rows = charts.long_rows(rounds(END - 3600, END, 30), {"tokens_per_s": "tok/s"}, 10.0)
+    assert not rows["value"].isna().any()  # every round joins the next: one unbroken line
+    assert charts.bridges(rounds(END - 3600, END, 30), 10.0)
+    assert not charts.bridges(rounds(END - 3600, END, 10), 10.0)
+
+
+def test_a_collection_outage_still_breaks_the_line():
+    points = rounds(END - 3600, END - 1800, 30) + rounds(END - 1200, END, 30)  # 10 min without a round
+    rows = charts.long_rows(points, {"tokens_per_s": "tok/s"}, 10.0)
+    assert rows["value"].isna().sum() == 1
+
+
+def test_the_step_follows_the_rounds_spacing():
+    assert state.data_step(rounds(END - 3600, END, 30), 10.0) == 30.0
+    assert state.data_step(rounds(END - 3600, END, 5), 10.0) == 10.0
+    # the facade returns every step; a step without data has None figures and does not count
+    empty = [point(float(t), tokens_per_s=None) for t in range(int(END - 3600), int(END), 10) if t % 30]
+    mixed = sorted(rounds(END - 3600, END, 30) + empty, key=lambda p: p.ts)
+    assert state.data_step(mixed, 10.0, ("tokens_per_s",)) == 30.0
+
+
+def test_the_caption_says_which_step_and_why():
+    points = rounds(END - 3600, END, 30)
+    text = widgets.step_text(points, charts.Frame(END - 3600, END, 30.0), 10.0)
+    assert text.startswith("one point per 30s: the rounds are that far apart (a 10s step would leave gaps)")
+    assert "bridge" in widgets.step_text(points, charts.Frame(END - 3600, END, 10.0), 10.0)
+
+
+# -- axes follow the data --------------------------------------------------------------------------
+def test_preemption_axis_follows_a_storm():
+    frame = charts.Frame(END - 600, END, 60.0)
+    storm = [point(END - 600 + 60 * i, preemptions_per_s=7.5 / 60) for i in range(10)]
+    spec = charts.preemption_chart(storm, frame).to_dict()
+    assert y_scale(spec)["domain"][1] >= max(values(spec)) == pytest.approx(7.5)
+    quiet = charts.preemption_chart([point(END - 60, preemptions_per_s=0.1 / 60)], frame).to_dict()
+    assert y_scale(quiet)["domain"] == [0, 1.0]
+
+
+def test_a_ttft_spike_keeps_the_slo_readable_on_a_log_axis():
+    frame = charts.Frame(END - 86400, END, 300.0)
+    points = [point(END - 86400 + 300 * i, ttft_p99_s=140.0 if i == 50 else 2.7) for i in range(288)]
+    spec = charts.ttft_chart(points, frame, 3.0).to_dict()
+    scale = y_scale(spec["layer"][0])
+    assert scale["type"] == "log" and "log scale" in spec["title"]
+    low, high = scale["domain"]
+    data = [v for v in values(spec) if v is not None and not math.isnan(v)]
+    assert low <= min(data) and high >= max(data) == 140.0  # nothing clipped
+    assert low < 3.0 < high  # and the SLO inside, mid-plot on a log axis
+
+
+def test_ttft_without_spikes_stays_linear_with_the_slo_in_view():
+    frame = charts.Frame(END - 600, END, 60.0)
+    spec = charts.ttft_chart([point(END - 60, ttft_p99_s=1.0, ttft_p95_s=0.8)], frame, 3.0).to_dict()
+    scale = y_scale(spec["layer"][0])
+    assert "type" not in scale and scale["domain"][0] == 0 and scale["domain"][1] >= 3.0
+
+
+def test_operating_point_ttft_axis_covers_dots_reference_and_sweeps():
+    points = [point(END - 60 * i, running_avg=40.0, ttft_p95_s=90.0 if i == 3 else 2.0) for i in range(10)]
+    spec = charts.operating_point_chart(points, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95,
+                                        (), (), "t", slo_s=3.0).to_dict()  # fmt: skip
+    scale = y_scale(spec["layer"][0])
+    assert scale["type"] == "log" and scale["domain"][0] <= 1.5 and scale["domain"][1] >= 90.0
+    assert any(layer.get("mark", {}).get("type") == "rule" and layer["encoding"]["y"]["field"] == "value"
+               for layer in spec["layer"])  # fmt: skip
+
+
+# -- GPUs ------------------------------------------------------------------------------------------
+def gpus(n=8, ts=(END - 120, END - 60)):
+    return [GpuPoint(t, f"GPU-{i}", 29.5 * 2**30, 32 * 2**30, 70.0, 60.0 + i, 540.0 + i, 240.0, 60.0)
+            for t in ts for i in range(n)]  # fmt: skip
+
+
+def test_gpu_chart_is_the_mean_with_a_min_max_band_and_the_peak():
+    frame = charts.Frame(END - 300, END, 60.0)
+    names = {f"GPU-{i}": f"#{i}" for i in range(8)}
+    spec = charts.gpu_chart(gpus(), frame, "dram_bw_gbps", "DRAM bandwidth", "GB/s", names, peak=900.0).to_dict()
+    (rows,) = [r for r in spec["datasets"].values() if "mean" in r[0]]
+    assert rows[0]["low"] == 540.0 and rows[0]["high"] == 547.0 and rows[0]["mean"] == pytest.approx(543.5)
+    assert "peak 900 GB/s" in str(spec) and "min–max" in spec["title"]
+    one = charts.gpu_chart(gpus(), frame, "dram_bw_gbps", "DRAM bandwidth", "GB/s", names, pick="GPU-3").to_dict()
+    (rows,) = [r for r in one["datasets"].values() if "mean" in r[0]]
+    assert {r["mean"] for r in rows} == {543.0}
+
+
+def test_memory_is_in_gib_as_nvidia_counts_it():
+    assert gibibytes(32 * 2**30) == "32 GiB"  # a "32 GB" V100, not "34.4 GB"
+    assert gibibytes(None) == "—"
+
+
+# -- sweeps belong to the server they measured -----------------------------------------------------
+def target(name="demo", url="http://127.0.0.1:8000/metrics"):
+    return TargetInfo(name, url, True, END, None, {}, (), (), (), "dcgm", "none", None)
+
+
+def sweep(url, tgt=None):
+    return SweepRun(END, url, "m", "mixed", 3.0, (), target=tgt)
+
+
+def test_sweeps_of_a_target_by_name_or_by_server():
+    named, older, other = sweep("http://x:1/v1", "demo"), sweep("http://127.0.0.1:8000/v1"), sweep("http://10.0.0.9:8000/v1")
+    mine, others = widgets.sweeps_of(target(), [named, older, other])
+    assert mine == [named, older] and others == [other]
+    assert "10.0.0.9:8000" in charts._sweep_name(other)  # legend: what it measured
+    assert charts.sweep_source(named) == "target demo (http://x:1/v1)"
+
+
+# -- banners, ages, URL --------------------------------------------------------------------------
+def test_in_the_sweet_spot_but_under_loaded_says_why():
+    note = widgets.load_note(window(running_avg=10.0, queue_depth_max=0.0, waiting_max=0.0, efficiency=0.49), RULES)
+    assert note == "under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)"
+    assert widgets.load_note(window(), RULES) == ""  # at the sweet spot: nothing to explain
+    assert "queue" in widgets.load_note(window(running_avg=10.0, queue_depth_max=5.0), RULES)
+
+
+def test_event_ages_follow_one_rule():
+    now = END
+    assert (ago(now - 5399, now), ago(now - 5479, now)) == ("1 h 29 min ago", "1 h 31 min ago")  # 80 s apart
+    assert [elapsed(s) for s in (45, 80, 3600, 90000)] == ["45 s", "1 min 20 s", "1 h", "1 d 1 h"]
+
+
+def test_unknown_url_parameters_are_named_with_the_fallback():
+    choices = {"target": ["demo", "edge"], "range": list(state.RANGES), "window": list(state.WINDOWS)}
+    notices = state.url_notices({"target": "nope", "range": "bogus", "window": "5m", "colour": "red"}, choices)
+    assert notices[0].startswith("URL parameter `target=nope` is not one of demo, edge: showing `demo`")
+    assert notices[1].endswith("showing `1h`.")
+    assert "`colour` is unknown" in notices[2] and len(notices) == 3
+
+
+def test_a_past_range_says_its_span_and_steps_by_its_rollups():
+    start = time.mktime((2026, 11, 28, 16, 0, 0, 0, 0, -1))
+    span = state.resolve("custom", start + 5 * 86400, (start, start + 3600), (48 * 3600, 90 * 86400))
+    assert state.over_text(span, 300) == "over 2026-11-28 16:00–17:00"
+    assert span.step_s == 60 and state.level_of(span.step_s) == 60  # raw rows are gone: minute rollups
+    recent = state.resolve("custom", start + 3600, (start, start + 3600), (48 * 3600, 90 * 86400))
+    assert recent.step_s == 10
+    assert state.over_text(state.resolve("1h", END), 300) == "over the last 5m"
+
+
+def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):
+    from app.settings import Settings
+    from app.verdict import no_data_reason
+    from db.engine import open_engine
+    from db.queries import Reader
+    from db.rollup import apply_retention
+    from tests import ui_db
+
+    now = time.time()
+    url = ui_db.fill(tmp_path / "old.db", now - 4 * 86400, hours=1.0, step_s=30.0)
+    engine = open_engine(url)
+    apply_retention(engine, now, Settings())  # the raw rows of four days ago are gone
+    engine.dispose()
+    reader, end = Reader(url), math.floor((now - 4 * 86400) / 60) * 60
+    assert reader.window("demo", end, 3600).up is None  # raw rows: "never scraped", the defect
+    figures = reader.window("demo", end, 3600, level=60)  # the level a 1 h past range's charts read
+    assert figures.up is True and figures.tokens_per_s and no_data_reason(figures) == ""
