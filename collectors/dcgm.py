@@ -16,8 +16,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 from app.errors import ScrapeError
+from app.settings import HttpSettings
 from collectors.expfmt import SelectiveParser, Shape, cached_plan, require_exposition
-from collectors.http import ScrapeClient, fetch_text
+from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import GpuReading
 
 MIB = 1024 * 1024
@@ -112,10 +113,11 @@ def _plan(names: Sequence[str], labels: Sequence[Mapping[str, str]], values: Seq
 
 
 def scrape_dcgm(
-    url: str, timeout_s: float, client: ScrapeClient | None = None, peak_bw_gbps: float | None = None
+    url: str, timeout_s: float, fetcher: Fetcher | None = None, peak_bw_gbps: float | None = None,
+    http: HttpSettings | None = None,
 ) -> tuple[GpuReading, ...]:
     """GET ``url`` and parse it with :func:`parse_dcgm`; any failure raises :class:`ScrapeError`."""
-    return dcgm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT), peak_bw_gbps)
+    return dcgm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http), peak_bw_gbps)
 
 
 def dcgm_from_page(url: str, text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:

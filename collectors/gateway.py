@@ -25,9 +25,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.errors import ScrapeError
-from app.settings import GatewaySettings, apply_gateway_preset
+from app.settings import GatewaySettings, HttpSettings, apply_gateway_preset
 from collectors.expfmt import SelectiveParser, require_exposition
-from collectors.http import ScrapeClient, fetch_text
+from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import GatewayReading
 
 HINT_URL = "Check targets[].gateway.url"
@@ -41,7 +41,9 @@ _CACHE_MAX = 64
 _QUERIES: dict[str, _Query] = {}
 
 
-def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClient | None = None) -> GatewayReading:
+def read_gateway(
+    settings: GatewaySettings, timeout_s: float, fetcher: Fetcher | None = None, http: HttpSettings | None = None
+) -> GatewayReading:
     """Fetch the configured source and return its queue depth (requests, summed over samples).
 
     ``kind = none`` returns ``GatewayReading(None, "none")`` without any request. Unreachable
@@ -50,7 +52,7 @@ def read_gateway(settings: GatewaySettings, timeout_s: float, client: ScrapeClie
     gateway = resolve_preset(settings)
     if gateway.kind == "none":
         return GatewayReading(queue_depth=None, source="none")
-    return gateway_from_page(gateway, fetch_text(gateway.url, timeout_s, client, hint=HINT_URL))
+    return gateway_from_page(gateway, fetch_text(gateway.url, timeout_s, fetcher, HINT_URL, http or gateway.http))
 
 
 def gateway_from_page(gateway: GatewaySettings, text: str) -> GatewayReading:
@@ -65,7 +67,7 @@ def gateway_from_page(gateway: GatewaySettings, text: str) -> GatewayReading:
         else:
             raise ScrapeError(f"gateway kind {gateway.kind!r} unknown", "Set targets[].gateway.kind")
     except ScrapeError as exc:
-        raise ScrapeError(f"{gateway.url}: {exc}", exc.hint) from None
+        raise ScrapeError(f"{masked(gateway.url)}: {exc}", exc.hint) from None
     return GatewayReading(queue_depth=value, source=f"{gateway.preset or gateway.kind} {what}")
 
 

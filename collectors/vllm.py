@@ -22,9 +22,10 @@ from operator import itemgetter, methodcaller
 from typing import Any, cast
 
 from app.errors import ScrapeError
+from app.settings import HttpSettings
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
-from collectors.http import ScrapeClient, fetch_text
+from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.pageplans import PagePlans
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
@@ -49,9 +50,9 @@ HistPlan = tuple[str, tuple[float, ...], tuple[Expr, ...], Expr | None, Expr | N
 _PAGES: PagePlans[_Plan] = PagePlans(_PARSER, size=64)
 
 
-def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
+def scrape_vllm(url: str, timeout_s: float, fetcher: Fetcher | None = None, http: HttpSettings | None = None) -> VllmScrape:
     """GET ``url`` (vLLM's ``/metrics``) and parse it; any failure raises ScrapeError naming the URL."""
-    return vllm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT))
+    return vllm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http))
 
 
 def vllm_from_page(url: str, text: str) -> VllmScrape:
