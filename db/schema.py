@@ -222,7 +222,7 @@ series_state = Table(
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, nullable=False),
-    Column("state", Text, nullable=False),  # SeriesState.to_text (older rows: JSON): cumulative values
+    Column("state", Text, nullable=False),  # SeriesState.to_json: cumulative values (plain JSON since migration 0009)
 )
 
 sweep_runs = Table(
