@@ -49,7 +49,6 @@ from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
 from app.settings import Settings, TargetSettings  # noqa: E402
 from bench import prom_scrape  # noqa: E402
-from collectors import dcgm  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
 from collectors.fetch import fetch_text  # noqa: E402
 from collectors.gateway import queue_from_prometheus  # noqa: E402
@@ -200,9 +199,7 @@ def report(
         "  GET dcgm": lambda: fetch_text(urls["dcgm_metrics"], 3.0, rounds.fetcher),
         "  parse vLLM": lambda: parse_vllm(texts["vllm_metrics"]),
         "  parse gateway": lambda: queue_from_prometheus(texts["gateway_metrics"], target.gateway.metric),
-        # a page not read before (as after each exporter collection), then one read just before
-        "  parse dcgm (8 GPUs), a new page": lambda: (dcgm._RECENT.clear(), parse_dcgm(texts["dcgm_metrics"])),
-        "  parse dcgm (8 GPUs), the same page again": lambda: parse_dcgm(texts["dcgm_metrics"]),
+        "  parse dcgm (8 GPUs)": lambda: parse_dcgm(texts["dcgm_metrics"]),
         "  write the round (1 model, 8 GPUs)": write_only(target),
         "  write a vLLM-only round (1 model)": write_only(vllm_only),
     }
