@@ -1,8 +1,7 @@
 """HTTP GETs of the sources, through httpx: one place that turns transport failures into ScrapeError.
 
-One ``httpx.AsyncClient`` serves every target (one more per distinct CA file, TLS verification or
-proxy setting: those belong to a client's connections, not to a request), on an event loop of its
-own thread, so that the synchronous rounds of the scheduler's thread can send every GET of a round
+One ``httpx.AsyncClient`` per origin (scheme, host, port) and TLS or proxy setting, on an event
+loop of its own thread, so that the synchronous rounds of the scheduler's thread can send every GET of a round
 at once and take each answer as it arrives (:meth:`Fetcher.fetch_many`). Connections are kept alive
 between rounds. Each GET has one deadline for the whole of it, from the host lookup to the body's
 last byte, as Prometheus' ``scrape_timeout``: a server that trickles its answer in holds nothing
@@ -69,7 +68,8 @@ class Fetcher:
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
-        self._clients: dict[tuple[str, bool, str], httpx.AsyncClient] = {}
+        self._clients: dict[tuple[str, str, int | None, str, bool, str], httpx.AsyncClient] = {}
+        self._contexts: dict[str, ssl.SSLContext] = {}
         self._thread = threading.Thread(target=self._loop.run_forever, name="sweetspot-http", daemon=True)
         self._thread.start()
 
@@ -106,7 +106,7 @@ class Fetcher:
     async def _text(self, get: Get, timeout_s: float) -> str:
         url, began = masked(get.url), False
         try:
-            client = self._client(get.http)
+            client = self._client(get.url, get.http)
             async with asyncio.timeout(timeout_s):
                 async with client.stream("GET", get.url, headers=_headers(get.http), timeout=timeout_s) as response:
                     began = True
@@ -128,17 +128,30 @@ class Fetcher:
             raise ScrapeError(f"{url} answered HTTP {response.status_code}", get.hint)
         return body.decode("utf-8", errors="replace")
 
-    def _client(self, http: HttpSettings) -> httpx.AsyncClient:
-        key = (http.ca_file, http.tls_verify, http.proxy)
+    def _client(self, url: str, http: HttpSettings) -> httpx.AsyncClient:
+        """The client of ``url``'s origin with these TLS and proxy settings, made when first needed.
+
+        One client per origin, not one for all: httpcore's pool looks through every connection of
+        the client at each request and each answer, which with 600 GETs in flight cost seconds of
+        CPU a round (bench/bench_fleet.py); per origin a pool holds the few connections of one server.
+        """
+        origin = httpx.URL(url)
+        key = (origin.scheme, origin.host, origin.port, http.ca_file, http.tls_verify, http.proxy)
         client = self._clients.get(key)
         if client is None:
-            verify: ssl.SSLContext | bool = False
-            if http.tls_verify:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
-                verify = ssl.create_default_context(cafile=http.ca_file or None)
             client = self._clients[key] = httpx.AsyncClient(
-                verify=verify, proxy=http.proxy or None, limits=_LIMITS, trust_env=False, follow_redirects=True
+                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False, follow_redirects=True
             )
         return client
+
+    def _tls(self, http: HttpSettings) -> ssl.SSLContext | bool:
+        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds)."""
+        if not http.tls_verify:
+            return False
+        context = self._contexts.get(http.ca_file)
+        if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
+            context = self._contexts[http.ca_file] = ssl.create_default_context(cafile=http.ca_file or None)
+        return context
 
     def close(self) -> None:
         async def close_all() -> None:
