@@ -37,6 +37,8 @@ ROWS = (
     ("waiting_max", "waiting in vLLM (max)", "requests", 1.0),
     ("queue_depth_max", "gateway queue (max)", "requests", 1.0),
     ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
+    ("queue_time_p95_s", "queue time in vLLM P95", "s", 1.0),
+    ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
 )
 
 
