@@ -14,6 +14,7 @@ COPY requirements.txt .
 RUN pip install -r requirements.txt
 
 COPY app ./app
+COPY core ./core
 COPY collectors ./collectors
 COPY db ./db
 COPY simulator ./simulator

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from app.errors import SweetspotError
-from app.settings import ENV_CONFIG, load_settings
+from core.errors import SweetspotError
+from core.settings import ENV_CONFIG, load_settings
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {
@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides = {"db_url": getattr(args, "db", None)}
         settings = load_settings(args.config, os.environ, overrides)
+        args.environ = os.environ  # for flags that name a secret's variable (inspect --bearer-token-env)
         return int(_load(args.command).execute(args, settings) or 0)
     except SweetspotError as exc:
         print(f"ERROR: {exc.one_line()}", file=sys.stderr)

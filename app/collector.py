@@ -12,7 +12,7 @@ from typing import Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundCollector, describe_round
-from app.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.errors import QueryError  # noqa: E402
-from app.settings import TargetSettings  # noqa: E402
 from bench.synth import rounds  # noqa: E402
+from core.errors import QueryError  # noqa: E402
+from core.settings import TargetSettings  # noqa: E402
 from db import canned  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.query_runner import Limits, run_query  # noqa: E402

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.errors import ScrapeError
 from collectors.records import GpuReading
+from core.errors import ScrapeError
 
 try:
     import pynvml as _pynvml

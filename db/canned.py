@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import QueryError
+from core.errors import QueryError
 
 DAY = 86400
 WEEK_OFFSET = 4 * DAY  # unix time began on a Thursday; weeks here start on Mondays (1970-01-05)

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from app.errors import StorageError
+from core.errors import StorageError
 
 HINT = "check db_url / --db / SWEETSPOT_DB_URL"
 

@@ -6,9 +6,13 @@ function taking a Connection inside the open transaction.
 
 from __future__ import annotations
 
+import binascii
+import json
 import logging
+import struct
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -200,7 +204,7 @@ def _query_views(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.sweetspot_thresholds, schema.saved_queries], checkfirst=True)
     # The default thresholds until a collector writes the configured ones at its start, so that a
     # history written before (or without) one is judged too, by the numbers a default banner uses.
-    from app.settings import SweetSpotSettings
+    from core.settings import SweetSpotSettings
     from db.thresholds import EVERY_TARGET, FIELDS
 
     defaults = SweetSpotSettings()
@@ -227,6 +231,37 @@ def _fill_ttft_p95(conn: Connection, target: int) -> None:
     conn.execute(text("UPDATE model_rollups SET ttft_p95_s = :q WHERE model_id = :m AND step = :s AND ts = :ts"), updates)
 
 
+def _state_json(conn: Connection) -> None:
+    """Counter state stored as the 2026 text encoding (``HEAD|base64 floats``) rewritten as plain JSON."""
+    st = schema.series_state
+    for model_id, state in conn.execute(select(st.c.model_id, st.c.state)).all():
+        if not state.startswith("{"):
+            conn.execute(st.update().where(st.c.model_id == model_id).values(state=_state_text_to_json(state)))
+
+
+def _state_text_to_json(text_: str) -> str:
+    """The text encoding, frozen here: JSON ``[counter keys, [[histogram key, buckets]…], positions of
+    None]``, ``|``, base64 of float64s: ts, process start, (value, created) per counter, (layout, count,
+    sum, created) per histogram, then every histogram's cumulative counts."""
+    head, _, data = text_.partition("|")
+    counter_keys, hist_keys, none = json.loads(head)
+    raw = binascii.a2b_base64(data)
+    values: list[Any] = list(struct.unpack(f"<{len(raw) // 8}d", raw))
+    for i in none:
+        values[i] = None
+    at, counters, hists = 2, {}, {}
+    for key in counter_keys:
+        counters[key] = values[at : at + 2]
+        at += 2
+    cum_at = at + 4 * len(hist_keys)
+    for key, n in hist_keys:
+        layout, count, total, created = values[at : at + 4]
+        hists[key] = [int(layout), values[cum_at : cum_at + n], count, total, created]
+        at, cum_at = at + 4, cum_at + n
+    ts = None if values[0] is None else int(values[0])
+    return json.dumps({"ts": ts, "ps": values[1], "c": counters, "h": hists}, separators=(",", ":"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -236,6 +271,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0007_notifications", _notifications),
     ("0010_sweep_target", _sweep_target),
     ("0008_query_views", _query_views),
+    ("0009_state_json", _state_json),
 ]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.errors import QueryError
+from core.errors import QueryError
 
 HINT = "See docs/query.md for what a query may do"
 STARTS = ("select", "with", "values")

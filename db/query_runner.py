@@ -11,7 +11,7 @@ Three layers, each enough on its own to keep the database unchanged:
 3. limits: the time limit really interrupts (SQLite: a progress handler; PostgreSQL: the server
    cancels), and at most ``row_limit`` rows are fetched (``fetchmany(limit + 1)`` → ``truncated``).
 
-A refusal or failure is a :class:`app.errors.QueryError` whose message names the rule.
+A refusal or failure is a :class:`core.errors.QueryError` whose message names the rule.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import QueryError
+from core.errors import QueryError
 from db import query_functions, query_guard
 from db.engine import normalize_url
 

@@ -107,6 +107,8 @@ class WindowFigures:
     last_error: str | None
     scrapes: int  # rounds in the window
     failed_scrapes: int
+    queue_time_p95_s: float | None = None  # time requests waited in vLLM's own queue, P95
+    prefix_cache_hit_rate: float | None = None  # prefix-cache hits ÷ queries (tokens), 0–1
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ class SeriesPoint:
     up_ratio: float | None  # share of successful scrapes in the step
     # preemptions ÷ the time their scrapes cover (a bar per step would spike after a gap otherwise)
     preemptions_per_s: float | None = None
+    queue_time_p95_s: float | None = None
+    prefix_cache_hit_rate: float | None = None  # 0–1
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, Table, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.settings import Settings
+from core.settings import Settings
 from db import aggregate, histo, schema, sources
 from db.engine import storage_error
 from db.quantiles import quantile_matrix

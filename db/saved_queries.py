@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.errors import QueryError
+from core.errors import QueryError
 from db import query_guard, schema
 from db.engine import normalize_url, open_engine, open_reader, storage_error
 

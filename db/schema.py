@@ -40,18 +40,14 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-# The catalogue keys stored as columns (the parser's ModelFigures keys). A new one costs one entry
-# here plus a named migration that adds its columns.
-COUNTERS = (
-    "generation_tokens",
-    "prompt_tokens",
-    "preemptions",
-    "request_success",
-    "prefix_cache_hits",
-    "prefix_cache_queries",
-)
-GAUGES = ("requests_running", "requests_waiting", "requests_swapped", "kv_cache_usage")
-HISTOGRAMS = ("ttft", "itl", "e2e", "queue_time")
+from collectors import catalogue
+
+# The catalogue's figures stored as columns (the parser's ModelFigures keys), in catalogue order.
+# A new one costs its catalogue line plus a named migration that adds its columns to existing
+# databases (docs/architecture.md, "Adding a metric").
+COUNTERS = catalogue.keys("counter")
+GAUGES = catalogue.keys("gauge")
+HISTOGRAMS = catalogue.keys("histogram")
 GPU_FIELDS = (
     "memory_used_bytes",
     "memory_total_bytes",
@@ -225,7 +221,7 @@ series_state = Table(
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, nullable=False),
-    Column("state", Text, nullable=False),  # SeriesState.to_text (older rows: JSON): cumulative values
+    Column("state", Text, nullable=False),  # SeriesState.to_json: cumulative values (plain JSON since migration 0009)
 )
 
 sweep_runs = Table(

@@ -18,7 +18,7 @@ from db import schema
 from db.engine import storage_error
 
 if TYPE_CHECKING:
-    from app.settings import SweetSpotSettings
+    from core.settings import SweetSpotSettings
 
 EVERY_TARGET = "*"
 FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_efficiency", "queue_growth_s")

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, insert
 
 from app.alerts.model import FIRING, AlertState
-from app.settings import EmailSettings, Settings
+from core.settings import EmailSettings, Settings
 from db import schema
 
 T0 = 1_764_000_000

@@ -12,7 +12,7 @@ from sqlalchemy import insert
 from app.cli import main
 from app.notify import digest
 from app.notify.notifier import Notifier, digest_once
-from app.settings import AlertsSettings, DigestSettings, Settings
+from core.settings import AlertsSettings, DigestSettings, Settings
 from db import schema
 from db.engine import open_engine
 from db.queries import Reader

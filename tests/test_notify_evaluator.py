@@ -10,7 +10,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.model import Silence
 from app.alerts.silences import active_silences, add_silence, is_silenced
 from app.notify.notifier import Notifier
-from app.settings import AlertsSettings, EmailSettings, Settings, TargetSettings
+from core.settings import AlertsSettings, EmailSettings, Settings, TargetSettings
 from tests.store_helpers import vllm_round
 from tests.support.smtp_server import Mailbox, serve
 from tests.test_alert_evaluator import T0, db

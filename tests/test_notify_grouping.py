@@ -7,7 +7,7 @@ import dataclasses
 from app.alerts.model import FIRING, NO_DATA, RESOLVED
 from app.notify.grouping import plan
 from app.notify.outbox import GroupLog
-from app.settings import EmailRoute, EmailSettings
+from core.settings import EmailRoute, EmailSettings
 from tests.notify_helpers import T0, state
 
 EMAIL = EmailSettings(host="h", from_address="f@x", to=("ops@x",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.notify.schedule import last_due, parse_schedule
-from app.settings import ConfigError, load_settings
+from core.settings import ConfigError, load_settings
 
 ENV = {
     "SWEETSPOT_SMTP_HOST": "mail.example.test", "SWEETSPOT_SMTP_PORT": "2525", "SWEETSPOT_SMTP_USER": "bot",

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from app import query_output
-from app.errors import QueryError
 from app.ui import query_page, widgets
+from core.errors import QueryError
 from db import canned
 from db.query_runner import Result
 from db.results import SeriesPoint

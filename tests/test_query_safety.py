@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import QueryError
+from core.errors import QueryError
 from db import query_guard
 from db.query_runner import Limits, run_query
 from tests import query_db

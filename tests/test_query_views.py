@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.settings import SweetSpotSettings
 from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
+from core.settings import SweetSpotSettings
 from db import canned, query_views
 from db.engine import open_engine
 from db.queries import Reader

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from app.formatting import ago, elapsed, gibibytes
-from app.settings import SweetSpotSettings
 from app.ui import charts, state, widgets
+from core.settings import SweetSpotSettings
 from db.results import GpuPoint, SweepRun, TargetInfo
 from tests.builders import END, point, window
 
@@ -171,8 +171,8 @@ def test_a_past_range_says_its_span_and_steps_by_its_rollups():
 
 
 def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):
-    from app.settings import Settings
     from app.verdict import no_data_reason
+    from core.settings import Settings
     from db.engine import open_engine
     from db.queries import Reader
     from db.rollup import apply_retention

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.settings import GatewaySettings, GpuSettings, TargetSettings
 from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
+from core.settings import GatewaySettings, GpuSettings, TargetSettings
 from db.engine import open_engine
 from db.results import SweepLevel, SweepRun
 from db.rollup import rollup
@@ -79,7 +79,7 @@ def evaluate_alerts(engine: Any, url: str, now: float) -> None:
     from app.alerts.evaluator import Evaluator
     from app.alerts.model import Silence
     from app.alerts.silences import add_silence
-    from app.settings import Settings
+    from core.settings import Settings
 
     settings = Settings(db_url=url, targets=(target_settings("demo"), target_settings("edge")))
     evaluator = Evaluator(engine, settings)
@@ -115,7 +115,7 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     """
     from app.backfill import backfill
     from app.commands.run import BACKFILL_STEP_S, demo_target
-    from app.settings import Settings
+    from core.settings import Settings
     from db.rollup import apply_retention
 
     url = f"sqlite:///{path}"

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import time
 
-from app.errors import UsageError
 from app.formatting import clock
-from app.settings import Settings
+from core.errors import UsageError
+from core.settings import Settings
 from db.notifications import NotificationEntry
 
 

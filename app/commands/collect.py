@@ -9,9 +9,9 @@ import sys
 import threading
 
 from app import scheduler
-from app.durations import parse_duration
-from app.errors import UsageError
-from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings, url_problem
+from core.durations import parse_duration
+from core.errors import UsageError
+from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings, url_problem
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)

@@ -6,9 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
-from app.durations import parse_duration
-from app.errors import UsageError
-from app.settings import Settings
+from core.durations import parse_duration
+from core.errors import UsageError
+from core.settings import Settings
 
 HELP = "the digest of the last period (time in the sweet spot, TTFT, tok/s, preemptions, incidents): print, --html or --send"
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.errors import ScrapeError, UsageError
-from app.settings import Settings
 from collectors.catalogue import CATALOGUE
-from collectors.http import fetch_text
+from collectors.fetch import fetch_text, masked
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
+from core.errors import ScrapeError, UsageError
+from core.settings import HttpSettings, Settings, http_from_flags
 
 HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
 
@@ -24,6 +24,11 @@ HELP = "read a vLLM /metrics URL or a file of exposition text and print what the
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", help="http(s):// URL of vLLM's /metrics, or a file path")
     parser.add_argument("--json", action="store_true", help="print JSON (totals across engines and models)")
+    parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                        help="send this request header (repeatable)")
+    parser.add_argument("--bearer-token-env", default="", metavar="VAR",
+                        help="send the bearer token held by this environment variable")
+    parser.add_argument("--ca-file", default="", metavar="PEM", help="trust the server certificate's CA from this file")
 
 
 # The URL is the command's argument, not a setting: its errors name the argument.
@@ -31,12 +36,13 @@ HINT = "Check the SOURCE given to inspect: vLLM's /metrics URL (e.g. http://127.
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    text = _read(args.source, settings.scrape_timeout_s)
+    http = http_from_flags(args.header, args.bearer_token_env, args.ca_file, getattr(args, "environ", {}))
+    text = _read(args.source, settings.scrape_timeout_s, http)
     try:
-        scrape = parse_vllm(text, source=args.source)
+        scrape = parse_vllm(text, source=masked(args.source))
     except ScrapeError as exc:
         raise ScrapeError(str(exc), exc.hint and HINT) from None
-    report = build_report(scrape, args.source)
+    report = build_report(scrape, masked(args.source))
     report["incomplete_histograms"] = incomplete_histograms(text)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -45,10 +51,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _read(source: str, timeout_s: float) -> str:
+def _read(source: str, timeout_s: float, http: HttpSettings) -> str:
     """The exposition text at ``source`` (a URL or a file)."""
     if source.startswith(("http://", "https://")):
-        return fetch_text(source, timeout_s, hint=HINT)
+        return fetch_text(source, timeout_s, hint=HINT, http=http)
     try:
         return Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -7,8 +7,8 @@ import sys
 import time
 
 from app import query_output
-from app.errors import UsageError
-from app.settings import Settings
+from core.errors import UsageError
+from core.settings import Settings
 from db import canned, query_runner, query_views, saved_queries
 
 HELP = "run read-only SQL over the history's views (or a canned query); print a table, CSV or JSON"

@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 from app.alerts.rules import rule_set
-from app.durations import DurationError, format_duration, parse_duration
-from app.errors import UsageError
 from app.notify.grouping import delivery_line
-from app.settings import Settings, effective_sweetspot
 from app.verdict import NO_DATA, Verdict, evaluate
+from core.durations import DurationError, format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 from db.results import WindowFigures
 
@@ -40,6 +40,8 @@ ROWS = (
     ("waiting_max", "waiting in vLLM (max)", "requests", 1.0),
     ("queue_depth_max", "gateway queue (max)", "requests", 1.0),
     ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
+    ("queue_time_p95_s", "queue time in vLLM P95", "s", 1.0),
+    ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
 )
 
 

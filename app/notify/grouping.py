@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
 from app.notify.outbox import GroupLog, alert_key
-from app.settings import EmailSettings
+from core.settings import EmailSettings
 
 Muted = Callable[[AlertState, float], bool]
 _ENDED = (RESOLVED, INACTIVE, PENDING)  # no longer firing; no_data and error are not an end

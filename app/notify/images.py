@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from app.alerts.model import AlertState
-from app.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 WIDTH = 560

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from app.alerts.model import AlertState
 from app.notify.grouping import Due
 from app.notify.outbox import Notification, Outgoing
-from app.settings import EmailSettings
+from core.settings import EmailSettings
 
 # short names of the default rules for subjects; another rule is named by its own name
 TITLES = {

@@ -27,7 +27,7 @@ from app.alerts.model import AlertState
 from app.notify import grouping, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
-from app.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 Muted = Callable[[AlertState, float], bool]

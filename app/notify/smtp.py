@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from email.message import EmailMessage
 from typing import Any
 
-from app.errors import SweetspotError
-from app.settings import EmailSettings
+from core.errors import SweetspotError
+from core.settings import EmailSettings
 
 HOST_HINT = "Check SWEETSPOT_SMTP_HOST / SWEETSPOT_SMTP_PORT (alerts.email.host, alerts.email.port)"
 AUTH_HINT = "Check SWEETSPOT_SMTP_USER / SWEETSPOT_SMTP_PASSWORD"

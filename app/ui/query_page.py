@@ -17,8 +17,8 @@ import altair as alt
 import streamlit as st
 
 from app import query_output
-from app.errors import QueryError, SweetspotError
-from app.settings import Settings
+from core.errors import QueryError, SweetspotError
+from core.settings import Settings
 from db import canned, query_runner, query_views, saved_queries
 
 PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, with_unit
-from app.settings import SweetSpotSettings
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
+from core.durations import format_duration
+from core.settings import SweetSpotSettings
 from db.results import GpuFigures, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 
 

@@ -1,0 +1,1 @@
+"""The ground floor every layer may import: typed settings, durations and the domain errors."""
