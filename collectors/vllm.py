@@ -11,6 +11,13 @@ Rules (DOMAIN.md §4, docs/metrics.md):
   ``+Inf``; engines with different bounds are combined on the bounds they share (exact, since counts
   are cumulative). A model's histogram whose series have no ``+Inf`` and no ``_count`` is left out.
 - Absent is not zero: a metric with no sample is absent from the mappings and listed in ``missing``.
+- SGLang pages (``sglang:`` names, the same catalogue rows) repeat a scheduler's figures on every
+  ``tp_rank``/``pp_rank``/``moe_ep_rank``: only the lowest rank's sample of each series is read, so
+  ranks are never double counted; data-parallel ranks (``dp_rank``) are separate schedulers and
+  combine like vLLM's engines.
+- Derived figures (catalogue rows without names): KV capacity from every engine's
+  ``cache_config_info`` (``kv_cache_size_tokens``, else ``num_gpu_blocks × block_size``; bytes from
+  ``kv_cache_memory_bytes``) and LoRA adapter counts from the newest ``lora_requests_info``.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ SeriesKey = frozenset[tuple[str, str]]
 _NAME = itemgetter(0)
 _LABELS = itemgetter(1)
 _ENGINE = methodcaller("get", "engine")
+_DP_RANK = methodcaller("get", "dp_rank")  # SGLang's data-parallel rank: its "engine"
 # One figure as indices into the page's values: one sample's value (int), or several combined in
 # page order with the metric's rule (tuple).
 Expr = int | tuple[int, ...]
@@ -85,7 +93,7 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
 class _Plan:
     """What to compute from a page's values: built from its series alone, filled once per scrape."""
 
-    __slots__ = ("models", "engines", "process_start", "used", "missing", "cache_config")
+    __slots__ = ("models", "engines", "process_start", "used", "missing", "cache_config", "derived", "engine", "lora")
 
     def __init__(
         self,
@@ -95,6 +103,9 @@ class _Plan:
         used: dict[str, str],
         missing: tuple[str, ...],
         cache_config: dict[str, str],
+        derived: dict[str, float],
+        engine: str,
+        lora: tuple[tuple[dict[str, str], int], ...],
     ) -> None:
         self.models = models
         self.engines = engines
@@ -102,13 +113,18 @@ class _Plan:
         self.used = used
         self.missing = missing
         self.cache_config = cache_config
+        self.derived = derived
+        self.engine = engine
+        self.lora = lora
 
     def fill(self, values: list[float]) -> VllmScrape:
+        lora = _newest_labels(values, self.lora)
+        derived = {**self.derived, **_lora_counts(lora)}
         return VllmScrape(
             models={
                 model: ModelFigures(
                     counters=_fill(values, counters),
-                    gauges=_fill(values, gauges),
+                    gauges={**derived, **_fill(values, gauges)},
                     histograms={
                         key: _fill_histogram(values, bounds, cumulative, count, total, merged)
                         for key, bounds, cumulative, count, total, merged in histograms
@@ -122,6 +138,8 @@ class _Plan:
             metric_names_used=dict(self.used),
             missing=self.missing,
             cache_config=dict(self.cache_config),
+            engine=self.engine,
+            lora=lora,
         )
 
 
@@ -136,8 +154,8 @@ def _value(values: list[float], expr: Expr, agg: str) -> float:
         return values[expr]
     out = values[expr[0]]
     for i in expr[1:]:
-        out = out + values[i] if agg == "sum" else _max(out, values[i])
-    return out
+        out = _max(out, values[i]) if agg == "max" else out + values[i]
+    return out / len(expr) if agg == "mean" else out
 
 
 def _fill_histogram(
@@ -166,14 +184,14 @@ def _plan(rows: Rows, source: str) -> _Plan:
     by_name = _group(rows)
     models: dict[str, dict[str, list[Any]]] = {}
     used: dict[str, str] = {}
-    cache_config: dict[str, str] = {}
+    info: dict[str, Rows] = {}
     for spec in CATALOGUE:
         alias = _chosen_alias(spec, by_name)
         if alias is None:
             continue
         used[spec.key] = alias
         if spec.kind == "info":
-            cache_config = _info_labels(by_name.get(alias, []))
+            info[spec.key] = by_name.get(alias, [])
             continue
         for model, section, item in _read(spec, alias, by_name):
             models.setdefault(model, {"counters": [], "gauges": [], "histograms": [], "created": []})[section].append(
@@ -181,6 +199,12 @@ def _plan(rows: Rows, source: str) -> _Plan:
             )
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
+    derived = _kv_capacity(info.get("cache_config", []))
+    lora = tuple(({k: v for k, v in labels.items() if k not in ("engine", "model_name")}, index)
+                 for _, labels, index in info.get("lora_requests", []))
+    if lora:
+        used.update({"lora_running_adapters": "vllm:lora_requests_info", "lora_waiting_adapters": "vllm:lora_requests_info"})
+    used.update({key: "vllm:cache_config_info" for key in derived if key not in used})
     return _Plan(
         models=tuple(
             (model, *(tuple(parts[s]) for s in ("counters", "gauges", "histograms", "created")))  # type: ignore[misc]
@@ -190,7 +214,10 @@ def _plan(rows: Rows, source: str) -> _Plan:
         process_start=tuple(i for _, _, i in by_name.get(PROCESS_START, [])),
         used=used,
         missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
-        cache_config=cache_config,
+        cache_config=_info_labels(info.get("cache_config", [])),
+        derived=derived,
+        engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
+        lora=lora,
     )
 
 
@@ -199,13 +226,41 @@ def _group(rows: Rows) -> dict[str, Rows]:
     by_name: dict[str, Rows] = {}
     for name, run in groupby(rows, key=_NAME):
         by_name.setdefault(name, []).extend(run)
+    for name, named in by_name.items():
+        if any(_RANKS[0] in labels for _, labels, _ in named):
+            by_name[name] = _lowest_rank(named)
     return by_name
+
+
+# SGLang's per-rank labels: one scheduler's figure repeated by each tensor/pipeline/expert rank.
+_RANKS = ("tp_rank", "pp_rank", "moe_ep_rank")
+
+
+def _lowest_rank(rows: Rows) -> Rows:
+    """Of samples equal but for their rank labels, only those of the lowest rank (as numbers)."""
+    def rank(labels: Mapping[str, str]) -> tuple[int, ...]:
+        return tuple(int(labels[r]) if labels.get(r, "").isdigit() else 0 for r in _RANKS)
+
+    best: dict[SeriesKey, tuple[int, ...]] = {}
+    for _, labels, _ in rows:
+        key = frozenset((k, v) for k, v in labels.items() if k not in _RANKS)
+        r = rank(labels)
+        if key not in best or r < best[key]:
+            best[key] = r
+    return [row for row in rows if rank(row[1]) == best[frozenset((k, v) for k, v in row[1].items() if k not in _RANKS)]]
+
+
+def _where(spec: MetricSpec, rows: Rows | None) -> Rows:
+    """The rows of ``spec``'s part of a family (see MetricSpec.where)."""
+    if not rows or not spec.where:
+        return rows or []
+    return [row for row in rows if all(row[1].get(k, v) == v for k, v in spec.where)]
 
 
 def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
     """The first exposed alias with at least one sample (an empty family does not count)."""
     for alias in spec.names:
-        if any(by_name.get(sample) for sample in spec.sample_names(alias)):
+        if any(_where(spec, by_name.get(sample)) for sample in spec.sample_names(alias)):
             return alias
     return None
 
@@ -217,11 +272,11 @@ def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable
             yield model, "histograms", (spec.key, *histogram)
     else:
         section = "counters" if spec.kind == "counter" else "gauges"
-        for model, expr in _per_model(by_name.get(alias, [])).items():
+        for model, expr in _per_model(_where(spec, by_name.get(alias))).items():
             yield model, section, (spec.key, expr, spec.agg)
     created = spec.created_name(alias)
     if created:
-        for model, expr in _per_model(by_name.get(created, [])).items():
+        for model, expr in _per_model(_where(spec, by_name.get(created))).items():
             yield model, "created", (spec.key, expr, "max")
 
 
@@ -344,6 +399,7 @@ def _engines(by_name: Mapping[str, Rows], used: Mapping[str, str]) -> tuple[str,
         if spec.key in used:
             for sample in spec.sample_names(used[spec.key]):
                 engines.update(map(_ENGINE, map(_LABELS, by_name.get(sample, ()))))
+                engines.update(map(_DP_RANK, map(_LABELS, by_name.get(sample, ()))))
     engines.discard(None)
     return tuple(sorted((e for e in engines if e is not None), key=lambda e: (len(e), e)))  # "2" before "10"
 
@@ -353,6 +409,43 @@ def _info_labels(rows: Rows) -> dict[str, str]:
     if not rows:
         return {}
     return {k: v for k, v in rows[0][1].items() if k not in ("engine", "model_name")}
+
+
+def _newest_labels(values: list[float], rows: tuple[tuple[dict[str, str], int], ...]) -> dict[str, str]:
+    """Labels of the info sample with the largest value (lora_requests_info: values are timestamps)."""
+    if not rows:
+        return {}
+    labels, _ = max(rows, key=lambda row: values[row[1]])
+    return labels
+
+
+def _kv_capacity(rows: Rows) -> dict[str, float]:
+    """KV capacity summed over engines' cache_config_info samples; {} when a label is missing."""
+    tokens = total_bytes = 0.0
+    for _, labels, _ in rows:
+        size = _int(labels.get("kv_cache_size_tokens"))
+        if size is None:
+            blocks, block_size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+            if blocks is None or block_size is None:
+                return {}
+            size = blocks * block_size
+        tokens += size
+        memory = _int(labels.get("kv_cache_memory_bytes"))
+        total_bytes = math.nan if memory is None else total_bytes + memory
+    if not rows:
+        return {}
+    return {"kv_capacity_tokens": tokens} | ({} if math.isnan(total_bytes) else {"kv_capacity_bytes": total_bytes})
+
+
+def _lora_counts(lora: Mapping[str, str]) -> dict[str, float]:
+    if not lora:
+        return {}
+    return {f"lora_{part}_adapters": float(len([a for a in lora.get(f"{part}_lora_adapters", "").split(",") if a]))
+            for part in ("running", "waiting")}
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def total_figures(scrape: VllmScrape) -> ModelFigures:
