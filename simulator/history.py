@@ -41,7 +41,7 @@ PROFILE_S = 300.0
 HIST_KEYS = tuple(HISTOGRAM_BOUNDS)
 # Vector layout of a profile: per-second rates of these counters, time-averaged gauges, then per
 # histogram its per-second bucket counts and per-second sum.
-COUNTERS = ("generation_tokens", "prompt_tokens", "preemptions", "stop", "length")
+COUNTERS = ("generation_tokens", "prompt_tokens", "preemptions", "stop", "length", "read_bytes", "write_bytes")
 GAUGES = ("running", "waiting", "kv_usage", "busy")
 
 
@@ -90,7 +90,7 @@ def _profile(clients: int, config: EngineConfig, seed: int) -> list[float]:
 
 def _snapshot(stats: EngineStats) -> list[float]:
     out = [stats.generation_tokens, stats.prompt_tokens, stats.preemptions, stats.success["stop"],
-           stats.success["length"]]
+           stats.success["length"], stats.read_bytes, stats.write_bytes]
     for key in HIST_KEYS:
         out += stats.hists[key].counts
         out.append(stats.hists[key].total)
@@ -142,7 +142,7 @@ class _Accumulator:
             pos += len(bounds) + 2
         success = {"stop": float(math.floor(v[3])), "length": float(math.floor(v[4])), "abort": 0.0}
         return EngineStats(self.started_at, float(math.floor(v[1])), float(math.floor(v[0])), float(math.floor(v[2])),
-                           success, hists)
+                           success, hists, read_bytes=float(math.floor(v[5])), write_bytes=float(math.floor(v[6])))
 
 
 def _running_sum(values: list[float]) -> list[float]:

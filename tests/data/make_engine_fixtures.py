@@ -13,7 +13,7 @@ files match this script and that prometheus_client's parser reads every sample t
 | ``engine_vllm_0_15.txt`` | vLLM 0.15 | ``time_per_output_token_seconds`` removed |
 | ``engine_vllm_0_33.txt`` | vLLM 0.33, one API server | MFU bytes counters, finished-by-reason incl. error/repetition, admission rejections, waiting by reason, sleep state, spec decode, ``lora_requests_info``, ``cache_config_info`` with ``kv_cache_size_tokens`` |
 | ``engine_vllm_0_33_mp.txt`` | vLLM 0.33, ``--api-server-count 2`` | the same families with no ``*_created``, no ``process_*``/``python_*``, and each histogram's ``_sum`` before its buckets |
-| ``engine_sglang_0_5.txt`` | SGLang 0.5 | ``sglang:`` names; two data-parallel ranks (``dp_rank``) of TP 2 whose scheduler figures are repeated by ``tp_rank`` 1; tokenizer-side counters split by ``is_streaming`` |
+| ``engine_sglang_0_5.txt`` | SGLang 0.5 | ``sglang:`` names; two data-parallel ranks (``dp_rank``) of TP 2 whose scheduler figures are repeated by ``tp_rank`` 1; tokenizer-side counters split by ``is_streaming``; served as prometheus_client's multiprocess collector serves it (SGLang's processes share one directory): no ``*_created``, no ``process_*`` |
 
 Values are fixed (no clock, no randomness); ``EXPECTED`` holds the totals a reader must find.
 """
@@ -314,19 +314,23 @@ def sglang_page() -> list[Metric]:
     return fams
 
 
-def payloads() -> dict[str, str]:
-    """File name → exposition text."""
-    v33 = v1_page("0.33")
+def families() -> dict[str, list[Metric]]:
+    """File name → the families its page holds (what a parser must read back)."""
     return {
-        "engine_vllm_0_4.txt": render(process_families() + v0_page("0.4")),
-        "engine_vllm_0_6.txt": render(process_families() + v0_page("0.6")),
-        "engine_vllm_0_10.txt": render(process_families() + v1_page("0.10")),
-        "engine_vllm_0_11.txt": render(process_families() + v1_page("0.11")),
-        "engine_vllm_0_15.txt": render(process_families() + v1_page("0.15")),
-        "engine_vllm_0_33.txt": render(process_families() + v33 + http_families()),
-        "engine_vllm_0_33_mp.txt": render(multiprocess(v1_page("0.33", created=False) + http_families())),
-        "engine_sglang_0_5.txt": render(process_families() + sglang_page()),
+        "engine_vllm_0_4.txt": process_families() + v0_page("0.4"),
+        "engine_vllm_0_6.txt": process_families() + v0_page("0.6"),
+        "engine_vllm_0_10.txt": process_families() + v1_page("0.10"),
+        "engine_vllm_0_11.txt": process_families() + v1_page("0.11"),
+        "engine_vllm_0_15.txt": process_families() + v1_page("0.15"),
+        "engine_vllm_0_33.txt": process_families() + v1_page("0.33") + http_families(),
+        "engine_vllm_0_33_mp.txt": multiprocess(v1_page("0.33", created=False) + http_families()),
+        "engine_sglang_0_5.txt": multiprocess(sglang_page()),
     }
+
+
+def payloads() -> dict[str, str]:
+    """File name → exposition text (prometheus_client's own exposition of ``families()``)."""
+    return {name: render(fams) for name, fams in families().items()}
 
 
 def v33_sleeping_page(state: str, scale: float = 1.0) -> str:
