@@ -139,3 +139,19 @@ def wanted_sample_names() -> frozenset[str]:
             if created:
                 names.add(created)
     return frozenset(names)
+
+
+# Finished requests by reason: reason → catalogue key (inspect's and status's requests_finished_by_reason).
+FINISHED_BY_REASON: dict[str, str] = {
+    "stop": "finished_stop", "length": "finished_length", "abort": "finished_abort", "error": "finished_error",
+}
+
+
+def sleep_state(offloaded: float | None, discarded: float | None) -> str | None:
+    """vLLM's engine_sleep_state as one word: "discard_all", "weights_offloaded", "awake"; None when
+    not exposed (an engine before 0.33, or SGLang). A sleeping engine is neither down nor in the sweet spot."""
+    if offloaded is None and discarded is None:
+        return None
+    if discarded:
+        return "discard_all"
+    return "weights_offloaded" if offloaded else "awake"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -124,3 +125,46 @@ def test_sglang_ranks_are_not_double_counted():
     assert total.counters["finished_abort"] == 25
     assert total.histograms["queue_time"].count == 9000  # 4500 per dp rank, not per tp rank
     assert scrape.process_start_time_s is None and scrape.cache_config == {}
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_inspect_json_names_every_new_figure(name, capsys):
+    from app.cli import main
+
+    assert main(["inspect", "--json", str(DATA / name)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = fixtures.EXPECTED[name]
+    assert report["engine"] == expected["engine"]
+    assert report["generation_tokens_total"] == expected["generation_tokens"]
+    for key in ("engine_read_bytes", "engine_write_bytes", "admission_rejections"):
+        assert report[f"{key}_total"] == expected.get(key, report[f"{key}_total"])
+    if "finished" in expected:
+        assert report["requests_finished_by_reason"] == {k: v for k, v in expected["finished"].items()
+                                                         if k != "repetition"}
+    if "kv_capacity_tokens" in expected:
+        assert report["kv_capacity_tokens"] == expected["kv_capacity_tokens"]
+    assert set(report["metric_versions"]) == set(report["metric_names_used"])
+
+
+def test_inspect_json_0_33_and_sglang_details(capsys):
+    from app.cli import main
+
+    main(["inspect", "--json", str(DATA / "engine_vllm_0_33.txt")])
+    v33 = json.loads(capsys.readouterr().out)
+    assert v33["sleep_state"] == "awake"
+    assert math.isclose(v33["prefix_cache_hit_rate"], 550_000 / 1_700_000)
+    assert math.isclose(v33["spec_decode_acceptance_rate"], 144_000 / 210_000)
+    assert math.isclose(v33["spec_decode_mean_acceptance_length"], 1 + 144_000 / 70_000)
+    assert v33["lora"] == {"running": ["sql-lora"], "waiting": ["chat-lora", "summ-lora"], "max_lora": "4"}
+    assert v33["metric_versions"]["engine_read_bytes"] == "vLLM 0.33 with --enable-mfu-metrics"
+    main(["inspect", "--json", str(DATA / "engine_vllm_0_4.txt")])
+    v04 = json.loads(capsys.readouterr().out)
+    assert v04["sleep_state"] is None and v04["engine_read_bytes_total"] is None
+    assert v04["metric_versions"]["kv_cache_usage"].startswith("vLLM <= 0.10.2")
+    main(["inspect", "--json", str(DATA / "engine_sglang_0_5.txt")])
+    sg = json.loads(capsys.readouterr().out)
+    assert sg["engine"] == "sglang" and sg["prefix_cache_hit_rate"] == pytest.approx(0.30)
+    assert sg["metric_names_used"]["preemptions"] == "sglang:num_retracted_requests_total"
+    main(["inspect", str(DATA / "engine_vllm_0_33_mp.txt")])
+    table = capsys.readouterr().out
+    assert "vLLM 0.33 with --enable-mfu-metrics" in table and "start time not exposed" in table
