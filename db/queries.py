@@ -26,7 +26,8 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import aggregate, schema, sources
+from collectors.catalogue import FINISHED_BY_REASON, name_versions, sleep_state
+from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
 from db.quantiles import quantile_matrix
@@ -40,6 +41,9 @@ _SCALAR_SPEC = {
     "avg": ["requests_running_sum"],  # → requests_running_avg
     "max": ["requests_running_max", "requests_waiting_max", "kv_cache_usage_max"],
 }
+_SCALAR_SPEC["sum"] += [*derived.RATE_COUNTERS, *derived.RATIO_COUNTERS]
+_SCALAR_SPEC["avg"] += ["prefix_cache_hit_rate_sum"]
+_SCALAR_SPEC["max"] += list(derived.GAUGE_MAXES)
 _POINT_KEYS = (
     "ttft_p50_s",
     "ttft_p95_s",
@@ -56,12 +60,14 @@ _POINT_KEYS = (
     "queue_depth_max",
     "kv_cache_usage_max",
     "preemptions_per_s",
+    *derived.POINT_KEYS,
 )
 _RATES = {  # figure → the rate _rates computes from the counter named without "_per_s"
     "tokens_per_s": "generation_tokens_per_s",
     "prompt_tokens_per_s": "prompt_tokens_per_s",
     "requests_per_s": "request_success_per_s",
     "preemptions_per_s": "preemptions_per_s",
+    **{f"{c}_per_s": f"{c}_per_s" for c in derived.RATE_COUNTERS},
 }
 _NEEDED_BY = {
     "generation_tokens": {"tokens_per_s"},
@@ -73,13 +79,16 @@ _NEEDED_BY = {
     "requests_running_max": {"running_max"},
     "requests_waiting_max": {"waiting_max"},
     "kv_cache_usage_max": {"kv_cache_usage_max"},
+    **derived.NEEDED_BY,
 }
+_NEEDED_BY["covered_ms"] |= {"engine_bw_gbps"}
 _QUANTILES = (
     ("ttft", 0.5, "ttft_p50_s"),
     ("ttft", 0.95, "ttft_p95_s"),
     ("ttft", 0.99, "ttft_p99_s"),
     ("itl", 0.95, "itl_p95_s"),
     ("e2e", 0.95, "e2e_p95_s"),
+    *derived.QUANTILES,
 )
 
 
@@ -253,6 +262,10 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 gpu_source=row.gpu_source,
                 gateway_source=row.gateway_source,
                 ceiling=target_ceiling(conn, row.id),
+                engine=row.engine,
+                metric_versions={k: name_versions(v) for k, v in json.loads(row.metric_names_used or "{}").items()},
+                cache_config=json.loads(row.cache_config or "{}"),
+                lora=json.loads(row.lora or "{}"),
             )
         )
     return out
@@ -296,6 +309,7 @@ def _figures(
     if hists:
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     _rates(out, float(step))
+    derived.add(out)
     return out
 
 
@@ -361,7 +375,8 @@ def _model_figures(
     out: dict[str, np.ndarray] = {}
     for src in (red.sums, red.avgs, red.maxes):
         for name, values in src.items():
-            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+            how = "max" if name == "kv_cache_usage_max" or name in derived.MAX_ACROSS_MODELS else "sum"
+            out[name] = _across_models(values, groups, nm, how)
     return out
 
 
@@ -469,6 +484,7 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count
+    rejections = point["admission_rejections_per_s"]
     tok = point["tokens_per_s"]
     ceiling_tok = ceiling.tokens_per_s if ceiling else None
     return WindowFigures(
@@ -488,7 +504,18 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
+        engine=None if row is None else row.engine,
+        sleep_state=None if row is None else _sleep_state(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi),
+        admission_rejections_per_min=None if rejections is None else rejections * 60.0,
+        requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
+                                           if point[f"{k}_per_s"] is not None},
     )
+
+
+def _sleep_state(conn: Connection, model_ids: list[int], lo: int, hi: int) -> str | None:
+    """The engine's sleep state at the window's last raw row (None: not exposed, or no row)."""
+    row = sources.latest_sample(conn, model_ids, lo, hi, ("sleep_weights_offloaded", "sleep_discard_all"))
+    return None if row is None else sleep_state(*row)
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

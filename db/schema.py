@@ -49,9 +49,35 @@ COUNTERS = (
     "request_success",
     "prefix_cache_hits",
     "prefix_cache_queries",
+    # 0012_engines (vLLM 0.33, SGLang)
+    "finished_stop",
+    "finished_length",
+    "finished_abort",
+    "finished_error",
+    "admission_rejections",
+    "engine_read_bytes",
+    "engine_write_bytes",
+    "spec_decode_drafts",
+    "spec_decode_draft_tokens",
+    "spec_decode_accepted_tokens",
 )
-GAUGES = ("requests_running", "requests_waiting", "requests_swapped", "kv_cache_usage")
-HISTOGRAMS = ("ttft", "itl", "e2e", "queue_time")
+GAUGES = (
+    "requests_running",
+    "requests_waiting",
+    "requests_swapped",
+    "kv_cache_usage",
+    # 0012_engines
+    "waiting_capacity",
+    "waiting_deferred",
+    "sleep_weights_offloaded",
+    "sleep_discard_all",
+    "kv_capacity_tokens",
+    "kv_capacity_bytes",
+    "prefix_cache_hit_rate",
+    "lora_running_adapters",
+    "lora_waiting_adapters",
+)
+HISTOGRAMS = ("ttft", "itl", "e2e", "queue_time", "prefill_time", "tpot")  # the last two: 0012_engines
 GPU_FIELDS = (
     "memory_used_bytes",
     "memory_total_bytes",
@@ -93,6 +119,8 @@ targets = Table(
     Column("missing_metrics", Text),  # JSON list, last successful scrape
     Column("cache_config", Text),  # JSON object
     Column("updated_at", Integer),
+    Column("engine", Text),  # "vllm" or "sglang", from the last successful scrape's names (0012_engines)
+    Column("lora", Text),  # JSON object: the newest vllm:lora_requests_info labels (0012_engines)
 )
 
 models = Table(

@@ -156,7 +156,7 @@ class Writer:
         self._gpus: dict[tuple[int, str], tuple[int, tuple]] = {}
         self._layouts: dict[tuple[float, ...], int] = {}
         self._states: dict[int, SeriesState] = {}
-        self._target_meta: dict[int, tuple[dict[str, str], tuple[str, ...], dict[str, str]]] = {}
+        self._target_meta: dict[int, tuple[Any, ...]] = {}  # (used, missing, cache_config, engine, lora)
         # target → (the last GPU readings written, their rows without target and ts): dcgm.parse_dcgm
         # hands out the same tuple while the exporter serves the same page (5 rounds out of 6)
         self._gpu_rows: dict[int, tuple[tuple[GpuReading, ...], list[tuple[Any, ...]]]] = {}
@@ -506,12 +506,14 @@ class Writer:
             "metric_names_used": json.dumps(used, sort_keys=True),
             "missing_metrics": json.dumps(list(missing)),
             "cache_config": json.dumps(cache, sort_keys=True),
+            "engine": scrape.engine,
+            "lora": json.dumps(dict(scrape.lora), sort_keys=True) if scrape.lora else None,
         }
         conn.execute(update(t).where(t.c.id == target_id).values(**values))
-        self._target_meta[target_id] = (used, missing, cache)
+        self._target_meta[target_id] = (used, missing, cache, scrape.engine, dict(scrape.lora))
 
 
-def _meta_unchanged(seen: tuple[dict[str, str], tuple[str, ...], dict[str, str]] | None, scrape: VllmScrape) -> bool:
+def _meta_unchanged(seen: tuple[Any, ...] | None, scrape: VllmScrape) -> bool:
     # mappings compared as mappings (order aside, as the JSON is sorted): this runs twice a round,
     # the JSON only when something changed
     return (
@@ -519,6 +521,8 @@ def _meta_unchanged(seen: tuple[dict[str, str], tuple[str, ...], dict[str, str]]
         and seen[1] == tuple(scrape.missing)
         and seen[0] == scrape.metric_names_used
         and seen[2] == scrape.cache_config
+        and seen[3] == scrape.engine
+        and seen[4] == scrape.lora
     )
 
 
