@@ -100,7 +100,8 @@ class RoundCollector:
         from collectors import dcgm, gateway, vllm
 
         url = target.vllm_url
-        sources: list[_Source] = [("vllm", url, vllm.HINT, lambda text: vllm.vllm_from_page(url, text))]
+        engine = target.engine
+        sources: list[_Source] = [("vllm", url, vllm.HINT, lambda text: vllm.vllm_from_page(url, text, engine))]
         if target.gateway.kind != "none":
             settings = gateway.resolve_preset(target.gateway)
             if settings.kind == "none":

@@ -62,14 +62,22 @@ def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) 
     return vllm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT))
 
 
-def vllm_from_page(url: str, text: str) -> VllmScrape:
-    """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL."""
+def vllm_from_page(url: str, text: str, engine: str = "auto") -> VllmScrape:
+    """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL.
+
+    ``engine`` ("vllm" or "sglang"; "auto": either) is the target's setting: a page of the other
+    engine's names is refused rather than read as if it were the one configured.
+    """
     try:
-        return parse_vllm(text, source=url)
+        scrape = parse_vllm(text, source=url)
     except ScrapeError as exc:
         if str(exc).startswith("no vLLM metrics"):
             raise
         raise ScrapeError(f"{url}: {exc}", "Check that targets[].vllm_url is vLLM's /metrics") from None
+    if engine != "auto" and scrape.engine != engine:
+        raise ScrapeError(f"{url} serves {scrape.engine}'s metrics, not {engine}'s",
+                          f"Set targets[].engine = \"{scrape.engine}\" (or \"auto\"), or point vllm_url at the {engine} server")
+    return scrape
 
 
 def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
