@@ -197,12 +197,29 @@ def not_serving_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesP
 
 
 def _not_serving(f: WindowFigures) -> bool:
-    return _queued(f) > 0 and f.running_max == 0 and f.tokens_per_s == 0
+    return _queued(f) > 0 and f.running_max == 0 and f.tokens_per_s == 0 and not _asleep(f)
+
+
+_SLEEP_LEVELS = {"weights_offloaded": 1.0, "discard_all": 2.0}
+
+
+def _asleep(f: WindowFigures) -> bool:
+    return f.sleep_state in _SLEEP_LEVELS
+
+
+def sleeping_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
+    # vLLM's sleep mode (engine_sleep_state): up and answering /metrics, deliberately not serving.
+    # It is neither down nor in the sweet spot; not_serving and efficiency stay quiet meanwhile.
+    if not _asleep(f):
+        return None
+    level = _SLEEP_LEVELS[f.sleep_state or ""]
+    detail = f"{str(f.sleep_state).replace('_', ' ')}: POST /wake_up serves again; not down"
+    return Clause("sleeping", "engine sleep level", level, 0, "", ">", WARNING, detail)
 
 
 def efficiency_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
     # Low tok/s is only a problem while work waits; an idle service is rightly slow.
-    if f.tokens_per_s is None or not f.ceiling_tokens_per_s or _queued(f) <= 0 or _not_serving(f):
+    if f.tokens_per_s is None or not f.ceiling_tokens_per_s or _queued(f) <= 0 or _not_serving(f) or _asleep(f):
         return None
     floor = s.min_efficiency * f.ceiling_tokens_per_s
     if f.tokens_per_s >= floor:
@@ -215,6 +232,7 @@ def efficiency_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPo
 
 
 RULES: tuple[Rule, ...] = (
+    sleeping_rule,
     not_serving_rule,
     ttft_rule,
     preemption_rule,

@@ -154,7 +154,8 @@ def _running_sum(values: list[float]) -> list[float]:
 
 
 def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed: int = 0, pattern: str = "daily",
-                     *, vllm_version: str = "v1", config: EngineConfig | None = None, gateway_limit: int = 16,
+                     *, vllm_version: str = "v1", engine: str = "vllm", config: EngineConfig | None = None,
+                     gateway_limit: int = 16,
                      peak_clients: float = 28.0, hostname: str = "sim-v100-node") -> Iterator[HistorySample]:
     """Samples at ``start_ts``, ``start_ts + step_s``, … up to ``end_ts`` (unix seconds), as scraped.
 
@@ -184,7 +185,7 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         acc.add(rates, min(step_s, ts - acc.started_at))
         served += (rates[3] + rates[4]) * step_s
         queue = max(0, round(state.clients - limit))
-        view = _vllm_view(config, acc.stats(), rates, vllm_version)
+        view = _vllm_view(config, acc.stats(), rates, vllm_version, engine)
         gateway = GatewayView(queue, round(running_clients), limit, gateway_start, {"ok": float(math.floor(served))})
         gpus = gpu_views(config.params, rates[0], rates[len(COUNTERS) + 3], seed=seed)
         yield HistorySample(ts, _render(templates, "vllm", view), _render(templates, "gateway", gateway),
@@ -192,10 +193,10 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         prev, ts = ts, ts + step_s
 
 
-def _vllm_view(config: EngineConfig, stats: EngineStats, rates: list[float], version: str) -> VllmView:
+def _vllm_view(config: EngineConfig, stats: EngineStats, rates: list[float], version: str, engine: str) -> VllmView:
     running, waiting, kv = (rates[len(COUNTERS) + i] for i in range(3))
     return VllmView(config.model, stats, round(running), round(waiting), min(1.0, kv), config.params.num_gpu_blocks(),
-                    config.params.block_size, config.params.gpu_memory_utilization, version)
+                    config.params.block_size, config.params.gpu_memory_utilization, version, engine)
 
 
 def _render(templates: dict[str, Template], kind: str, view: VllmView | GatewayView) -> str:

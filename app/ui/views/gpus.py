@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.durations import format_duration
-from app.ui import charts, state, widgets
+from app.ui import charts, state, traffic, widgets
 
 ctx = state.context()
 view = ctx.view
@@ -28,12 +28,17 @@ def live() -> None:
         "Bandwidth: GB/s where a true figure exists (GPM or DCGM DRAM active × peak); otherwise NVML "
         "memory utilisation, which is the share of TIME the memory was busy, not a share of bandwidth."
     )
+    figures = ctx.window(span.at)  # the engine's own estimate of the traffic, beside the measured one
+    st.markdown(traffic.traffic_text(figures, gpus))
+    st.caption(traffic.ceiling_check_text(figures))
     # GPU figures move slowly and may be read less often than vLLM: minute steps keep the lines whole.
     gpu_step = max(span.step_s, 60.0)
     points = state.guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, gpu_step)
     frame = charts.Frame(span.start, span.end, gpu_step)
     names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
     true_bw = any(p.dram_bw_gbps is not None for p in points)
+    engine = traffic.engine_points(ctx.series(span.start, span.end, gpu_step, fields=("engine_bw_gbps",)))
+    names[traffic.ENGINE_UUID] = traffic.ENGINE_NAME
     step = format_duration(gpu_step)
     panels = [
         ("memory_used_bytes", "Memory used (GB)", "GB", 1e-9),
@@ -43,11 +48,16 @@ def live() -> None:
         ("power_w", "Power (W)", "W", 1.0),
         ("temperature_c", "Temperature (°C)", "°C", 1.0),
     ]
+    if engine and true_bw:  # the estimate as one more line beside the measured GPUs
+        panels[1] = ("dram_bw_gbps", "DRAM GB/s, measured and vLLM's estimate", "GB/s", 1.0)
+    elif engine:
+        panels.append(("dram_bw_gbps", "Engine-estimated memory traffic (GB/s per GPU)", "GB/s", 1.0))
     left, right = st.columns(2)
     for i, (field, title, unit, scale) in enumerate(panels):
         where = left if i % 2 == 0 else right
+        drawn = [*points, *engine] if field == "dram_bw_gbps" else points
         state.show_chart(
-            charts.gpu_chart, points, frame, field, f"{title}, per {step}", unit, names, scale, where=where
+            charts.gpu_chart, drawn, frame, field, f"{title}, per {step}", unit, names, scale, where=where
         )
 
 
