@@ -18,16 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from collectors.catalogue import FINISHED_BY_REASON
+
 # counters whose rates the facade computes: figure "<counter>_per_s"
-RATE_COUNTERS = (
-    "finished_stop",
-    "finished_length",
-    "finished_abort",
-    "finished_error",
-    "admission_rejections",
-    "engine_read_bytes",
-    "engine_write_bytes",
-)
+RATE_COUNTERS = (*FINISHED_BY_REASON.values(), "admission_rejections", "engine_read_bytes", "engine_write_bytes")
 RATIO_COUNTERS = ("prefix_cache_hits", "prefix_cache_queries", "spec_decode_drafts", "spec_decode_draft_tokens",
                   "spec_decode_accepted_tokens")
 GAUGE_MAXES = (

@@ -32,7 +32,6 @@ from tests.data.make_vllm_fixtures import (
     MODEL,
     REQUEST_TIME,
     TOKENS_125,
-    TTFT_V0,
     TTFT_V1,
     _spread,
     counter,
@@ -41,6 +40,7 @@ from tests.data.make_vllm_fixtures import (
     http_families,
     process_families,
     render,
+    v0_families,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -124,26 +124,7 @@ def _ttft(created: bool) -> Metric:
 def v0_page(version: str) -> list[Metric]:
     """vLLM V0 (0.4 or 0.6): one engine, no engine label, no *_created (V0 disabled them)."""
     lab = {"model_name": MODEL}
-    e = ENGINES["0"]
-    ttft = [*e["ttft"][:16], sum(e["ttft"][16:])]
-    fams = [
-        gauge("vllm:num_requests_running", "Number of requests currently running on GPU.", [(lab, e["running"])]),
-        gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", [(lab, 1.0)]),
-        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(lab, e["waiting"])]),
-        gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", [(lab, e["kv"])]),
-        gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", [(lab, 0.0)]),
-        counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", [(lab, e["preempt"])], False),
-        counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(lab, e["prompt"])], False),
-        counter("vllm:generation_tokens", "Number of generation tokens processed.", [(lab, e["generation"])], False),
-        counter("vllm:request_success", "Count of successfully processed requests.",
-                [({**lab, "finished_reason": r}, e["success"][i]) for i, r in enumerate(("stop", "length", "abort"))],
-                False),
-        histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_V0,
-                  [(lab, ttft, e["ttft_sum"])], created=False),
-        histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", ITL,
-                  [(lab, _spread(1000000, len(ITL)), 61000.0)], created=False),
-        histogram("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
-                  REQUEST_TIME, [(lab, _spread(6012, len(REQUEST_TIME)), 181234.0)], created=False),
+    fams = v0_families() + [
         gauge("vllm:cache_config_info", "information of cache_config",
               [({"block_size": "16", "cache_dtype": "auto", "gpu_memory_utilization": "0.9",
                  "num_cpu_blocks": "2048", "num_gpu_blocks": "30210", "sliding_window": "None",
