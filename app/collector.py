@@ -18,7 +18,8 @@ RETENTION_EVERY_S = 3600.0
 
 
 class CollectorService:
-    """Collect every target each interval, roll up each minute, apply retention each hour."""
+    """Collect every target each interval, roll up each minute, apply retention each hour, evaluate the
+    alert rules every ``alerts.evaluate_every_s`` (while this process holds the evaluator's lease)."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         from db.engine import open_engine
@@ -34,6 +35,11 @@ class CollectorService:
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
+        from app.alerts.evaluator import Evaluator
+
+        # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
+        self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
+        self.collected = threading.Event()  # set once a round was stored: alerts wait for it
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -74,17 +80,29 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+            scheduler.Job("alerts", self.evaluate, self.settings.alerts.evaluate_every_s),
         ]
 
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.
-        for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
-            log.debug("%s", line)
+        try:
+            for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
+                log.debug("%s", line)
+        finally:
+            self.collected.set()
+
+    def evaluate(self) -> str:
+        """The alerts job: evaluates once this process's first round is in, so a start does not store
+        a "never scraped" no_data spell for every rule (the jobs all start at once)."""
+        if not self.collected.is_set():
+            return "alert evaluator: waiting for the first round"
+        return self.evaluator.run()
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         scheduler.run_until_stopped(self.jobs(), stop)
 
     def close(self) -> None:
+        self.evaluator.release()
         self.rounds.close()
         self.writer.close()
         self.engine.dispose()

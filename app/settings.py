@@ -91,6 +91,10 @@ class TargetSettings:
     gateway: GatewaySettings = _setting(None, "gateway queue-depth source", factory=GatewaySettings)
     gpu: GpuSettings = _setting(None, "GPU figures source", factory=GpuSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs", factory=CeilingSettings)
+    sweetspot: SweetSpotOverrides = _setting(
+        None, "this target's own sweet-spot thresholds (unset keys: the global [sweetspot])",
+        factory=lambda: SweetSpotOverrides(),  # defined below, with the thresholds it overrides
+    )
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,82 @@ class SweetSpotSettings:
     kv_critical: float = _setting(0.98, "KV-cache usage (0–1) that is critical (preemption imminent)")
     min_efficiency: float = _setting(0.6, "tok/s under this fraction of the ceiling while requests queue")
     queue_growth_s: float = _setting(180.0, "gateway queue growing for this long leaves the sweet spot", kind="duration")
+
+
+@dataclass(frozen=True)
+class SweetSpotOverrides:
+    """A target's own sweet-spot thresholds (``[targets.sweetspot]``); None keeps the global value.
+
+    The same fields as :class:`SweetSpotSettings` (a test checks that they stay the same).
+    """
+
+    ttft_p95_slo_s: float | None = _setting(None, "this target's TTFT P95 SLO", kind="duration")
+    concurrency: int | None = _setting(None, "this target's sweet-spot concurrency")
+    kv_warning: float | None = _setting(None, "this target's KV-cache warning level (0–1)")
+    kv_critical: float | None = _setting(None, "this target's KV-cache critical level (0–1)")
+    min_efficiency: float | None = _setting(None, "this target's minimum efficiency while requests queue")
+    queue_growth_s: float | None = _setting(None, "this target's queue-growth span", kind="duration")
+
+
+def effective_sweetspot(settings: Settings, target_name: str) -> SweetSpotSettings:
+    """A target's sweet-spot thresholds: the global ``[sweetspot]`` with the target's own keys on top.
+
+    An unknown target (a stored one no longer configured) gets the global thresholds.
+    """
+    for target in settings.targets:
+        if target.name == target_name:
+            given = {k: v for k, v in dataclasses.asdict(target.sweetspot).items() if v is not None}
+            return dataclasses.replace(settings.sweetspot, **given) if given else settings.sweetspot
+    return settings.sweetspot
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    """One ``[[alerts.rules]]`` entry: changes a default rule (same name) or adds one (docs/alerts.md).
+
+    Empty strings and unset durations keep the default rule's value.
+    """
+
+    name: str = _setting("", "rule name: a default rule's to change it, a new one to add a rule")
+    enabled: bool = _setting(True, "false disables the rule")
+    targets: tuple[str, ...] = _setting(None, "apply this entry to these targets only (empty: every target)", factory=tuple)
+    expr: str = _setting("", "the value: a figure or arithmetic over figures, e.g. ttft_p95_s", kind="expression")
+    op: str = _setting("", "comparison: >, >=, <, <=, ==, !=")
+    threshold: str = _setting("", "a number or an expression over figures and sweet-spot thresholds", kind="expression")
+    when: str = _setting("", "the rule holds only while this expression is true, e.g. queued > 0", kind="expression")
+    window_s: float | None = _setting(None, "window of the figures (default 5m)", kind="duration")
+    for_s: float | None = _setting(None, "how long the condition must hold before firing (pending)", kind="duration")
+    keep_firing_for_s: float | None = _setting(None, "how long a firing alert stays firing once the condition clears", kind="duration")
+    severity: str = _setting("", "warning or critical")
+    label: str = _setting("", "what the value is, e.g. 'TTFT P95 over {window}'")
+    unit: str = _setting("", "unit of the value as displayed: s, %, tok/s, requests")
+    scale: float | None = _setting(None, "display factor (100 shows a 0–1 fraction as %)")
+    detail: str = _setting("", "extra text after the comparison (format fields: figures, thresholds)")
+    recommendation: str = _setting("", "what to do: the vLLM or gateway knob to turn")
+    labels: dict[str, str] = _setting(None, "labels attached to the alert (e.g. team = 'serving')", factory=dict)
+    per_model: bool = _setting(False, "true: also one alert per model the target serves")
+
+
+@dataclass(frozen=True)
+class MuteWindowSettings:
+    """A recurring time range in which matching alerts notify nobody (they still change state)."""
+
+    name: str = _setting("", "name shown where the window holds an alert back")
+    weekdays: tuple[str, ...] = _setting(None, "mon … sun; empty: every day", factory=tuple)
+    start: str = _setting("00:00", "start time HH:MM (local to timezone)")
+    end: str = _setting("00:00", "end time HH:MM; before start wraps past midnight; equal to start: all day")
+    timezone: str = _setting("UTC", "IANA time zone name, e.g. Europe/Paris")
+    matchers: dict[str, str] = _setting(None, "only alerts whose rule/target/model/severity equal these", factory=dict)
+
+
+@dataclass(frozen=True)
+class AlertsSettings:
+    """The alert evaluator (docs/alerts.md)."""
+
+    evaluate_every_s: float = _setting(15.0, "how often the collector evaluates the alert rules", kind="duration")
+    lease_s: float = _setting(60.0, "the evaluator's lease: another process takes over this long after a holder dies", kind="duration")
+    rules: tuple[RuleSettings, ...] = _setting(None, "rule changes and additions ([[alerts.rules]])", factory=tuple)
+    mute_windows: tuple[MuteWindowSettings, ...] = _setting(None, "recurring mute windows ([[alerts.mute_windows]])", factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -128,6 +208,7 @@ class Settings:
     targets: tuple[TargetSettings, ...] = _setting(None, "the deployments to watch ([[targets]])", factory=tuple)
     sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
+    alerts: AlertsSettings = _setting(None, "alert rules and their evaluator", factory=AlertsSettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
 
@@ -190,6 +271,10 @@ def _sequence_item(tp: Any) -> Any:
 
 
 def _convert(value: Any, tp: Any, kind: str, key: str) -> Any:
+    if kind == "expression":  # a number or the text of an expression; checked against the figures later
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{key}: expected a number or an expression, got {value!r}")
+        return str(value)
     if kind == "duration":
         try:
             return parse_duration(value)
@@ -280,7 +365,11 @@ def _validate(settings: Settings) -> Settings:
         targets.append(dataclasses.replace(target, gateway=gateway))
     if settings.interval_s <= 0:
         raise ConfigError("interval_s: must be greater than 0")
-    return dataclasses.replace(settings, targets=tuple(targets))
+    settings = dataclasses.replace(settings, targets=tuple(targets))
+    from app.alerts.checks import check_alerts  # the rules import these settings
+
+    check_alerts(settings)
+    return settings
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -1,21 +1,25 @@
-"""Is a target in its sweet spot? The rules of DOMAIN.md §3 over one window of figures.
+"""Is a target in its sweet spot? The alert rule set (app/alerts/rules.py) over one window of figures.
 
-Pure: no Streamlit, no database. The dashboard banner and the alerting job both call
-:func:`evaluate` with a :class:`WindowFigures` (and the recent :class:`SeriesPoint` steps, needed
-for "the gateway queue has been growing for minutes"). Missing figures (``None``) never break a
-rule on their own; a window without usable data is the state ``no_data`` with its reason, never
-"all good".
+Pure: no Streamlit, no database. The Overview's banner and ``status`` call :func:`evaluate` with a
+:class:`WindowFigures` (and the recent :class:`SeriesPoint` steps, needed for "the gateway queue
+has been growing for minutes"); the alert evaluator applies the same rules with their ``for``
+timers. Missing figures (``None``) never break a rule on their own; a window without usable data
+is the state ``no_data`` with its reason, never "all good".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
+from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
 from app.durations import format_duration
-from app.formatting import clock, number, with_unit
+from app.formatting import with_unit
 from app.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
+
+__all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
 IN_SWEET_SPOT = "in_sweet_spot"
 OUTSIDE = "outside"
@@ -37,10 +41,13 @@ class Clause:
     op: str  # ">", "≥", "<"
     severity: str  # WARNING or CRITICAL
     detail: str = ""  # what the bare comparison does not say
+    summary: str = ""  # the rule's own wording, when it has one
 
     @property
     def text(self) -> str:
         """``TTFT P95 over 5m 4.8 s > 3 s``."""
+        if self.summary:
+            return self.summary
         main = f"{self.label} {with_unit(self.value, self.unit)} {self.op} {with_unit(self.threshold, self.unit)}"
         return f"{main} ({self.detail})" if self.detail else main
 
@@ -75,222 +82,65 @@ class Verdict:
         return f"{self.target}: outside the sweet spot over {window}: " + "; ".join(c.text for c in self.clauses)
 
 
-Rule = Callable[[WindowFigures, SweetSpotSettings, Sequence[SeriesPoint]], "Clause | None"]
-
-
-def evaluate(figures: WindowFigures, rules: SweetSpotSettings, recent: Sequence[SeriesPoint] = ()) -> Verdict:
-    """Apply every rule of DOMAIN.md §3; ``recent`` are the latest series steps (oldest first)."""
+def evaluate(
+    figures: WindowFigures,
+    rules: SweetSpotSettings,
+    recent: Sequence[SeriesPoint] = (),
+    alert_rules: Sequence[Rule] = DEFAULT_RULES,
+) -> Verdict:
+    """Apply the rule set (default: DOMAIN.md §3) to one window; ``recent`` are the latest series
+    steps (oldest first), for the queue-growth rule. The condition only: ``for`` is the evaluator's."""
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    broken = [c for rule in RULES if (c := rule(figures, rules, recent)) is not None]
+    names = Names(window_names(figures, rules, recent))
+    held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
+    broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept
     state = OUTSIDE if broken else IN_SWEET_SPOT
     return Verdict(state, figures.target, figures.window_s, tuple(broken))
 
 
-def no_data_reason(f: WindowFigures) -> str:
-    """Why the window cannot be judged, or "" when it can."""
-    if f.up is None and f.last_scrape_at is None:
-        return "the target has never been scraped (is the collector running? python -m app run)"
-    if f.up is False:
-        error = f" ({f.last_error})" if f.last_error else ""
-        return f"the target is down: the last scrape failed{error}"
-    if f.scrapes == 0:
-        return f"no scrape in the window (last scrape at {clock(f.last_scrape_at)}); is the collector running?"
-    if f.failed_scrapes >= f.scrapes:
-        return f"every scrape in the window failed ({f.last_error or 'no error recorded'})"
-    if f.tokens_per_s is None and f.running_max is None:
-        return "scrapes succeed but expose no vLLM figures (see the Targets page for missing metrics)"
-    return ""
+def _most_severe_per_figure(held: list[tuple[Rule, Outcome]]) -> list[tuple[Rule, Outcome]]:
+    # KV usage ≥ 98 % also breaks the ≥ 90 % warning: one clause per figure, the critical one.
+    critical = {r.expr for r, _ in held if r.severity == CRITICAL}
+    return [(r, o) for r, o in held if r.severity == CRITICAL or r.expr not in critical]
 
 
-def _window(f: WindowFigures) -> str:
-    return format_duration(f.window_s)
-
-
-def ttft_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    if f.ttft_p95_s is None or f.ttft_p95_s <= s.ttft_p95_slo_s:
-        return None
-    # A P95 in the +Inf bucket is only a lower bound: say so rather than print a false precision.
-    detail = "at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else ""
-    return Clause("ttft_p95", f"TTFT P95 over {_window(f)}", f.ttft_p95_s, s.ttft_p95_slo_s, "s", ">", CRITICAL, detail)
-
-
-def preemption_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    # Any preemption counts: it is work destroyed (KV cache exhausted), not merely delayed.
-    if not f.preemptions or f.preemptions <= 0:
-        return None
-    return Clause("preemptions", f"preemptions over {_window(f)}", f.preemptions, 0, "", ">", CRITICAL)
-
-
-def concurrency_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    # The average, not the max: one scrape at 17 is a blip, a window averaging 24 is an operating point.
-    running = f.running_avg if f.running_avg is not None else f.running_max
-    if running is None or running <= s.concurrency:
-        return None
-    label = f"running requests (avg over {_window(f)})"
-    return Clause("concurrency", label, running, s.concurrency, "requests", ">", WARNING, "sweet-spot concurrency")
-
-
-def kv_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    usage = f.kv_cache_usage_max
-    if usage is None or usage < s.kv_warning:
-        return None
-    critical = usage >= s.kv_critical
-    threshold = s.kv_critical if critical else s.kv_warning
-    detail = "preemption imminent" if critical else ""
+def _clause(rule: Rule, o: Outcome, names: Names) -> Clause:
+    assert o.value is not None and o.threshold is not None  # HOLDS has both
+    label, detail = wording(rule, names)
     return Clause(
-        "kv_cache", f"KV-cache usage (max over {_window(f)})", usage * 100, threshold * 100, "%", "≥",
-        CRITICAL if critical else WARNING, detail,
+        rule.name, label, o.value * rule.scale, o.threshold * rule.scale, rule.unit, OP_TEXT.get(rule.op, rule.op),
+        rule.severity, detail, o.summary,
     )  # fmt: skip
-
-
-def queue_growth_rule(f: WindowFigures, s: SweetSpotSettings, recent: Sequence[SeriesPoint]) -> Clause | None:
-    growth = queue_growth(recent, f.end, s.queue_growth_s)
-    if growth is None:
-        return None
-    first, last = growth
-    span = format_duration(s.queue_growth_s)
-    detail = f"{span} ago; demand exceeds the sweet-spot capacity"
-    return Clause("queue_growing", f"gateway queue growing for {span}", last, first, "requests", ">", WARNING, detail)
-
-
-def queue_growth(recent: Sequence[SeriesPoint], end: float, growth_s: float) -> tuple[float, float] | None:
-    """``(first, last)`` depth when the gateway queue grew over the last ``growth_s`` seconds, else None.
-
-    "Growing" means: the steps cover the whole span, the queue never drained (stayed > 0), and it
-    ended higher than it started with a positive least-squares slope, so one dip does not reset it.
-    """
-    points = [(p.ts, p.queue_depth_max) for p in recent if p.ts >= end - growth_s - 1e-9]
-    values = [(ts, q) for ts, q in points if q is not None]
-    if len(values) < 3 or len(values) < len(points) or not _covers(values, end, growth_s):
-        return None
-    if min(q for _, q in values) <= 0 or values[-1][1] <= values[0][1] or _slope(values) <= 0:
-        return None
-    return values[0][1], values[-1][1]
-
-
-def _covers(values: Sequence[tuple[float, float]], end: float, growth_s: float) -> bool:
-    step = (values[-1][0] - values[0][0]) / (len(values) - 1)
-    return values[0][0] <= end - growth_s + step and values[-1][0] >= end - 2 * step
-
-
-def _slope(values: Sequence[tuple[float, float]]) -> float:
-    n = len(values)
-    mean_t = sum(t for t, _ in values) / n
-    mean_q = sum(q for _, q in values) / n
-    return sum((t - mean_t) * (q - mean_q) for t, q in values)
-
-
-def _queued(f: WindowFigures) -> float:
-    return max(f.waiting_max or 0.0, f.queue_depth_max or 0.0)
-
-
-def not_serving_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    if not _not_serving(f):
-        return None
-    return Clause(
-        "not_serving", f"up but not serving over {_window(f)}: queued requests", _queued(f), 0, "requests", ">",
-        CRITICAL, "nothing running, 0 tok/s",
-    )  # fmt: skip
-
-
-def _not_serving(f: WindowFigures) -> bool:
-    return _queued(f) > 0 and f.running_max == 0 and f.tokens_per_s == 0 and not _asleep(f)
-
-
-_SLEEP_LEVELS = {"weights_offloaded": 1.0, "discard_all": 2.0}
-
-
-def _asleep(f: WindowFigures) -> bool:
-    return f.sleep_state in _SLEEP_LEVELS
-
-
-def sleeping_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    # vLLM's sleep mode (engine_sleep_state): up and answering /metrics, deliberately not serving.
-    # It is neither down nor in the sweet spot; not_serving and efficiency stay quiet meanwhile.
-    if not _asleep(f):
-        return None
-    level = _SLEEP_LEVELS[f.sleep_state or ""]
-    detail = f"{str(f.sleep_state).replace('_', ' ')}: POST /wake_up serves again; not down"
-    return Clause("sleeping", "engine sleep level", level, 0, "", ">", WARNING, detail)
-
-
-def efficiency_rule(f: WindowFigures, s: SweetSpotSettings, _: Sequence[SeriesPoint]) -> Clause | None:
-    # Low tok/s is only a problem while work waits; an idle service is rightly slow.
-    if f.tokens_per_s is None or not f.ceiling_tokens_per_s or _queued(f) <= 0 or _not_serving(f) or _asleep(f):
-        return None
-    floor = s.min_efficiency * f.ceiling_tokens_per_s
-    if f.tokens_per_s >= floor:
-        return None
-    detail = (
-        f"{number(s.min_efficiency * 100)} % of the {number(f.ceiling_tokens_per_s)} tok/s ceiling, "
-        f"while {number(_queued(f))} requests wait"
-    )
-    return Clause("efficiency", f"output tok/s over {_window(f)}", f.tokens_per_s, floor, "tok/s", "<", WARNING, detail)
-
-
-RULES: tuple[Rule, ...] = (
-    sleeping_rule,
-    not_serving_rule,
-    ttft_rule,
-    preemption_rule,
-    kv_rule,
-    concurrency_rule,
-    queue_growth_rule,
-    efficiency_rule,
-)
-
-
-# --- since when --------------------------------------------------------------------------------------
-# Each clause's rule applied to one series step; None when the step lacks the figure.
-StepRule = Callable[[SeriesPoint, SweetSpotSettings, float | None], "bool | None"]
-
-
-def _step_queued(p: SeriesPoint) -> float:
-    return max(p.waiting_max or 0.0, p.queue_depth_max or 0.0)
-
-
-def _gt(value: float | None, limit: float) -> bool | None:
-    return None if value is None else value > limit
-
-
-def _under_delivering(p: SeriesPoint, s: SweetSpotSettings, ceiling: float | None) -> bool | None:
-    if p.tokens_per_s is None or not ceiling:
-        return None
-    return _step_queued(p) > 0 and p.tokens_per_s < s.min_efficiency * ceiling
-
-
-STEP_RULES: dict[str, StepRule] = {
-    "ttft_p95": lambda p, s, _: _gt(p.ttft_p95_s, s.ttft_p95_slo_s),
-    "preemptions": lambda p, s, _: _gt(p.preemptions, 0),
-    "concurrency": lambda p, s, _: _gt(p.running_avg, s.concurrency),
-    "kv_cache": lambda p, s, _: None if p.kv_cache_usage_max is None else p.kv_cache_usage_max >= s.kv_warning,
-    "not_serving": lambda p, s, _: None if p.tokens_per_s is None else (_step_queued(p) > 0 and p.tokens_per_s == 0),
-    "efficiency": _under_delivering,
-}
 
 
 def broken_since(
-    name: str, points: Sequence[SeriesPoint], rules: SweetSpotSettings, window_s: float, ceiling: float | None = None
+    name: str,
+    points: Sequence[SeriesPoint],
+    rules: SweetSpotSettings,
+    window_s: float,
+    ceiling: float | None = None,
+    alert_rules: Sequence[Rule] = DEFAULT_RULES,
 ) -> float | None:
-    """Start (unix s) of the current spell in which clause ``name`` kept breaking, from series steps.
+    """Start (unix s) of the current spell in which rule ``name`` kept breaking, from series steps.
 
     A spell tolerates healthy steps shorter than ``window_s`` (preemptions come in bursts, TTFT
     wobbles); it ends at the first healthy stretch of a whole window. None when the steps do not
-    show the clause broken in the last window (or the clause has no per-step form).
+    show the rule broken in the last window (or the rule has no per-step form: it reads a
+    window-only figure such as the queue growth).
     """
-    rule = STEP_RULES.get(name)
+    rule = by_name(alert_rules, name)
     if rule is None or not points:
         return None
     since: float | None = None
     newest = points[-1].ts
     for p in reversed(points):
-        broken = rule(p, rules, ceiling)
-        if broken:
+        status = outcome(rule, Names(step_names(p, rules, ceiling))).status
+        if status == HOLDS:
             since = p.ts
-        elif broken is False and (since if since is not None else newest) - p.ts >= window_s:
+        elif status == CLEAR and (since if since is not None else newest) - p.ts >= window_s:
             break
     return since
 

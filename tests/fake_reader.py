@@ -7,7 +7,11 @@ It answers the facade's methods with the figures of a scenario, so page tests ca
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import tempfile
+from pathlib import Path
+from typing import Any
 
 from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepLevel, SweepRun, TargetInfo, WindowFigures
 from tests.builders import CEILING, point, window
@@ -32,10 +36,21 @@ def gpu(i: int) -> GpuFigures:
     )  # fmt: skip
 
 
+@functools.cache
+def _no_alerts() -> Any:
+    """A migrated, empty database: no alert stored (the scenarios pin figures, not alert states)."""
+    from db.engine import open_engine, open_reader
+
+    url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='sweetspot-fake-')) / 'empty.db'}"
+    open_engine(url).dispose()
+    return open_reader(url)
+
+
 class FakeReader:
     """``up``: False makes the target down; ``wave``: a daily load wave (else steady); ``figures``: window overrides."""
 
     def __init__(self, now: float, up: bool = True, wave: bool = True, **figures: object) -> None:
+        self.engine = _no_alerts()  # the alert reads (app/alerts/store.py) take the facade's engine
         self.now = now
         self.wave = wave
         self.up = up

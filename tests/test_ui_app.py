@@ -98,3 +98,40 @@ def test_password_gate(monkeypatch, db_url):
     at.button[0].click().run()
     assert not at.exception
     assert len(at.get("vega_lite_chart")) == 1
+
+
+ALERTS = "views/alerts.py"
+
+
+def test_alerts_page_shows_the_stored_states_and_silences(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url)
+    at.switch_page(ALERTS).run()
+    assert not at.exception, at.exception
+    text = texts(at)
+    assert "FIRING · critical · edge · `target_down`" in text  # edge has been down for ten minutes
+    assert "silenced by silence 1" in text and "edge is being rebuilt" in text
+    assert "(python -m app inspect URL)" in text  # the recommendation
+    assert "/?target=edge&range=15m" in text  # the Overview at that window
+    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 1  # the state timeline
+
+
+def test_a_silence_is_created_and_expired_from_the_page(monkeypatch, tmp_path):
+    import time
+
+    from app.alerts.silences import list_silences
+    from db.engine import open_reader
+
+    url = ui_db.fill(tmp_path / "s.db", time.time(), hours=0.25)
+    at = open_app(monkeypatch, url)
+    at.switch_page(ALERTS).run()
+    at.selectbox[0].select("target_down")
+    at.text_input[0].input("planned maintenance")
+    at.button[-1].click().run()  # the form's submit button
+    assert not at.exception, at.exception
+    engine = open_reader(url)
+    created = [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]
+    assert [s.matchers for s in created] == [{"rule": "target_down"}]
+    at.run()
+    at.button(key=f"expire-{created[0].id}").click().run()
+    assert not [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]
+    engine.dispose()

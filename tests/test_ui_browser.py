@@ -30,6 +30,8 @@ PAGES = {
     "overview-sglang": ("/?target=sglang", 1, ["Retractions · 5m", "of 79.7 k tokens", "Time to first token"]),
     "gpus-sglang": ("/gpus?target=sglang", 4, ["Memory traffic per GPU", "--enable-mfu-metrics"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
+    "alerts": ("/alerts", 1, ["Firing and pending now", "target_down", "silenced by silence 1", "edge is being rebuilt",
+                              "State history"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc", "engine: SGLang",
                                 "sglang:num_retracted_requests_total", "vLLM 0.33 with --enable-mfu-metrics"]),
 }

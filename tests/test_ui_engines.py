@@ -22,9 +22,19 @@ def test_a_sleeping_engine_is_neither_down_nor_in_the_sweet_spot():
     verdict = evaluate(asleep, RULES)
     assert verdict.state == OUTSIDE and verdict.state != NO_DATA
     assert [c.name for c in verdict.clauses] == ["sleeping"]  # not "not serving", not under-delivering
-    assert verdict.severity == WARNING and "weights offloaded" in verdict.clauses[0].text
+    assert verdict.severity == WARNING and "engine asleep (weights_offloaded)" in verdict.clauses[0].text
     assert evaluate(window(sleep_state="awake"), RULES).state == IN_SWEET_SPOT
-    assert evaluate(window(sleep_state="discard_all"), RULES).clauses[0].value == 2
+    assert [c.name for c in evaluate(window(sleep_state="discard_all"), RULES).clauses] == ["sleeping"]
+
+
+def test_abort_and_error_rates_are_alert_rules_quiet_where_not_exposed():
+    assert evaluate(window(), RULES).state == IN_SWEET_SPOT  # vLLM before 0.33: no error reason, no alert
+    failing = evaluate(window(finished_error_per_s=0.05, finished_abort_per_s=0.0), RULES)
+    assert [c.name for c in failing.clauses] == ["requests_failing"] and failing.severity == "critical"
+    assert evaluate(window(finished_abort_per_s=0.01), RULES).state == IN_SWEET_SPOT  # 2.5 % of 0.4 req/s
+    aborted = evaluate(window(finished_abort_per_s=0.1), RULES)
+    assert [c.name for c in aborted.clauses] == ["requests_aborted"]
+    assert "more than 5 % of finished requests" in aborted.clauses[0].text
 
 
 def test_kv_tile_reads_usage_of_capacity_and_sglang_says_retractions():

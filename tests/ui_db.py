@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from app.settings import GatewaySettings, GpuSettings, TargetSettings
 from collectors.dcgm import parse_dcgm
@@ -68,8 +69,24 @@ def fill(path: Path, now: float, hours: float = 1.0, step_s: float = 5.0) -> str
     writer.write_rounds(simulated_rounds("edge", now - 3600, now, step_s, seed=2, down_after=now - 600))
     writer.write_rounds(simulated_rounds("sglang", now - 3600, now, step_s, seed=3, engine="sglang"))
     rollup(engine, now)
+    evaluate_alerts(engine, url, now)
     engine.dispose()
     return url
+
+
+def evaluate_alerts(engine: Any, url: str, now: float) -> None:
+    """What the collector's evaluator would have stored: two evaluations two minutes apart (``edge``
+    has been down for ten: its target_down alert fires), and a silence on it."""
+    from app.alerts.evaluator import Evaluator
+    from app.alerts.model import Silence
+    from app.alerts.silences import add_silence
+    from app.settings import Settings
+
+    settings = Settings(db_url=url, targets=(target_settings("demo"), target_settings("edge")))
+    evaluator = Evaluator(engine, settings)
+    evaluator.evaluate_once(now - 120)
+    evaluator.evaluate_once(now)
+    add_silence(engine, Silence({"target": "edge"}, int(now), int(now + 3600), "ops", "edge is being rebuilt", int(now)))
 
 
 @functools.cache

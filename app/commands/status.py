@@ -9,9 +9,11 @@ import math
 import time
 from typing import Any
 
+from app.alerts.rules import rule_set
 from app.durations import DurationError, format_duration, parse_duration
 from app.errors import UsageError
-from app.settings import Settings
+from app.settings import Settings, effective_sweetspot
+from app.verdict import NO_DATA, Verdict, evaluate
 from db.queries import Reader
 from db.results import WindowFigures
 
@@ -142,6 +144,25 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
     name = _target_name(args, settings, reader)
-    fig = reader.window(name, time.time(), window_s)
-    print(json.dumps(figures_json(fig), indent=2, allow_nan=False) if args.json else render(fig))
+    now = time.time()
+    fig = reader.window(name, now, window_s)
+    verdict = judge(reader, settings, fig)
+    # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
+    if args.json:
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig)}, indent=2, allow_nan=False))
+    else:
+        print(verdict.headline)
+        print(render(fig))
     return 0
+
+
+def judge(reader: Reader, settings: Settings, fig: WindowFigures) -> Verdict:
+    """The sweet-spot verdict of the window: the target's effective rules and thresholds."""
+    sweetspot = effective_sweetspot(settings, fig.target)
+    recent = reader.series(fig.target, fig.end - sweetspot.queue_growth_s - 30, fig.end, 30.0, fields=("queue_depth_max",))
+    return evaluate(fig, sweetspot, recent, rule_set(settings, fig.target))
+
+
+def reasons(verdict: Verdict) -> list[str]:
+    """One string per broken clause (figure, value, threshold, window), or why there is no data."""
+    return [verdict.reason] if verdict.state == NO_DATA else [c.text for c in verdict.clauses]

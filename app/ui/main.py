@@ -42,7 +42,8 @@ PAGES = {
         st.Page("views/gpus.py", title="GPUs", icon=":material/memory:", url_path="gpus"),
         st.Page("views/operating_point.py", title="Operating point", icon=":material/scatter_plot:"),
     ],
-    # Alerts and Query pages (later issues) join here.
+    "Alerting": [st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:", url_path="alerts")],
+    # The Query page (a later issue) joins here.
     "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
 }
 navigation = st.navigation(PAGES)

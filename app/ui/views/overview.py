@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.durations import format_duration
 from app.formatting import clock
-from app.ui import charts, state, widgets
+from app.ui import alert_views, charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
 
 QUEUE = ("queue_depth_max",)
@@ -37,6 +37,8 @@ def live() -> None:
         c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s, figures.ceiling_tokens_per_s)
         for c in verdict.clauses
     }  # fmt: skip
+    if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
+        since.update(state.guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first)

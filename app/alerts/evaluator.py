@@ -1,0 +1,149 @@
+"""The alert evaluator: every rule for every target, from the stored figures, into stored states.
+
+A plain job: :meth:`Evaluator.evaluate_once` evaluates and stores once (tests, the CLI);
+:meth:`Evaluator.run` is what the collector schedules every ``alerts.evaluate_every_s``: it takes
+or renews the lease first, so a second collector on the same database evaluates nothing and says
+so in its log. The figures come from the query facade, one window per (target, distinct rule
+window) and one short queue series per target, never one query per rule. States are loaded
+once and written in one transaction per evaluation, so a restart resumes exactly where the last
+evaluation left off (a pending timer keeps its start, a firing alert is not announced again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Engine
+
+from app.alerts import lease, store
+from app.alerts.figures import window_names
+from app.alerts.lifecycle import advance, new_state, transition
+from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
+from app.alerts.rules import Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.settings import Settings, effective_sweetspot
+from db.queries import Reader
+from db.results import SeriesPoint
+
+log = logging.getLogger(__name__)
+
+QUEUE_NAMES = frozenset({"queue_growing", "queue_before", "queue_now"})
+QUEUE_STEP_S = 30.0
+
+
+class Evaluator:
+    """Evaluates the effective rule set of every configured target (model "": the whole target)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        clock: Callable[[], float] = time.time,
+        lock: threading.Lock | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self.engine, self.settings, self.clock = engine, settings, clock
+        self.reader = Reader(engine=engine)
+        self.rules = {t.name: rule_set(settings, t.name) for t in settings.targets}
+        self.lock = lock or threading.Lock()  # the collector's write lock: SQLite takes one writer
+        self.holder = holder or lease.holder_id()
+        self._leading: bool | None = None
+
+    # -- the scheduled job ----------------------------------------------------------------------------
+    def run(self) -> str:
+        """Take or renew the lease, then evaluate once; a line saying what happened."""
+        now = self.clock()
+        with self.lock:
+            held = lease.acquire(self.engine, lease.EVALUATOR, self.holder, now, self.settings.alerts.lease_s)
+        if not held:
+            other = lease.current_holder(self.engine, lease.EVALUATOR)
+            line = f"alert evaluator: another process holds the lease ({other.holder if other else '?'}); evaluating nothing"
+            if self._leading is not False:
+                log.info("%s", line)
+            self._leading = False
+            return line
+        if self._leading is not True:
+            log.info("alert evaluator: this process (%s) holds the lease and evaluates the rules", self.holder)
+        self._leading = True
+        transitions = self.evaluate_once(now)
+        for t in transitions:
+            log.info("alert %s on %s: %s → %s (%s)", t.rule, t.target, t.from_state, t.to_state, t.summary)
+        return f"alert evaluator: {len(transitions)} transition(s)"
+
+    def release(self) -> None:
+        """Hand the lease back (a clean stop): a standby collector takes over at its next run."""
+        if self._leading:
+            with contextlib.suppress(Exception):
+                lease.release(self.engine, lease.EVALUATOR, self.holder)
+
+    # -- one evaluation -------------------------------------------------------------------------------
+    def evaluate_once(self, now: float | None = None) -> list[Transition]:
+        """Evaluate every rule of every target at ``now`` (default: the clock), store the states and
+        transitions, and return the transitions."""
+        at = int(self.clock() if now is None else now)
+        stored = store.load_states(self.engine)
+        states: list[AlertState] = []
+        transitions: list[Transition] = []
+        for target, rules in self.rules.items():
+            for (name, model), (out, text) in self._outcomes(target, rules, at).items():
+                rule = next(r for r in rules if r.name == name)
+                prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
+                state, change = advance(prev, rule, out, at, text)
+                states.append(state)
+                transitions += [change] if change else []
+        states_, retired = self._retired(stored, at)
+        states += states_
+        transitions += retired
+        with self.lock, self.engine.begin() as conn:
+            store.save(conn, states, stored, transitions)
+        return transitions
+
+    def _outcomes(self, target: str, rules: Sequence[Rule], at: int) -> dict[tuple[str, str], tuple[Outcome, str]]:
+        """Each (rule, model)'s outcome and recommendation for one target (model "": the whole target;
+        a ``per_model`` rule also gets one per stored model); a failed read is every rule's error."""
+        sweetspot = effective_sweetspot(self.settings, target)
+        try:
+            recent = self._recent(target, rules, at, sweetspot.queue_growth_s)
+            models = self.reader.models(target) if any(r.per_model for r in rules) else []
+            windows = {
+                (w, m): self.reader.window(target, at, w, model=m or None)
+                for w in sorted({r.window_s for r in rules})
+                for m in ["", *(models if any(r.per_model and r.window_s == w for r in rules) else [])]
+            }
+        except Exception as exc:  # one unreadable target costs its own rules, never the others
+            log.warning("alert evaluator: cannot read %s: %s", target, exc)
+            return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
+        names = {key: Names(window_names(f, sweetspot, recent)) for key, f in windows.items()}
+        return {
+            (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
+            for r in rules
+            for m in ["", *(models if r.per_model else [])]
+        }
+
+    def _recent(self, target: str, rules: Sequence[Rule], at: int, growth_s: float) -> Sequence[SeriesPoint]:
+        if not any(names_in(r) & QUEUE_NAMES for r in rules):
+            return ()
+        fields = ("queue_depth_max",)
+        return self.reader.series(target, at - growth_s - QUEUE_STEP_S, at, QUEUE_STEP_S, fields=fields)
+
+    def _retired(self, stored: dict[store.Key, AlertState], at: int) -> tuple[list[AlertState], list[Transition]]:
+        """Stored alerts of a configured target whose rule is gone (disabled in the file): a firing one
+        resolves, any other goes inactive, once."""
+        states, transitions = [], []
+        for (rule, target, _model), s in stored.items():
+            if target not in self.rules or any(r.name == rule for r in self.rules[target]):
+                continue
+            if s.state in (INACTIVE, RESOLVED):
+                continue
+            to = RESOLVED if s.state == FIRING else INACTIVE
+            state = dataclasses.replace(
+                s, state=to, pending_since=None, last_change_at=at, last_eval_at=at,
+                resolved_at=at if to == RESOLVED else s.resolved_at, summary="the rule is no longer configured",
+            )  # fmt: skip
+            states.append(state)
+            transitions.append(transition(s.state, state, at))
+        return states, transitions

@@ -1,0 +1,169 @@
+"""The names a rule's expressions can use: the query facade's figures, a few derived ones, thresholds.
+
+One table (:data:`FIGURES`, :data:`DERIVED`) serves the evaluator, the banner, ``status``, the
+backtest and the check of ``[[alerts.rules]]``. A figure is None when the facade has no data for
+it; a rule whose value needs a None figure is in the state ``no_data`` (never "all good").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from app.formatting import clock
+from app.settings import SweetSpotSettings
+from db.results import SeriesPoint, WindowFigures
+
+# Figures of WindowFigures / SeriesPoint (docs/metrics.md); a series step lacks the window-only ones.
+FIGURES: dict[str, str] = {
+    "ttft_p50_s": "TTFT P50 (s)",
+    "ttft_p95_s": "TTFT P95 (s)",
+    "ttft_p99_s": "TTFT P99 (s)",
+    "itl_p95_s": "inter-token latency P95 (s)",
+    "e2e_p95_s": "end-to-end latency P95 (s)",
+    "tokens_per_s": "output tokens per second",
+    "prompt_tokens_per_s": "prompt tokens per second",
+    "preemptions": "preemptions in the window (count)",
+    "requests_per_s": "finished requests per second",
+    "running_avg": "running requests, average",
+    "running_max": "running requests, max",
+    "waiting_max": "requests waiting in vLLM, max",
+    "queue_depth_max": "gateway queue depth, max",
+    "kv_cache_usage_max": "KV-cache usage, max (0–1)",
+    "ceiling_tokens_per_s": "bandwidth ceiling (tok/s)",
+    "efficiency": "tokens_per_s ÷ ceiling (0–1)",
+    "scrapes": "scrapes in the window",
+    "failed_scrapes": "failed scrapes in the window",
+    # vLLM 0.33 / SGLang (docs/metrics.md); None where the engine does not expose them
+    "finished_abort_per_s": "requests aborted per second (vLLM finished_reason=abort, SGLang aborted requests)",
+    "finished_error_per_s": "requests finished by an engine error per second (vLLM 0.33)",
+    "admission_rejections_per_s": "requests refused at admission (HTTP 503) per second (vLLM 0.33)",
+    "engine_bw_gbps": "engine-estimated memory traffic per GPU, GB/s (vLLM 0.33 --enable-mfu-metrics)",
+    "kv_capacity_tokens": "KV-cache capacity in tokens",
+    "prefix_cache_hit_rate": "prefix-cache hit rate (0–1)",
+}
+DERIVED: dict[str, str] = {
+    "queued": "requests waiting anywhere: max(waiting_max, queue_depth_max)",
+    "up": "1 when the last scrape in the window succeeded, 0 when it failed",
+    "no_data": "1 when the window cannot be judged (target down, no scrape, no vLLM figures), else 0",
+    "queue_growing": "1 when the gateway queue grew over the last queue_growth_s without draining",
+    "queue_before": "gateway queue depth queue_growth_s ago (while growing)",
+    "queue_now": "gateway queue depth now (while growing)",
+    "asleep": "1 when vLLM reports its engine asleep (sleep mode: weights offloaded or discarded), else 0",
+    "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
+    "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
+    "aborts_exposed": "1 when the engine exposes finished_abort_per_s, else 0",
+}
+THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
+NAMES: frozenset[str] = frozenset((*FIGURES, *DERIVED, *THRESHOLDS))
+
+
+def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = ()) -> dict[str, Any]:
+    """Every name over one window; ``recent`` are the latest series steps (for queue growth)."""
+    names: dict[str, Any] = {k: getattr(f, k) for k in FIGURES}
+    names["scrapes"], names["failed_scrapes"] = float(f.scrapes), float(f.failed_scrapes)
+    reason = no_data_reason(f)
+    growth = queue_growth(recent, f.end, sweetspot.queue_growth_s)
+    names.update(
+        queued=_queued(f.waiting_max, f.queue_depth_max),
+        up=None if f.up is None else float(f.up),
+        no_data=1.0 if reason else 0.0,
+        queue_growing=0.0 if growth is None else 1.0,
+        queue_before=None if growth is None else growth[0],
+        queue_now=None if growth is None else growth[1],
+        no_data_reason=reason,
+        ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
+        asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
+        sleep_state=f.sleep_state or "",
+    )
+    names.update(_exposed(f))
+    names.update(dataclasses.asdict(sweetspot))
+    return names
+
+
+def step_names(
+    p: SeriesPoint, sweetspot: SweetSpotSettings, ceiling: float | None, recent: Sequence[SeriesPoint] | None = None
+) -> dict[str, Any]:
+    """The names over one series step (the Overview's "since when", the backtest). Window-only
+    figures are missing: a rule over them has no per-step form. ``recent`` (the steps up to this
+    one) gives the queue-growth names."""
+    names: dict[str, Any] = {k: getattr(p, k) for k in FIGURES if hasattr(p, k)}
+    tok = p.tokens_per_s
+    names.update(
+        ceiling_tokens_per_s=ceiling,
+        efficiency=None if tok is None or not ceiling else tok / ceiling,
+        queued=_queued(p.waiting_max, p.queue_depth_max),
+        up=None if p.up_ratio is None else float(p.up_ratio > 0),
+        no_data=1.0 if not p.up_ratio or (p.tokens_per_s is None and p.running_max is None) else 0.0,
+        no_data_reason="no successful scrape in this step",
+        ttft_p95_note="",
+        asleep=1.0 if (p.sleep_weights_offloaded_max or 0) > 0 or (p.sleep_discard_all_max or 0) > 0 else 0.0,
+        sleep_state="",
+    )
+    names.update(_exposed(p))
+    if recent is not None:
+        growth = queue_growth(recent, recent[-1].ts if recent else p.ts, sweetspot.queue_growth_s)
+        names.update(
+            queue_growing=0.0 if growth is None else 1.0,
+            queue_before=None if growth is None else growth[0],
+            queue_now=None if growth is None else growth[1],
+        )
+    names.update(dataclasses.asdict(sweetspot))
+    return names
+
+
+def _exposed(f: WindowFigures | SeriesPoint) -> dict[str, float]:
+    """Whether the engine exposes a figure at all: the rules over it are quiet (clear) where it does
+    not, rather than "no data" forever on an engine that never had it."""
+    return {"errors_exposed": float(f.finished_error_per_s is not None),
+            "aborts_exposed": float(f.finished_abort_per_s is not None)}
+
+
+def _queued(waiting: float | None, queue: float | None) -> float | None:
+    if waiting is None and queue is None:
+        return None
+    return max(waiting or 0.0, queue or 0.0)
+
+
+def no_data_reason(f: WindowFigures) -> str:
+    """Why the window cannot be judged, or "" when it can."""
+    if f.up is None and f.last_scrape_at is None:
+        return "the target has never been scraped (is the collector running? python -m app run)"
+    if f.up is False:
+        error = f" ({f.last_error})" if f.last_error else ""
+        return f"the target is down: the last scrape failed{error}"
+    if f.scrapes == 0:
+        return f"no scrape in the window (last scrape at {clock(f.last_scrape_at)}); is the collector running?"
+    if f.failed_scrapes >= f.scrapes:
+        return f"every scrape in the window failed ({f.last_error or 'no error recorded'})"
+    if f.tokens_per_s is None and f.running_max is None:
+        return "scrapes succeed but expose no vLLM figures (see the Targets page for missing metrics)"
+    return ""
+
+
+def queue_growth(recent: Sequence[SeriesPoint], end: float, growth_s: float) -> tuple[float, float] | None:
+    """``(first, last)`` depth when the gateway queue grew over the last ``growth_s`` seconds, else None.
+
+    "Growing" means: the steps cover the whole span, the queue never drained (stayed > 0), and it
+    ended higher than it started with a positive least-squares slope, so one dip does not reset it.
+    """
+    points = [(p.ts, p.queue_depth_max) for p in recent if p.ts >= end - growth_s - 1e-9]
+    values = [(ts, q) for ts, q in points if q is not None]
+    if len(values) < 3 or len(values) < len(points) or not _covers(values, end, growth_s):
+        return None
+    if min(q for _, q in values) <= 0 or values[-1][1] <= values[0][1] or _slope(values) <= 0:
+        return None
+    return values[0][1], values[-1][1]
+
+
+def _covers(values: Sequence[tuple[float, float]], end: float, growth_s: float) -> bool:
+    step = (values[-1][0] - values[0][0]) / (len(values) - 1)
+    return values[0][0] <= end - growth_s + step and values[-1][0] >= end - 2 * step
+
+
+def _slope(values: Sequence[tuple[float, float]]) -> float:
+    n = len(values)
+    mean_t = sum(t for t, _ in values) / n
+    mean_q = sum(q for _, q in values) / n
+    return sum((t - mean_t) * (q - mean_q) for t, q in values)

@@ -1,0 +1,357 @@
+"""The sweet-spot contract (DOMAIN.md §3) as declarative alert rules, and their evaluation.
+
+One rule set serves the Overview's banner, ``status``, the evaluator, the backtest and e-mail: the
+defaults below, changed and extended by ``[[alerts.rules]]`` (per target when an entry names
+``targets``). A rule is ``expr op threshold`` over the names of :mod:`app.alerts.figures`, optionally
+guarded by ``when``; expressions are read by ``simpleeval`` (arithmetic, comparisons, and/or/not,
+``max``/``min``/``abs``), never by ``eval``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import operator
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from simpleeval import EvalWithCompoundTypes, NameNotDefined
+
+from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
+from app.durations import format_duration
+from app.formatting import number, with_unit
+from app.settings import ConfigError, RuleSettings, Settings
+
+HOLDS = "holds"
+CLEAR = "clear"
+
+OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+}  # fmt: skip
+OP_TEXT = {">=": "≥", "<=": "≤", "!=": "≠"}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
+
+DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alert rule: ``expr op threshold`` (while ``when``) over a window of figures.
+
+    ``per_model``: besides the whole target (model ""), one alert per model the target serves.
+    ``for_s``: how long the condition must hold before the alert fires (pending until then);
+    ``keep_firing_for_s``: how long it stays firing after the condition cleared. ``needs_data``
+    False marks the rule that watches the data itself (target down): every other rule is
+    ``no_data`` while the window cannot be judged. ``scale``/``unit`` only change how values read.
+    """
+
+    name: str
+    expr: str
+    op: str
+    threshold: str
+    severity: str
+    window_s: float = 300.0
+    for_s: float = 0.0
+    keep_firing_for_s: float = 0.0
+    when: str = ""
+    label: str = ""
+    unit: str = ""
+    scale: float = 1.0
+    detail: str = ""
+    recommendation: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    needs_data: bool = True
+    per_model: bool = False  # also one alert per model of the target (model "" is the whole target)
+    show_values: bool = True  # False: the label says it all ("no data over 5m: the target is down")
+    source: str = DEFAULT_SOURCE
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One rule applied to one window: ``status`` HOLDS, CLEAR, NO_DATA or ERROR; values unscaled."""
+
+    status: str
+    value: float | None = None
+    threshold: float | None = None
+    summary: str = ""
+
+
+_SERVING = "not (running_max == 0 and tokens_per_s == 0)"
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "sleeping", "asleep", ">", "0", WARNING, show_values=False,
+        label="engine asleep ({sleep_state}): up, not down, and serving nothing",
+        recommendation="The engine was put to sleep (vLLM's POST /sleep): wake it with POST /wake_up, or take it "
+        "out of the gateway's pool while it sleeps.",
+    ),
+    Rule(
+        "not_serving", "queued", ">", "0", CRITICAL, for_s=120.0,
+        when="running_max == 0 and tokens_per_s == 0 and asleep == 0",
+        label="up but not serving over {window}: queued requests", unit="requests", detail="nothing running, 0 tok/s",
+        recommendation="vLLM is up but runs nothing while requests wait: check its log for a stuck engine or a "
+        "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs 15-20 % throughput) and restart it.",
+    ),
+    Rule(
+        "ttft_p95", "ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
+        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}",
+        recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
+        "wait in the gateway, not in vLLM; keep chunked prefill on (--enable-chunked-prefill) so long prompts do not "
+        "delay short requests' first token.",
+    ),
+    Rule(
+        "preemptions", "preemptions", ">", "0", CRITICAL,
+        label="preemptions over {window}",
+        recommendation="The KV cache is exhausted: lower --max-num-seqs (at most 32) and --max-model-len (6144 instead "
+        "of 8192), or cap in-flight requests with the gateway concurrency limit. Do not raise "
+        "--gpu-memory-utilization to 0.95 on 32 GB cards: it OOMed at load in the reference deployment (0.92 works).",
+    ),
+    Rule(
+        "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
+        label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
+        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
+        "limit, now.",
+    ),
+    Rule(
+        "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
+        label="KV-cache usage (max over {window})", unit="%", scale=100.0,
+        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit "
+        "(--gpu-memory-utilization above 0.92 OOMed at load on 32 GB cards).",
+    ),
+    Rule(
+        "concurrency", "running_avg", ">", "concurrency", WARNING, for_s=300.0,
+        label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency",
+        recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
+        "--max-num-seqs to at most 32: past the knee throughput barely grows while latency doubles.",
+    ),
+    Rule(
+        "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
+        label="gateway queue growing for {queue_growth}", unit="requests",
+        detail="{queue_growth} ago; demand exceeds the sweet-spot capacity",
+        recommendation="Demand exceeds the sweet-spot capacity: add a replica or shed load. Raising the gateway "
+        "concurrency limit past the sweet spot only moves the wait into vLLM.",
+    ),
+    Rule(
+        "efficiency", "tokens_per_s", "<", "min_efficiency * ceiling_tokens_per_s", WARNING, for_s=600.0,
+        when=f"queued > 0 and {_SERVING} and asleep == 0",
+        label="output tok/s over {window}", unit="tok/s",
+        detail="{min_efficiency_pct} % of the {ceiling_tokens_per_s} tok/s ceiling, while {queued} requests wait",
+        recommendation="Under-delivering while requests wait: check that CUDA graphs are on (--enforce-eager costs "
+        "15-20 %), --dtype float16 on V100, and that the gateway concurrency limit is not below the sweet spot.",
+    ),
+    Rule(
+        "requests_failing", "finished_error_per_s", ">", "0", CRITICAL, for_s=60.0, when="errors_exposed",
+        label="requests finished by an engine error over {window}", unit="req/s",
+        recommendation="vLLM ends requests with finished_reason=\"error\": read its log for the exception (a CUDA "
+        "error or an out-of-memory in a step) and restart it if the errors keep coming.",
+    ),
+    Rule(
+        "requests_aborted", "finished_abort_per_s", ">", "0.05 * requests_per_s", WARNING, for_s=300.0,
+        when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
+        detail="more than 5 % of finished requests",
+        recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
+        "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
+    ),
+    Rule(
+        "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
+        label="no data over {window}: {no_data_reason}",
+        recommendation="Check that the collector reaches targets[].vllm_url (python -m app inspect URL) and that "
+        "vLLM is running.",
+    ),
+)  # fmt: skip
+
+
+# -- evaluation ------------------------------------------------------------------------------------
+@lru_cache(maxsize=1024)
+def _parsed(text: str) -> ast.AST:
+    return EvalWithCompoundTypes().parse(text)
+
+
+class Names:
+    """The names of one window, ready to evaluate many rules' expressions over them."""
+
+    def __init__(self, names: Mapping[str, Any]) -> None:
+        self.names = dict(names)
+        self._eval = EvalWithCompoundTypes(names=self.names, functions=FUNCTIONS)
+        self._fields: dict[str, Any] | None = None
+
+    def fields(self, rule: Rule) -> _Fields:
+        """Format fields for ``rule``'s texts; the names are spelled once per window, not per rule."""
+        if self._fields is None:
+            self._fields = _spelled(self.names)
+        return _Fields(self._fields, rule)
+
+    def value(self, text: str) -> Any:
+        return self._eval.eval(text, previously_parsed=_parsed(text))
+
+
+def outcome(rule: Rule, names: Names) -> Outcome:
+    """Apply ``rule`` to one window's names. Missing figures give NO_DATA, never CLEAR."""
+    if rule.needs_data and names.names.get("no_data"):
+        return Outcome(NO_DATA, summary=f"no data: {names.names.get('no_data_reason') or 'the window cannot be judged'}")
+    try:
+        if rule.when and not _value(names, rule.when):
+            label = wording(rule, names)[0]
+            return Outcome(CLEAR, _maybe(names, rule.expr), _maybe(names, rule.threshold), f"{label}: only while {rule.when}")
+        value, threshold = _number(names, rule.expr), _number(names, rule.threshold)
+        if value is None or threshold is None:
+            return Outcome(NO_DATA, value, threshold, summary=f"no data for {rule.expr if value is None else rule.threshold}")
+        holds = OPS[rule.op](value, threshold)
+    except _Missing as exc:
+        return Outcome(NO_DATA, summary=f"no data for {exc}")
+    except Exception as exc:  # a rule that cannot be computed is in error, and never stops the others
+        return Outcome(ERROR, summary=f"{rule.name}: {type(exc).__name__}: {exc}")
+    return Outcome(HOLDS if holds else CLEAR, value, threshold, summary(rule, names, value, threshold, holds))
+
+
+class _Missing(Exception):
+    """A name the expression needs has no data (None) or no form here (a window-only figure)."""
+
+
+def _value(names: Names, text: str) -> Any:
+    try:
+        return names.value(text)
+    except NameNotDefined as exc:
+        raise _Missing(str(getattr(exc, "name", text))) from None
+    except TypeError:  # arithmetic or a comparison with a None figure
+        raise _Missing(text) from None
+
+
+def _number(names: Names, text: str) -> float | None:
+    value = _value(names, text)
+    return None if value is None else float(value)
+
+
+def _maybe(names: Names, text: str) -> float | None:
+    try:
+        return _number(names, text)
+    except _Missing:
+        return None
+
+
+def summary(rule: Rule, names: Names, value: float, threshold: float, holds: bool = True) -> str:
+    """``TTFT P95 over 5m 4.8 s > 3 s (detail)``: the clause as people read it (when it holds), or
+    ``TTFT P95 over 5m 2.1 s (alerts when > 3 s)``."""
+    label, detail = wording(rule, names)
+    op, shown = OP_TEXT.get(rule.op, rule.op), with_unit(threshold * rule.scale, rule.unit)
+    if not rule.show_values:
+        return label if holds else f"{rule.name} does not hold over {format_duration(rule.window_s)}"
+    if not holds:
+        return f"{label} {with_unit(value * rule.scale, rule.unit)} (alerts when {op} {shown})"
+    main = f"{label} {with_unit(value * rule.scale, rule.unit)} {op} {shown}"
+    return f"{main} ({detail})" if detail else main
+
+
+def wording(rule: Rule, names: Names) -> tuple[str, str]:
+    """The rule's label and detail with their fields filled in (``TTFT P95 over 5m``, ``...``)."""
+    fields = names.fields(rule)
+    label = string.Formatter().vformat(rule.label or rule.name, (), fields)
+    return label, string.Formatter().vformat(rule.detail, (), fields) if rule.detail else ""
+
+
+def recommendation(rule: Rule, names: Names) -> str:
+    return string.Formatter().vformat(rule.recommendation, (), names.fields(rule)) if rule.recommendation else ""
+
+
+def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: number(v) if isinstance(v, float) else v for k, v in names.items() if v is not None}
+    if "queue_growth_s" in names:
+        out["queue_growth"] = format_duration(names["queue_growth_s"])
+    if "min_efficiency" in names:
+        out["min_efficiency_pct"] = number(names["min_efficiency"] * 100)
+    return out
+
+
+class _Fields(dict[str, Any]):
+    """Format fields: every name (numbers as people read them), ``window``, ``queue_growth``."""
+
+    def __init__(self, spelled: Mapping[str, Any], rule: Rule) -> None:
+        super().__init__(spelled)
+        self["window"] = format_duration(rule.window_s)
+
+    def __missing__(self, key: str) -> str:
+        return "no data"
+
+
+# -- the effective rule set --------------------------------------------------------------------------
+_TEXT_FIELDS = ("expr", "op", "threshold", "when", "severity", "label", "unit", "detail", "recommendation")
+_OPTIONAL_FIELDS = ("window_s", "for_s", "keep_firing_for_s", "scale")
+
+
+def rule_set(settings: Settings, target: str) -> tuple[Rule, ...]:
+    """The rules that apply to ``target``: defaults, then every ``[[alerts.rules]]`` entry in order."""
+    rules = {r.name: r for r in DEFAULT_RULES}
+    for entry in settings.alerts.rules:
+        if entry.targets and target not in entry.targets:
+            continue
+        source = TARGET_SOURCE if entry.targets else FILE_SOURCE
+        if not entry.enabled:
+            rules.pop(entry.name, None)
+            continue
+        base = rules.get(entry.name) or Rule(entry.name, "", "", "", WARNING)
+        rules[entry.name] = _apply(base, entry, source)
+    return tuple(rules.values())
+
+
+def _apply(rule: Rule, entry: RuleSettings, source: str) -> Rule:
+    changes: dict[str, Any] = {k: getattr(entry, k) for k in _TEXT_FIELDS if getattr(entry, k)}
+    changes.update({k: getattr(entry, k) for k in _OPTIONAL_FIELDS if getattr(entry, k) is not None})
+    if entry.labels:
+        changes["labels"] = {**rule.labels, **entry.labels}
+    if entry.per_model:
+        changes["per_model"] = True
+    return dataclasses.replace(rule, **changes, source=source)
+
+
+def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
+    """Raise ConfigError naming the key of the first ``[[alerts.rules]]`` entry that cannot be used."""
+    defaults = {r.name for r in DEFAULT_RULES}
+    targets = {t.name for t in settings.targets}
+    for i, entry in enumerate(settings.alerts.rules):
+        key = f"alerts.rules[{i}]"
+        if not entry.name:
+            raise ConfigError(f"{key}.name: required (a default rule's name to change it, a new one to add one)")
+        new = entry.name not in defaults and not any(e.name == entry.name for e in settings.alerts.rules[:i])
+        if new and entry.enabled:
+            for required in ("expr", "op", "threshold"):
+                if not getattr(entry, required):
+                    raise ConfigError(f"{key}.{required}: required for the new rule {entry.name!r}")
+        if entry.op and entry.op not in OPS:
+            raise ConfigError(f"{key}.op: {entry.op!r} is not one of {', '.join(OPS)}")
+        if entry.severity and entry.severity not in SEVERITIES:
+            raise ConfigError(f"{key}.severity: {entry.severity!r} is not one of {', '.join(SEVERITIES)}")
+        for name in ("expr", "threshold", "when"):
+            _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
+        unknown = [t for t in entry.targets if targets and t not in targets]
+        if unknown:
+            raise ConfigError(f"{key}.targets: no target named {unknown[0]!r} (known: {', '.join(sorted(targets))})")
+
+
+def _check_expression(text: str, key: str, known: frozenset[str]) -> None:
+    if not text:
+        return
+    try:
+        tree = _parsed(text)
+    except SyntaxError as exc:
+        raise ConfigError(f"{key}: {text!r} is not an expression ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in known and node.id not in FUNCTIONS:
+            raise ConfigError(f"{key}: unknown name {node.id!r} (figures are listed in docs/alerts.md)")
+        if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
+            raise ConfigError(f"{key}: only {', '.join(FUNCTIONS)} may be called")
+
+
+@lru_cache(maxsize=1024)
+def _names_of(text: str) -> frozenset[str]:
+    return frozenset(n.id for n in ast.walk(_parsed(text)) if isinstance(n, ast.Name)) if text else frozenset()
+
+
+def names_in(rule: Rule) -> frozenset[str]:
+    """Every name the rule's expressions read."""
+    return _names_of(rule.expr) | _names_of(rule.threshold) | _names_of(rule.when)
+
+
+def by_name(rules: Sequence[Rule], name: str) -> Rule | None:
+    return next((r for r in rules if r.name == name), None)

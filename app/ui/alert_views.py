@@ -1,0 +1,78 @@
+"""Pure helpers of the Alerts page and the Overview's alert line: rows, links, the state timeline.
+
+Pure functions (tested without a running app); the page draws what these return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import urlencode
+
+import altair as alt
+import pandas as pd
+
+from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
+from app.alerts.store import live_since
+from app.formatting import ago, clock
+from app.ui.state import RANGES
+
+STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
+
+
+def since(s: AlertState) -> int | None:
+    return s.firing_since if s.state == FIRING else s.pending_since
+
+
+def overview_link(s: AlertState, now: float) -> str:
+    """The Overview of the alert's target over the smallest range that shows the whole spell."""
+    spell = now - (since(s) or now) + 600
+    range_key = next((k for k, length in RANGES.items() if length >= spell), list(RANGES)[-1])
+    return "/?" + urlencode({"target": s.target, "range": range_key})
+
+
+def alert_rows(alerts: Sequence[tuple[AlertState, str | None]], now: float) -> list[dict[str, str]]:
+    return [
+        {
+            "state": s.state, "severity": s.severity, "target": s.target, "rule": s.rule,
+            "since": f"{clock(since(s))} ({ago(since(s), now)})", "what": s.summary,
+            "silenced": held or "", "recommendation": s.recommendation, "overview": overview_link(s, now),
+        }
+        for s, held in alerts
+    ]  # fmt: skip
+
+
+def timeline_rows(history: Sequence[Transition], start: float, end: float) -> pd.DataFrame:
+    """One row per spell in a non-OK state (pending, firing, no data, error) within [start, end)."""
+    rows = []
+    by_alert: dict[str, list[Transition]] = {}
+    for t in history:
+        by_alert.setdefault(f"{t.target} · {t.rule}", []).append(t)
+    for name, changes in by_alert.items():
+        spans = [(start, changes[0].from_state)] + [(float(t.at), t.to_state) for t in changes]
+        for (begin, state), (finish, _) in zip(spans, [*spans[1:], (end, "")], strict=True):
+            if state in STATE_COLORS and finish > begin:
+                rows.append({"alert": name, "state": state, "start": begin * 1000, "end": finish * 1000})
+    return pd.DataFrame(rows, columns=["alert", "state", "start", "end"])
+
+
+def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
+    """Each alert's spells as bars on one time axis, coloured by state; the axis starts ten minutes
+    before the first spell (a day-long axis would draw a fresh incident as a hairline)."""
+    if not rows.empty:
+        start = max(start, float(rows["start"].min()) / 1000 - 600)
+    x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]))
+    color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
+    return (
+        alt.Chart(rows)
+        .mark_bar(height=14)
+        .encode(x=x, x2="end:T", y=alt.Y("alert:N", title=None), color=color,
+                tooltip=["alert", "state", alt.Tooltip("start:T", format="%Y-%m-%d %H:%M:%S"),
+                         alt.Tooltip("end:T", format="%Y-%m-%d %H:%M:%S")])  # fmt: skip
+        .properties(title="State history (last 24 h)")
+    )
+
+
+def banner_since(engine: object, target: str | None) -> dict[str, float]:
+    """Since when each of the target's alerts fires (or waits): the Overview's live banner says the
+    same as the Alerts page, from the evaluator's stored states."""
+    return live_since(engine, target) if target else {}  # type: ignore[arg-type]

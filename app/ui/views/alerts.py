@@ -1,0 +1,62 @@
+"""Alerts: what fires or waits now (since when, value against threshold, what to do), the state
+history per rule, and silences (create, expire). Reads the states the collector's evaluator stored."""
+
+from __future__ import annotations
+
+import getpass
+
+import streamlit as st
+
+from app.alerts.model import SEVERITIES, Silence
+from app.alerts.silences import create_silence, end_silence
+from app.alerts.store import board
+from app.errors import SweetspotError
+from app.formatting import clock
+from app.ui import alert_views, state
+
+ctx = state.context()
+st.header("Alerts")
+now = state.now()
+data = state.guard("the alerts", board, ctx.reader.engine, now, ctx.settings.alerts.mute_windows)
+
+st.subheader("Firing and pending now")
+if not data.alerts:
+    st.success("No alert is firing or pending.", icon=":material/check_circle:")
+for row in alert_views.alert_rows(data.alerts, now):
+    with st.container(border=True):
+        held = f" · silenced by {row['silenced']}" if row["silenced"] else ""
+        st.markdown(f"**{row['state'].upper()}** · {row['severity']} · **{row['target']}** · `{row['rule']}` · since {row['since']}{held}")
+        st.markdown(f"{row['what']}  \n→ {row['recommendation']}  \n[Open the Overview at that window]({row['overview']})")
+
+rows = alert_views.timeline_rows(data.history, data.start, data.end)
+if rows.empty:
+    st.caption("No state change in the last 24 hours.")
+else:
+    st.altair_chart(alert_views.timeline_chart(rows, data.start, data.end), width="stretch")
+
+st.subheader("Silences")
+st.caption("A silence holds back notifications only: silenced alerts still change state and show here.")
+for s in data.silences:
+    left, right = st.columns([5, 1])
+    left.markdown(f"`{s.matchers}` · {clock(s.starts_at)} → {clock(s.ends_at)} · {s.author}: {s.comment}")
+    if right.button("Expire", key=f"expire-{s.id}") and s.id is not None:
+        end_silence(ctx.settings.db_url, s.id, state.now())
+        st.rerun()
+
+rules = sorted({s.rule for s, _ in data.alerts} | {t.rule for t in data.history})
+with st.form("new-silence", clear_on_submit=True):
+    st.markdown("**New silence**")
+    cols = st.columns(3)
+    rule = cols[0].selectbox("Rule", ["any", *rules])
+    target = cols[1].selectbox("Target", ["any", *[t.name for t in ctx.targets]])
+    severity = cols[2].selectbox("Severity", ["any", *SEVERITIES])
+    hours = st.number_input("Hours", min_value=0.25, max_value=24 * 30.0, value=2.0, step=0.25)
+    comment = st.text_input("Comment (why)")
+    if st.form_submit_button("Silence"):
+        matchers = {k: v for k, v in (("rule", rule), ("target", target), ("severity", severity)) if v != "any"}
+        t = int(state.now())
+        try:
+            sid = create_silence(ctx.settings.db_url, Silence(matchers, t, t + int(hours * 3600), getpass.getuser(), comment or "-", t))
+            st.success(f"Silence {sid} created until {clock(t + hours * 3600)}.")
+        except SweetspotError as exc:
+            st.error(exc.one_line())

@@ -1,0 +1,170 @@
+"""The evaluator over a real database (SQLite and PostgreSQL): stored states survive a new
+process, a resolved alert resolves once, and the lease lets one evaluator run."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+
+from app.alerts import lease, store
+from app.alerts.evaluator import Evaluator
+from app.alerts.model import FIRING, PENDING, RESOLVED
+from app.settings import AlertsSettings, Settings, TargetSettings
+from db.engine import open_engine
+from db.writer import Writer
+from tests.store_helpers import vllm_round
+
+T0 = 1_800_000_000
+
+
+@pytest.fixture
+def db(db_url):
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"))
+    yield engine, writer
+    writer.close()
+    engine.dispose()
+
+
+def settings(db_url: str, **alerts) -> Settings:
+    return Settings(db_url=db_url, targets=(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"),),
+                    alerts=AlertsSettings(**alerts))  # fmt: skip
+
+
+def write(writer: Writer, start: int, end: int, *, preempt_from: int | None = None, running: float = 4.0) -> None:
+    """Rounds every 5 s in [start, end); the preemption counter grows from ``preempt_from`` on."""
+    for ts in range(start, end, 5):
+        preemptions = 0.0 if preempt_from is None or ts < preempt_from else float((ts - preempt_from) // 5 + 1)
+        writer.write_round(vllm_round(ts, gen=float(ts - T0) * 100, running=running, preemptions=preemptions))
+
+
+def state(engine, rule: str):
+    return store.load_states(engine)[(rule, "t", "")]
+
+
+def test_preemptions_fire_at_once_and_a_new_process_does_not_announce_them_again(db, db_url):
+    engine, writer = db
+    write(writer, T0, T0 + 120, preempt_from=T0 + 90)
+    first = Evaluator(engine, settings(db_url), clock=lambda: T0 + 120)
+    fired = [t for t in first.evaluate_once() if t.rule == "preemptions"]
+    assert [(t.to_state, t.at, t.value) for t in fired] == [(FIRING, T0 + 120, 6.0)]
+    # A new Evaluator is what a restarted collector builds: it reads the stored states back.
+    write(writer, T0 + 120, T0 + 180, preempt_from=T0 + 90)
+    again = Evaluator(engine, settings(db_url), clock=lambda: T0 + 180).evaluate_once()
+    assert not [t for t in again if t.rule == "preemptions"]
+    s = state(engine, "preemptions")
+    assert (s.state, s.firing_since, s.pending_since) == (FIRING, T0 + 120, T0 + 120)
+
+
+def test_an_alert_that_cleared_while_the_collector_was_down_resolves_once_at_its_evaluation(db, db_url):
+    engine, writer = db
+    write(writer, T0, T0 + 120, preempt_from=T0 + 100)
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 120)
+    # Down for ten minutes; the counter stopped growing meanwhile (no preemption since).
+    writer.write_round(vllm_round(T0 + 720, gen=72000.0, preemptions=5.0))
+    write(writer, T0 + 725, T0 + 800, preempt_from=None)
+    evaluator = Evaluator(engine, settings(db_url))
+    changes = [t for t in evaluator.evaluate_once(T0 + 800) + evaluator.evaluate_once(T0 + 815) if t.rule == "preemptions"]
+    assert [(t.from_state, t.to_state, t.at) for t in changes] == [(FIRING, RESOLVED, T0 + 800)]
+    assert state(engine, "preemptions").resolved_at == T0 + 800
+    history = store.history(engine, T0, rule="preemptions")
+    assert [t.to_state for t in history] == [FIRING, RESOLVED]
+
+
+def test_a_pending_timer_keeps_its_start_across_a_restart(db, db_url):
+    engine, writer = db
+    write(writer, T0, T0 + 600, running=24.0)  # above the sweet spot (16); the rule waits 5 minutes
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 300)
+    assert (state(engine, "concurrency").state, state(engine, "concurrency").pending_since) == (PENDING, T0 + 300)
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 420)  # restarted two minutes later
+    assert state(engine, "concurrency").pending_since == T0 + 300
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 600)
+    s = state(engine, "concurrency")
+    assert (s.state, s.pending_since, s.firing_since) == (FIRING, T0 + 300, T0 + 600)
+
+
+def test_one_evaluator_per_database_and_a_dead_holders_lease_expires(db, db_url, caplog):
+    engine, writer = db
+    write(writer, T0, T0 + 60)
+    now = [T0 + 60]
+    cfg = settings(db_url, lease_s=60.0)
+    a = Evaluator(engine, cfg, clock=lambda: now[0], holder="a")
+    b = Evaluator(engine, cfg, clock=lambda: now[0], holder="b")
+    with caplog.at_level(logging.INFO, logger="app.alerts.evaluator"):
+        assert "transition" in a.run()
+        assert "another process holds the lease (a)" in b.run()
+        eval_at = state(engine, "preemptions").last_eval_at
+        now[0] += 30
+        a.run()  # renews until T0 + 150
+        b.run()
+        assert state(engine, "preemptions").last_eval_at == now[0]  # a's evaluation, not b's
+        now[0] += 61  # a died (kill -9) without releasing: its lease runs out
+        assert "transition" in b.run()
+    assert lease.current_holder(engine, lease.EVALUATOR).holder == "b"
+    assert eval_at == T0 + 60
+    assert any("another process holds the lease" in r.message for r in caplog.records)
+
+
+def test_a_clean_stop_hands_the_lease_over_at_once(db, db_url):
+    engine, _ = db
+    cfg = settings(db_url)
+    a, b = Evaluator(engine, cfg, clock=lambda: T0, holder="a"), Evaluator(engine, cfg, clock=lambda: T0, holder="b")
+    a.run()
+    a.release()
+    assert "transition" in b.run()
+
+
+def test_a_disabled_rule_resolves_its_firing_alert_once(db, db_url):
+    from app.settings import RuleSettings
+
+    engine, writer = db
+    write(writer, T0, T0 + 120, preempt_from=T0 + 100)
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 120)
+    off = settings(db_url, rules=(RuleSettings(name="preemptions", enabled=False),))
+    changes = [t for t in Evaluator(engine, off).evaluate_once(T0 + 135) if t.rule == "preemptions"]
+    assert [(t.from_state, t.to_state) for t in changes] == [(FIRING, RESOLVED)]
+    assert not [t for t in Evaluator(engine, off).evaluate_once(T0 + 150) if t.rule == "preemptions"]
+
+
+def test_per_target_thresholds_apply(db, db_url):
+    from app.settings import SweetSpotOverrides
+
+    engine, writer = db
+    write(writer, T0, T0 + 600, running=24.0)
+    loose = dataclasses.replace(settings(db_url).targets[0], sweetspot=SweetSpotOverrides(concurrency=32))
+    cfg = dataclasses.replace(settings(db_url), targets=(loose,))
+    Evaluator(engine, cfg).evaluate_once(T0 + 300)
+    assert state(engine, "concurrency").state == "inactive"
+    assert state(engine, "concurrency").threshold == 32
+
+
+def test_a_rule_that_fails_is_in_error_and_the_others_evaluate(db, db_url):
+    from app.settings import RuleSettings
+
+    engine, writer = db
+    write(writer, T0, T0 + 120, preempt_from=T0 + 100)
+    broken = RuleSettings(name="broken", expr="preemptions", op=">", threshold="1 / 0", severity="critical")
+    Evaluator(engine, settings(db_url, rules=(broken,))).evaluate_once(T0 + 120)
+    assert state(engine, "broken").state == "error" and "ZeroDivisionError" in state(engine, "broken").summary
+    assert state(engine, "preemptions").state == FIRING
+
+
+def test_a_per_model_rule_gets_one_alert_per_model(db, db_url):
+    from app.settings import RuleSettings
+    from tests.store_helpers import one_round
+
+    engine, writer = db
+    for ts in range(T0, T0 + 120, 5):
+        calm = vllm_round(ts, gen=float(ts - T0), model="small", preemptions=0.0)
+        busy = vllm_round(ts, gen=float(ts - T0), model="big", preemptions=float(max(0, ts - T0 - 60)))
+        writer.write_round(one_round(calm, busy))
+    cfg = settings(db_url, rules=(RuleSettings(name="preemptions", per_model=True),))
+    Evaluator(engine, cfg).evaluate_once(T0 + 120)
+    states = store.load_states(engine)
+    assert states[("preemptions", "t", "big")].state == FIRING
+    assert states[("preemptions", "t", "small")].state == "inactive"
+    assert states[("preemptions", "t", "")].state == FIRING  # the whole target preempts too
+    assert ("ttft_p95", "t", "big") not in states

@@ -1,0 +1,127 @@
+"""Rule tests in the style of ``promtool test rules``: synthetic windows every 15 s through each
+default rule and the lifecycle; when it goes pending, fires, keeps firing, resolves."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.alerts.figures import window_names
+from app.alerts.lifecycle import advance, new_state
+from app.alerts.model import FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED
+from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
+from app.settings import SweetSpotSettings
+from tests.builders import END, queue_ramp, window
+
+EVERY = 15
+SWEET = SweetSpotSettings()
+DOWN = {"up": False, "last_error": "connection refused"}
+
+# What breaks each default rule (a window that holds its condition); a new default rule fails
+# test_every_default_rule_has_a_case until it gets one.
+BAD = {
+    "not_serving": {"waiting_max": 7.0, "running_avg": 0.0, "running_max": 0.0, "tokens_per_s": 0.0, "ttft_p95_s": None},
+    "ttft_p95": {"ttft_p95_s": 4.8},
+    "preemptions": {"preemptions": 3.0},
+    "kv_cache_critical": {"kv_cache_usage_max": 0.99},
+    "kv_cache": {"kv_cache_usage_max": 0.93},
+    "concurrency": {"running_avg": 24.0, "running_max": 30.0},
+    "queue_growing": {"queue_depth_max": 19.0},
+    "efficiency": {"tokens_per_s": 80.0, "efficiency": 0.44, "waiting_max": 5.0},
+    "target_down": DOWN,
+    "sleeping": {"sleep_state": "weights_offloaded"},
+    "requests_failing": {"finished_error_per_s": 0.2},
+    "requests_aborted": {"finished_abort_per_s": 0.1},  # of 0.4 req/s finished
+}
+RAMP = [4, 6, 5, 9, 14, 19]
+
+
+def frame(rule: str, kind: str, at: int) -> Names:
+    """The names at ``at``: healthy ("good"), breaking ``rule`` ("bad"), or the target down ("down")."""
+    changes = {"good": {}, "bad": BAD[rule], "down": DOWN}[kind]
+    figures = window(end=float(at), **changes)
+    recent = queue_ramp(RAMP if kind == "bad" else [2, 2, 2, 2, 2, 2], end=float(at)) if rule == "queue_growing" else ()
+    return Names(window_names(figures, SWEET, recent))
+
+
+def replay(rule_name: str, kinds: list[str]) -> list[tuple[int, str]]:
+    """(seconds since start, state) after each evaluation of the timeline ``kinds``."""
+    rule = by_name(DEFAULT_RULES, rule_name)
+    assert rule is not None
+    start = int(END)
+    state = new_state(rule, "demo", "", start)
+    out = []
+    for i, kind in enumerate(kinds):
+        at = start + i * EVERY
+        state, _ = advance(state, rule, outcome(rule, frame(rule_name, kind, at)), at)
+        out.append((i * EVERY, state.state))
+    return out
+
+
+def first(states: list[tuple[int, str]], wanted: str) -> int | None:
+    return next((t for t, s in states if s == wanted), None)
+
+
+def test_every_default_rule_has_a_case():
+    assert set(BAD) == {r.name for r in DEFAULT_RULES}
+
+
+@pytest.mark.parametrize("rule", [r for r in DEFAULT_RULES], ids=lambda r: r.name)
+def test_pending_then_fires_after_for_then_keeps_firing_then_resolves(rule):
+    hold = int(rule.for_s) // EVERY + 4
+    clear = int(rule.keep_firing_for_s) // EVERY + 3
+    states = replay(rule.name, ["good"] + ["bad"] * hold + ["good"] * clear)
+    assert states[0] == (0, INACTIVE)
+    fired = first(states, FIRING)
+    assert fired == EVERY + rule.for_s  # the first bad evaluation starts the `for` timer
+    if rule.for_s:
+        assert states[1] == (EVERY, PENDING)
+    assert all(s == FIRING for t, s in states if fired <= t < (1 + hold) * EVERY)
+    resolved = first(states, RESOLVED)
+    assert resolved == (1 + hold) * EVERY + rule.keep_firing_for_s  # keep_firing_for after the first good one
+    assert states[-1][1] == RESOLVED
+
+
+@pytest.mark.parametrize("rule", [r for r in DEFAULT_RULES if r.for_s > 0], ids=lambda r: r.name)
+def test_flapping_inside_for_never_fires(rule):
+    states = replay(rule.name, ["bad", "good"] * 60)
+    assert FIRING not in {s for _, s in states}
+    assert {s for _, s in states} == {PENDING, INACTIVE}
+
+
+@pytest.mark.parametrize("rule", [r for r in DEFAULT_RULES if r.needs_data], ids=lambda r: r.name)
+def test_no_data_never_resolves_a_firing_alert(rule):
+    hold = int(rule.for_s) // EVERY + 2
+    states = replay(rule.name, ["bad"] * hold + ["down"] * 40)
+    assert states[hold - 1][1] == FIRING
+    assert all(s == FIRING for _, s in states[hold:])
+
+
+@pytest.mark.parametrize("rule", [r for r in DEFAULT_RULES if r.needs_data], ids=lambda r: r.name)
+def test_no_data_is_its_own_state_never_ok(rule):
+    states = replay(rule.name, ["good", "down", "down"])
+    assert [s for _, s in states] == [INACTIVE, NO_DATA, NO_DATA]
+
+
+def test_pending_timer_is_dropped_by_a_healthy_evaluation():
+    # ttft_p95: for 2m. 1m45 bad, one good, 1m45 bad: never 2 minutes in a row.
+    states = replay("ttft_p95", ["bad"] * 7 + ["good"] + ["bad"] * 7)
+    assert FIRING not in {s for _, s in states}
+
+
+def test_target_down_fires_after_a_minute_and_resolves_when_data_returns():
+    states = replay("target_down", ["good", "down", "down", "down", "down", "down", "good"])
+    assert first(states, PENDING) == 15 and first(states, FIRING) == 75 and states[-1] == (90, RESOLVED)
+
+
+def test_the_outcome_names_value_threshold_and_window():
+    rule = by_name(DEFAULT_RULES, "preemptions")
+    o = outcome(rule, frame("preemptions", "bad", int(END)))
+    assert (o.value, o.threshold, o.summary) == (3.0, 0.0, "preemptions over 5m 3 > 0")
+
+
+def test_a_rule_that_cannot_be_computed_is_in_error_and_never_ok():
+    rule = dataclasses.replace(by_name(DEFAULT_RULES, "ttft_p95"), threshold="ttft_p95_slo_s / 0")
+    o = outcome(rule, frame("ttft_p95", "bad", int(END)))
+    assert o.status == "error" and "ZeroDivisionError" in o.summary

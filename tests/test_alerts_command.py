@@ -1,0 +1,112 @@
+"""``python -m app alerts ...`` and ``status`` over a database the evaluator wrote (real SQLite file)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.alerts.evaluator import Evaluator
+from app.cli import main
+from app.settings import Settings, TargetSettings
+from db.engine import open_engine
+from db.writer import Writer
+from tests.store_helpers import failed_round, vllm_round
+
+NOW = int(time.time()) // 5 * 5
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    """Target ``t`` preempting for the last minute; ``edge`` down for three minutes (firing)."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('alerts')}/a.db"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    targets = tuple(TargetSettings(name=n, vllm_url="http://127.0.0.1:1/metrics") for n in ("t", "edge"))
+    for target in targets:
+        writer.register_target(target)
+    for ts in range(NOW - 600, NOW, 5):
+        preempted = float(max(0, (ts - (NOW - 60)) // 5 + 1))
+        writer.write_round(vllm_round(ts, gen=float(ts - NOW + 600) * 100, preemptions=preempted))
+        down = ts >= NOW - 180
+        writer.write_round(failed_round(ts, target="edge") if down else vllm_round(ts, gen=float(ts), target="edge"))
+    evaluator = Evaluator(engine, Settings(db_url=url, targets=targets))
+    evaluator.evaluate_once(NOW - 120)
+    evaluator.evaluate_once(NOW)
+    writer.close()
+    engine.dispose()
+    return url
+
+
+def run(capsys, *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_list_json_has_the_documented_keys(db, capsys):
+    code, out = run(capsys, "alerts", "list", "--json", "--db", db)
+    assert code == 0
+    alerts = {(a["target"], a["rule"]): a for a in json.loads(out)}
+    assert set(alerts) == {("t", "preemptions"), ("edge", "target_down")}
+    p = alerts[("t", "preemptions")]
+    assert {"rule", "target", "model", "state", "severity", "since", "value", "threshold", "silenced"} <= set(p)
+    assert (p["state"], p["severity"], p["since"], p["value"], p["threshold"], p["silenced"]) == (
+        "firing", "critical", NOW, 12.0, 0.0, False,
+    )  # fmt: skip
+
+
+def test_silence_add_list_expire_and_list_shows_it_silenced(db, capsys):
+    code, out = run(capsys, "alerts", "--db", db, "silence", "add", "--target", "edge", "--comment", "rebuild",
+                    "--duration", "1h", "--author", "ops")  # fmt: skip
+    assert code == 0 and out.startswith("silence ")
+    sid = out.split()[1].rstrip(":")
+    assert "active  {'target': 'edge'}" in run(capsys, "alerts", "silence", "list", "--db", db)[1]
+    alerts = {a["target"]: a for a in json.loads(run(capsys, "alerts", "list", "--json", "--db", db)[1])}
+    assert alerts["edge"]["silenced"] is True and alerts["edge"]["silenced_by"] == f"silence {sid}"
+    assert alerts["t"]["silenced"] is False
+    assert run(capsys, "alerts", "silence", "expire", sid, "--db", db) == (0, f"silence {sid} expired\n")
+    code, out = run(capsys, "alerts", "silence", "expire", sid, "--db", db)
+    assert code == 2 and out.startswith(f"ERROR: no silence {sid} in force")
+
+
+def test_a_silence_without_matchers_is_refused(db, capsys):
+    code, out = run(capsys, "alerts", "silence", "add", "--comment", "x", "--db", db)
+    assert code == 2 and "needs at least one of --rule" in out
+
+
+def test_history_lists_transitions_with_from_to_at_value(db, capsys):
+    rows = json.loads(run(capsys, "alerts", "history", "--since", "1h", "--json", "--db", db)[1])
+    fired = [r for r in rows if r["rule"] == "preemptions" and r["to"] == "firing"]
+    assert [(r["target"], r["from"], r["at"], r["value"]) for r in fired] == [("t", "inactive", NOW, 12.0)]
+    down = [(r["from"], r["to"], r["at"]) for r in rows if r["target"] == "edge" and r["rule"] == "target_down"]
+    assert down == [("inactive", "pending", NOW - 120), ("pending", "firing", NOW)]
+    assert "t preemptions: inactive → firing" in run(capsys, "alerts", "history", "--db", db)[1]
+
+
+def test_rules_prints_each_rule_with_its_source(db, capsys):
+    code, out = run(capsys, "alerts", "rules", "--db", db)
+    assert code == 0
+    assert "ttft_p95           critical ttft_p95_s > ttft_p95_slo_s  (window 5m, for 2m, keep firing 1m; default)" in out
+
+
+def test_backtest_replays_the_stored_history(db, capsys):
+    code, out = run(capsys, "alerts", "backtest", "preemptions", "--since", "15m", "--step", "30s", "--target", "t", "--db", db)
+    assert code == 0, out
+    assert "would have fired 1 time(s)" in out
+    code, out = run(capsys, "alerts", "backtest", "nope", "--target", "t", "--db", db)
+    assert code == 2 and "no rule named 'nope'" in out
+
+
+def test_status_reports_the_verdict_first_and_state_and_reasons_in_json(db, capsys):
+    code, out = run(capsys, "status", "--target", "t", "--db", db)
+    assert code == 0
+    assert out.startswith("t: outside the sweet spot over 5m: preemptions over 5m ")
+    code, out = run(capsys, "status", "--target", "t", "--json", "--db", db)
+    data = json.loads(out)
+    assert code == 0 and data["state"] == "outside"
+    assert any(r.startswith("preemptions over 5m ") and r.endswith(" > 0") for r in data["reasons"])
+    code, out = run(capsys, "status", "--target", "edge", "--json", "--db", db)
+    assert code == 0 and json.loads(out)["state"] == "no_data"  # exit 0 whatever the state
+    assert "the target is down" in json.loads(out)["reasons"][0]

@@ -1,0 +1,159 @@
+"""Alerts end to end: the simulator driven into a preemption storm (``sim --max-num-seqs 64
+--gateway-limit 64 --load 64``), collectors as processes (``collect``), killed with SIGKILL mid-incident
+and started again, on SQLite and PostgreSQL; two collectors on one database, one evaluator."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.alerts import lease, store
+from db.engine import open_reader
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEED = 5  # simulated seconds per second: the storm's first preemption comes after ~20 s, not minutes
+
+
+def app(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def storm():
+    """The simulator CLI heading into a preemption storm (none yet when it starts); yields its URLs."""
+    cmd = [sys.executable, "-m", "app", "sim", "--port", "0", "--max-num-seqs", "64", "--gateway-limit", "64",
+           "--load", "64", "--speed", str(SPEED), "--seed", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        yield json.loads(proc.stdout.readline())
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+def _first_preemption(metrics_url: str, timeout: float = 120) -> float:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in httpx.get(metrics_url, timeout=5).text.splitlines():
+            if line.startswith("vllm:num_preemptions_total") and float(line.split()[-1]) > 0:
+                return time.time()
+        time.sleep(0.5)
+    raise AssertionError("the simulator never preempted")
+
+
+def config(tmp_path: Path, urls: dict[str, str], db_url: str) -> Path:
+    path = tmp_path / "sweetspot.toml"
+    path.write_text(f"""
+db_url = "{db_url}"
+interval_s = "1s"
+
+[alerts]
+evaluate_every_s = "1s"
+lease_s = "3s"
+
+[[alerts.rules]]   # holds whenever data comes in, and waits an hour: a pending timer to keep
+name = "long_pending"
+expr = "scrapes"
+op = ">"
+threshold = 0
+for_s = "1h"
+
+[[targets]]
+name = "demo"
+vllm_url = "{urls['vllm_metrics']}"
+gateway = {{ preset = "sweetspot-sim", url = "{urls['gateway_metrics']}" }}
+""")
+    return path
+
+
+def collector(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "app", "--config", str(cfg), "collect"], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            value = predicate()
+        except Exception:  # the database may not exist yet
+            value = None
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def alert(db_url: str, rule: str):
+    engine = open_reader(db_url)
+    try:
+        return store.load_states(engine).get((rule, "demo", ""))
+    finally:
+        engine.dispose()
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url, tmp_path):
+    urls = storm
+    cfg, log = config(tmp_path, urls, db_url), tmp_path / "collector.log"
+    proc = collector(cfg, log)
+    try:
+        first_preemption = _first_preemption(urls["vllm_metrics"])  # seen within half a second of it
+        fired = wait_for(lambda: (s := alert(db_url, "preemptions")) and s.state == "firing" and s, 90, "preemptions firing")
+        assert fired.firing_since - first_preemption <= 60
+        assert fired.value and fired.value > 0 and "--max-num-seqs" in fired.recommendation
+        status = json.loads(app("--config", str(cfg), "status", "--json").stdout)
+        assert status["state"] == "outside"
+        assert any("preemptions" in reason for reason in status["reasons"])
+        pending = wait_for(lambda: (s := alert(db_url, "long_pending")) and s.state == "pending" and s, 30, "pending")
+        kill(proc)  # mid-incident, no chance to clean up
+        proc = collector(cfg, log)
+        # The new process waits out the dead one's lease (3 s), then evaluates again.
+        wait_for(lambda: alert(db_url, "preemptions").last_eval_at > fired.last_eval_at + 4, 60, "a new evaluation")
+        after = alert(db_url, "preemptions")
+        assert (after.state, after.firing_since) == ("firing", fired.firing_since)
+        assert alert(db_url, "long_pending").pending_since == pending.pending_since
+        engine = open_reader(db_url)
+        firings = [t for t in store.history(engine, 0, rule="preemptions") if t.to_state == "firing"]
+        engine.dispose()
+        assert len(firings) == 1  # not announced again
+    finally:
+        kill(proc)
+    assert "holds the lease and evaluates" in log.read_text()
+
+
+def test_two_collectors_one_evaluator(storm, tmp_path):
+    urls = storm
+    db_url = f"sqlite:///{tmp_path}/two.db"
+    cfg = config(tmp_path, urls, db_url)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    first = collector(cfg, logs[0])
+    wait_for(lambda: alert(db_url, "target_down"), 30, "the first evaluation")
+    second = collector(cfg, logs[1])
+    procs = [first, second]
+    try:
+        wait_for(lambda: "evaluating nothing" in logs[1].read_text(), 30, "the second collector to stand by")
+        engine = open_reader(db_url)
+        holder = lease.current_holder(engine, lease.EVALUATOR)
+        engine.dispose()
+        assert holder is not None and f":{first.pid}:" in holder.holder
+        assert "evaluating nothing" not in logs[0].read_text()
+        kill(first)  # the holder dies: the standby takes over once the lease ran out
+        wait_for(lambda: "holds the lease and evaluates" in logs[1].read_text(), 30, "the standby to take over")
+    finally:
+        for p in procs:
+            kill(p)
