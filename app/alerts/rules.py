@@ -174,7 +174,8 @@ class Names:
 
     def __init__(self, names: Mapping[str, Any]) -> None:
         self.names = dict(names)
-        self._eval = EvalWithCompoundTypes(names=self.names, functions=FUNCTIONS)
+        # a copy: simpleeval adds list, tuple, dict and set to the dict it is given
+        self._eval = EvalWithCompoundTypes(names=self.names, functions=dict(FUNCTIONS))
         self._fields: dict[str, Any] | None = None
 
     def fields(self, rule: Rule) -> _Fields:
