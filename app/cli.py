@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         overrides = {"db_url": getattr(args, "db", None)}
         settings = load_settings(args.config, os.environ, overrides)
+        args.environ = os.environ  # for flags that name a secret's variable (inspect --bearer-token-env)
         return int(_load(args.command).execute(args, settings) or 0)
     except SweetspotError as exc:
         print(f"ERROR: {exc.one_line()}", file=sys.stderr)

@@ -15,30 +15,30 @@ from typing import Any
 from app.errors import ScrapeError
 from app.gpu_reader import GpuReader
 from app.settings import Settings, TargetSettings
-from collectors.http import Pending, ScrapeClient, receive_text
+from collectors import dcgm, gateway, vllm
+from collectors.fetch import Answer, Fetcher, Get, masked
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
 
 log = logging.getLogger(__name__)
-_SOURCES_MAX = 256
-# (source, URL or None when nothing is fetched, hint for errors, parse the page)
-_Source = tuple[str, str | None, str, Callable[[str], Any]]
 
 
 class RoundCollector:
-    """Reads every source of every target; keeps one HTTP client and one NVML session between rounds."""
+    """Reads every source of every target; keeps one HTTP fetcher and one NVML session between rounds."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.clock = clock
-        self.client = ScrapeClient()
+        self.fetcher = Fetcher()
         self._nvml: Any = None
         self._gpus = GpuReader(self._nvml_gpus)
         self._last_error: dict[tuple[str, str], str] = {}
-        # id(target) → (target, its HTTP sources): built once per target, not every round
-        self._sources: dict[int, tuple[TargetSettings, tuple[_Source, ...]]] = {}
+        for target in settings.targets:
+            for source in ("vllm", "gateway", "gpu"):
+                if not target.source_http(source).tls_verify:
+                    log.warning("%s %s: TLS certificates are not verified (http.tls_verify = false)", target.name, source)
 
     def close(self) -> None:
-        self.client.close()
+        self.fetcher.close()
         self._gpus.close()
         if self._nvml is not None and not self._gpus.busy():  # a stuck reading holds NVML's lock: leave it
             self._nvml.close()
@@ -51,82 +51,46 @@ class RoundCollector:
     def collect_all(self, targets: Iterable[TargetSettings]) -> Iterator[ScrapeRound]:
         """One round for each target, yielded as each is complete; never raises for a source failure.
 
-        Every HTTP request of every target is sent first, NVML is read on its own thread while they are
-        in flight, then each answer is read and parsed as it arrives: a slow or unreachable source
-        (a GPU whose NVML calls hang included) delays no other for longer than the scrape timeout,
-        and a target's round comes as soon as its own sources are in. A source's ``duration_s`` runs
-        from its request sent to its answer parsed.
+        Every GET of every target is sent at once (collectors/fetch.py), NVML is read on its own
+        thread meanwhile, and each answer is parsed as it arrives: a slow or unreachable source (a
+        GPU whose NVML calls hang included) delays no other for longer than the scrape timeout, and a
+        target's round comes as soon as its own sources are in. A source's ``duration_s`` runs from
+        its GET sent to its answer parsed.
         """
         rounds: list[_Round] = []
-        reads: dict[Pending, _Read] = {}
-        try:
-            for target in targets:
-                round_ = _Round(target, self.clock())
-                rounds.append(round_)
-                for source, url, hint, parse in self._http_sources(target):
-                    round_.left += 1
-                    start = time.perf_counter()
-                    if url is None:  # nothing to fetch (a gateway preset of kind none)
-                        self._record(round_, source, start, parse, "")
-                        continue
-                    reads[self.client.send(url, self.settings.scrape_timeout_s)] = _Read(round_, source, hint, parse, start)
-            # Local GPUs: read on the NVML thread while the answers are on their way (app/gpu_reader.py).
-            gpu_reads = [(r, self._gpus.start(r.target), time.perf_counter()) for r in rounds if r.target.gpu.source == "nvml"]
-            for round_, _, _ in gpu_reads:
+        gets: list[Get] = []
+        for target in targets:
+            round_ = _Round(target, self.clock())
+            rounds.append(round_)
+            for source, get in _http_sources(target):
                 round_.left += 1
-            yield from (r.done() for r in rounds if r.left == 0)
-            for pending in self.client.arrivals(list(reads)):
-                read = reads.pop(pending)
-                self._record(read.round, read.source, read.start, self._parsed, pending, read)
-                if read.round.left == 0:
-                    yield read.round.done()
-            for round_, job, start in gpu_reads:  # each reading gets the scrape timeout from its start
-                self._record(round_, "gpu", start, self._gpus.result, job, job.started + self.settings.scrape_timeout_s)
-                if round_.left == 0:
-                    yield round_.done()
-        finally:
-            for pending in reads:  # left unread when the caller stopped early: never reuse them
-                self.client.abandon(pending)
+                if get is None:  # nothing to fetch (a gateway preset of kind none)
+                    round_.results[source] = GatewayReading(queue_depth=None, source="none"), SourceResult(True, None, 0.0)
+                    round_.left -= 1
+                else:
+                    gets.append(Get((round_, source), get[0], get[1], get[2]))
+        # Local GPUs: read on the NVML thread while the answers are on their way (app/gpu_reader.py).
+        gpu_reads = [(r, self._gpus.start(r.target), time.perf_counter()) for r in rounds if r.target.gpu.source == "nvml"]
+        for round_, _, _ in gpu_reads:
+            round_.left += 1
+        yield from (r.done() for r in rounds if r.left == 0)
+        for answer in self.fetcher.fetch_many(gets, self.settings.scrape_timeout_s):
+            round_, source = answer.key  # type: ignore[misc]
+            self._record(round_, source, time.perf_counter() - answer.duration_s, _parse, source, answer)
+            if round_.left == 0:
+                yield round_.done()
+        for round_, job, start in gpu_reads:  # each reading gets the scrape timeout from its start
+            self._record(round_, "gpu", start, self._gpus.result, job, job.started + self.settings.scrape_timeout_s)
+            if round_.left == 0:
+                yield round_.done()
 
-    def _http_sources(self, target: TargetSettings) -> tuple[_Source, ...]:
-        """(source, URL, hint, parse the page) for each HTTP source of ``target``; URL None: no request.
-
-        Kept per target object (settings are frozen): the import, the gateway preset and the
-        closures cost ~6 µs a round when rebuilt each time, twice that with cold caches.
-        """
-        cached = self._sources.get(id(target))
-        if cached is not None and cached[0] is target:
-            return cached[1]
-        from collectors import dcgm, gateway, vllm
-
-        url = target.vllm_url
-        engine = target.engine
-        sources: list[_Source] = [("vllm", url, vllm.HINT, lambda text: vllm.vllm_from_page(url, text, engine))]
-        if target.gateway.kind != "none":
-            settings = gateway.resolve_preset(target.gateway)
-            if settings.kind == "none":
-                sources.append(("gateway", None, "", lambda _: GatewayReading(queue_depth=None, source="none")))
-            else:
-                sources.append(
-                    ("gateway", settings.url, gateway.HINT_URL, lambda text: gateway.gateway_from_page(settings, text))
-                )
-        if target.gpu.source == "dcgm":
-            dcgm_url, peak = target.gpu.url, target.ceiling.bandwidth_gbps
-            sources.append(("gpu", dcgm_url, dcgm.HINT, lambda text: dcgm.dcgm_from_page(dcgm_url, text, peak)))
-        if len(self._sources) >= _SOURCES_MAX:
-            self._sources.clear()  # targets built anew every round (tests, scripts) must not grow memory
-        self._sources[id(target)] = (target, tuple(sources))
-        return self._sources[id(target)][1]
-
-    def _parsed(self, pending: Pending, read: _Read) -> Any:
-        return read.parse(receive_text(self.client, pending, read.hint))
-
-    def _record(self, round_: _Round, source: str, start: float, read: Callable[..., Any], *args: Any) -> None:
+    def _record(self, round_: _Round, source: str, began: float, read: Callable[..., Any], *args: Any) -> None:
+        """Store what ``read(*args)`` gives as ``source``'s result, timed from ``began`` (perf_counter)."""
         try:
             value = read(*args)
         except ScrapeError as exc:
             self._log_change(round_.target, source, exc.one_line())
-            round_.results[source] = None, SourceResult(False, exc.one_line(), time.perf_counter() - start)
+            round_.results[source] = None, SourceResult(False, exc.one_line(), time.perf_counter() - began)
         except Exception as exc:
             # Not an error a collector expects (a bug, or input it did not foresee): it still costs
             # this source in this round only, stored as down with what happened; the traceback is
@@ -136,10 +100,10 @@ class RoundCollector:
             if self._last_error.get(key, "") != error:
                 log.exception("%s %s: %s", round_.target.name, source, error)
                 self._last_error[key] = error
-            round_.results[source] = None, SourceResult(False, error, time.perf_counter() - start)
+            round_.results[source] = None, SourceResult(False, error, time.perf_counter() - began)
         else:
             self._log_change(round_.target, source, "")
-            round_.results[source] = value, SourceResult(True, None, time.perf_counter() - start)
+            round_.results[source] = value, SourceResult(True, None, time.perf_counter() - began)
         round_.left -= 1
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
@@ -161,6 +125,30 @@ class RoundCollector:
         return readings
 
 
+def _http_sources(target: TargetSettings) -> Iterator[tuple[str, tuple[str, Any, str] | None]]:
+    """(source, (URL, HTTP settings, hint) or None when nothing is fetched) for each HTTP source."""
+    yield "vllm", (target.vllm_url, target.source_http("vllm"), vllm.HINT)
+    if target.gateway.kind != "none":
+        settings = gateway.resolve_preset(target.gateway)
+        yield "gateway", None if settings.kind == "none" else (settings.url, target.source_http("gateway"), gateway.HINT_URL)
+    if target.gpu.source == "dcgm":
+        yield "gpu", (target.gpu.url, target.source_http("gpu"), dcgm.HINT)
+
+
+def _parse(source: str, answer: Answer) -> Any:
+    """The record of ``answer``'s page, parsed by its source's collector; raises its ScrapeError."""
+    if answer.error is not None:
+        raise answer.error
+    assert answer.text is not None
+    round_ = answer.key[0]  # type: ignore[index]
+    target: TargetSettings = round_.target
+    if source == "vllm":
+        return vllm.vllm_from_page(masked(target.vllm_url), answer.text, target.engine)
+    if source == "gateway":
+        return gateway.gateway_from_page(gateway.resolve_preset(target.gateway), answer.text)
+    return dcgm.dcgm_from_page(masked(target.gpu.url), answer.text, target.ceiling.bandwidth_gbps)
+
+
 class _Round:
     """One target's round while its sources are read: what each gave, and how many are still to come."""
 
@@ -175,15 +163,6 @@ class _Round:
         gateway, gateway_status = self.results.get("gateway", (None, None))
         gpus, gpu_status = self.results.get("gpu", (None, None))
         return ScrapeRound(self.target.name, self.ts, vllm, vllm_status, gateway, gateway_status, gpus or (), gpu_status)
-
-
-class _Read:
-    """One HTTP source of a round in flight."""
-
-    __slots__ = ("round", "source", "hint", "parse", "start")
-
-    def __init__(self, round_: _Round, source: str, hint: str, parse: Callable[[str], Any], start: float) -> None:
-        self.round, self.source, self.hint, self.parse, self.start = round_, source, hint, parse, start
 
 
 def describe_round(round_: ScrapeRound) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 import tomllib
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,25 @@ def _setting(default: Any, help: str, *, kind: str = "", factory: Any = None) ->
 
 
 @dataclass(frozen=True)
+class HttpSettings:
+    """How a source is fetched over HTTP; a source's own table overrides its target's (``over``)."""
+
+    headers: dict[str, str] = _setting(None, "extra request headers, a table of name = value", factory=dict)
+    bearer_token_env: str = _setting("", "name of the environment variable holding a bearer token (never the token)")
+    ca_file: str = _setting("", "PEM file of the CA that signed the server's certificate (default: the system's store)")
+    tls_verify: bool = _setting(True, "verify the server's TLS certificate; false is logged as a warning at start")
+    proxy: str = _setting("", "HTTP(S) proxy URL for this source, e.g. http://proxy:3128")
+    bearer_token: str = _setting("", "the token itself; only from the environment variable named by bearer_token_env",
+                                 kind="secret")
+
+    def over(self, base: HttpSettings) -> HttpSettings:
+        """These settings where given (not the default), ``base``'s elsewhere; headers are merged."""
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default
+                 and f.name != "headers"}
+        return dataclasses.replace(base, headers={**base.headers, **self.headers}, **given)
+
+
+@dataclass(frozen=True)
 class GatewaySettings:
     """Where a target's gateway queue depth comes from (DOMAIN.md §5)."""
 
@@ -60,6 +79,7 @@ class GatewaySettings:
         None, "only samples whose labels match all of these count (kind = prometheus)", factory=dict
     )
     json_path: str = _setting("", "dotted path to the number in the JSON document (kind = json)")
+    http: HttpSettings = _setting(None, "HTTP settings of the gateway source (over targets[].http)", factory=HttpSettings)
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,7 @@ class GpuSettings:
 
     source: str = _setting("none", "nvml (GPUs of this host), dcgm (a dcgm-exporter URL) or none")
     url: str = _setting("", "dcgm-exporter metrics URL (source = dcgm), default port 9400")
+    http: HttpSettings = _setting(None, "HTTP settings of the dcgm source (over targets[].http)", factory=HttpSettings)
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,12 @@ class TargetSettings:
         None, "this target's own sweet-spot thresholds (unset keys: the global [sweetspot])",
         factory=lambda: SweetSpotOverrides(),  # defined below, with the thresholds it overrides
     )
+    http: HttpSettings = _setting(None, "HTTP settings of every source of this target", factory=HttpSettings)
+
+    def source_http(self, source: str) -> HttpSettings:
+        """The HTTP settings of ``source`` (vllm, gateway or gpu): its own over the target's."""
+        own = {"gateway": self.gateway.http, "gpu": self.gpu.http}.get(source)
+        return own.over(self.http) if own is not None else self.http
 
 
 @dataclass(frozen=True)
@@ -403,5 +430,48 @@ def load_settings(
         settings,
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
+        targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
     )
     return _validate(settings)
+
+
+def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
+                    environ: Mapping[str, str], flag: str = "--header") -> HttpSettings:
+    """HttpSettings from command-line flags: ``headers`` as ``Name: value``, the token read from the
+    environment variable ``bearer_token_env`` names."""
+    table = {}
+    for header in headers:
+        name, sep, value = header.partition(":")
+        if not sep or not name.strip():
+            raise ConfigError(f"{flag} {header!r}: write it as 'Name: value'")
+        table[name.strip()] = value.strip()
+    http = HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file)
+    return _token(http, "--bearer-token-env", "", environ)
+
+
+def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]) -> HttpSettings:
+    """``http`` with its bearer token read from the variable ``bearer_token_env`` names (``env_key``
+    names that setting in errors; ``at`` the table, where a token written in the file is refused)."""
+    if http.bearer_token:
+        raise ConfigError(f"{at}.bearer_token: secrets are read from the environment only; "
+                          "set bearer_token_env to the variable's name instead")
+    if not http.bearer_token_env:
+        return http
+    value = environ.get(http.bearer_token_env, "")
+    if not value:
+        raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
+                          "(export it, or remove bearer_token_env)")
+    return dataclasses.replace(http, bearer_token=value)
+
+
+def _with_tokens(target: TargetSettings, key: str, environ: Mapping[str, str]) -> TargetSettings:
+    """``target`` with each bearer token read from the environment variable its settings name."""
+
+    def token(http: HttpSettings, at: str) -> HttpSettings:
+        return _token(http, f"{at}.bearer_token_env", at, environ)
+
+    return dataclasses.replace(
+        target, http=token(target.http, f"{key}.http"),
+        gateway=dataclasses.replace(target.gateway, http=token(target.gateway.http, f"{key}.gateway.http")),
+        gpu=dataclasses.replace(target.gpu, http=token(target.gpu.http, f"{key}.gpu.http")),
+    )

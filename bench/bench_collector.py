@@ -49,10 +49,9 @@ from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
 from app.settings import Settings, TargetSettings  # noqa: E402
 from bench import prom_scrape  # noqa: E402
-from collectors import dcgm  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
+from collectors.fetch import fetch_text  # noqa: E402
 from collectors.gateway import queue_from_prometheus  # noqa: E402
-from collectors.http import Pending, ScrapeClient, fetch_text  # noqa: E402
 from collectors.vllm import parse_vllm  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.writer import Writer  # noqa: E402
@@ -146,7 +145,7 @@ def report(
     urls: dict[str, str], n: int, pause_s: float, dcgm_interval: str,
 ) -> list[float]:
     """Print the whole rounds, their parts and each step; returns the whole rounds' medians (vLLM only, 3 sources)."""
-    texts = {k: fetch_text(urls[k], 3.0, rounds.client) for k in ("vllm_metrics", "gateway_metrics", "dcgm_metrics")}
+    texts = {k: fetch_text(urls[k], 3.0, rounds.fetcher) for k in ("vllm_metrics", "gateway_metrics", "dcgm_metrics")}
     sizes = ", ".join(f"{k} {len(v) / 1024:.1f} KB" for k, v in texts.items())
     pause = f", {pause_s * 1000:g} ms apart" if pause_s else ", back to back"
     print(f"payloads: {sizes}; {n} rounds each{pause}; into {writer.engine.url.render_as_string()}; "
@@ -195,14 +194,12 @@ def report(
     print(f"{'2 targets at once (4 GETs + parse + 2 writes)':46} best {best:6.3f} ms CPU   median {median:6.3f} ms CPU"
           f"  ({median / 2:.3f} ms per target)")
     steps = {
-        "  GET vLLM /metrics": lambda: fetch_text(urls["vllm_metrics"], 3.0, rounds.client),
-        "  GET gateway": lambda: fetch_text(urls["gateway_metrics"], 3.0, rounds.client),
-        "  GET dcgm": lambda: fetch_text(urls["dcgm_metrics"], 3.0, rounds.client),
+        "  GET vLLM /metrics": lambda: fetch_text(urls["vllm_metrics"], 3.0, rounds.fetcher),
+        "  GET gateway": lambda: fetch_text(urls["gateway_metrics"], 3.0, rounds.fetcher),
+        "  GET dcgm": lambda: fetch_text(urls["dcgm_metrics"], 3.0, rounds.fetcher),
         "  parse vLLM": lambda: parse_vllm(texts["vllm_metrics"]),
         "  parse gateway": lambda: queue_from_prometheus(texts["gateway_metrics"], target.gateway.metric),
-        # a page not read before (as after each exporter collection), then one read just before
-        "  parse dcgm (8 GPUs), a new page": lambda: (dcgm._RECENT.clear(), parse_dcgm(texts["dcgm_metrics"])),
-        "  parse dcgm (8 GPUs), the same page again": lambda: parse_dcgm(texts["dcgm_metrics"]),
+        "  parse dcgm (8 GPUs)": lambda: parse_dcgm(texts["dcgm_metrics"]),
         "  write the round (1 model, 8 GPUs)": write_only(target),
         "  write a vLLM-only round (1 model)": write_only(vllm_only),
     }
@@ -210,17 +207,6 @@ def report(
     for name, fn in steps.items():
         best, median = cpu_ms(fn, n)
         print(f"{name:46} best {best:6.3f} ms CPU   median {median:6.3f} ms CPU")
-    # The same 3-source round with its pages served from memory: what the round's Python and SQLite
-    # cost without any network, back to back, then with a 1 ms sleep where each GET waits (no
-    # syscall but the sleep): the difference is the same code running after a wait, colder.
-    pages = {urls[k]: text.encode() for k, text in texts.items()}
-    print("the 3-source round with its pages from memory (no GET):")
-    real = rounds.client
-    for sleep_s, label in ((0.0, "back to back"), (0.001, "1 ms sleep per page")):
-        rounds.client = _MemoryPages(pages, sleep_s)
-        best, median = cpu_ms(lambda: writer.write_round(rounds.collect(target)), n)
-        print(f"{'  ' + label:46} best {best:6.3f} ms CPU   median {median:6.3f} ms CPU")
-    rounds.client = real
     return medians
 
 
@@ -245,22 +231,6 @@ def runs(
         met = sum(m <= GOAL_MS for m in kept)
         print(f"{name:46} median of {count} run medians {statistics.median(kept):6.3f} ms CPU "
               f"(runs {min(kept):.3f}-{max(kept):.3f}; goal ≤ {GOAL_MS} ms met in {met} of {count} runs)")
-
-
-class _MemoryPages(ScrapeClient):
-    """Answers every GET with a page read earlier, after sleeping ``sleep_s`` as a real GET waits."""
-
-    def __init__(self, pages: dict[str, bytes], sleep_s: float) -> None:
-        super().__init__()
-        self.pages, self.sleep_s = pages, sleep_s
-
-    def send(self, url: str, timeout_s: float) -> Pending:
-        return Pending(url, timeout_s)  # nothing leaves: receive answers from memory
-
-    def receive(self, pending: Pending) -> tuple[int, bytes]:
-        if self.sleep_s:
-            time.sleep(self.sleep_s)
-        return 200, self.pages[pending.url]
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ tens of thousands of these payloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 from app.errors import ScrapeError
-from collectors.expfmt import SelectiveParser, Shape, cached_plan, require_exposition
-from collectors.http import ScrapeClient, fetch_text
+from app.settings import HttpSettings
+from collectors.expfmt import SelectiveParser, require_exposition
+from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import GpuReading
 
 MIB = 1024 * 1024
@@ -35,16 +36,6 @@ FIELDS: dict[str, tuple[str, Callable[[float], float]]] = {
 }
 
 _PARSER = SelectiveParser(FIELDS)
-# Per GPU, in output order: its fixed fields (uuid, index, name, host) and (field, conversion,
-# index of the sample's value) for each field read. Built from a page's series alone.
-_GpuPlan = tuple[dict[str, object], tuple[tuple[str, Callable[[float], float], int], ...]]
-_PLANS: dict[Shape, tuple[_GpuPlan, ...]] = {}
-# Pages read lately, by (length, configured peak). dcgm-exporter serves the same page until its next
-# collection (--collect-interval, 30 s by default), so a collector scraping every 5 s reads the same
-# bytes five times out of six: comparing them costs ~1 µs, reading them again ~150 µs of CPU.
-_RECENT: dict[tuple[int, float | None], tuple[str, tuple[GpuReading, ...]]] = {}
-_RECENT_MAX = 64  # pages (a few per exporter at most); cleared when full, as the plan caches are
-_RECENT_PAGE_MAX = 1 << 20  # characters: larger pages are read every time rather than kept
 
 
 def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:
@@ -52,45 +43,15 @@ def parse_dcgm(text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading
 
     ``peak_bw_gbps``: configured peak bandwidth (dcgm-exporter does not export bus width or max
     memory clock), stored with source "config"; None leaves the peak unknown. Text that is not
-    Prometheus exposition, or has no DCGM GPU sample at all, raises :class:`ScrapeError`.
-
-    Which sample feeds which GPU's field depends only on the page's series, so that plan is cached
-    by page shape (as for vLLM pages) and a usual scrape only converts its values. A NaN sample is
-    skipped (absent, not zero; a repeated sample may then win), which makes the plan depend on the
-    values too: a page with a NaN is planned afresh and not cached. A page identical to one read
-    lately (the exporter had not collected since) gives the same readings without being read again.
+    Prometheus exposition, or has no DCGM GPU sample at all, raises :class:`ScrapeError`. A NaN
+    sample is skipped (absent, not zero; a repeated sample may then win).
     """
-    key = (len(text), peak_bw_gbps)
-    recent = _RECENT.get(key)
-    if recent is not None and recent[0] == text:
-        return recent[1]
-    readings = _read_page(text, peak_bw_gbps)
-    if len(text) <= _RECENT_PAGE_MAX:
-        if len(_RECENT) >= _RECENT_MAX:
-            _RECENT.clear()
-        _RECENT[key] = (text, readings)
-    return readings
-
-
-def _read_page(text: str, peak_bw_gbps: float | None) -> tuple[GpuReading, ...]:
     try:
-        names, blocks, labels, values = _PARSER.parse_columns(text)
+        names, labels, values = _PARSER.parse_columns(text)
     except ScrapeError as exc:
         raise ScrapeError(f"not Prometheus text ({str(exc)[:120]})", HINT) from None
-    total = sum(values)  # NaN when any value is NaN (or when inf and -inf meet: planned afresh, still right)
-    plan = cached_plan(_PLANS, names, blocks if total == total else None, lambda: _plan(names, labels, values))
-    if not plan:
-        require_exposition(text, HINT)
-        raise ScrapeError("no DCGM_FI_* GPU sample in the payload; is this a dcgm-exporter?", HINT)
-    return tuple(
-        _reading({**fixed, **{field: convert(values[i]) for field, convert, i in fields}}, peak_bw_gbps)
-        for fixed, fields in plan
-    )
-
-
-def _plan(names: Sequence[str], labels: Sequence[Mapping[str, str]], values: Sequence[float]) -> tuple[_GpuPlan, ...]:
-    gpus: dict[tuple[str, str], tuple[dict[str, object], dict[str, tuple[Callable[[float], float], int]]]] = {}
-    for i, (sample_name, sample_labels, value) in enumerate(zip(names, labels, values, strict=True)):
+    gpus: dict[tuple[str, str], tuple[dict[str, object], dict[str, object]]] = {}
+    for sample_name, sample_labels, value in zip(names, labels, values, strict=True):
         if math.isnan(value):
             continue
         get = sample_labels.get
@@ -99,23 +60,22 @@ def _plan(names: Sequence[str], labels: Sequence[Mapping[str, str]], values: Seq
             continue
         # Without a UUID label (unusual exporter configs) host + index still names one GPU.
         key = (host, uuid or f"{host or 'host'}/gpu{index}")
-        fixed: dict[str, object] = {
-            "uuid": key[1], "index": _int(index), "name": get("modelName") or None, "host": host or None
-        }
-        _, fields = gpus.setdefault(key, (fixed, {}))
-        name, convert = FIELDS[sample_name]
-        fields.setdefault(name, (convert, i))  # first sample wins (MIG exporters repeat fields)
-    return tuple(
-        (fixed, tuple((name, convert, i) for name, (convert, i) in fields.items()))
-        for _, (fixed, fields) in sorted(gpus.items(), key=_order)
-    )
+        if key not in gpus:
+            gpus[key] = {"uuid": key[1], "index": _int(index), "name": get("modelName") or None, "host": host or None}, {}
+        field, convert = FIELDS[sample_name]
+        gpus[key][1].setdefault(field, convert(value))  # first sample wins (MIG exporters repeat fields)
+    if not gpus:
+        require_exposition(text, HINT)
+        raise ScrapeError("no DCGM_FI_* GPU sample in the payload; is this a dcgm-exporter?", HINT)
+    return tuple(_reading({**fixed, **fields}, peak_bw_gbps) for _, (fixed, fields) in sorted(gpus.items(), key=_order))
 
 
 def scrape_dcgm(
-    url: str, timeout_s: float, client: ScrapeClient | None = None, peak_bw_gbps: float | None = None
+    url: str, timeout_s: float, fetcher: Fetcher | None = None, peak_bw_gbps: float | None = None,
+    http: HttpSettings | None = None,
 ) -> tuple[GpuReading, ...]:
     """GET ``url`` and parse it with :func:`parse_dcgm`; any failure raises :class:`ScrapeError`."""
-    return dcgm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT), peak_bw_gbps)
+    return dcgm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http), peak_bw_gbps)
 
 
 def dcgm_from_page(url: str, text: str, peak_bw_gbps: float | None = None) -> tuple[GpuReading, ...]:

@@ -21,18 +21,14 @@ ignored (the caller decides whether "nothing found" is an error).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
-from typing import TypeVar
 
 from app.errors import ScrapeError
 
-# (sample name, labels, value). Labels are read-only and shared between samples and parses.
+# (sample name, labels, value). Labels are read-only and shared between the samples of one page.
 Sample = tuple[str, Mapping[str, str], float]
-# A page's series: (sample names, raw label blocks) in page order, as parse_columns returns them.
-Shape = tuple[tuple[str, ...], tuple[str, ...]]
-Plan = TypeVar("Plan")
 
 _NAME_CHARS = "A-Za-z0-9_:"
 _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -45,8 +41,6 @@ _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
-_LABEL_CACHE_MAX = 8192
 
 # The careful path takes any wanted line the fast pattern does not (blanks inside the label block,
 # three value tokens, a '}' inside a label value...). It follows prometheus_client.parser's leniency.
@@ -85,23 +79,17 @@ class SelectiveParser:
 
         Raises ScrapeError, naming the line, when a wanted sample line is malformed.
         """
-        names, _, labels, values = self.parse_columns(text)
+        names, labels, values = self.parse_columns(text)
         return list(zip(names, labels, values, strict=True))
 
-    def parse_columns(
-        self, text: str
-    ) -> tuple[tuple[str, ...], tuple[str, ...] | None, list[Mapping[str, str]], list[float]]:
-        """``parse`` as columns: (names, label blocks, labels, values), one entry per sample.
-
-        The label blocks are the raw ``{...}`` texts (labels are a function of them), or None when
-        the page took the careful pass; (names, blocks) is then a key for the page's series set.
-        """
+    def parse_columns(self, text: str) -> tuple[tuple[str, ...], list[Mapping[str, str]], list[float]]:
+        """``parse`` as columns: (names, labels, values), one entry per sample."""
         text = "\n" + text
         fast = _fast(self._re.findall(text))
         if fast is not None:
             return fast
         samples = list(_careful_pass(self._re.finditer(text), text))
-        return tuple(map(_NAME, samples)), None, list(map(_LABELS, samples)), list(map(_VALUE, samples))
+        return tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))
 
 
 def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
@@ -109,52 +97,27 @@ def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     return SelectiveParser(wanted).parse(text)
 
 
-def cached_plan(
-    plans: dict[Shape, Plan], names: tuple[str, ...], blocks: tuple[str, ...] | None, build: Callable[[], Plan],
-    size: int = 64,
-) -> Plan:
-    """The plan of a page of this shape: the one in ``plans`` if built before, else ``build()`` (kept).
-
-    A plan is what a collector derives from a page's series alone (which sample feeds which figure),
-    so a page with the same series, the usual scrape, only fills its values in. ``blocks`` None (a
-    page that took the careful pass, or one the caller will not cache) always builds. ``plans`` is
-    bounded by clearing: pages of distinct shapes are few (one per target and layout), and endless
-    distinct shapes must not grow memory forever.
-    """
-    key = (names, blocks) if blocks is not None else None
-    plan = plans.get(key) if key is not None else None
-    if plan is None:
-        plan = build()
-        if key is not None:
-            if len(plans) >= size:
-                plans.clear()
-            plans[key] = plan
-    return plan
-
-
-def _fast(
-    rows: list[tuple[str, str]],
-) -> tuple[tuple[str, ...], tuple[str, ...], list[Mapping[str, str]], list[float]] | None:
-    """Columns (names, blocks, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
+def _fast(rows: list[tuple[str, str]]) -> tuple[tuple[str, ...], list[Mapping[str, str]], list[float]] | None:
+    """Columns (names, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
 
     Column-wise with map/zip so the per-sample work runs in C: this is the hot loop. Anything
     unusual (a timestamp, a tab, blanks in the label block, "_" in a value) returns None and the
     whole page takes the careful pass.
     """
     if not rows:
-        return (), (), [], []
+        return (), [], []
     names, rests = zip(*rows, strict=True)
     blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
     numbers = read_values(values)
     if numbers is None or "" in spaces:
         return None
     try:
-        labels = list(map(_LABEL_CACHE.get, blocks))
-        if None in labels:
-            labels = [_strict_labels(b) if known is None else known for known, b in zip(labels, blocks, strict=True)]
+        # each distinct block read once: a page repeats few (the label sets of its histograms' buckets)
+        distinct = {block: _strict_labels(block) for block in dict.fromkeys(blocks)}
     except ValueError:
         return None
-    return names, blocks, labels, numbers  # type: ignore[return-value]
+    labels = list(map(distinct.__getitem__, blocks))
+    return names, labels, numbers
 
 
 def read_values(values: Sequence[str]) -> list[float] | None:
@@ -216,27 +179,23 @@ def _unescape(value: str) -> str:
     return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group(0)], value) if "\\" in value else value
 
 
-def _remember(key: str | None, pairs: list[tuple[str, str]]) -> Mapping[str, str]:
-    """Checked, read-only labels from (name, escaped value) pairs; cached under ``key`` unless None."""
+def _checked(pairs: list[tuple[str, str]]) -> Mapping[str, str]:
+    """Checked, read-only labels from (name, escaped value) pairs."""
     labels = {name: _unescape(value) for name, value in pairs}
     if len(labels) != len(pairs):
         raise _BadLine("a label name appears twice")
     if any(name.startswith("__") for name in labels):
         raise _BadLine("label names starting with __ are reserved")
-    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
-        _LABEL_CACHE.clear()  # endless distinct label sets must not grow memory forever
-        _LABEL_CACHE[""] = _EMPTY
-    frozen = MappingProxyType(labels)
-    if key is not None:
-        _LABEL_CACHE[key] = frozen
-    return frozen
+    return MappingProxyType(labels)
 
 
 def _strict_labels(block: str) -> Mapping[str, str]:
-    """Labels of a fast-path block: "" or "{...}" exactly as client libraries write it (cached)."""
+    """Labels of a fast-path block: "" or "{...}" exactly as client libraries write it."""
+    if not block:
+        return _EMPTY
     if not (block.startswith("{") and block.endswith("}") and _STRICT_LABELS_RE.fullmatch(block, 1, len(block) - 1)):
         raise _BadLine("not a canonical label set")  # the fast pass gives the line to the careful one
-    return _remember(block, _PAIRS_RE.findall(block))
+    return _checked(_PAIRS_RE.findall(block))
 
 
 def _careful_line(name: str, line: str) -> Sample | None:
@@ -265,7 +224,7 @@ def _lax_labels(block: str) -> Mapping[str, str]:
     if _LAX_LABELS_RE.fullmatch(block) is None:
         raise _BadLine('malformed label set (expected name="value" pairs separated by commas)')
     pairs = [(_unescape(n[1:-1]) if n.startswith('"') else n, v) for n, v in _LAX_PAIRS_RE.findall(block)]
-    return _remember(None, pairs)  # not cached: the fast pass must only ever find canonical blocks
+    return _checked(pairs)
 
 
 def _value_and_stamp(s: str) -> float:

@@ -29,37 +29,26 @@ from operator import itemgetter, methodcaller
 from typing import Any, cast
 
 from app.errors import ScrapeError
+from app.settings import HttpSettings
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
-from collectors.http import ScrapeClient, fetch_text
-from collectors.pageplans import PagePlans
+from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
 _PARSER = SelectiveParser(wanted_sample_names())
-# Rows while planning: (name, labels, index of the sample's value in the page's value column).
-Rows = list[tuple[str, Mapping[str, str], int]]
+# Samples by name while reading: (name, labels, value), in page order.
+Rows = list[tuple[str, Mapping[str, str], float]]
 SeriesKey = frozenset[tuple[str, str]]
 _NAME = itemgetter(0)
 _LABELS = itemgetter(1)
 _ENGINE = methodcaller("get", "engine")
 _DP_RANK = methodcaller("get", "dp_rank")  # SGLang's data-parallel rank: its "engine"
-# One figure as indices into the page's values: one sample's value (int), or several combined in
-# page order with the metric's rule (tuple).
-Expr = int | tuple[int, ...]
-# for cast(): a subscripted type written in the call would be built at each call
-Indices = tuple[int, ...]
-Columns = tuple[Indices, ...]
-# (key, expr, "sum" | "max") per figure; histograms: (key, bounds, cumulative exprs, count, sum, merged).
-Figures = tuple[tuple[str, Expr, str], ...]
-HistPlan = tuple[str, tuple[float, ...], tuple[Expr, ...], Expr | None, Expr | None, bool]
-# Plans by page shape (sample names, label blocks), and templates of the pages they came from.
-_PAGES: PagePlans[_Plan] = PagePlans(_PARSER, size=64)
 
 
-def scrape_vllm(url: str, timeout_s: float, client: ScrapeClient | None = None) -> VllmScrape:
+def scrape_vllm(url: str, timeout_s: float, fetcher: Fetcher | None = None, http: HttpSettings | None = None) -> VllmScrape:
     """GET ``url`` (vLLM's ``/metrics``) and parse it; any failure raises ScrapeError naming the URL."""
-    return vllm_from_page(url, fetch_text(url, timeout_s, client, hint=HINT))
+    return vllm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http))
 
 
 def vllm_from_page(url: str, text: str, engine: str = "auto") -> VllmScrape:
@@ -85,112 +74,10 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
 
     Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
     at all (the page is not vLLM's).
-
-    Everything but the values depends only on the page's series (names and label sets, in order):
-    which alias is used, models, engines, sorted bucket bounds, which samples each figure combines.
-    That is a plan, cached by the page's shape, so a scrape whose series match an earlier one (the
-    usual case) only fills values in (collectors/pageplans.py). The plan is built by the same code
-    either way.
     """
-    plan, values = _PAGES.read(
-        text, lambda names, labels: _plan(list(zip(names, labels, range(len(names)), strict=True)), source)
-    )
-    return plan.fill(values)
-
-
-class _Plan:
-    """What to compute from a page's values: built from its series alone, filled once per scrape."""
-
-    __slots__ = ("models", "engines", "process_start", "used", "missing", "cache_config", "derived", "engine", "lora")
-
-    def __init__(
-        self,
-        models: tuple[tuple[str, Figures, Figures, tuple[HistPlan, ...], Figures], ...],
-        engines: tuple[str, ...],
-        process_start: tuple[int, ...],
-        used: dict[str, str],
-        missing: tuple[str, ...],
-        cache_config: dict[str, str],
-        derived: dict[str, float],
-        engine: str,
-        lora: tuple[tuple[dict[str, str], int], ...],
-    ) -> None:
-        self.models = models
-        self.engines = engines
-        self.process_start = process_start
-        self.used = used
-        self.missing = missing
-        self.cache_config = cache_config
-        self.derived = derived
-        self.engine = engine
-        self.lora = lora
-
-    def fill(self, values: list[float]) -> VllmScrape:
-        lora = _newest_labels(values, self.lora)
-        derived = {**self.derived, **_lora_counts(lora)}
-        return VllmScrape(
-            models={
-                model: ModelFigures(
-                    counters=_fill(values, counters),
-                    gauges={**derived, **_fill(values, gauges)},
-                    histograms={
-                        key: _fill_histogram(values, bounds, cumulative, count, total, merged)
-                        for key, bounds, cumulative, count, total, merged in histograms
-                    },
-                    created=_fill(values, created),
-                )
-                for model, counters, gauges, histograms, created in self.models
-            },
-            engines=self.engines,
-            process_start_time_s=max((values[i] for i in self.process_start), default=None),
-            metric_names_used=dict(self.used),
-            missing=self.missing,
-            cache_config=dict(self.cache_config),
-            engine=self.engine,
-            lora=lora,
-        )
-
-
-def _fill(values: list[float], figures: Figures) -> dict[str, float]:
-    # one sample (the usual figure of a one-engine page) read inline: a call per figure costs more
-    return {key: values[expr] if isinstance(expr, int) else _value(values, expr, agg) for key, expr, agg in figures}
-
-
-def _value(values: list[float], expr: Expr, agg: str) -> float:
-    """The figure: one value, or several combined in page order ("sum" or NaN-aware "max")."""
-    if isinstance(expr, int):
-        return values[expr]
-    out = values[expr[0]]
-    for i in expr[1:]:
-        out = _max(out, values[i]) if agg == "max" else out + values[i]
-    return out / len(expr) if agg == "mean" else out
-
-
-def _fill_histogram(
-    values: list[float], bounds: tuple[float, ...], cumulative: tuple[Expr, ...],
-    count: Expr | None, total: Expr | None, merged: bool,
-) -> Histogram:
-    if not merged:  # one series: its own values (every expr is one index)
-        get = values.__getitem__
-        return Histogram(
-            bounds,
-            tuple(map(get, cast(Indices, cumulative))),
-            None if count is None else get(cast(int, count)),
-            None if total is None else get(cast(int, total)),
-        )
-    # several series on their shared bounds, as merge_histograms sums them (every expr is a tuple)
-    return Histogram(
-        bounds,
-        tuple([sum([values[i] for i in column]) for column in cast(Columns, cumulative)]),
-        None if count is None else _sum_or_none(values[i] for i in cast(Indices, count)),
-        None if total is None else _sum_or_none(values[i] for i in cast(Indices, total)),
-    )
-
-
-def _plan(rows: Rows, source: str) -> _Plan:
-    """The plan of a page from its rows (values replaced by their indices)."""
-    by_name = _group(rows)
-    models: dict[str, dict[str, list[Any]]] = {}
+    names, labels, values = _PARSER.parse_columns(text)
+    by_name = _group(list(zip(names, labels, values, strict=True)))
+    models: dict[str, ModelFigures] = {}
     used: dict[str, str] = {}
     info: dict[str, Rows] = {}
     for spec in CATALOGUE:
@@ -201,29 +88,26 @@ def _plan(rows: Rows, source: str) -> _Plan:
         if spec.kind == "info":
             info[spec.key] = by_name.get(alias, [])
             continue
-        for model, section, item in _read(spec, alias, by_name):
-            models.setdefault(model, {"counters": [], "gauges": [], "histograms": [], "created": []})[section].append(
-                item
-            )
+        for model, section, value in _read(spec, alias, by_name):
+            figures = models.get(model) or models.setdefault(model, ModelFigures({}, {}, {}, {}))
+            getattr(figures, section)[spec.key] = value
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
-    derived = _kv_capacity(info.get("cache_config", []))
-    lora = tuple(({k: v for k, v in labels.items() if k not in ("engine", "model_name")}, index)
-                 for _, labels, index in info.get("lora_requests", []))
-    if lora:
-        used.update({"lora_running_adapters": "vllm:lora_requests_info", "lora_waiting_adapters": "vllm:lora_requests_info"})
-    used.update({key: "vllm:cache_config_info" for key in derived if key not in used})
-    return _Plan(
-        models=tuple(
-            (model, *(tuple(parts[s]) for s in ("counters", "gauges", "histograms", "created")))  # type: ignore[misc]
-            for model, parts in sorted(models.items())
-        ),
+    lora = _newest_labels(info.get("lora_requests", []))
+    derived = {**_kv_capacity(info.get("cache_config", [])), **_lora_counts(lora)}
+    used.update({key: "vllm:cache_config_info" if key.startswith("kv_") else "vllm:lora_requests_info"
+                 for key in derived if key not in used})
+    for figures in models.values():
+        gauges = cast(dict[str, float], figures.gauges)  # built here as a dict
+        for key, value in derived.items():
+            gauges.setdefault(key, value)  # SGLang states its capacity itself
+    return VllmScrape(
+        models=dict(sorted(models.items())),
         engines=_engines(by_name, used),
-        process_start=tuple(i for _, _, i in by_name.get(PROCESS_START, [])),
-        used=used,
+        process_start_time_s=max((value for _, _, value in by_name.get(PROCESS_START, [])), default=None),
+        metric_names_used=used,
         missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
         cache_config=_info_labels(info.get("cache_config", [])),
-        derived=derived,
         engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
         lora=lora,
     )
@@ -249,13 +133,15 @@ def _lowest_rank(rows: Rows) -> Rows:
     def rank(labels: Mapping[str, str]) -> tuple[int, ...]:
         return tuple(int(labels[r]) if labels.get(r, "").isdigit() else 0 for r in _RANKS)
 
+    def series(labels: Mapping[str, str]) -> SeriesKey:
+        return frozenset((k, v) for k, v in labels.items() if k not in _RANKS)
+
     best: dict[SeriesKey, tuple[int, ...]] = {}
     for _, labels, _ in rows:
-        key = frozenset((k, v) for k, v in labels.items() if k not in _RANKS)
-        r = rank(labels)
+        key, r = series(labels), rank(labels)
         if key not in best or r < best[key]:
             best[key] = r
-    return [row for row in rows if rank(row[1]) == best[frozenset((k, v) for k, v in row[1].items() if k not in _RANKS)]]
+    return [row for row in rows if rank(row[1]) == best[series(row[1])]]
 
 
 def _where(spec: MetricSpec, rows: Rows | None) -> Rows:
@@ -274,26 +160,34 @@ def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
 
 
 def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable[tuple[str, str, Any]]:
-    """Yield (model, ModelFigures section, plan item) for one metric under its chosen alias."""
+    """Yield (model, ModelFigures section, value) for one metric under its chosen alias."""
     if spec.kind == "histogram":
         for model, histogram in _histograms(alias, by_name).items():
-            yield model, "histograms", (spec.key, *histogram)
+            yield model, "histograms", histogram
     else:
         section = "counters" if spec.kind == "counter" else "gauges"
-        for model, expr in _per_model(_where(spec, by_name.get(alias))).items():
-            yield model, section, (spec.key, expr, spec.agg)
+        for model, values in _per_model(_where(spec, by_name.get(alias))).items():
+            yield model, section, _combine(values, spec.agg)
     created = spec.created_name(alias)
     if created:
-        for model, expr in _per_model(_where(spec, by_name.get(created))).items():
-            yield model, "created", (spec.key, expr, "max")
+        for model, values in _per_model(_where(spec, by_name.get(created))).items():
+            yield model, "created", _combine(values, "max")
 
 
-def _per_model(rows: Rows) -> dict[str, Expr]:
-    """The samples each model combines (with the metric's rule, at fill time), in page order."""
-    out: dict[str, list[int]] = {}
-    for _, labels, index in rows:
-        out.setdefault(labels.get("model_name", ""), []).append(index)
-    return {model: indices[0] if len(indices) == 1 else tuple(indices) for model, indices in out.items()}
+def _per_model(rows: Rows) -> dict[str, list[float]]:
+    """Each model's values of one metric (its engines, any other label), in page order."""
+    out: dict[str, list[float]] = {}
+    for _, labels, value in rows:
+        out.setdefault(labels.get("model_name", ""), []).append(value)
+    return out
+
+
+def _combine(values: list[float], agg: str) -> float:
+    """One figure from several samples, in page order: "sum", "mean", or "max" where a NaN engine hides none."""
+    out = values[0]
+    for value in values[1:]:
+        out = _max(out, value) if agg == "max" else out + value
+    return out / len(values) if agg == "mean" else out
 
 
 def _max(a: float, b: float) -> float:
@@ -303,48 +197,27 @@ def _max(a: float, b: float) -> float:
     return a if math.isnan(b) or a >= b else b
 
 
-# One series while planning: {bound: index}, count index, sum index.
-_SeriesPlan = tuple[tuple[float, ...], tuple[int, ...], int | None, int | None]
-
-
-def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, tuple[Any, ...]]:
-    """Per model, (bounds, cumulative exprs, count, sum, merged): its series (engines) summed on common bounds."""
-    buckets: dict[SeriesKey, dict[float, int]] = {}
+def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]:
+    """Per model, its series (engines) summed on the bounds they share (merge_histograms)."""
+    buckets: dict[SeriesKey, dict[float, float]] = {}
     models: dict[SeriesKey, str] = {}
-    for _, labels, index in by_name.get(alias + "_bucket", []):
+    for _, labels, value in by_name.get(alias + "_bucket", []):
         le = labels.get("le")
         key = frozenset(labels.items()).difference((("le", le),))
         series = buckets.get(key)
         if series is None:
             series = buckets[key] = {}
             models[key] = labels.get("model_name", "")
-        series[_bound(le, alias)] = index
-    counts = {_series_key(labels): index for _, labels, index in by_name.get(alias + "_count", [])}
-    sums = {_series_key(labels): index for _, labels, index in by_name.get(alias + "_sum", [])}
-    per_model: dict[str, list[_SeriesPlan]] = {}
+        series[_bound(le, alias)] = value
+    counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
+    sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
+    per_model: dict[str, list[Histogram]] = {}
     for key in {*buckets, *counts, *sums}:
-        series_plan = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
-        if series_plan is not None:
+        histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
+        if histogram is not None:
             model = models.get(key) or dict(key).get("model_name", "")
-            per_model.setdefault(model, []).append(series_plan)
-    return {model: _merge_plans(plans) for model, plans in per_model.items()}
-
-
-def _merge_plans(plans: list[_SeriesPlan]) -> tuple[Any, ...]:
-    """As merge_histograms, on indices: one series is itself; several are summed on shared bounds."""
-    if len(plans) == 1:
-        return (*plans[0], False)
-    bounds = plans[0][0]
-    if not all(p[0] == bounds for p in plans):
-        bounds = tuple(sorted(set(bounds).intersection(*(p[0] for p in plans[1:]))))
-    maps = [dict(zip(p[0], p[1], strict=True)) for p in plans]
-    cumulative = tuple(tuple(m[b] for m in maps) for b in bounds)
-    counts, sums = [p[2] for p in plans], [p[3] for p in plans]
-    return (
-        bounds, cumulative,
-        None if None in counts else tuple(counts), None if None in sums else tuple(sums),
-        True,
-    )
+            per_model.setdefault(model, []).append(histogram)
+    return {model: merged for model, series in per_model.items() if (merged := merge_histograms(series)) is not None}
 
 
 def _series_key(labels: Mapping[str, str]) -> SeriesKey:
@@ -362,13 +235,13 @@ def _bound(le: str | None, alias: str) -> float:
     return bound
 
 
-def _series_histogram(buckets: dict[float, int], count: int | None, total: int | None) -> _SeriesPlan | None:
+def _series_histogram(buckets: dict[float, float], count: float | None, total: float | None) -> Histogram | None:
     if INF not in buckets and count is not None:
         buckets = {**buckets, INF: count}  # DOMAIN.md: a missing +Inf bucket is the _count
     if INF not in buckets:
         return None
     bounds = tuple(sorted(buckets))
-    return bounds, tuple(map(buckets.__getitem__, bounds)), count, total
+    return Histogram(bounds, tuple(map(buckets.__getitem__, bounds)), count, total)
 
 
 def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:
@@ -419,12 +292,12 @@ def _info_labels(rows: Rows) -> dict[str, str]:
     return {k: v for k, v in rows[0][1].items() if k not in ("engine", "model_name")}
 
 
-def _newest_labels(values: list[float], rows: tuple[tuple[dict[str, str], int], ...]) -> dict[str, str]:
+def _newest_labels(rows: Rows) -> dict[str, str]:
     """Labels of the info sample with the largest value (lora_requests_info: values are timestamps)."""
     if not rows:
         return {}
-    labels, _ = max(rows, key=lambda row: values[row[1]])
-    return labels
+    _, labels, _ = max(rows, key=lambda row: row[2])
+    return {k: v for k, v in labels.items() if k not in ("engine", "model_name")}
 
 
 def _kv_capacity(rows: Rows) -> dict[str, float]:

@@ -6,9 +6,13 @@ function taking a Connection inside the open transaction.
 
 from __future__ import annotations
 
+import binascii
+import json
 import logging
+import struct
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -172,6 +176,37 @@ def _alerts(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_alert_transitions_at ON alert_transitions (at)"))
 
 
+def _state_json(conn: Connection) -> None:
+    """Counter state stored as the 2026 text encoding (``HEAD|base64 floats``) rewritten as plain JSON."""
+    st = schema.series_state
+    for model_id, state in conn.execute(select(st.c.model_id, st.c.state)).all():
+        if not state.startswith("{"):
+            conn.execute(st.update().where(st.c.model_id == model_id).values(state=_state_text_to_json(state)))
+
+
+def _state_text_to_json(text_: str) -> str:
+    """The text encoding, frozen here: JSON ``[counter keys, [[histogram key, buckets]…], positions of
+    None]``, ``|``, base64 of float64s: ts, process start, (value, created) per counter, (layout, count,
+    sum, created) per histogram, then every histogram's cumulative counts."""
+    head, _, data = text_.partition("|")
+    counter_keys, hist_keys, none = json.loads(head)
+    raw = binascii.a2b_base64(data)
+    values: list[Any] = list(struct.unpack(f"<{len(raw) // 8}d", raw))
+    for i in none:
+        values[i] = None
+    at, counters, hists = 2, {}, {}
+    for key in counter_keys:
+        counters[key] = values[at : at + 2]
+        at += 2
+    cum_at = at + 4 * len(hist_keys)
+    for key, n in hist_keys:
+        layout, count, total, created = values[at : at + 4]
+        hists[key] = [int(layout), values[cum_at : cum_at + n], count, total, created]
+        at, cum_at = at + 4, cum_at + n
+    ts = None if values[0] is None else int(values[0])
+    return json.dumps({"ts": ts, "ps": values[1], "c": counters, "h": hists}, separators=(",", ":"))
+
+
 # The columns 0012 adds, frozen here (schema.py may grow further in later migrations).
 _COUNTERS_0012 = (
     "finished_stop", "finished_length", "finished_abort", "finished_error", "admission_rejections",
@@ -211,6 +246,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
+    ("0009_state_json", _state_json),
     ("0012_engines", _engines),
 ]
 

@@ -26,7 +26,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import FINISHED_BY_REASON, name_versions, sleep_state
+from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
 from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
@@ -36,60 +36,39 @@ from db.sources import RAW
 
 RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
+# The facade's name tables, derived from the catalogue (collectors/catalogue.py): a counter's rate,
+# a histogram's quantiles and a ratio of two counters appear here by their catalogue lines alone.
+_RATES = {spec.rate: f"{spec.key}_per_s" for spec in CATALOGUE if spec.rate}  # figure → what _rates computes
+_QUANTILES = tuple((spec.key, q, name) for spec in CATALOGUE for q, name in spec.quantiles)
+# Gauge figures: (figure, column of the reduced rows, how steps combine it)
+_GAUGE_FIGURES = (
+    ("running_avg", "requests_running_sum", "avg"),
+    ("running_max", "requests_running_max", "max"),
+    ("waiting_max", "requests_waiting_max", "max"),
+    ("kv_cache_usage_max", "kv_cache_usage_max", "max"),
+    *derived.GAUGE_FIGURES,
+)
+_TOTALS = ("preemptions",)  # counters whose increase over the step is itself a figure
 _SCALAR_SPEC = {
-    "sum": ["generation_tokens", "prompt_tokens", "preemptions", "request_success", "covered_ms"],
-    "avg": ["requests_running_sum"],  # → requests_running_avg
-    "max": ["requests_running_max", "requests_waiting_max", "kv_cache_usage_max"],
+    "sum": [*schema.COUNTERS, "covered_ms"],
+    **{op: [col for _, col, how in _GAUGE_FIGURES if how == op] for op in ("avg", "max")},
 }
-_SCALAR_SPEC["sum"] += [*derived.RATE_COUNTERS, *derived.RATIO_COUNTERS]
-_SCALAR_SPEC["avg"] += ["prefix_cache_hit_rate_sum"]
-_SCALAR_SPEC["max"] += list(derived.GAUGE_MAXES)
+_SCALAR_SPEC["avg"] += list(derived.AVERAGED)
 _POINT_KEYS = (
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "ttft_p99_s",
-    "itl_p95_s",
-    "e2e_p95_s",
-    "tokens_per_s",
-    "prompt_tokens_per_s",
-    "preemptions",
-    "requests_per_s",
-    "running_avg",
-    "running_max",
-    "waiting_max",
-    "queue_depth_max",
-    "kv_cache_usage_max",
-    "preemptions_per_s",
-    *derived.POINT_KEYS,
+    *(name for _, _, name in _QUANTILES), *_RATES, *_TOTALS, *(name for name, _, _ in _GAUGE_FIGURES),
+    "queue_depth_max", *RATIOS, *derived.POINT_KEYS,
 )
-_RATES = {  # figure → the rate _rates computes from the counter named without "_per_s"
-    "tokens_per_s": "generation_tokens_per_s",
-    "prompt_tokens_per_s": "prompt_tokens_per_s",
-    "requests_per_s": "request_success_per_s",
-    "preemptions_per_s": "preemptions_per_s",
-    **{f"{c}_per_s": f"{c}_per_s" for c in derived.RATE_COUNTERS},
-}
-_NEEDED_BY = {
-    "generation_tokens": {"tokens_per_s"},
-    "prompt_tokens": {"prompt_tokens_per_s"},
-    "preemptions": {"preemptions", "preemptions_per_s"},
-    "request_success": {"requests_per_s"},
+_NEEDED_BY: dict[str, set[str]] = {
+    **{key: {spec.rate} | ({key} & set(_TOTALS)) for spec in CATALOGUE if spec.kind == "counter" for key in [spec.key]},
     "covered_ms": set(_RATES),  # every rate divides by it
-    "requests_running_sum": {"running_avg"},
-    "requests_running_max": {"running_max"},
-    "requests_waiting_max": {"waiting_max"},
-    "kv_cache_usage_max": {"kv_cache_usage_max"},
-    **derived.NEEDED_BY,
+    **{col: {name} for name, col, _ in _GAUGE_FIGURES},
 }
-_NEEDED_BY["covered_ms"] |= {"engine_bw_gbps"}
-_QUANTILES = (
-    ("ttft", 0.5, "ttft_p50_s"),
-    ("ttft", 0.95, "ttft_p95_s"),
-    ("ttft", 0.99, "ttft_p99_s"),
-    ("itl", 0.95, "itl_p95_s"),
-    ("e2e", 0.95, "e2e_p95_s"),
-    *derived.QUANTILES,
-)
+for _ratio, _counters in RATIOS.items():
+    for _counter in _counters:
+        _NEEDED_BY[_counter] = _NEEDED_BY[_counter] | {_ratio}
+for _col, _names in derived.NEEDED_BY.items():
+    _NEEDED_BY[_col] = _NEEDED_BY.get(_col, set()) | _names
+_NEEDED_BY = {col: names - {""} for col, names in _NEEDED_BY.items()}
 
 
 def plan(lo: int, hi: int, level: int, marks: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -309,8 +288,17 @@ def _figures(
     if hists:
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     _rates(out, float(step))
+    _ratios(out)
     derived.add(out)
     return out
+
+
+def _ratios(f: dict[str, np.ndarray]) -> None:
+    """Add each catalogue ratio (hits ÷ queries) where both counters were read: NaN where nothing was queried."""
+    for name, (num, den) in RATIOS.items():
+        if num in f and den in f:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                f[name] = np.where(f[den] > 0, f[num] / np.where(f[den] > 0, f[den], 1.0), np.nan)
 
 
 def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
@@ -410,11 +398,7 @@ def _quantile_figures(
     return out
 
 
-_RENAMED = {
-    "running_avg": "requests_running_avg",
-    "running_max": "requests_running_max",
-    "waiting_max": "requests_waiting_max",
-}
+_RENAMED = {name: col.removesuffix("_sum") + "_avg" if how == "avg" else col for name, col, how in _GAUGE_FIGURES}
 
 
 def _nullable(values: np.ndarray) -> list[float | None]:

@@ -40,44 +40,14 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-# The catalogue keys stored as columns (the parser's ModelFigures keys). A new one costs one entry
-# here plus a named migration that adds its columns.
-COUNTERS = (
-    "generation_tokens",
-    "prompt_tokens",
-    "preemptions",
-    "request_success",
-    "prefix_cache_hits",
-    "prefix_cache_queries",
-    # 0012_engines (vLLM 0.33, SGLang)
-    "finished_stop",
-    "finished_length",
-    "finished_abort",
-    "finished_error",
-    "admission_rejections",
-    "engine_read_bytes",
-    "engine_write_bytes",
-    "spec_decode_drafts",
-    "spec_decode_draft_tokens",
-    "spec_decode_accepted_tokens",
-)
-GAUGES = (
-    "requests_running",
-    "requests_waiting",
-    "requests_swapped",
-    "kv_cache_usage",
-    # 0012_engines
-    "waiting_capacity",
-    "waiting_deferred",
-    "sleep_weights_offloaded",
-    "sleep_discard_all",
-    "kv_capacity_tokens",
-    "kv_capacity_bytes",
-    "prefix_cache_hit_rate",
-    "lora_running_adapters",
-    "lora_waiting_adapters",
-)
-HISTOGRAMS = ("ttft", "itl", "e2e", "queue_time", "prefill_time", "tpot")  # the last two: 0012_engines
+from collectors import catalogue
+
+# The catalogue's figures stored as columns (the parser's ModelFigures keys), in catalogue order.
+# A new one costs its catalogue line plus a named migration that adds its columns to existing
+# databases (docs/architecture.md, "Adding a metric").
+COUNTERS = catalogue.keys("counter")
+GAUGES = catalogue.keys("gauge")
+HISTOGRAMS = catalogue.keys("histogram")
 GPU_FIELDS = (
     "memory_used_bytes",
     "memory_total_bytes",
@@ -250,7 +220,7 @@ series_state = Table(
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, nullable=False),
-    Column("state", Text, nullable=False),  # SeriesState.to_text (older rows: JSON): cumulative values
+    Column("state", Text, nullable=False),  # SeriesState.to_json: cumulative values (plain JSON since migration 0009)
 )
 
 sweep_runs = Table(

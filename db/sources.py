@@ -24,11 +24,12 @@ from sqlalchemy import (
     select,
 )
 
+from collectors.catalogue import CATALOGUE
 from db import schema
 
 RAW = 0
 ONE: Any = literal_column("1")  # a raw row stands for one sample
-QUERY_HISTS = ("ttft", "itl", "e2e", "queue_time", "prefill_time", "tpot")
+QUERY_HISTS = tuple(spec.key for spec in CATALOGUE if spec.quantiles)  # histograms the facade reads
 
 
 def fetch_all(conn: Connection, stmt: Any, params: dict[str, Any] | None = None) -> list[Any]:

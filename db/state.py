@@ -5,23 +5,12 @@ Pure functions over a small mutable state, so the rules are testable without a d
 
 from __future__ import annotations
 
-import binascii
 import json
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.records import Histogram
 from db.histo import MAX_INC, entries
-
-# What json.dumps(..., separators=(",", ":")) writes, from an encoder built once: dumps builds one per
-# call. No circular check: the state is plain nested lists and dicts.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
-# to_text's JSON heads by (counter keys, (histogram key, buckets)…, positions of None): a state keeps
-# its head from round to round, and encoding it cost ~16 µs of CPU warm, ~65 µs after a wait (the
-# encoder's Python side builds its C encoder at every call).
-_HEADS: dict[tuple[tuple[str, ...], tuple[tuple[str, int], ...], tuple[int, ...]], str] = {}
-_HEADS_MAX = 64
 
 
 @dataclass
@@ -46,66 +35,16 @@ class SeriesState:
         """True when vLLM's process start time changed since the last scrape."""
         return self.process_start is not None and process_start is not None and process_start != self.process_start
 
-    def to_text(self) -> str:
-        """The form the writer stores every round: ``HEAD|DATA``, exact, ~3× cheaper than :meth:`to_json`.
-
-        HEAD is JSON ``[counter keys, [[histogram key, buckets], …], positions of None]``; DATA is
-        base64 of little-endian float64s: ts, process start, (value, created) per counter,
-        (layout, count, sum, created) per histogram, then every histogram's cumulative counts. Each
-        float is written as its 8 bytes: no decimal conversion, which is what made the JSON cost
-        ~80 µs a round (and it is exact, NaN and infinities included).
-        """
-        scalars: list[Any] = [self.ts, self.process_start]
-        for pair in self.counters.values():
-            scalars += pair
-        cumulative: list[float] = []
-        for h in self.hists.values():
-            scalars += (h.layout, h.count, h.sum, h.created)
-            cumulative += h.cumulative
-        none = tuple([i for i, v in enumerate(scalars) if v is None]) if None in scalars else ()
-        if none:
-            scalars = [0.0 if v is None else v for v in scalars]
-        key = (tuple(self.counters), tuple([(k, len(h.cumulative)) for k, h in self.hists.items()]), none)
-        head = _HEADS.get(key)
-        if head is None:
-            if len(_HEADS) >= _HEADS_MAX:
-                _HEADS.clear()  # heads are few (one per model layout); endless distinct ones must not grow memory
-            head = _HEADS[key] = _ENCODE([list(key[0]), [list(pair) for pair in key[1]], list(none)])
-        data = struct.pack(f"<{len(scalars) + len(cumulative)}d", *scalars, *cumulative)
-        return f"{head}|{binascii.b2a_base64(data, newline=False).decode()}"
-
-    @classmethod
-    def from_text(cls, text: str) -> SeriesState:
-        """Read :meth:`to_text` or :meth:`to_json` (states stored by earlier releases are JSON)."""
-        if text.startswith("{"):
-            return cls.from_json(text)
-        head, _, data = text.partition("|")
-        counter_keys, hist_keys, none = json.loads(head)
-        raw = binascii.a2b_base64(data)
-        values: list[Any] = list(struct.unpack(f"<{len(raw) // 8}d", raw))
-        for i in none:
-            values[i] = None
-        ts, ps = values[0], values[1]
-        state = cls(ts=None if ts is None else int(ts), process_start=ps)
-        at = 2
-        for k in counter_keys:
-            state.counters[k] = (values[at], values[at + 1])
-            at += 2
-        cum_at = at + 4 * len(hist_keys)
-        for k, n in hist_keys:
-            layout, count, total, created = values[at : at + 4]
-            state.hists[k] = HistState(int(layout), values[cum_at : cum_at + n], count, total, created)
-            at, cum_at = at + 4, cum_at + n
-        return state
-
     def to_json(self) -> str:
-        return _ENCODE(
+        """The stored form (``series_state.state``): plain JSON; NaN and infinities as Python's json writes them."""
+        return json.dumps(
             {
                 "ts": self.ts,
                 "ps": self.process_start,
                 "c": {k: list(v) for k, v in self.counters.items()},
                 "h": {k: [h.layout, h.cumulative, h.count, h.sum, h.created] for k, h in self.hists.items()},
-            }
+            },
+            separators=(",", ":"),
         )
 
     @classmethod

@@ -11,8 +11,8 @@ import pytest
 
 from app.collector import CollectorService
 from app.jobs import RoundCollector
-from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
-from collectors.http import ScrapeClient
+from app.settings import GatewaySettings, GpuSettings, HttpSettings, Settings, TargetSettings
+from collectors.fetch import Fetcher, Get
 from db.queries import Reader
 from tests.support.http_server import closed_port_url, started
 from tests.support.sources import PAGES, Sources
@@ -124,30 +124,28 @@ def test_each_origin_keeps_one_connection_per_source_across_rounds(sources) -> N
     assert server.accepted == 3  # three requests in flight at once, each on its own kept-alive connection
 
 
-def test_kept_alive_connections_closed_by_the_server_get_one_fresh_try(sources) -> None:
+def test_kept_alive_connections_closed_by_the_server_get_a_fresh_one(sources) -> None:
     server = sources(close_after=True)
-    client = ScrapeClient()
-    urls = [server.url(path) for path in PAGES]
+    fetcher = Fetcher()
+    gets = [Get(path, server.url(path), HttpSettings()) for path in PAGES]
     try:
         for _ in range(3):
-            pending = [client.send(url, 2.0) for url in urls]
-            answers = {p.url: client.receive(p) for p in client.arrivals(pending)}
-            assert answers == {url: (200, PAGES[path]) for url, path in zip(urls, PAGES, strict=True)}
+            answers = {a.key: a.text for a in fetcher.fetch_many(gets, 2.0)}
+            assert answers == {path: page.decode() for path, page in PAGES.items()}
             time.sleep(0.05)  # let the server's close arrive
     finally:
-        client.close()
+        fetcher.close()
     assert server.accepted == 9
 
 
 def test_answers_are_read_in_the_order_they_arrive(sources) -> None:
     server = sources({"/metrics": 0.6, "/gateway": 0.3})
-    client = ScrapeClient()
+    fetcher = Fetcher()
     try:
-        pending = [client.send(server.url(path), 2.0) for path in PAGES]
-        order = [p.url.rsplit("/", 1)[1] for p in client.arrivals(pending) if client.receive(p)]
+        order = [a.key for a in fetcher.fetch_many([Get(p, server.url(p), HttpSettings()) for p in PAGES], 2.0)]
     finally:
-        client.close()
-    assert order == ["dcgm", "gateway", "metrics"]
+        fetcher.close()
+    assert order == ["/dcgm", "/gateway", "/metrics"]
 
 
 def test_a_round_left_unread_closes_its_connections(sources) -> None:
@@ -234,3 +232,12 @@ def test_an_unexpected_error_reading_a_source_costs_that_source_only(sources, tm
     assert lines[1].startswith("good: vLLM up") and "gateway queue=3" in lines[1]
     assert all(t.up for t in Reader(db).targets())
     assert sum("RuntimeError: injected" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_source_whose_tls_is_not_verified_is_a_warning_at_start(caplog) -> None:
+    insecure = TargetSettings(name="t", vllm_url="https://127.0.0.1:9/metrics",
+                              gpu=GpuSettings(source="dcgm", url="https://127.0.0.1:9/dcgm",
+                                              http=HttpSettings(tls_verify=False)))
+    RoundCollector(Settings(targets=(insecure,))).close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["t gpu: TLS certificates are not verified (http.tls_verify = false)"]

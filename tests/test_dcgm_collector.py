@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from app.errors import ScrapeError
-from collectors import dcgm
 from collectors.bandwidth import bandwidth_figure
 from collectors.dcgm import parse_dcgm, scrape_dcgm
 from tests.support.http_server import closed_port_url, serve
@@ -109,17 +108,6 @@ def _page(gpus=GPUS, n: int = 5, fields=("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_
     return "\n".join(lines) + "\n"
 
 
-def _uncached(text: str, peak_bw_gbps: float | None = None):
-    dcgm._PLANS.clear()
-    return _planned(text, peak_bw_gbps)
-
-
-def _planned(text: str, peak_bw_gbps: float | None = None):
-    """Read through the plan cache, never as a page seen before (these tests are about plans)."""
-    dcgm._RECENT.clear()
-    return parse_dcgm(text, peak_bw_gbps)
-
-
 @pytest.mark.parametrize(
     ("second", "check"),
     [
@@ -134,66 +122,23 @@ def _planned(text: str, peak_bw_gbps: float | None = None):
     ],
     ids=["values only", "new GPU", "GPU replaced", "new model name", "other host", "reordered", "fields reordered"],
 )
-def test_plan_cache_never_reuses_the_structure_of_another_series_set(second, check):
-    expected = _uncached(second)
-    assert check(expected)
-    _uncached(_page())
-    got = _planned(second)  # with the first page's plan cached
-    assert repr(got) == repr(expected)  # repr: NaN-safe and order-sensitive
-    assert len(dcgm._PLANS) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
+def test_a_page_after_another_is_read_for_its_own_series(second, check):
+    parse_dcgm(_page())
+    assert check(parse_dcgm(second))
 
 
-def test_a_nan_page_is_planned_afresh_not_from_the_cache():
+def test_a_nan_sample_is_skipped_and_a_repeated_one_wins():
     # The first sample of a field wins, but a NaN sample is skipped (absent, not zero), so a repeated
-    # sample (MIG exporters) wins instead: which sample feeds a field depends on the values here.
+    # sample (MIG exporters) wins instead.
     line = 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} %s\n'
     first, second = line % "40" + line % "41", line % "NaN" + line % "41"
     assert parse_dcgm(first)[0].temperature_c == 40
     assert parse_dcgm(second)[0].temperature_c == 41
-    assert repr(parse_dcgm(second)) == repr(_uncached(second))
     with pytest.raises(ScrapeError, match="no DCGM_FI_"):
         parse_dcgm(line % "NaN")  # a GPU whose every sample is NaN is not there at all
 
 
-def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
-    dcgm._PLANS.clear()
-    a, b = _planned(_page(n=5)), _planned(_page(n=6))
-    assert len(dcgm._PLANS) == 1  # the second page reused the first's plan
-    assert (a[0].temperature_c, b[0].temperature_c, b[1].memory_used_bytes) == (5, 6, 7 * MIB)
-    expected = _uncached(PAYLOAD, 4800.0)
-    assert repr(_planned(PAYLOAD, 4800.0)) == repr(expected)  # cached, with the peak given at fill time
-    assert _planned(PAYLOAD)[0].peak_bw_gbps is None
-
-
-# -- a page read lately: dcgm-exporter serves the same bytes until its next collection ------------
-
-def test_the_same_page_again_gives_the_same_readings_without_reading_it():
-    dcgm._RECENT.clear()
-    first = parse_dcgm(PAYLOAD, 900.0)
-    dcgm._PLANS.clear()  # a page read again would need a new plan: none is made
-    again = parse_dcgm(str(PAYLOAD), 900.0)  # equal text, another object
-    assert again is first and not dcgm._PLANS
-
-
-def test_a_page_of_the_same_length_with_other_values_is_read():
-    dcgm._RECENT.clear()
-    five, six = _page(n=5), _page(n=6)
-    assert len(five) == len(six)
-    assert parse_dcgm(five)[0].temperature_c == 5
-    assert parse_dcgm(six)[0].temperature_c == 6  # same length and shape: read, not taken for the first
-    assert parse_dcgm(five)[0].temperature_c == 5
-
-
 def test_the_same_page_with_another_configured_peak_is_read_with_that_peak():
-    dcgm._RECENT.clear()
     assert parse_dcgm(PAYLOAD, 900.0)[0].peak_bw_gbps == 900.0
     assert parse_dcgm(PAYLOAD, 4800.0)[0].peak_bw_gbps == 4800.0
     assert parse_dcgm(PAYLOAD)[0].peak_bw_gbps is None
-
-
-def test_a_page_that_failed_is_not_kept():
-    dcgm._RECENT.clear()
-    for _ in range(2):
-        with pytest.raises(ScrapeError, match="no DCGM_FI_"):
-            parse_dcgm("# HELP x y\nx 1\n")
-    assert not dcgm._RECENT

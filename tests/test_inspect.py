@@ -91,3 +91,47 @@ def test_garbage_is_one_error_line(source, message):
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message)
+
+
+def test_inspect_sends_headers_a_bearer_token_and_basic_auth_and_masks_the_password():
+    import base64
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.support.http_server import CountingServer, started
+
+    page = (DATA / "vllm_v1.txt").read_bytes()
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append(dict(self.headers.items()))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    for start in started(lambda: CountingServer(Handler)):
+        server = start()
+        url = server.url().replace("http://", "http://reader:s3cret@")
+        os.environ["INSPECT_TEST_TOKEN"] = "tok-9"
+        try:
+            done = run(url, "--json", "--header", "X-Org: team-a")
+            bearer = run(server.url(), "--json", "--bearer-token-env", "INSPECT_TEST_TOKEN")
+        finally:
+            del os.environ["INSPECT_TEST_TOKEN"]
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    check_v1(report)
+    assert "s3cret" not in done.stdout and report["source"].startswith("http://reader:***@127.0.0.1")
+    assert seen[0]["X-Org"] == "team-a" and seen[0]["Authorization"] == "Basic " + base64.b64encode(b"reader:s3cret").decode()
+    assert bearer.returncode == 0, bearer.stderr
+    assert seen[1]["Authorization"] == "Bearer tok-9" and "X-Org" not in seen[1]
+
+
+def test_inspect_bearer_token_variable_not_set_is_one_line():
+    done = run("http://127.0.0.1:9/metrics", "--bearer-token-env", "INSPECT_NO_SUCH_TOKEN")
+    assert done.returncode == 2
+    assert "the environment variable INSPECT_NO_SUCH_TOKEN is not set" in done.stderr

@@ -89,3 +89,34 @@ def test_bad_durations(text):
 def test_format_duration_round_trips():
     for seconds in (5, 300, 3600, 86400 * 7, 90):
         assert parse_duration(format_duration(seconds)) == seconds
+
+
+HTTP_CONFIG = """
+[[targets]]
+name = "t"
+vllm_url = "https://vllm.test/metrics"
+http = { headers = { X-Org = "a", X-Both = "target" }, bearer_token_env = "T_TOKEN", ca_file = "/ca.pem" }
+gateway = { kind = "prometheus", url = "http://gw.test/metrics", metric = "q", http = { headers = { X-Both = "gateway" }, proxy = "http://proxy.test:3128" } }
+gpu = { source = "dcgm", url = "http://dcgm.test/metrics", http = { tls_verify = false, bearer_token_env = "G_TOKEN" } }
+"""
+
+
+def test_http_settings_per_target_and_per_source(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(HTTP_CONFIG)
+    target = load_settings(path, {"T_TOKEN": "tok-t", "G_TOKEN": "tok-g"}).targets[0]
+    vllm, gateway, gpu = (target.source_http(s) for s in ("vllm", "gateway", "gpu"))
+    assert vllm.headers == {"X-Org": "a", "X-Both": "target"} and vllm.bearer_token == "tok-t" and vllm.tls_verify
+    assert gateway.headers == {"X-Org": "a", "X-Both": "gateway"} and gateway.proxy == "http://proxy.test:3128"
+    assert gateway.bearer_token == "tok-t" and gateway.ca_file == "/ca.pem"
+    assert gpu.bearer_token == "tok-g" and gpu.tls_verify is False and gpu.ca_file == "/ca.pem"
+
+
+def test_a_bearer_token_comes_from_its_variable_only(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(HTTP_CONFIG)
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.gpu\.http\.bearer_token_env: the environment variable G_TOKEN is not set"):
+        load_settings(path, {"T_TOKEN": "tok-t"})
+    path.write_text('[[targets]]\nname = "t"\nvllm_url = "http://v.test/metrics"\nhttp = { bearer_token = "x" }\n')
+    with pytest.raises(ConfigError, match=r"targets\[0\]\.http\.bearer_token: secrets are read from the environment only"):
+        load_settings(path, {})

@@ -137,7 +137,7 @@ def test_a_multiprocess_restart_that_outgrows_the_old_counters_is_not_seen(db_ur
 
 
 def _old_database(engine) -> None:
-    """Tables as migrations 0001-0005 left them: without the columns 0012 adds."""
+    """Tables as the migrations before 0012 left them: without the columns 0012 adds."""
     new_cols = {*schema.COUNTERS[6:], *schema.GAUGES[4:], "engine", "lora"}
     new_cols |= {f"{h}_{p}" for h in ("prefill_time", "tpot") for p in ("layout", "count", "sum", "buckets")}
     new_cols |= {f"{g}_{a}" for g in schema.GAUGES[4:] for a in ("sum", "max")}
@@ -151,7 +151,7 @@ def _old_database(engine) -> None:
         meta.create_all(conn)
         schema.migrations_table.create(conn)
         for name in ("0001_initial_schema", "0002_chart_covering_indexes", "0003_gpu_samples_round_key",
-                     "0004_covered_time", "0005_alerts"):
+                     "0004_covered_time", "0005_alerts", "0009_state_json"):
             conn.execute(schema.migrations_table.insert().values(name=name, applied_at=0))
         target = conn.execute(schema.targets.insert().values(name="t", vllm_url="")).inserted_primary_key[0]
         model = conn.execute(schema.models.insert().values(target_id=target, name="m")).inserted_primary_key[0]

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from app.settings import CeilingSettings, Settings, TargetSettings
 from bench.synth import rounds
-from collectors.records import GpuReading, ScrapeRound, SourceResult
+from collectors.records import INF, GpuReading, ScrapeRound, SourceResult
 from db import schema
 from db.ceiling import compute_ceiling
 from db.engine import open_engine
@@ -337,3 +337,37 @@ def test_status_json_stays_strict_json_when_a_page_said_infinity(db_url: str) ->
 
     data = json.loads(done.stdout, parse_constant=refuse)
     assert data["running_max"] is None and data["tokens_per_s"] is not None  # the rest is read as usual
+
+
+def test_prefix_cache_hit_rate_and_queue_time_reach_the_facade_from_raw_rows_and_rollups(db_url: str) -> None:
+    # Figures stored all along and shown nowhere before: hits ÷ queries over the window (two models:
+    # their sums, not an average of their rates), and the queue-time histogram's P95.
+    from collectors.records import Histogram
+
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="t"))
+    rows = []
+    for i in range(30):
+        round_ = one_round(vllm_round(DAY0 + 5 * i, 10.0 * i, model="a"), vllm_round(DAY0 + 5 * i, 10.0 * i, model="b"))
+        assert round_.vllm is not None
+        models = {}
+        for name, hits_per_round in (("a", 30.0), ("b", 10.0)):  # each looks up 100 tokens a round
+            figures = round_.vllm.models[name]
+            queue = Histogram((0.1, 1.0, INF), (2.0 * i, 2.0 * i, 2.0 * i), 2.0 * i, 0.05 * i)  # every wait under 0.1 s
+            models[name] = dataclasses.replace(
+                figures, counters={**figures.counters, "prefix_cache_hits": hits_per_round * i, "prefix_cache_queries": 100.0 * i},
+                histograms={"queue_time": queue},
+            )
+        rows.append(dataclasses.replace(round_, vllm=dataclasses.replace(round_.vllm, models=models)))
+    writer.write_rounds(rows)
+    reader = Reader(db_url)
+    fig = reader.window("t", DAY0 + 145, 120)
+    assert fig.prefix_cache_hit_rate == pytest.approx(0.2)  # (30 + 10) ÷ (100 + 100)
+    assert reader.window("t", DAY0 + 145, 120, model="a").prefix_cache_hit_rate == pytest.approx(0.3)
+    assert fig.queue_time_p95_s is not None and 0 < fig.queue_time_p95_s <= 0.1
+    points = reader.series("t", DAY0, DAY0 + 120, 60)
+    assert [round(p.prefix_cache_hit_rate or 0, 6) for p in points] == [0.2, 0.2]
+    rollup(engine, DAY0 + 150 + GRACE_S)
+    assert [round(p.prefix_cache_hit_rate or 0, 6) for p in reader.series("t", DAY0, DAY0 + 120, 60)] == [0.2, 0.2]
+    assert reader.window("t", DAY0 + 145, 300).prefix_cache_hit_rate is not None

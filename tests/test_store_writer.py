@@ -202,7 +202,7 @@ def test_a_round_that_fails_writes_nothing_and_the_next_one_recovers(db_url: str
 
 
 def test_series_state_json_is_what_json_dumps_writes():
-    # the state is encoded by an encoder built once; the stored text must not change
+    # the stored text is plain JSON, as json.dumps writes it (read back by any JSON reader)
     import json
     import math
 
@@ -221,7 +221,7 @@ def test_series_state_json_is_what_json_dumps_writes():
     assert SeriesState.from_json(expected).to_json() == expected
 
 
-def test_series_state_text_round_trips_exactly():
+def test_series_state_json_round_trips_exactly():
     import math
 
     from db.state import HistState, SeriesState
@@ -247,33 +247,55 @@ def test_series_state_text_round_trips_exactly():
             },
         ),
     ]
-    for state in states + states:  # twice: the second time every head is a kept one
-        back = SeriesState.from_text(state.to_text())
+    for state in states:
+        back = SeriesState.from_json(state.to_json())
         # compared through JSON (exact float repr; NaN equal to NaN there)
         assert back.to_json() == state.to_json()
-        assert SeriesState.from_text(state.to_json()).to_json() == state.to_json()  # earlier releases stored JSON
         assert type(back.ts) is type(state.ts) and all(type(h.layout) is int for h in back.hists.values())
 
 
-def test_collector_restart_resumes_from_a_json_state_of_an_earlier_release(db_url: str) -> None:
+def _legacy_text(state: Any) -> str:
+    """A state in the text encoding that releases before migration 0009 stored (HEAD|base64 floats)."""
+    import base64
+    import json
+    import struct
+
+    scalars: list[Any] = [state.ts, state.process_start]
+    for pair in state.counters.values():
+        scalars += pair
+    cumulative: list[float] = []
+    for h in state.hists.values():
+        scalars += (h.layout, h.count, h.sum, h.created)
+        cumulative += h.cumulative
+    none = [i for i, v in enumerate(scalars) if v is None]
+    scalars = [0.0 if v is None else v for v in scalars]
+    head = json.dumps([list(state.counters), [[k, len(h.cumulative)] for k, h in state.hists.items()], none])
+    return head + "|" + base64.b64encode(struct.pack(f"<{len(scalars) + len(cumulative)}d", *scalars, *cumulative)).decode()
+
+
+def test_migration_0009_rewrites_text_states_as_json_and_the_collector_resumes_from_them(db_url: str) -> None:
+    import json
+
+    from db.migrations import migrate
     from db.state import SeriesState
 
     engine = _write(db_url, vllm_round(T, 100, hist=(1, 2, 2, 2)), vllm_round(T + 5, 150, hist=(1, 3, 3, 4)))
-    st = schema.series_state
-    with engine.begin() as conn:  # the state as the previous release stored it
-        text = conn.execute(select(st.c.state)).scalar_one()
-        assert not text.startswith("{")
-        conn.execute(st.update().values(state=SeriesState.from_text(text).to_json()))
+    st, m = schema.series_state, schema.migrations_table
+    with engine.begin() as conn:  # the state as the previous release stored it, before 0009 ran
+        state = SeriesState.from_json(conn.execute(select(st.c.state)).scalar_one())
+        conn.execute(st.update().values(state=_legacy_text(state)))
+        conn.execute(m.delete().where(m.c.name == "0009_state_json"))
+    assert migrate(engine) == ["0009_state_json"]
+    with engine.connect() as conn:
+        stored = conn.execute(select(st.c.state)).scalar_one()
+    assert stored.startswith("{") and json.loads(stored) == json.loads(state.to_json())
     Writer(engine).write_round(vllm_round(T + 10, 175, hist=(2, 5, 6, 7)))
     assert _samples(engine, "generation_tokens") == [None, 50, 25]
     assert _samples(engine, "ttft_count") == [None, 2, 3]
-    with engine.connect() as conn:
-        assert not conn.execute(select(st.c.state)).scalar_one().startswith("{")  # rewritten in the new form
 
 
-# -- GPU rows: dcgm.parse_dcgm hands out the very same readings tuple while the exporter serves the
-# same page, and the writer then reuses the last round's GPU rows. A fresh writer per round (nothing
-# cached) is the reference.
+# -- GPU rows: the same readings round after round, and GPUs whose meta changes. A fresh writer per
+# round (nothing kept) is the reference.
 def _gpu(uuid: str, index: int, power: float, name: str = "H200") -> GpuReading:
     return GpuReading(uuid=uuid, index=index, name=name, host="h", memory_used_bytes=1e9, power_w=power)
 
@@ -353,7 +375,7 @@ def test_gpu_rows_after_a_failed_round_that_added_a_gpu(db_url: str) -> None:
         conn.execute(schema.samples.insert().values(model_id=model_id, ts=T + 5))
     with pytest.raises(StorageError):
         writer.write_round(_gpu_round(T + 5, grown))  # GPU-c's id was inserted, then rolled back
-    writer.write_round(_gpu_round(T + 10, grown))  # the very tuple: its GPU ids looked up again
+    writer.write_round(_gpu_round(T + 10, grown))  # GPU-c's id looked up again, not the rolled back one
     assert [r[1:4] for r in _gpu_samples(engine)] == [(T, "GPU-a", 300.0), (T + 10, "GPU-a", 300.0),
                                                       (T + 10, "GPU-c", 305.0)]
 
@@ -439,16 +461,6 @@ def test_a_histogram_with_more_buckets_than_the_packing_holds_is_not_stored(db_u
     assert _samples(engine, "ttft_layout") == [None, None, None]
     assert _samples(engine, "generation_tokens") == [None, 1, 1]  # the rest of the round is stored
     assert sum("more than the 256 that can be stored" in r.getMessage() for r in caplog.records) == 1
-
-
-def test_a_histogram_too_wide_to_store_keeps_the_rounds_on_the_fast_path(db_url: str) -> None:
-    # Rounds whose ids and layouts are all known are written on the driver's cursor; a histogram
-    # that is never stored must not send every later round the slow way.
-    wide = tuple(float(i) for i in range(1, 300)) + (math.inf,)
-    writer = Writer(open_engine(db_url))
-    writer.write_rounds([vllm_round(T + 5 * k, 100 + k, hist=tuple(float(k) for _ in range(300)), bounds=wide)
-                         for k in range(2)])
-    assert writer._all_cached(vllm_round(T + 10, 102, hist=tuple(2.0 for _ in range(300)), bounds=wide))
 
 
 def test_a_clock_stepped_back_is_said_once_not_at_every_skipped_round(db_url: str, caplog) -> None:

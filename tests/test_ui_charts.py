@@ -116,17 +116,17 @@ def overview(ttft_step: float = 60.0) -> dict:
     return chart.to_dict(validate=True)
 
 
-def test_overview_is_one_chart_of_five_panels_on_one_time_axis():
-    # One Vega view, not five: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
+def test_overview_is_one_chart_of_six_panels_on_one_time_axis():
+    # One Vega view, not six: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
     spec = overview()
     titles = [panel["title"] for panel in spec["vconcat"]]
     assert [t.split(",")[0].split(" per")[0] for t in titles] == [
-        "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage",
+        "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
     ]  # fmt: skip
     assert spec["resolve"]["scale"] == {"x": "shared", "color": "independent"}
     # Every panel can pan/zoom in time (its own scale-bound interval on x); the shared x scale moves all.
     zooms = {param["views"][0]: param for param in spec["params"]}
-    assert len(zooms) == 5
+    assert len(zooms) == 6
     for panel in spec["vconcat"]:
         first = panel["layer"][0] if "layer" in panel else panel
         zoom = zooms[first["name"]]

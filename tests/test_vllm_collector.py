@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from app.errors import ScrapeError
-from collectors import vllm
 from collectors.records import INF, Histogram
 from collectors.vllm import merge_histograms, parse_vllm, scrape_vllm, total_figures
 from tests.data import make_vllm_fixtures
@@ -228,7 +227,7 @@ def test_server_answering_500_and_garbage():
             scrape_vllm(base + "/bad", timeout_s=5)
 
 
-# -- the plan cache: a page whose series match an earlier one reuses its plan, and only then ------
+# -- pages of the same sample names and other series --------------------------------------------
 
 def _page(model: str = "m", engines: tuple[str, ...] = ("0",), bounds: tuple[str, ...] = ("1", "2"), n: int = 5) -> str:
     """A small V1 page; every argument changes its series set but not its sample names."""
@@ -244,11 +243,6 @@ def _page(model: str = "m", engines: tuple[str, ...] = ("0",), bounds: tuple[str
     return "\n".join(lines) + "\n"
 
 
-def _uncached(text: str):
-    vllm._PAGES.clear()
-    return parse_vllm(text)
-
-
 @pytest.mark.parametrize(
     ("first", "second", "check"),
     [
@@ -261,30 +255,8 @@ def _uncached(text: str):
     ],
     ids=["values only", "new model", "new engine", "engine replaced", "bucket layout", "first bound"],
 )
-def test_plan_cache_never_reuses_the_structure_of_another_series_set(first, second, check):
-    # the pairs have the same sample names in the same order: a cache keyed on names alone fails
+def test_a_page_with_the_sample_names_of_another_is_read_for_its_own_series(first, second, check):
+    # the pairs have the same sample names in the same order: a reading keyed on names alone fails
     assert [line.split("{")[0] for line in first.splitlines()] == [line.split("{")[0] for line in second.splitlines()]
-    expected = _uncached(second)
-    assert check(expected)
-    _uncached(first)
-    got = parse_vllm(second)  # with the first page's plan cached
-    assert repr(got) == repr(expected)  # repr: NaN-safe and order-sensitive
-    assert len(vllm._PAGES.plans) == (1 if second == _page(n=7) else 2)  # only the values-only page reuses it
-
-
-def test_plan_cache_fills_the_new_values_of_an_unchanged_shape():
-    vllm._PAGES.clear()
-    a, b = parse_vllm(_page(n=5)), parse_vllm(_page(n=6))
-    assert len(vllm._PAGES.plans) == 1  # the second page reused the first's plan...
-    assert len(vllm._PAGES.templates) == 1  # ...through the first page's template
-    assert a.models["m"].histograms["ttft"].cumulative == (5, 6, 7)
-    assert b.models["m"].histograms["ttft"].cumulative == (6, 7, 8)
-    assert (b.models["m"].gauges["kv_cache_usage"], b.models["m"].histograms["ttft"].sum) == (0.6, 6.5)
-    assert repr(parse_vllm(read("vllm_v1.txt"))) == repr(_uncached(read("vllm_v1.txt")))
-
-
-def test_plan_cache_is_bounded():
-    vllm._PAGES.clear()
-    for n in range(vllm._PAGES.size + 5):
-        parse_vllm(_page(model=f"m{n}"))
-    assert 0 < len(vllm._PAGES.plans) <= vllm._PAGES.size
+    parse_vllm(first)
+    assert check(parse_vllm(second))

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import UsageError
-from app.settings import Settings
+from app.settings import HttpSettings, Settings, http_from_flags
 from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
+from collectors.fetch import masked
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, scrape_vllm, total_figures
 
@@ -21,11 +22,17 @@ HELP = "read a vLLM /metrics URL or a file of exposition text and print what the
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", metavar="SOURCE", help="http(s):// URL of vLLM's /metrics, or a file path")
     parser.add_argument("--json", action="store_true", help="print JSON (totals across engines and models)")
+    parser.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'",
+                        help="send this request header (repeatable)")
+    parser.add_argument("--bearer-token-env", default="", metavar="VAR",
+                        help="send the bearer token held by this environment variable")
+    parser.add_argument("--ca-file", default="", metavar="PEM", help="trust the server certificate's CA from this file")
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    scrape = _read(args.source, settings.scrape_timeout_s)
-    report = build_report(scrape, args.source)
+    http = http_from_flags(args.header, args.bearer_token_env, args.ca_file, getattr(args, "environ", {}))
+    scrape = _read(args.source, settings.scrape_timeout_s, http)
+    report = build_report(scrape, masked(args.source))
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
@@ -33,9 +40,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _read(source: str, timeout_s: float) -> VllmScrape:
+def _read(source: str, timeout_s: float, http: HttpSettings) -> VllmScrape:
     if source.startswith(("http://", "https://")):
-        return scrape_vllm(source, timeout_s)
+        return scrape_vllm(source, timeout_s, http=http)
     try:
         text = Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -39,16 +39,16 @@ ROWS = (
     ("waiting_max", "waiting in vLLM (max)", "requests", 1.0),
     ("queue_depth_max", "gateway queue (max)", "requests", 1.0),
     ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
+    ("queue_time_p95_s", "queue time in vLLM P95", "s", 1.0),
+    ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
     # vLLM 0.33 / SGLang figures: "no data" where the engine does not expose them
     ("engine", "engine", "", 0.0),
     ("sleep_state", "sleep state", "", 0.0),
     ("kv_capacity_tokens", "KV capacity", "tokens", 1.0),
-    ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
     ("engine_bw_gbps", "engine memory traffic", "GB/s per GPU", 1.0),
     ("finished_abort_per_s", "aborted requests", "req/s", 1.0),
     ("finished_error_per_s", "failed requests", "req/s", 1.0),
     ("admission_rejections_per_min", "rejected at admission", "req/min", 1.0),
-    ("queue_time_p95_s", "queue time P95", "s", 1.0),
     ("prefill_time_p95_s", "prefill time P95", "s", 1.0),
     ("spec_decode_acceptance_rate", "spec-decode acceptance", "%", 100.0),
 )

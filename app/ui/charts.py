@@ -191,9 +191,10 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
-    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99"}
+    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "seconds")
-    title = f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95"
+    title = (f"Time to first token, per {_step(frame)} (s) · red dashes: SLO {number(slo_s)} s on P95 · "
+             "queue P95: the part spent waiting in vLLM's queue")
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
@@ -273,14 +274,22 @@ def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     rules: SweetSpotSettings, ceiling: CeilingInfo | None,
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's five panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
+    """The Overview's six panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
     return stack(
         ttft_chart(ttft, ttft_frame, rules.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
         preemption_chart(points, frame),
         concurrency_chart(points, frame, rules.concurrency),
         kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
+        prefix_cache_chart(points, frame),
     )
+
+
+def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
+    lines = _lines(long_rows(points, {"prefix_cache_hit_rate": "hit rate"}, frame.step_s, 100), frame, "%")
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
+    title = f"Prefix-cache hit rate per {_step(frame)} (%): prompt tokens found in the cache ÷ looked up"
+    return _panel(lines, title)
 
 
 def _step(frame: Frame) -> str:

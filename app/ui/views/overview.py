@@ -10,9 +10,9 @@ from app.ui import alert_views, charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
 
 QUEUE = ("queue_depth_max",)
-TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s")
+TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s")
 OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
-          "kv_cache_usage_max", "up_ratio")  # fmt: skip
+          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot

@@ -1,0 +1,207 @@
+"""HTTP GETs of the sources, through httpx: one place that turns transport failures into ScrapeError.
+
+One ``httpx.AsyncClient`` per origin (scheme, host, port) and TLS or proxy setting, on an event
+loop of its own thread, so that the synchronous rounds of the scheduler's thread can send every GET of a round
+at once and take each answer as it arrives (:meth:`Fetcher.fetch_many`). Connections are kept alive
+between rounds. Each GET has one deadline for the whole of it, from the host lookup to the body's
+last byte, as Prometheus' ``scrape_timeout``: a server that trickles its answer in holds nothing
+past it.
+
+Headers, a bearer token, basic auth from the URL's userinfo, a CA file and a proxy come from the
+source's ``HttpSettings``; the URL's password is masked (:func:`masked`) in every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from app.errors import ScrapeError
+from app.settings import HttpSettings
+
+# Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
+ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
+USER_AGENT = "sweetspot-collector"
+MAX_BODY_BYTES = 32 * 1024 * 1024
+_USERINFO_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@:]*):[^/@]*@")
+# httpx closes a connection idle this long; servers that close sooner are noticed before reuse.
+KEEPALIVE_S = 60.0
+_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
+
+
+def masked(url: str) -> str:
+    """``url`` with the password of its userinfo replaced by ``***`` (for messages and logs)."""
+    return _USERINFO_PASSWORD.sub(r"\1:***@", url)
+
+
+@dataclass(frozen=True)
+class Get:
+    """One GET of a round: ``key`` names it in the answers, ``hint`` says which setting to check."""
+
+    key: Hashable
+    url: str
+    http: HttpSettings
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a GET gave: the page's text or the error, and seconds from its start to its end."""
+
+    key: Hashable
+    text: str | None
+    error: ScrapeError | None
+    duration_s: float
+
+
+class Fetcher:
+    """The HTTP clients of the collector and their event loop thread. Safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._clients: dict[tuple[str, str, int | None, str, bool, str], httpx.AsyncClient] = {}
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._thread = threading.Thread(target=self._loop.run_forever, name="sweetspot-http", daemon=True)
+        self._thread.start()
+
+    def fetch(self, url: str, timeout_s: float, http: HttpSettings | None = None, hint: str = "") -> str:
+        """GET ``url`` and return its body as text; any failure raises ScrapeError naming the URL."""
+        (answer,) = self.fetch_many([Get(None, url, http or HttpSettings(), hint)], timeout_s)
+        if answer.error is not None:
+            raise answer.error
+        assert answer.text is not None
+        return answer.text
+
+    def fetch_many(self, gets: Iterable[Get], timeout_s: float) -> Iterator[Answer]:
+        """Send every GET at once; yield each answer as it arrives (all within ``timeout_s``, or an error).
+
+        Closing the iterator early cancels the GETs still under way.
+        """
+        arrived: queue.SimpleQueue[Answer] = queue.SimpleQueue()
+        futures = [asyncio.run_coroutine_threadsafe(self._get(get, timeout_s, arrived), self._loop) for get in gets]
+        try:
+            for _ in futures:
+                yield arrived.get()
+        finally:
+            for future in futures:
+                future.cancel()
+
+    async def _get(self, get: Get, timeout_s: float, arrived: queue.SimpleQueue[Answer]) -> None:
+        start = time.perf_counter()
+        try:
+            text, error = await self._text(get, timeout_s), None
+        except ScrapeError as exc:
+            text, error = None, exc
+        arrived.put(Answer(get.key, text, error, time.perf_counter() - start))
+
+    async def _text(self, get: Get, timeout_s: float) -> str:
+        url, began = masked(get.url), False
+        try:
+            client = self._client(get.url, get.http)
+            async with asyncio.timeout(timeout_s):
+                async with client.stream("GET", get.url, headers=_headers(get.http), timeout=timeout_s) as response:
+                    began = True
+                    body = bytearray()
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_BODY_BYTES:
+                            raise ScrapeError(f"{url}: the answer is larger than the {MAX_BODY_BYTES} bytes allowed", get.hint)
+        except (TimeoutError, httpx.TimeoutException):
+            if began:
+                raise ScrapeError(f"{url}: the answer began but was not complete within {timeout_s:g} s"
+                                  " (a server that is only slow needs a larger scrape_timeout_s)", get.hint) from None
+            raise ScrapeError(f"cannot reach {url} (no answer within {timeout_s:g} s)", get.hint) from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL):
+            raise ScrapeError(f"{url!r} is not an http:// or https:// URL", get.hint) from None
+        except (httpx.HTTPError, OSError) as exc:
+            raise _transport_error(url, exc, get) from None
+        if response.status_code != 200:
+            raise ScrapeError(f"{url} answered HTTP {response.status_code}", get.hint)
+        return body.decode("utf-8", errors="replace")
+
+    def _client(self, url: str, http: HttpSettings) -> httpx.AsyncClient:
+        """The client of ``url``'s origin with these TLS and proxy settings, made when first needed.
+
+        One client per origin, not one for all: httpcore's pool looks through every connection of
+        the client at each request and each answer, which with 600 GETs in flight cost seconds of
+        CPU a round (bench/bench_fleet.py); per origin a pool holds the few connections of one server.
+        """
+        origin = httpx.URL(url)
+        key = (origin.scheme, origin.host, origin.port, http.ca_file, http.tls_verify, http.proxy)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = httpx.AsyncClient(
+                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False, follow_redirects=True
+            )
+        return client
+
+    def _tls(self, http: HttpSettings) -> ssl.SSLContext | bool:
+        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds)."""
+        if not http.tls_verify:
+            return False
+        context = self._contexts.get(http.ca_file)
+        if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
+            context = self._contexts[http.ca_file] = ssl.create_default_context(cafile=http.ca_file or None)
+        return context
+
+    def close(self) -> None:
+        async def close_all() -> None:
+            for client in self._clients.values():
+                await client.aclose()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self._loop.close()
+
+
+def _headers(http: HttpSettings) -> dict[str, str]:
+    headers = {"Accept": ACCEPT_TEXT, "User-Agent": USER_AGENT, **http.headers}
+    if http.bearer_token:
+        headers["Authorization"] = f"Bearer {http.bearer_token}"
+    return headers
+
+
+def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
+    """A one-line ScrapeError for a failed GET, from the innermost cause httpx chained."""
+    cause: BaseException = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return ScrapeError(f"cannot reach {url} (its TLS certificate is not trusted here: {cause.verify_message})",
+                           "Point the target's http.ca_file at the server's CA, or add the CA to this machine's store")
+    if isinstance(exc, httpx.ProxyError) or (get.http.proxy and isinstance(exc, httpx.ConnectError)):
+        # the connection that failed is the proxy's (through a proxy, no other is opened here)
+        return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause)})",
+                           "Check the target's http.proxy")
+    return ScrapeError(f"cannot reach {url} ({_reason(cause)})", get.hint)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return f"unknown host: {exc.strerror or exc}"
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
+def fetch_text(url: str, timeout_s: float, fetcher: Fetcher | None = None, hint: str = "",
+               http: HttpSettings | None = None) -> str:
+    """GET ``url`` once (with ``fetcher``, or a fetcher of its own); any failure raises ScrapeError."""
+    own = fetcher is None
+    fetcher = fetcher or Fetcher()
+    try:
+        return fetcher.fetch(url, timeout_s, http, hint)
+    finally:
+        if own:
+            fetcher.close()
