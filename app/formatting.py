@@ -83,3 +83,13 @@ def elapsed(seconds: float) -> str:
 def clock(ts: float | None) -> str:
     """Local wall-clock time with date: ``2026-11-30 09:24:17``."""
     return NO_DATA if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def tokens(n: float | None) -> str:
+    """A token count in few digits: ``1.2 M``, ``483 k``, ``950``."""
+    if n is None:
+        return NO_DATA
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= size:
+            return f"{number(n / size)} {unit}"
+    return number(n)

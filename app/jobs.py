@@ -143,7 +143,7 @@ def _parse(source: str, answer: Answer) -> Any:
     round_ = answer.key[0]  # type: ignore[index]
     target: TargetSettings = round_.target
     if source == "vllm":
-        return vllm.vllm_from_page(masked(target.vllm_url), answer.text)
+        return vllm.vllm_from_page(masked(target.vllm_url), answer.text, target.engine)
     if source == "gateway":
         return gateway.gateway_from_page(gateway.resolve_preset(target.gateway), answer.text)
     return dcgm.dcgm_from_page(masked(target.gpu.url), answer.text, target.ceiling.bandwidth_gbps)

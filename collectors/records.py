@@ -49,6 +49,9 @@ class VllmScrape:
     metric_names_used: Mapping[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     cache_config: Mapping[str, str] = field(default_factory=dict)
+    engine: str = "vllm"  # "vllm" or "sglang": whose names the page used
+    # the newest vllm:lora_requests_info labels (running_lora_adapters, waiting_lora_adapters, max_lora)
+    lora: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

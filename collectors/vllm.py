@@ -11,6 +11,13 @@ Rules (DOMAIN.md §4, docs/metrics.md):
   ``+Inf``; engines with different bounds are combined on the bounds they share (exact, since counts
   are cumulative). A model's histogram whose series have no ``+Inf`` and no ``_count`` is left out.
 - Absent is not zero: a metric with no sample is absent from the mappings and listed in ``missing``.
+- SGLang pages (``sglang:`` names, the same catalogue rows) repeat a scheduler's figures on every
+  ``tp_rank``/``pp_rank``/``moe_ep_rank``: only the lowest rank's sample of each series is read, so
+  ranks are never double counted; data-parallel ranks (``dp_rank``) are separate schedulers and
+  combine like vLLM's engines.
+- Derived figures (catalogue rows without names): KV capacity from every engine's
+  ``cache_config_info`` (``kv_cache_size_tokens``, else ``num_gpu_blocks × block_size``; bytes from
+  ``kv_cache_memory_bytes``) and LoRA adapter counts from the newest ``lora_requests_info``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 from itertools import groupby
 from operator import itemgetter, methodcaller
-from typing import Any
+from typing import Any, cast
 
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
@@ -36,6 +43,7 @@ SeriesKey = frozenset[tuple[str, str]]
 _NAME = itemgetter(0)
 _LABELS = itemgetter(1)
 _ENGINE = methodcaller("get", "engine")
+_DP_RANK = methodcaller("get", "dp_rank")  # SGLang's data-parallel rank: its "engine"
 
 
 def scrape_vllm(url: str, timeout_s: float, fetcher: Fetcher | None = None, http: HttpSettings | None = None) -> VllmScrape:
@@ -43,14 +51,22 @@ def scrape_vllm(url: str, timeout_s: float, fetcher: Fetcher | None = None, http
     return vllm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http))
 
 
-def vllm_from_page(url: str, text: str) -> VllmScrape:
-    """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL."""
+def vllm_from_page(url: str, text: str, engine: str = "auto") -> VllmScrape:
+    """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL.
+
+    ``engine`` ("vllm" or "sglang"; "auto": either) is the target's setting: a page of the other
+    engine's names is refused rather than read as if it were the one configured.
+    """
     try:
-        return parse_vllm(text, source=url)
+        scrape = parse_vllm(text, source=url)
     except ScrapeError as exc:
         if str(exc).startswith("no vLLM metrics"):
             raise
         raise ScrapeError(f"{url}: {exc}", "Check that targets[].vllm_url is vLLM's /metrics") from None
+    if engine != "auto" and scrape.engine != engine:
+        raise ScrapeError(f"{url} serves {scrape.engine}'s metrics, not {engine}'s",
+                          f"Set targets[].engine = \"{scrape.engine}\" (or \"auto\"), or point vllm_url at the {engine} server")
+    return scrape
 
 
 def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
@@ -63,27 +79,37 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
     by_name = _group(list(zip(names, labels, values, strict=True)))
     models: dict[str, ModelFigures] = {}
     used: dict[str, str] = {}
-    cache_config: dict[str, str] = {}
+    info: dict[str, Rows] = {}
     for spec in CATALOGUE:
         alias = _chosen_alias(spec, by_name)
         if alias is None:
             continue
         used[spec.key] = alias
         if spec.kind == "info":
-            cache_config = _info_labels(by_name.get(alias, []))
+            info[spec.key] = by_name.get(alias, [])
             continue
         for model, section, value in _read(spec, alias, by_name):
             figures = models.get(model) or models.setdefault(model, ModelFigures({}, {}, {}, {}))
             getattr(figures, section)[spec.key] = value
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
+    lora = _newest_labels(info.get("lora_requests", []))
+    derived = {**_kv_capacity(info.get("cache_config", [])), **_lora_counts(lora)}
+    used.update({key: "vllm:cache_config_info" if key.startswith("kv_") else "vllm:lora_requests_info"
+                 for key in derived if key not in used})
+    for figures in models.values():
+        gauges = cast(dict[str, float], figures.gauges)  # built here as a dict
+        for key, value in derived.items():
+            gauges.setdefault(key, value)  # SGLang states its capacity itself
     return VllmScrape(
         models=dict(sorted(models.items())),
         engines=_engines(by_name, used),
         process_start_time_s=max((value for _, _, value in by_name.get(PROCESS_START, [])), default=None),
         metric_names_used=used,
         missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
-        cache_config=cache_config,
+        cache_config=_info_labels(info.get("cache_config", [])),
+        engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
+        lora=lora,
     )
 
 
@@ -92,13 +118,43 @@ def _group(rows: Rows) -> dict[str, Rows]:
     by_name: dict[str, Rows] = {}
     for name, run in groupby(rows, key=_NAME):
         by_name.setdefault(name, []).extend(run)
+    for name, named in by_name.items():
+        if any(_RANKS[0] in labels for _, labels, _ in named):
+            by_name[name] = _lowest_rank(named)
     return by_name
+
+
+# SGLang's per-rank labels: one scheduler's figure repeated by each tensor/pipeline/expert rank.
+_RANKS = ("tp_rank", "pp_rank", "moe_ep_rank")
+
+
+def _lowest_rank(rows: Rows) -> Rows:
+    """Of samples equal but for their rank labels, only those of the lowest rank (as numbers)."""
+    def rank(labels: Mapping[str, str]) -> tuple[int, ...]:
+        return tuple(int(labels[r]) if labels.get(r, "").isdigit() else 0 for r in _RANKS)
+
+    def series(labels: Mapping[str, str]) -> SeriesKey:
+        return frozenset((k, v) for k, v in labels.items() if k not in _RANKS)
+
+    best: dict[SeriesKey, tuple[int, ...]] = {}
+    for _, labels, _ in rows:
+        key, r = series(labels), rank(labels)
+        if key not in best or r < best[key]:
+            best[key] = r
+    return [row for row in rows if rank(row[1]) == best[series(row[1])]]
+
+
+def _where(spec: MetricSpec, rows: Rows | None) -> Rows:
+    """The rows of ``spec``'s part of a family (see MetricSpec.where)."""
+    if not rows or not spec.where:
+        return rows or []
+    return [row for row in rows if all(row[1].get(k, v) == v for k, v in spec.where)]
 
 
 def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
     """The first exposed alias with at least one sample (an empty family does not count)."""
     for alias in spec.names:
-        if any(by_name.get(sample) for sample in spec.sample_names(alias)):
+        if any(_where(spec, by_name.get(sample)) for sample in spec.sample_names(alias)):
             return alias
     return None
 
@@ -110,11 +166,11 @@ def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable
             yield model, "histograms", histogram
     else:
         section = "counters" if spec.kind == "counter" else "gauges"
-        for model, values in _per_model(by_name.get(alias, [])).items():
+        for model, values in _per_model(_where(spec, by_name.get(alias))).items():
             yield model, section, _combine(values, spec.agg)
     created = spec.created_name(alias)
     if created:
-        for model, values in _per_model(by_name.get(created, [])).items():
+        for model, values in _per_model(_where(spec, by_name.get(created))).items():
             yield model, "created", _combine(values, "max")
 
 
@@ -127,11 +183,11 @@ def _per_model(rows: Rows) -> dict[str, list[float]]:
 
 
 def _combine(values: list[float], agg: str) -> float:
-    """One figure from several samples, in page order: "sum", or "max" where a NaN engine hides none."""
+    """One figure from several samples, in page order: "sum", "mean", or "max" where a NaN engine hides none."""
     out = values[0]
     for value in values[1:]:
-        out = out + value if agg == "sum" else _max(out, value)
-    return out
+        out = _max(out, value) if agg == "max" else out + value
+    return out / len(values) if agg == "mean" else out
 
 
 def _max(a: float, b: float) -> float:
@@ -224,6 +280,7 @@ def _engines(by_name: Mapping[str, Rows], used: Mapping[str, str]) -> tuple[str,
         if spec.key in used:
             for sample in spec.sample_names(used[spec.key]):
                 engines.update(map(_ENGINE, map(_LABELS, by_name.get(sample, ()))))
+                engines.update(map(_DP_RANK, map(_LABELS, by_name.get(sample, ()))))
     engines.discard(None)
     return tuple(sorted((e for e in engines if e is not None), key=lambda e: (len(e), e)))  # "2" before "10"
 
@@ -233,6 +290,43 @@ def _info_labels(rows: Rows) -> dict[str, str]:
     if not rows:
         return {}
     return {k: v for k, v in rows[0][1].items() if k not in ("engine", "model_name")}
+
+
+def _newest_labels(rows: Rows) -> dict[str, str]:
+    """Labels of the info sample with the largest value (lora_requests_info: values are timestamps)."""
+    if not rows:
+        return {}
+    _, labels, _ = max(rows, key=lambda row: row[2])
+    return {k: v for k, v in labels.items() if k not in ("engine", "model_name")}
+
+
+def _kv_capacity(rows: Rows) -> dict[str, float]:
+    """KV capacity summed over engines' cache_config_info samples; {} when a label is missing."""
+    tokens = total_bytes = 0.0
+    for _, labels, _ in rows:
+        size = _int(labels.get("kv_cache_size_tokens"))
+        if size is None:
+            blocks, block_size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+            if blocks is None or block_size is None:
+                return {}
+            size = blocks * block_size
+        tokens += size
+        memory = _int(labels.get("kv_cache_memory_bytes"))
+        total_bytes = math.nan if memory is None else total_bytes + memory
+    if not rows:
+        return {}
+    return {"kv_capacity_tokens": tokens} | ({} if math.isnan(total_bytes) else {"kv_capacity_bytes": total_bytes})
+
+
+def _lora_counts(lora: Mapping[str, str]) -> dict[str, float]:
+    if not lora:
+        return {}
+    return {f"lora_{part}_adapters": float(len([a for a in lora.get(f"{part}_lora_adapters", "").split(",") if a]))
+            for part in ("running", "waiting")}
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def total_figures(scrape: VllmScrape) -> ModelFigures:

@@ -126,6 +126,7 @@ class TargetSettings:
 
     name: str = _setting("default", "short unique name shown in the UI and used by --target")
     vllm_url: str = _setting("", "vLLM Prometheus endpoint, e.g. http://host:8000/metrics")
+    engine: str = _setting("auto", "vllm, sglang, or auto (the page's names decide); vllm_url is then SGLang's /metrics")
     gateway: GatewaySettings = _setting(None, "gateway queue-depth source", factory=GatewaySettings)
     gpu: GpuSettings = _setting(None, "GPU figures source", factory=GpuSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs", factory=CeilingSettings)
@@ -482,6 +483,8 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gateway.kind: {gateway.kind!r} is not one of prometheus, json, none")
         if gateway.kind != "none" and not gateway.url:
             raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
+        if target.engine not in ("auto", "vllm", "sglang"):
+            raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
         if target.gpu.source == "dcgm" and not target.gpu.url:

@@ -262,6 +262,39 @@ def _state_text_to_json(text_: str) -> str:
     return json.dumps({"ts": ts, "ps": values[1], "c": counters, "h": hists}, separators=(",", ":"))
 
 
+# The columns 0012 adds, frozen here (schema.py may grow further in later migrations).
+_COUNTERS_0012 = (
+    "finished_stop", "finished_length", "finished_abort", "finished_error", "admission_rejections",
+    "engine_read_bytes", "engine_write_bytes", "spec_decode_drafts", "spec_decode_draft_tokens",
+    "spec_decode_accepted_tokens",
+)
+_GAUGES_0012 = (
+    "waiting_capacity", "waiting_deferred", "sleep_weights_offloaded", "sleep_discard_all", "kv_capacity_tokens",
+    "kv_capacity_bytes", "prefix_cache_hit_rate", "lora_running_adapters", "lora_waiting_adapters",
+)
+_HISTOGRAMS_0012 = ("prefill_time", "tpot")
+
+
+def _engines(conn: Connection) -> None:
+    # vLLM 0.33's and SGLang's figures (docs/metrics.md): nullable columns, NULL in older rows (not
+    # exposed then: drawn as gaps). A fresh database got them from 0001: only missing ones are added.
+    hist = [(f"{h}_{part}", kind) for h in _HISTOGRAMS_0012
+            for part, kind in (("layout", "INTEGER"), ("count", "FLOAT"), ("sum", "FLOAT"), ("buckets", "BLOB"))]
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    wanted = {
+        "samples": [(g, "FLOAT") for g in _GAUGES_0012] + [(c, "FLOAT") for c in _COUNTERS_0012] + hist,
+        "model_rollups": [(f"{g}_{a}", "FLOAT") for g in _GAUGES_0012 for a in ("sum", "max")]
+        + [(c, "FLOAT") for c in _COUNTERS_0012] + hist,
+        "targets": [("engine", "TEXT"), ("lora", "TEXT")],
+    }
+    for table, columns in wanted.items():
+        have = _columns(conn, table)
+        for name, kind in columns:
+            if name not in have:
+                kind = blob if kind == "BLOB" else "DOUBLE PRECISION" if kind == "FLOAT" and conn.dialect.name == "postgresql" else kind
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -272,6 +305,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0010_sweep_target", _sweep_target),
     ("0008_query_views", _query_views),
     ("0009_state_json", _state_json),
+    ("0012_engines", _engines),
 ]
 
 

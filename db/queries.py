@@ -26,8 +26,8 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import CATALOGUE, RATIOS
-from db import aggregate, schema, sources
+from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
+from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
 from db.quantiles import quantile_matrix
@@ -49,15 +49,17 @@ _GAUGE_FIGURES = (
     ("running_max", "requests_running_max", "max"),
     ("waiting_max", "requests_waiting_max", "max"),
     ("kv_cache_usage_max", "kv_cache_usage_max", "max"),
+    *derived.GAUGE_FIGURES,
 )
 _TOTALS = ("preemptions",)  # counters whose increase over the step is itself a figure
 _SCALAR_SPEC = {
     "sum": [*schema.COUNTERS, "covered_ms"],
     **{op: [col for _, col, how in _GAUGE_FIGURES if how == op] for op in ("avg", "max")},
 }
+_SCALAR_SPEC["avg"] += list(derived.AVERAGED)
 _POINT_KEYS = (
     *(name for _, _, name in _QUANTILES), *_RATES, *_TOTALS, *(name for name, _, _ in _GAUGE_FIGURES),
-    "queue_depth_max", *RATIOS,
+    "queue_depth_max", *RATIOS, *derived.POINT_KEYS,
 )
 _NEEDED_BY: dict[str, set[str]] = {
     **{key: {spec.rate} | ({key} & set(_TOTALS)) for spec in CATALOGUE if spec.kind == "counter" for key in [spec.key]},
@@ -67,6 +69,8 @@ _NEEDED_BY: dict[str, set[str]] = {
 for _ratio, _counters in RATIOS.items():
     for _counter in _counters:
         _NEEDED_BY[_counter] = _NEEDED_BY[_counter] | {_ratio}
+for _col, _names in derived.NEEDED_BY.items():
+    _NEEDED_BY[_col] = _NEEDED_BY.get(_col, set()) | _names
 _NEEDED_BY = {col: names - {""} for col, names in _NEEDED_BY.items()}
 
 
@@ -260,6 +264,10 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 gpu_source=row.gpu_source,
                 gateway_source=row.gateway_source,
                 ceiling=target_ceiling(conn, row.id),
+                engine=row.engine,
+                metric_versions={k: name_versions(v) for k, v in json.loads(row.metric_names_used or "{}").items()},
+                cache_config=json.loads(row.cache_config or "{}"),
+                lora=json.loads(row.lora or "{}"),
             )
         )
     return out
@@ -304,6 +312,7 @@ def _figures(
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     _rates(out, float(step))
     _ratios(out)
+    derived.add(out)
     return out
 
 
@@ -377,7 +386,8 @@ def _model_figures(
     out: dict[str, np.ndarray] = {}
     for src in (red.sums, red.avgs, red.maxes):
         for name, values in src.items():
-            out[name] = _across_models(values, groups, nm, "max" if name == "kv_cache_usage_max" else "sum")
+            how = "max" if name == "kv_cache_usage_max" or name in derived.MAX_ACROSS_MODELS else "sum"
+            out[name] = _across_models(values, groups, nm, how)
     return out
 
 
@@ -490,6 +500,7 @@ def _window(
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count
+    rejections = point["admission_rejections_per_s"]
     tok = point["tokens_per_s"]
     ceiling_tok = ceiling.tokens_per_s if ceiling else None
     return WindowFigures(
@@ -509,6 +520,11 @@ def _window(
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
+        engine=None if row is None else row.engine,
+        sleep_state=None if row is None else _sleep_state(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi),
+        admission_rejections_per_min=None if rejections is None else rejections * 60.0,
+        requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
+                                           if point[f"{k}_per_s"] is not None},
     )
 
 
@@ -519,6 +535,12 @@ def _window_up(last: Any, lo: int, f: dict[str, np.ndarray]) -> bool | None:
         return bool(last.up)
     scrapes = f["scrapes"][0]
     return None if math.isnan(scrapes) or scrapes == 0 else bool(f["up_scrapes"][0] > 0)
+
+
+def _sleep_state(conn: Connection, model_ids: list[int], lo: int, hi: int) -> str | None:
+    """The engine's sleep state at the window's last raw row (None: not exposed, or no row)."""
+    row = sources.latest_sample(conn, model_ids, lo, hi, ("sleep_weights_offloaded", "sleep_discard_all"))
+    return None if row is None else sleep_state(*row)
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

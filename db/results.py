@@ -74,8 +74,37 @@ class GpuFigures:
     temperature_c_max: float | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class EngineFigures:
+    """The vLLM 0.33 / SGLang figures of a window or a series step (db/derived.py, docs/metrics.md);
+    None where the engine does not expose them. Keyword-only, so records add them after their own."""
+
+    finished_stop_per_s: float | None = None
+    finished_length_per_s: float | None = None
+    finished_abort_per_s: float | None = None
+    finished_error_per_s: float | None = None
+    admission_rejections_per_s: float | None = None  # HTTP 503 at the door
+    engine_read_bytes_per_s: float | None = None  # per GPU, the engine's estimate (--enable-mfu-metrics)
+    engine_write_bytes_per_s: float | None = None
+    engine_bw_gbps: float | None = None  # (read + write) per GPU ÷ 1e9
+    waiting_capacity_max: float | None = None
+    waiting_deferred_max: float | None = None
+    kv_capacity_tokens: float | None = None
+    kv_capacity_bytes: float | None = None
+    prefix_cache_hit_rate: float | None = None  # 0–1
+    sleep_weights_offloaded_max: float | None = None  # 1 when an engine slept so in the step
+    sleep_discard_all_max: float | None = None
+    lora_running_adapters_max: float | None = None
+    lora_waiting_adapters_max: float | None = None
+    spec_decode_acceptance_rate: float | None = None  # 0–1
+    spec_decode_mean_acceptance_length: float | None = None  # tokens per draft, ≥ 1
+    queue_time_p95_s: float | None = None  # TTFT ≈ input processing + queue + prefill
+    prefill_time_p95_s: float | None = None
+    tpot_p95_s: float | None = None  # per-request mean time per output token
+
+
 @dataclass(frozen=True)
-class WindowFigures:
+class WindowFigures(EngineFigures):
     """Every figure of ``status --json`` for one target (one model, or all) over one window."""
 
     target: str
@@ -107,12 +136,14 @@ class WindowFigures:
     last_error: str | None
     scrapes: int  # rounds in the window
     failed_scrapes: int
-    queue_time_p95_s: float | None = None  # time requests waited in vLLM's own queue, P95
-    prefix_cache_hit_rate: float | None = None  # prefix-cache hits ÷ queries (tokens), 0–1
+    engine: str | None = None  # "vllm" or "sglang" (the last successful scrape's names)
+    sleep_state: str | None = None  # at the window's last scrape: awake, weights_offloaded, discard_all
+    admission_rejections_per_min: float | None = None
+    requests_finished_per_s_by_reason: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class SeriesPoint:
+class SeriesPoint(EngineFigures):
     """The figures of one step of a series (``ts`` = step start, unix seconds). None = no data: a gap."""
 
     ts: float
@@ -133,8 +164,6 @@ class SeriesPoint:
     up_ratio: float | None  # share of successful scrapes in the step
     # preemptions ÷ the time their scrapes cover (a bar per step would spike after a gap otherwise)
     preemptions_per_s: float | None = None
-    queue_time_p95_s: float | None = None
-    prefix_cache_hit_rate: float | None = None  # 0–1
 
 
 @dataclass(frozen=True)
@@ -168,3 +197,7 @@ class TargetInfo:
     gpu_source: str
     gateway_source: str
     ceiling: CeilingInfo | None
+    engine: str | None = None  # "vllm" or "sglang"
+    metric_versions: dict[str, str] = field(default_factory=dict)  # key → versions its name implies
+    cache_config: dict[str, str] = field(default_factory=dict)
+    lora: dict[str, str] = field(default_factory=dict)  # newest vllm:lora_requests_info labels

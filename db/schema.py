@@ -89,6 +89,8 @@ targets = Table(
     Column("missing_metrics", Text),  # JSON list, last successful scrape
     Column("cache_config", Text),  # JSON object
     Column("updated_at", Integer),
+    Column("engine", Text),  # "vllm" or "sglang", from the last successful scrape's names (0012_engines)
+    Column("lora", Text),  # JSON object: the newest vllm:lora_requests_info labels (0012_engines)
 )
 
 models = Table(

@@ -192,3 +192,18 @@ def marks(conn: Connection) -> dict[int, int]:
     """Per rollup step, the time before which rollups are complete."""
     m = schema.rollup_marks
     return {int(s): int(u) for s, u in conn.execute(select(m.c.step, m.c.until_ts))}
+
+
+def latest_sample(conn: Connection, ids: Sequence[int], lo: int, hi: int, columns: Sequence[str]) -> Any:
+    """The named columns of the newest raw row of these models in [lo, hi) (None when there is none).
+
+    Raw rows only: a state (sleep) is read as it last was, which a rollup's max would not say; a
+    window older than raw retention has no such row, and its state is unknown.
+    """
+    if not ids:
+        return None
+    s = schema.samples
+    stmt = (select(*[s.c[c] for c in columns]).where(_range(s, "model_id", None))
+            .order_by(s.c.ts.desc()).limit(1))
+    rows = fetch_all(conn, stmt, {"ids": list(ids), "lo": lo, "hi": hi})
+    return rows[0] if rows else None

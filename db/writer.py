@@ -61,7 +61,7 @@ class Writer:
         self._gpus: dict[tuple[int, str], tuple[int, tuple[Any, ...]]] = {}  # (target, uuid) → (id, meta stored)
         self._layouts: dict[tuple[float, ...], int] = {}
         self._states: dict[int, SeriesState] = {}
-        self._target_meta: dict[int, tuple[dict[str, str], tuple[str, ...], dict[str, str]]] = {}
+        self._target_meta: dict[int, tuple[Any, ...]] = {}  # (used, missing, cache_config, engine, lora)
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
         # target → its last round that stored model rows: (row ts, the round's start as the clock
@@ -310,18 +310,22 @@ class Writer:
             "metric_names_used": json.dumps(used, sort_keys=True),
             "missing_metrics": json.dumps(list(missing)),
             "cache_config": json.dumps(cache, sort_keys=True),
+            "engine": scrape.engine,
+            "lora": json.dumps(dict(scrape.lora), sort_keys=True) if scrape.lora else None,
         }
         conn.execute(update(t).where(t.c.id == target_id).values(**values))
-        self._target_meta[target_id] = (used, missing, cache)
+        self._target_meta[target_id] = (used, missing, cache, scrape.engine, dict(scrape.lora))
 
 
-def _meta_unchanged(seen: tuple[dict[str, str], tuple[str, ...], dict[str, str]] | None, scrape: VllmScrape) -> bool:
+def _meta_unchanged(seen: tuple[Any, ...] | None, scrape: VllmScrape) -> bool:
     # mappings compared as mappings (order aside, as the JSON is sorted): the UPDATE only on a change
     return (
         seen is not None
         and seen[1] == tuple(scrape.missing)
         and seen[0] == scrape.metric_names_used
         and seen[2] == scrape.cache_config
+        and seen[3] == scrape.engine
+        and seen[4] == scrape.lora
     )
 
 

@@ -46,6 +46,8 @@ class SimOptions:
     max_model_len: int = 8192
     gateway_limit: int = 16
     vllm_version: str = "v1"
+    engine: str = "vllm"  # "sglang": SGLang 0.5's metric names
+    api_servers: int = 1  # vLLM --api-server-count; > 1 serves /metrics as in multiprocess mode
     load: int = 0
     load_pattern: str | None = None
     speed: float = 1.0
@@ -64,9 +66,12 @@ class RunningSim:
     def __init__(self, options: SimOptions) -> None:
         if options.vllm_version not in ("v1", "v0"):
             raise ValueError(f"vllm_version must be v1 or v0, not {options.vllm_version!r}")
+        if options.engine not in ("vllm", "sglang"):
+            raise ValueError(f"engine must be vllm or sglang, not {options.engine!r}")
         self.options = options
         self.stopping = threading.Event()
-        self.live = LiveEngine(options.engine_config(), RealClock(options.speed), options.vllm_version)
+        self.live = LiveEngine(options.engine_config(), RealClock(options.speed), options.vllm_version, options.engine,
+                               options.api_servers)
         self.gateway = Gateway(options.gateway_limit)
         self.load: ClosedLoopLoad | None = None
         self._numbers = itertools.count()

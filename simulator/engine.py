@@ -167,6 +167,7 @@ class Engine:
         """Apply a planned step that ended at ``now``: advance KV, emit tokens, finish sequences."""
         self.steps += 1
         self.stats.hists["iteration"].observe(plan.decode_seqs + plan.prefill_tokens)
+        self._count_traffic(plan)
         finished: list[Sequence] = []
         for seq, n in plan.work:
             if seq.done or seq.blocks == 0:
@@ -179,6 +180,15 @@ class Engine:
         for seq in finished:
             self.running.remove(seq)
             self._finish(seq, seq.finish_reason, now)
+
+    def _count_traffic(self, plan: StepPlan) -> None:
+        """What vLLM's MFU metrics estimate per GPU: a step reads the weights once and the KV of every
+        context token, and writes the KV of the tokens it computes (the ceiling's assumption)."""
+        params = self.params
+        tokens = sum(n for _, n in plan.work)
+        context = sum(seq.computed + n for seq, n in plan.work)
+        self.stats.read_bytes += params.weight_bytes_per_gpu + context * params.kv_bytes_per_token
+        self.stats.write_bytes += tokens * params.kv_bytes_per_token
 
     def _emit(self, seq: Sequence, now: float) -> None:
         hists = self.stats.hists

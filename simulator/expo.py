@@ -2,8 +2,12 @@
 
 Each endpoint is a list of metric families built from a plain snapshot (no global registry), so a
 restart is just a new snapshot with new ``started_at``: counters back to zero, new ``*_created``,
-new ``process_start_time_seconds``. Names, labels and bucket bounds follow vLLM V1 (≥ 0.11) or, with
-``version="v0"``, the old V0 engine (DOMAIN.md §4).
+new ``process_start_time_seconds``. Names, labels and bucket bounds follow vLLM V1 (0.33: MFU bytes
+counters, finished-by-reason with ``error``, admission rejections, waiting by reason, sleep state,
+``kv_cache_size_tokens``) or, with ``version="v0"``, the old V0 engine (DOMAIN.md §4); with
+``engine="sglang"``, SGLang 0.5's names (ENGINES.md). ``api_servers > 1`` is vLLM's multiprocess
+mode: no ``*_created``, no ``process_start_time_seconds``, each histogram's ``_sum`` before its buckets.
+SGLang always serves that way (its processes share prometheus_client's multiprocess directory).
 """
 
 from __future__ import annotations
@@ -43,6 +47,13 @@ class VllmView:
     block_size: int
     gpu_memory_utilization: float
     version: str = "v1"
+    engine: str = "vllm"  # or "sglang"
+    api_servers: int = 1  # vLLM --api-server-count: > 1 is multiprocess mode
+    sleep_level: int = 0  # 0 awake, 1 weights offloaded, 2 discard all (vLLM's /sleep?level=)
+
+    @property
+    def multiprocess(self) -> bool:
+        return self.api_servers > 1 or self.engine == "sglang"
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,12 @@ class FamilySink:
         family.add_metric(list(labels.values()), value)
         self.families.append(family)
 
+    def gauges(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]]) -> None:
+        family = GaugeMetricFamily(name, doc, labels=labelnames)
+        for values, value in children:
+            family.add_metric(values, value)
+        self.families.append(family)
+
     def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
                 created: float | None) -> None:
         family = CounterMetricFamily(name, doc, labels=labelnames)
@@ -125,10 +142,12 @@ class FamilySink:
         self.families.append(family)
 
     def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
-                  created: float | None) -> None:
+                  created: float | None, sum_first: bool = False) -> None:
         family = HistogramMetricFamily(name, doc, labels=list(labels))
         buckets = [(_le(le), count) for le, count in hist.cumulative(bounds)]
         family.add_metric(list(labels.values()), buckets, hist.total)
+        if sum_first:  # as prometheus_client's multiprocess collector often serves it
+            family.samples.sort(key=lambda sample: not sample.name.endswith("_sum"))
         if created is not None:
             family.samples.append(Sample(name + "_created", dict(labels), created, None))
         self.families.append(family)
@@ -143,6 +162,9 @@ class ValueSink:
     def gauge(self, name: str, doc: str, labels: dict[str, str], value: float) -> None:
         self.values.append(value)
 
+    def gauges(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]]) -> None:
+        self.values.extend(value for _, value in children)
+
     def counter(self, name: str, doc: str, labelnames: list[str], children: list[tuple[list[str], float]],
                 created: float | None) -> None:
         for _, value in children:
@@ -151,11 +173,14 @@ class ValueSink:
                 self.values.append(created)
 
     def histogram(self, name: str, doc: str, labels: dict[str, str], hist: Hist, bounds: tuple[float, ...] | None,
-                  created: float | None) -> None:
+                  created: float | None, sum_first: bool = False) -> None:
         cumulative = hist.cumulative(bounds)
+        if sum_first:
+            self.values.append(hist.total)
         self.values.extend(count for _, count in cumulative)
         self.values.append(cumulative[-1][1])
-        self.values.append(hist.total)
+        if not sum_first:
+            self.values.append(hist.total)
         if created is not None:
             self.values.append(created)
 
@@ -165,11 +190,15 @@ Sink = FamilySink | ValueSink
 
 def vllm_layout(view: VllmView, sink: Sink) -> None:
     """Write every family of vLLM's /metrics for ``view`` into ``sink`` (V1 names unless version v0)."""
+    if view.engine == "sglang":
+        sglang_layout(view, sink)
+        return
     v0 = view.version == "v0"
     labels = {"model_name": view.model} if v0 else {"model_name": view.model, "engine": "0"}
-    created = None if v0 else view.stats.started_at
+    created = None if v0 or view.multiprocess else view.stats.started_at
     stats = view.stats
-    sink.gauge("process_start_time_seconds", START_DOC, {}, stats.started_at)
+    if not view.multiprocess:
+        sink.gauge("process_start_time_seconds", START_DOC, {}, stats.started_at)
     sink.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels, view.running)
     sink.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels, view.waiting)
     if v0:
@@ -186,15 +215,72 @@ def vllm_layout(view: VllmView, sink: Sink) -> None:
         ("vllm:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens),
     ):
         sink.counter(name, doc, names, [(values, value)], created)
-    reasons = [([*values, reason], count) for reason, count in stats.success.items()]
+    success = stats.success if v0 else {"error": 0.0, **stats.success}
+    reasons = [([*values, reason], count) for reason, count in success.items()]
     sink.counter("vllm:request_success", "Count of successfully processed requests.", [*names, "finished_reason"],
                  reasons, created)
     for name, key, doc in _HISTOGRAMS:
         if v0 and key == "itl":
             name, doc = "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."
         bounds = _V0_BOUNDS.get(key) if v0 else None
-        sink.histogram(name, doc, labels, stats.hists[key], bounds, created)
+        sink.histogram(name, doc, labels, stats.hists[key], bounds, created, view.multiprocess)
     sink.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", _cache_config(view, labels), 1.0)
+    if not v0:
+        _v033_layout(view, labels, created, sink)
+
+
+_SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
+
+
+def _v033_layout(view: VllmView, labels: dict[str, str], created: float | None, sink: Sink) -> None:
+    """The families vLLM 0.33 adds (MFU bytes as with --enable-mfu-metrics)."""
+    names, values = list(labels), list(labels.values())
+    sink.gauges("vllm:num_requests_waiting_by_reason", "Number of requests waiting, by reason.", [*names, "reason"],
+                [([*values, "capacity"], view.waiting), ([*values, "deferred"], 0.0)])
+    sink.gauges("vllm:engine_sleep_state", "Engine sleep state; awake = 0 means engine is sleeping.",
+                [*names, "sleep_state"],
+                [([*values, state], float(view.sleep_level == i)) for i, state in enumerate(_SLEEP_STATES)])
+    sink.counter("vllm:admission_rejections", "Requests rejected at admission (HTTP 503).", ["model_name", "reason"],
+                 [([view.model, reason], 0.0) for reason in ("max_num_queued_reqs", "max_num_queued_tokens")], created)
+    for name, doc, value in (
+        ("vllm:estimated_read_bytes_per_gpu", "Estimated bytes read from memory per GPU.", view.stats.read_bytes),
+        ("vllm:estimated_write_bytes_per_gpu", "Estimated bytes written to memory per GPU.", view.stats.write_bytes),
+    ):
+        sink.counter(name, doc, names, [(values, value)], created)
+
+
+def sglang_layout(view: VllmView, sink: Sink) -> None:
+    """SGLang 0.5's /metrics (--enable-metrics) for ``view``: scheduler figures on rank labels,
+    tokenizer figures per model; served through prometheus_client's multiprocess collector."""
+    stats = view.stats
+    sched = {"model_name": view.model, "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    tok = {"model_name": view.model}
+    capacity = view.num_gpu_blocks * view.block_size
+    for name, doc, value in (
+        ("sglang:num_running_reqs", "The number of running requests.", view.running),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", view.waiting),
+        ("sglang:token_usage", "The token usage.", view.kv_usage),
+        ("sglang:num_used_tokens", "The number of used tokens.", round(view.kv_usage * capacity)),
+        ("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV pool.", capacity),
+        ("sglang:cache_hit_rate", "The prefix cache hit rate.", 0.0),
+    ):
+        sink.gauge(name, doc, sched, value)
+    sink.counter("sglang:num_retracted_requests", "Number of retracted requests.", list(sched),
+                 [(list(sched.values()), stats.preemptions)], None)
+    for name, doc, value in (
+        ("sglang:prompt_tokens", "Number of prefill tokens processed.", stats.prompt_tokens),
+        ("sglang:generation_tokens", "Number of generation tokens processed.", stats.generation_tokens),
+        ("sglang:num_requests", "Number of requests processed.", sum(stats.success.values())),
+        ("sglang:num_aborted_requests", "Number of requests aborted.", stats.success.get("abort", 0.0)),
+    ):
+        sink.counter(name, doc, list(tok), [(list(tok.values()), value)], None)
+    for name, key, doc, labels in (
+        ("sglang:time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds.", tok),
+        ("sglang:inter_token_latency_seconds", "itl", "Histogram of inter-token latency in seconds.", tok),
+        ("sglang:e2e_request_latency_seconds", "e2e", "Histogram of End-to-end request latency in seconds", tok),
+        ("sglang:queue_time_seconds", "queue", "Histogram of queueing time in seconds.", sched),
+    ):
+        sink.histogram(name, doc, labels, stats.hists[key], None, None, True)
 
 
 def vllm_families(view: VllmView) -> list[Metric]:
@@ -216,7 +302,13 @@ def _cache_config(view: VllmView, labels: dict[str, str]) -> dict[str, str]:
     }
     if "engine" in labels:
         info["engine"] = labels["engine"]
+        tokens = view.num_gpu_blocks * view.block_size  # 0.33 states the capacity itself
+        info["kv_cache_size_tokens"] = str(tokens)
+        info["kv_cache_memory_bytes"] = str(round(tokens * _KV_BYTES_PER_TOKEN))
     return info
+
+
+_KV_BYTES_PER_TOKEN = 327_680.0  # simulator.params.EngineParams.kv_bytes_per_token (TP 8, per GPU)
 
 
 def gateway_layout(view: GatewayView, sink: Sink) -> None:

@@ -41,7 +41,7 @@ PROFILE_S = 300.0
 HIST_KEYS = tuple(HISTOGRAM_BOUNDS)
 # Vector layout of a profile: per-second rates of these counters, time-averaged gauges, then per
 # histogram its per-second bucket counts and per-second sum.
-COUNTERS = ("generation_tokens", "prompt_tokens", "preemptions", "stop", "length")
+COUNTERS = ("generation_tokens", "prompt_tokens", "preemptions", "stop", "length", "read_bytes", "write_bytes")
 GAUGES = ("running", "waiting", "kv_usage", "busy")
 
 
@@ -90,7 +90,7 @@ def _profile(clients: int, config: EngineConfig, seed: int) -> list[float]:
 
 def _snapshot(stats: EngineStats) -> list[float]:
     out = [stats.generation_tokens, stats.prompt_tokens, stats.preemptions, stats.success["stop"],
-           stats.success["length"]]
+           stats.success["length"], stats.read_bytes, stats.write_bytes]
     for key in HIST_KEYS:
         out += stats.hists[key].counts
         out.append(stats.hists[key].total)
@@ -142,7 +142,7 @@ class _Accumulator:
             pos += len(bounds) + 2
         success = {"stop": float(math.floor(v[3])), "length": float(math.floor(v[4])), "abort": 0.0}
         return EngineStats(self.started_at, float(math.floor(v[1])), float(math.floor(v[0])), float(math.floor(v[2])),
-                           success, hists)
+                           success, hists, read_bytes=float(math.floor(v[5])), write_bytes=float(math.floor(v[6])))
 
 
 def _running_sum(values: list[float]) -> list[float]:
@@ -154,7 +154,8 @@ def _running_sum(values: list[float]) -> list[float]:
 
 
 def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed: int = 0, pattern: str = "daily",
-                     *, vllm_version: str = "v1", config: EngineConfig | None = None, gateway_limit: int = 16,
+                     *, vllm_version: str = "v1", engine: str = "vllm", config: EngineConfig | None = None,
+                     gateway_limit: int = 16,
                      peak_clients: float = 28.0, hostname: str = "sim-v100-node") -> Iterator[HistorySample]:
     """Samples at ``start_ts``, ``start_ts + step_s``, … up to ``end_ts`` (unix seconds), as scraped.
 
@@ -184,7 +185,7 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         acc.add(rates, min(step_s, ts - acc.started_at))
         served += (rates[3] + rates[4]) * step_s
         queue = max(0, round(state.clients - limit))
-        view = _vllm_view(config, acc.stats(), rates, vllm_version)
+        view = _vllm_view(config, acc.stats(), rates, vllm_version, engine)
         gateway = GatewayView(queue, round(running_clients), limit, gateway_start, {"ok": float(math.floor(served))})
         gpus = gpu_views(config.params, rates[0], rates[len(COUNTERS) + 3], seed=seed)
         yield HistorySample(ts, _render(templates, "vllm", view), _render(templates, "gateway", gateway),
@@ -192,10 +193,10 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         prev, ts = ts, ts + step_s
 
 
-def _vllm_view(config: EngineConfig, stats: EngineStats, rates: list[float], version: str) -> VllmView:
+def _vllm_view(config: EngineConfig, stats: EngineStats, rates: list[float], version: str, engine: str) -> VllmView:
     running, waiting, kv = (rates[len(COUNTERS) + i] for i in range(3))
     return VllmView(config.model, stats, round(running), round(waiting), min(1.0, kv), config.params.num_gpu_blocks(),
-                    config.params.block_size, config.params.gpu_memory_utilization, version)
+                    config.params.block_size, config.params.gpu_memory_utilization, version, engine)
 
 
 def _render(templates: dict[str, Template], kind: str, view: VllmView | GatewayView) -> str:

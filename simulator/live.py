@@ -35,10 +35,14 @@ class RealClock:
 class LiveEngine:
     """Runs an :class:`Engine` on a :class:`RealClock` in a background thread."""
 
-    def __init__(self, config: EngineConfig, clock: RealClock, version: str = "v1") -> None:
+    def __init__(self, config: EngineConfig, clock: RealClock, version: str = "v1", engine_kind: str = "vllm",
+                 api_servers: int = 1) -> None:
         self.config = config
         self.clock = clock
         self.version = version
+        self.engine_kind = engine_kind
+        self.api_servers = api_servers
+        self.sleep_level = 0  # 0 awake, 1 weights offloaded, 2 weights and KV discarded
         self.lock = threading.RLock()
         self._wake = threading.Condition(self.lock)
         self._stop = threading.Event()
@@ -95,10 +99,23 @@ class LiveEngine:
             copy = type(stats)(started_at=stats.started_at, prompt_tokens=stats.prompt_tokens,
                                generation_tokens=stats.generation_tokens, preemptions=stats.preemptions,
                                success=dict(stats.success),
-                               hists={k: type(h)(h.bounds, list(h.counts), h.total) for k, h in stats.hists.items()})
+                               hists={k: type(h)(h.bounds, list(h.counts), h.total) for k, h in stats.hists.items()},
+                               read_bytes=stats.read_bytes, write_bytes=stats.write_bytes)
             return VllmView(self.config.model, copy, len(engine.running), len(engine.waiting), engine.usage(),
                             engine.total_blocks, self.config.params.block_size,
-                            self.config.params.gpu_memory_utilization, self.version)
+                            self.config.params.gpu_memory_utilization, self.version, self.engine_kind,
+                            self.api_servers, self.sleep_level)
+
+    def sleep(self, level: int) -> None:
+        """vLLM's POST /sleep?level=1|2: steps stop (requests wait) until wake_up()."""
+        with self.lock:
+            self.sleep_level = level
+            self._wake.notify_all()
+
+    def wake_up(self) -> None:
+        with self.lock:
+            self.sleep_level = 0
+            self._wake.notify_all()
 
     def load(self) -> tuple[float, float]:
         """(output tokens/s, busy fraction 0–1) over the last RATE_WINDOW_S simulated seconds."""
@@ -116,7 +133,7 @@ class LiveEngine:
         while not self._stop.is_set():
             with self.lock:
                 engine = self.engine
-                plan = engine.plan_step(self.clock.now())
+                plan = None if self.sleep_level else engine.plan_step(self.clock.now())
                 if plan is None:
                     self._record(0.0)
                     self._wake.wait(timeout=0.1)

@@ -78,6 +78,8 @@ class Handler(BaseHTTPRequestHandler):
         gateway = path.startswith("/gateway/")
         route = path.removeprefix("/gateway")
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if path in ("/sleep", "/wake_up") and self._sleep(path):
+            return
         if route not in ("/v1/completions", "/v1/chat/completions"):
             self._json(404, {"error": {"message": f"no route {path}", "type": "NotFoundError", "param": None,
                                        "code": 404}})
@@ -93,6 +95,18 @@ class Handler(BaseHTTPRequestHandler):
             self._through_gateway(request)
         else:
             self._generate(request)
+
+    def _sleep(self, path: str) -> bool:
+        """vLLM's dev-mode POST /sleep?level=1|2 and POST /wake_up (engine_sleep_state follows)."""
+        live = self.server.sim.live
+        if path == "/wake_up":
+            live.wake_up()
+        else:
+            query = self.path.partition("?")[2]
+            level = 2 if "level=2" in query else 1
+            live.sleep(level)
+        self._send(200, b"", "text/plain")
+        return True
 
     # -- generation ---------------------------------------------------------------------------------
     def _through_gateway(self, request: ParsedRequest) -> None:

@@ -76,6 +76,9 @@ class EngineStats:
     preemptions: float = 0.0
     success: dict[str, float] = field(default_factory=lambda: {"stop": 0.0, "length": 0.0, "abort": 0.0})
     hists: dict[str, Hist] = field(default_factory=dict)
+    # vLLM 0.33 --enable-mfu-metrics: the engine's estimate of memory traffic, bytes per GPU
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.hists:

@@ -30,6 +30,9 @@ BAD = {
     "queue_growing": {"queue_depth_max": 19.0},
     "efficiency": {"tokens_per_s": 80.0, "efficiency": 0.44, "waiting_max": 5.0},
     "target_down": DOWN,
+    "sleeping": {"sleep_state": "weights_offloaded"},
+    "requests_failing": {"finished_error_per_s": 0.2},
+    "requests_aborted": {"finished_abort_per_s": 0.1},  # of 0.4 req/s finished
 }
 RAMP = [4, 6, 5, 9, 14, 19]
 

@@ -20,13 +20,20 @@ pytestmark = [
 
 # (url path and query, charts expected, texts that must be visible)
 PAGES = {
-    "overview": ("/", 1, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token"]),
+    "overview": ("/", 1, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token",
+                          "of 79.7 k tokens"]),  # the KV tile: "23 %" / "of 79.7 k tokens · warn …"
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
-    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB"]),
+    "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB",
+                          # engine-side and measured bandwidth together, in the text and as lines of one chart
+                          "Memory traffic per GPU", "(vLLM's estimate)", "average of 8 GPUs", "engine ÷ measured",
+                          "measured and vLLM's estimate", "The engine estimates"]),
+    "overview-sglang": ("/?target=sglang", 1, ["Retractions · 5m", "of 79.7 k tokens", "Time to first token"]),
+    "gpus-sglang": ("/gpus?target=sglang", 4, ["Memory traffic per GPU", "--enable-mfu-metrics"]),
     "operating-point": ("/operating_point", 2, ["Knee at concurrency 16", "Concurrency vs output tok/s"]),
     "alerts": ("/alerts", 1, ["Firing and pending now", "target_down", "silenced by silence 1", "edge is being rebuilt",
                               "State history"]),
-    "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc"]),
+    "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc", "engine: SGLang",
+                                "sglang:num_retracted_requests_total", "vLLM 0.33 with --enable-mfu-metrics"]),
     "query": ("/query?canned=ttft_per_day", 1, ["ttft_p95_s", "Download CSV", "2 rows in"]),
     "query-refused": ("/query?sql=DELETE%20FROM%20samples", 0, ["refused by rule select-only"]),
 }

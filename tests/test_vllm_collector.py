@@ -39,8 +39,10 @@ def test_v1_two_engines_summed_and_kv_maxed():
     assert fig.counters == {
         "generation_tokens": 2_000_000, "prompt_tokens": 5_500_000, "preemptions": 7, "request_success": 10_920,
         "prefix_cache_hits": 550_000, "prefix_cache_queries": 1_700_000,
+        "finished_stop": 9000, "finished_length": 1900, "finished_abort": 20,
     }
-    assert fig.gauges == {"requests_running": 16, "requests_waiting": 5, "kv_cache_usage": 0.57}
+    assert fig.gauges == {"requests_running": 16, "requests_waiting": 5, "kv_cache_usage": 0.57,
+                          "kv_capacity_tokens": 2 * 30210 * 16}
     ttft = fig.histograms["ttft"]
     assert ttft.bounds == V1_TTFT
     assert ttft.cumulative[:4] == (0, 1, 6, 25) and ttft.cumulative[-2:] == (9406, 9407)
@@ -48,7 +50,8 @@ def test_v1_two_engines_summed_and_kv_maxed():
     assert set(fig.histograms) == {"ttft", "itl", "e2e", "queue_time"}
     assert fig.created["generation_tokens"] == 1764490000.25 and fig.created["ttft"] == 1764490000.25
     assert scrape.process_start_time_s == 1764489990.5
-    assert scrape.missing == ("requests_swapped",)
+    assert "requests_swapped" in scrape.missing and "finished_error" in scrape.missing  # no 0.33 reasons
+    assert not {"ttft", "itl", "e2e", "queue_time", "cache_config", "kv_capacity_tokens"} & set(scrape.missing)
     assert scrape.metric_names_used["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
     assert scrape.metric_names_used["itl"] == "vllm:inter_token_latency_seconds"
     assert scrape.cache_config["num_gpu_blocks"] == "30210" and "engine" not in scrape.cache_config
@@ -59,12 +62,14 @@ def test_v0_old_names_no_engines_no_created():
     fig = scrape.models[MODEL]
     assert scrape.engines == ()
     assert fig.gauges == {"requests_running": 9, "requests_waiting": 2, "requests_swapped": 1, "kv_cache_usage": 0.41}
+    assert scrape.engine == "vllm"
     assert fig.histograms["ttft"].bounds == V1_TTFT[:16] + (INF,)
     assert fig.histograms["ttft"].cumulative[-1] == fig.histograms["ttft"].count == 5013
     assert scrape.metric_names_used["kv_cache_usage"] == "vllm:gpu_cache_usage_perc"
     assert scrape.metric_names_used["itl"] == "vllm:time_per_output_token_seconds"
     assert fig.created == {}
-    assert set(scrape.missing) == {"prefix_cache_hits", "prefix_cache_queries", "queue_time", "cache_config"}
+    assert {"prefix_cache_hits", "prefix_cache_queries", "queue_time", "cache_config"} <= set(scrape.missing)
+    assert "kv_cache_usage" not in scrape.missing
 
 
 def test_v0_10_both_kv_names_read_once_preferring_the_new_one():
@@ -95,7 +100,7 @@ def test_empty_family_of_preferred_alias_falls_back_to_the_old_name():
 def test_edge_cases_fixture():
     scrape = parse_vllm(read("vllm_edge_cases.txt"))
     fig = scrape.models["m/a,b=c"]
-    assert fig.counters == {"generation_tokens": 2000, "request_success": 12}
+    assert fig.counters == {"generation_tokens": 2000, "request_success": 12, "finished_stop": 10, "finished_length": 2}
     assert fig.gauges == {"requests_running": 7, "kv_cache_usage": 0.125}  # a NaN engine does not hide the other
     assert fig.histograms["ttft"] == Histogram((0.5, 1.0, INF), (5, 8, 10), 10, 8.75)  # engine 0: +Inf from _count
     assert fig.created == {"generation_tokens": 1700000100.0}

@@ -2,7 +2,8 @@
 collectors' parsers, written by the real writer, rolled up by the real rollup.
 
 ``demo`` is healthy history up to now; ``edge`` was scraped for an hour and has been down for the
-last ten minutes (failed rounds with the error a refused connection gives).
+last ten minutes (failed rounds with the error a refused connection gives); ``sglang`` is an hour of
+the simulator speaking SGLang's names.
 """
 
 from __future__ import annotations
@@ -42,11 +43,12 @@ def target_settings(name: str) -> TargetSettings:
 
 
 def simulated_rounds(
-    target: str, start: float, end: float, step_s: float, seed: int = 0, down_after: float | None = None
+    target: str, start: float, end: float, step_s: float, seed: int = 0, down_after: float | None = None,
+    engine: str = "vllm",
 ) -> Iterator[ScrapeRound]:
     """Rounds as the collector would make them from the simulator's three endpoints."""
     next_gpu = start
-    for sample in generate_history(start, end, step_s, seed=seed):
+    for sample in generate_history(start, end, step_s, seed=seed, engine=engine):
         if down_after is not None and sample.ts >= down_after:
             yield ScrapeRound(target, sample.ts, None, SourceResult(False, DOWN_ERROR))
             continue
@@ -63,10 +65,11 @@ def fill(path: Path, now: float, hours: float = 1.0, step_s: float = 5.0) -> str
     url = f"sqlite:///{path}"
     engine = open_engine(url)
     writer = Writer(engine)
-    for name in ("demo", "edge"):
+    for name in ("demo", "edge", "sglang"):
         writer.register_target(target_settings(name))
     writer.write_rounds(simulated_rounds("demo", now - hours * 3600, now, step_s))
     writer.write_rounds(simulated_rounds("edge", now - 3600, now, step_s, seed=2, down_after=now - 600))
+    writer.write_rounds(simulated_rounds("sglang", now - 3600, now, step_s, seed=3, engine="sglang"))
     rollup(engine, now)
     evaluate_alerts(engine, url, now)
     engine.dispose()

@@ -35,6 +35,13 @@ FIGURES: dict[str, str] = {
     "efficiency": "tokens_per_s ÷ ceiling (0–1)",
     "scrapes": "scrapes in the window",
     "failed_scrapes": "failed scrapes in the window",
+    # vLLM 0.33 / SGLang (docs/metrics.md); None where the engine does not expose them
+    "finished_abort_per_s": "requests aborted per second (vLLM finished_reason=abort, SGLang aborted requests)",
+    "finished_error_per_s": "requests finished by an engine error per second (vLLM 0.33)",
+    "admission_rejections_per_s": "requests refused at admission (HTTP 503) per second (vLLM 0.33)",
+    "engine_bw_gbps": "engine-estimated memory traffic per GPU, GB/s (vLLM 0.33 --enable-mfu-metrics)",
+    "kv_capacity_tokens": "KV-cache capacity in tokens",
+    "prefix_cache_hit_rate": "prefix-cache hit rate (0–1)",
 }
 DERIVED: dict[str, str] = {
     "queued": "requests waiting anywhere: max(waiting_max, queue_depth_max)",
@@ -43,6 +50,10 @@ DERIVED: dict[str, str] = {
     "queue_growing": "1 when the gateway queue grew over the last queue_growth_s without draining",
     "queue_before": "gateway queue depth queue_growth_s ago (while growing)",
     "queue_now": "gateway queue depth now (while growing)",
+    "asleep": "1 when vLLM reports its engine asleep (sleep mode: weights offloaded or discarded), else 0",
+    "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
+    "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
+    "aborts_exposed": "1 when the engine exposes finished_abort_per_s, else 0",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
 NAMES: frozenset[str] = frozenset((*FIGURES, *DERIVED, *THRESHOLDS))
@@ -63,7 +74,10 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         queue_now=None if growth is None else growth[1],
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
+        asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
+        sleep_state=f.sleep_state or "",
     )
+    names.update(_exposed(f))
     names.update(dataclasses.asdict(sweetspot))
     return names
 
@@ -84,7 +98,10 @@ def step_names(
         no_data=1.0 if not p.up_ratio or (p.tokens_per_s is None and p.running_max is None) else 0.0,
         no_data_reason="no successful scrape in this step",
         ttft_p95_note="",
+        asleep=1.0 if (p.sleep_weights_offloaded_max or 0) > 0 or (p.sleep_discard_all_max or 0) > 0 else 0.0,
+        sleep_state="",
     )
+    names.update(_exposed(p))
     if recent is not None:
         growth = queue_growth(recent, recent[-1].ts if recent else p.ts, sweetspot.queue_growth_s)
         names.update(
@@ -94,6 +111,13 @@ def step_names(
         )
     names.update(dataclasses.asdict(sweetspot))
     return names
+
+
+def _exposed(f: WindowFigures | SeriesPoint) -> dict[str, float]:
+    """Whether the engine exposes a figure at all: the rules over it are quiet (clear) where it does
+    not, rather than "no data" forever on an engine that never had it."""
+    return {"errors_exposed": float(f.finished_error_per_s is not None),
+            "aborts_exposed": float(f.finished_abort_per_s is not None)}
 
 
 def _queued(waiting: float | None, queue: float | None) -> float | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from simpleeval import NameNotDefined, SimpleEval
+from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import number, with_unit
@@ -82,8 +82,14 @@ class Outcome:
 _SERVING = "not (running_max == 0 and tokens_per_s == 0)"
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
+        "sleeping", "asleep", ">", "0", WARNING, show_values=False,
+        label="engine asleep ({sleep_state}): up, not down, and serving nothing",
+        recommendation="The engine was put to sleep (vLLM's POST /sleep): wake it with POST /wake_up, or take it "
+        "out of the gateway's pool while it sleeps.",
+    ),
+    Rule(
         "not_serving", "queued", ">", "0", CRITICAL, for_s=120.0,
-        when="running_max == 0 and tokens_per_s == 0",
+        when="running_max == 0 and tokens_per_s == 0 and asleep == 0",
         label="up but not serving over {window}: queued requests", unit="requests", detail="nothing running, 0 tok/s",
         recommendation="vLLM is up but runs nothing while requests wait: check its log for a stuck engine or a "
         "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs 15-20 % throughput) and restart it.",
@@ -129,11 +135,24 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "efficiency", "tokens_per_s", "<", "min_efficiency * ceiling_tokens_per_s", WARNING, for_s=600.0,
-        when=f"queued > 0 and {_SERVING}",
+        when=f"queued > 0 and {_SERVING} and asleep == 0",
         label="output tok/s over {window}", unit="tok/s",
         detail="{min_efficiency_pct} % of the {ceiling_tokens_per_s} tok/s ceiling, while {queued} requests wait",
         recommendation="Under-delivering while requests wait: check that CUDA graphs are on (--enforce-eager costs "
         "15-20 %), --dtype float16 on V100, and that the gateway concurrency limit is not below the sweet spot.",
+    ),
+    Rule(
+        "requests_failing", "finished_error_per_s", ">", "0", CRITICAL, for_s=60.0, when="errors_exposed",
+        label="requests finished by an engine error over {window}", unit="req/s",
+        recommendation="vLLM ends requests with finished_reason=\"error\": read its log for the exception (a CUDA "
+        "error or an out-of-memory in a step) and restart it if the errors keep coming.",
+    ),
+    Rule(
+        "requests_aborted", "finished_abort_per_s", ">", "0.05 * requests_per_s", WARNING, for_s=300.0,
+        when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
+        detail="more than 5 % of finished requests",
+        recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
+        "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
         "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
@@ -147,7 +166,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 # -- evaluation ------------------------------------------------------------------------------------
 @lru_cache(maxsize=1024)
 def _parsed(text: str) -> ast.AST:
-    return SimpleEval().parse(text)
+    return EvalWithCompoundTypes().parse(text)
 
 
 class Names:
@@ -155,7 +174,8 @@ class Names:
 
     def __init__(self, names: Mapping[str, Any]) -> None:
         self.names = dict(names)
-        self._eval = SimpleEval(names=self.names, functions=FUNCTIONS)
+        # a copy: simpleeval adds list, tuple, dict and set to the dict it is given
+        self._eval = EvalWithCompoundTypes(names=self.names, functions=dict(FUNCTIONS))
         self._fields: dict[str, Any] | None = None
 
     def fields(self, rule: Rule) -> _Fields:

@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.catalogue import CATALOGUE
+from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
 from collectors.fetch import fetch_text, masked
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
@@ -114,7 +114,29 @@ def figures_json(figures: ModelFigures) -> dict[str, Any]:
             out[name] = _number(figures.gauges.get(spec.key))
         elif spec.kind == "histogram":
             out[name] = histogram_json(figures.histograms.get(spec.key))
-    return out
+    return out | derived_json(figures)
+
+
+def derived_json(figures: ModelFigures) -> dict[str, Any]:
+    """Figures computed from the catalogue's (cumulative since the engine started); None where absent."""
+    counters, gauges = figures.counters, figures.gauges
+    by_reason = {reason: _number(counters[key]) for reason, key in FINISHED_BY_REASON.items() if key in counters}
+    hit_rate = gauges.get("prefix_cache_hit_rate")
+    if hit_rate is None:
+        hit_rate = _ratio(counters.get("prefix_cache_hits"), counters.get("prefix_cache_queries"))
+    drafts, accepted = counters.get("spec_decode_drafts"), counters.get("spec_decode_accepted_tokens")
+    per_draft = _ratio(accepted, drafts)
+    return {
+        "requests_finished_by_reason": by_reason or None,
+        "prefix_cache_hit_rate": _number(hit_rate),
+        "sleep_state": sleep_state(gauges.get("sleep_weights_offloaded"), gauges.get("sleep_discard_all")),
+        "spec_decode_acceptance_rate": _number(_ratio(accepted, counters.get("spec_decode_draft_tokens"))),
+        "spec_decode_mean_acceptance_length": None if per_draft is None else 1 + per_draft,
+    }
+
+
+def _ratio(part: float | None, whole: float | None) -> float | None:
+    return None if part is None or not whole else part / whole
 
 
 def histogram_json(histogram: Histogram | None) -> dict[str, Any] | None:
@@ -139,6 +161,7 @@ def build_report(scrape: VllmScrape, source: str) -> dict[str, Any]:
     total = total_figures(scrape)
     return {
         "source": source,
+        "engine": scrape.engine,
         "model_names": list(scrape.models),
         "engines": list(scrape.engines),
         **figures_json(total),
@@ -146,32 +169,45 @@ def build_report(scrape: VllmScrape, source: str) -> dict[str, Any]:
         "created": {key: _number(value) for key, value in sorted(total.created.items())},
         "cache_config": dict(scrape.cache_config),
         "metric_names_used": dict(scrape.metric_names_used),
+        "metric_versions": {key: name_versions(name) for key, name in scrape.metric_names_used.items()},
+        "lora": _lora_json(scrape.lora),
         "missing": list(scrape.missing),
         "models": {model: figures_json(figures) for model, figures in scrape.models.items()},
     }
 
 
+def _lora_json(lora: dict[str, str] | Any) -> dict[str, Any] | None:
+    if not lora:
+        return None
+    names = {part: [a for a in lora.get(f"{part}_lora_adapters", "").split(",") if a] for part in ("running", "waiting")}
+    return {**names, "max_lora": lora.get("max_lora")}
+
+
 def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
     """A readable summary with units (totals across engines and models)."""
-    rows = [("figure", "value", "exposed as", "unit")]
+    rows = [("figure", "value", "exposed as", "unit", "versions")]
     for spec in CATALOGUE:
         if spec.kind == "info":
             continue
         name = figure_name(spec.key, spec.kind)
         exposed = scrape.metric_names_used.get(spec.key, "(not exposed)")
+        versions = report["metric_versions"].get(spec.key, "")
         if spec.kind == "histogram":
             count, detail = _histogram_cells(report[name], spec.unit)
-            rows.append((name, count, exposed, detail))
+            rows.append((name, count, exposed, detail, versions))
         else:
-            rows.append((name, _fmt(report[name], spec.unit), exposed, spec.unit))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    table = [f"{a:{widths[0]}}  {b:>{widths[1]}}  {c:{widths[2]}}  {d}" for a, b, c, d in rows]
+            rows.append((name, _fmt(report[name], spec.unit), exposed, spec.unit, versions))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    table = [f"{a:{widths[0]}}  {b:>{widths[1]}}  {c:{widths[2]}}  {d:{widths[3]}}  {e}".rstrip()
+             for a, b, c, d, e in rows]
     incomplete = report.get("incomplete_histograms", [])
     names = dict.fromkeys([*report["model_names"], *(h["model"] for h in incomplete)])
     models = [name or "(no model_name label)" for name in names]
     engines = report["engines"]
     head = [
         f"source   {report['source']}",
+        f"engine   {report['engine']}" + (f", sleeping ({report['sleep_state']})"
+                                          if report["sleep_state"] not in (None, "awake") else ""),
         f"models   {', '.join(models) or '(none)'}",
         # the labels, quoted: a count would read the same as a single engine labelled "0"
         f"engines  {len(engines)}: " + ", ".join(f'engine="{e}"' for e in engines)

@@ -25,6 +25,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, default=8192, help="vLLM --max-model-len")
     parser.add_argument("--gateway-limit", type=int, default=16, help="requests the gateway lets through at once")
     parser.add_argument("--vllm-version", choices=("v1", "v0"), default="v1", help="metric names of vLLM V1 or V0")
+    parser.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
+                        help="speak vLLM's metric names or SGLang 0.5's (sglang: --vllm-version is ignored)")
+    parser.add_argument("--api-server-count", type=int, default=1, metavar="N",
+                        help="as vLLM's: N > 1 serves /metrics in multiprocess mode (no *_created, no process_*)")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="built-in closed-loop load of N clients through the gateway (daily: peak clients)")
     parser.add_argument("--load-pattern", choices=("daily",), help="demand that rises and falls through the day")
@@ -92,10 +96,13 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(f"--dcgm-interval: {exc}") from None
     if args.speed <= 0:
         raise UsageError("--speed must be greater than 0")
+    if args.api_server_count < 1:
+        raise UsageError("--api-server-count must be 1 or more")
     config = _config(args)
     options = SimOptions(port=args.port, seed=args.seed, max_num_seqs=config.max_num_seqs,
                          max_model_len=config.max_model_len, gateway_limit=args.gateway_limit,
-                         vllm_version=args.vllm_version, load=args.load, load_pattern=args.load_pattern,
+                         vllm_version=args.vllm_version, engine=args.engine, api_servers=args.api_server_count,
+                         load=args.load, load_pattern=args.load_pattern,
                          speed=args.speed, restart_every_s=restart_every, dcgm_interval_s=dcgm_interval)
     try:
         sim = start_simulator(options)

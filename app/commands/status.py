@@ -42,6 +42,16 @@ ROWS = (
     ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
     ("queue_time_p95_s", "queue time in vLLM P95", "s", 1.0),
     ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
+    # vLLM 0.33 / SGLang figures: "no data" where the engine does not expose them
+    ("engine", "engine", "", 0.0),
+    ("sleep_state", "sleep state", "", 0.0),
+    ("kv_capacity_tokens", "KV capacity", "tokens", 1.0),
+    ("engine_bw_gbps", "engine memory traffic", "GB/s per GPU", 1.0),
+    ("finished_abort_per_s", "aborted requests", "req/s", 1.0),
+    ("finished_error_per_s", "failed requests", "req/s", 1.0),
+    ("admission_rejections_per_min", "rejected at admission", "req/min", 1.0),
+    ("prefill_time_p95_s", "prefill time P95", "s", 1.0),
+    ("spec_decode_acceptance_rate", "spec-decode acceptance", "%", 100.0),
 )
 
 
@@ -93,6 +103,8 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
         return "no data"
     if isinstance(value, bool):
         return "yes" if value else "NO"
+    if isinstance(value, str):
+        return value
     if scale is None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     number = value * scale
@@ -109,6 +121,8 @@ def render(fig: WindowFigures) -> str:
     ]
     data = figures_json(fig)
     for key, label, unit, scale in ROWS:
+        if key == "preemptions" and fig.engine == "sglang":
+            label = "retractions (preemptions)"  # SGLang's word for it
         lines.append(f"  {label:24} {_format(data[key], unit, scale)}")
     if fig.ttft_p95_in_inf_bucket:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, with_unit
+from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
@@ -105,13 +105,16 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     ceiling = f"ceiling {number(f.ceiling_tokens_per_s)} tok/s"
     if f.efficiency is not None:
         ceiling = f"{percent(f.efficiency)} of {ceiling}"
+    # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
+    kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
+    preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
         Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
-        Tile(f"Preemptions · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase."),
+        Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
-        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage; near 100 % vLLM preempts."),
+        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
 
 
@@ -165,28 +168,31 @@ def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
     ]
 
 
-# Which vLLM versions expose a sample name (DOMAIN.md §4): a hint, not a proof.
-VERSION_HINTS: Mapping[str, str] = {
-    "vllm:kv_cache_usage_perc": "vLLM ≥ 0.9.2",
-    "vllm:gpu_cache_usage_perc": "vLLM < 0.10 (older KV name)",
-    "vllm:inter_token_latency_seconds": "vLLM ≥ 0.11",
-    "vllm:time_per_output_token_seconds": "vLLM < 0.11 (older ITL name)",
-    "vllm:num_requests_swapped": "V0 engine",
-    "vllm:num_requests_waiting_by_reason": "newest vLLM",
-}
-
-
 # Why a catalogue figure may be absent though vLLM is healthy.
 MISSING_HINTS: Mapping[str, str] = {
     "requests_swapped": "V0 engine only: expected on V1",
     "prefix_cache_hits": "prefix caching off, or vLLM before it was exported",
     "prefix_cache_queries": "prefix caching off, or vLLM before it was exported",
+    "engine_read_bytes": "vLLM 0.33 with --enable-mfu-metrics",
+    "engine_write_bytes": "vLLM 0.33 with --enable-mfu-metrics",
+    "admission_rejections": "vLLM 0.33",
+    "waiting_capacity": "vLLM 0.33",
+    "waiting_deferred": "vLLM 0.33",
+    "sleep_weights_offloaded": "vLLM 0.33",
+    "sleep_discard_all": "vLLM 0.33",
+    "finished_error": "vLLM 0.33 (error reason)",
+    "spec_decode_drafts": "speculative decoding off",
+    "spec_decode_draft_tokens": "speculative decoding off",
+    "spec_decode_accepted_tokens": "speculative decoding off",
+    "lora_requests": "LoRA off",
+    "prefill_time": "vLLM ≥ 0.6; SGLang does not expose it",
+    "tpot": "vLLM ≥ 0.11",
 }
 
 
 def metric_rows(info: TargetInfo) -> list[dict[str, str]]:
     rows = [
-        {"figure": key, "exposed as": name, "version hint": VERSION_HINTS.get(name, "")}
+        {"figure": key, "exposed as": name, "version hint": info.metric_versions.get(key, "")}
         for key, name in sorted(info.metric_names_used.items())
     ]
     rows += [
@@ -194,6 +200,24 @@ def metric_rows(info: TargetInfo) -> list[dict[str, str]]:
         for key in info.missing_metrics
     ]
     return rows
+
+
+def engine_text(info: TargetInfo) -> str:
+    """The engine, its KV capacity and its LoRA adapters, as the last scrape stated them."""
+    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(info.engine or "", "not known yet")
+    parts = [f"- engine: {name}"]
+    config = info.cache_config
+    size = config.get("kv_cache_size_tokens") or (
+        str(int(config["num_gpu_blocks"]) * int(config["block_size"]))
+        if config.get("num_gpu_blocks", "").isdigit() and config.get("block_size", "").isdigit() else ""
+    )
+    if size:
+        parts.append(f"- KV capacity: {tokens(float(size))} tokens per engine (cache_config_info)")
+    if info.lora:
+        running = info.lora.get("running_lora_adapters") or "none"
+        waiting = info.lora.get("waiting_lora_adapters") or "none"
+        parts.append(f"- LoRA adapters: running {running}; waiting {waiting} (max {info.lora.get('max_lora', '?')})")
+    return "\n".join(parts)
 
 
 def health_text(info: TargetInfo, now: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.formatting import GIB
-from app.ui import charts, state, widgets
+from app.ui import charts, state, traffic, widgets
 from core.durations import format_duration
 
 ctx = state.context()
@@ -33,6 +33,9 @@ def live() -> None:
         "exists (GPM or DCGM DRAM active × peak); otherwise NVML memory utilisation, which is the share of TIME "
         "the memory was busy, not a share of bandwidth."
     )
+    figures = ctx.window(span.at)  # the engine's own estimate of the traffic, beside the measured one
+    st.markdown(traffic.traffic_text(figures, gpus))
+    st.caption(traffic.ceiling_check_text(figures))
     names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
     label = st.radio("GPU", [charts.ALL_GPUS, *names.values()], horizontal=True, key="gpu", bind="query-params")
     pick = next((u for u, n in names.items() if n == label), None)
@@ -43,6 +46,8 @@ def live() -> None:
     true_bw = any(p.dram_bw_gbps is not None for p in points)
     peak_bw = max((g.peak_bw_gbps for g in gpus if g.peak_bw_gbps), default=None)
     memory_total = max((g.memory_total_bytes for g in gpus if g.memory_total_bytes), default=None)
+    engine = traffic.engine_points(ctx.series(span.start, span.end, gpu_step, fields=("engine_bw_gbps",)))
+    names[traffic.ENGINE_UUID] = traffic.ENGINE_NAME
     step = format_duration(gpu_step)
     panels = [
         ("memory_used_bytes", "Memory used (GiB; grey: total)", "GiB", 1 / GIB, memory_total and memory_total / GIB),
@@ -52,10 +57,15 @@ def live() -> None:
         ("power_w", "Power (W)", "W", 1.0, None),
         ("temperature_c", "Temperature (°C)", "°C", 1.0, None),
     ]
+    if engine and true_bw:  # the estimate as one more line beside the measured GPUs
+        panels[1] = ("dram_bw_gbps", "DRAM GB/s, measured and vLLM's estimate (grey: peak)", "GB/s", 1.0, peak_bw)
+    elif engine:
+        panels.append(("dram_bw_gbps", "Engine-estimated memory traffic (GB/s per GPU)", "GB/s", 1.0, peak_bw))
     left, right = st.columns(2)
     for i, (field, title, unit, scale, peak) in enumerate(panels):
+        drawn = [*points, *engine] if field == "dram_bw_gbps" else points
         state.show_chart(
-            charts.gpu_chart, points, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
+            charts.gpu_chart, drawn, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
             where=left if i % 2 == 0 else right,
         )  # fmt: skip
 

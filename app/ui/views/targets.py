@@ -18,12 +18,12 @@ for info in ctx.targets:
             st.error(f"Last error: {info.last_error}", icon=":material/error:")
         left, right = st.columns(2)
         left.markdown(
-            f"- vLLM endpoint: `{info.vllm_url or 'built-in simulator'}`\n"
+            f"- metrics endpoint: `{info.vllm_url or 'built-in simulator'}`\n"
             f"- models: {', '.join(info.models) or '—'}\n"
             f"- gateway queue source: `{info.gateway_source}`\n"
             f"- GPU source: `{info.gpu_source}` · GPUs seen: {len(info.gpus)}"
         )
-        right.markdown(f"Ceiling: {widgets.ceiling_text(info)}")
+        right.markdown(f"Ceiling: {widgets.ceiling_text(info)}\n\n{widgets.engine_text(info)}")
         rows = widgets.metric_rows(info)
         if rows:
             st.table(rows, hide_index=True)
