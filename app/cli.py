@@ -10,8 +10,9 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from app.loader import load_settings
 from core.errors import SweetspotError
-from core.settings import ENV_CONFIG, load_settings
+from core.settings import ENV_CONFIG
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {

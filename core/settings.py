@@ -20,6 +20,7 @@ from typing import Any
 
 from core.durations import DurationError, parse_duration
 from core.errors import SweetspotError
+from core.schedule import ScheduleError, parse_schedule, zone
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 
@@ -499,9 +500,6 @@ def _validate(settings: Settings) -> Settings:
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
     settings = dataclasses.replace(settings, targets=tuple(targets))
-    from app.alerts.checks import check_alerts  # the rules import these settings
-
-    check_alerts(settings)
     _validate_email(settings.alerts)
     return settings
 
@@ -541,7 +539,6 @@ def _validate_email(alerts: AlertsSettings) -> None:
         raise ConfigError("alerts.email.from_address: required once alerts.email.host is set (or SWEETSPOT_ALERT_FROM)")
     if email.enabled and not email.to and not email.routes:
         raise ConfigError("alerts.email.to: no recipient; name one (or SWEETSPOT_ALERT_TO, comma-separated)")
-    from app.notify.schedule import ScheduleError, parse_schedule, zone
 
     try:
         parse_schedule(digest.schedule)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.notify.schedule import last_due, parse_schedule
+from core.schedule import last_due, parse_schedule
 from core.settings import ConfigError, load_settings
 
 ENV = {

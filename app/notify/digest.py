@@ -23,9 +23,9 @@ from sqlalchemy import Engine, select
 from app.alerts.rules import rule_set
 from app.formatting import number, percent, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
-from app.notify.schedule import zone
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
+from core.schedule import zone
 from core.settings import Settings, effective_sweetspot
 from db import schema
 from db.results import SeriesPoint, WindowFigures

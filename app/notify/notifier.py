@@ -161,7 +161,7 @@ def digest_once(notifier: Notifier) -> str:
     """Queue the scheduled digest when its instant has passed and it is not recorded yet (the
     outbox is the memory: a collector down at 08:00 sends it on start, a restart not twice)."""
     from app.notify import digest
-    from app.notify.schedule import last_due, parse_schedule
+    from core.schedule import last_due, parse_schedule
 
     settings = notifier.settings.alerts.digest
     if not settings.to or not notifier.email.enabled:

@@ -18,11 +18,12 @@ from typing import Any, TypeVar
 import streamlit as st
 from streamlit import dataframe_util
 
+from app.loader import load_settings
 from app.ui import charts
 from app.ui.charts import PANEL_HEIGHT
 from core.durations import format_duration
 from core.errors import SweetspotError
-from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_EMAIL, ENV_UI_PASSWORD, Settings, load_settings
+from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_EMAIL, ENV_UI_PASSWORD, Settings
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")
