@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "ui": "ui",
     "config": "config",
     "db": "dbadmin",
+    "health": "health",
 }
 
 
