@@ -6,12 +6,26 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from app import scheduler
 from app.jobs import RoundCollector, describe_round
 from app.settings import Settings
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from app.prometheus_source import PrometheusJob
+    from db.writer import Writer
+
 log = logging.getLogger(__name__)
+
+
+def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
+                     clock: Callable[[], float]) -> list[PrometheusJob]:  # fmt: skip
+    from app.prometheus_source import PrometheusJob, PrometheusSource
+
+    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
@@ -34,6 +48,7 @@ class CollectorService:
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
+        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock)
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -74,6 +89,7 @@ class CollectorService:
             scheduler.Job("collect", self._collect_logged, self.settings.interval_s),
             scheduler.Job("rollup", self.rollup, ROLLUP_EVERY_S),
             scheduler.Job("retention", self.retention, RETENTION_EVERY_S),
+            *(scheduler.Job(f"prometheus {job.source.name}", job.run, self.settings.interval_s) for job in self.prometheus),
         ]
 
     def _collect_logged(self) -> None:
@@ -85,6 +101,8 @@ class CollectorService:
         scheduler.run_until_stopped(self.jobs(), stop)
 
     def close(self) -> None:
+        for job in self.prometheus:
+            job.source.close()
         self.rounds.close()
         self.writer.close()
         self.engine.dispose()

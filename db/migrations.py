@@ -172,12 +172,21 @@ def _alerts(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_alert_transitions_at ON alert_transitions (at)"))
 
 
+def _fleet(conn: Connection) -> None:
+    # Targets found through a Prometheus source, and how far a Prometheus backfill got (docs/fleet.md).
+    # A fresh database got both from 0001 (built from the current schema).
+    if "discovered_by" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN discovered_by TEXT"))
+    schema.metadata.create_all(conn, tables=[schema.backfill_progress], checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
     ("0003_gpu_samples_round_key", _gpu_samples_round_key),
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
+    ("0011_fleet", _fleet),
 ]
 
 

@@ -253,6 +253,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 gpu_source=row.gpu_source,
                 gateway_source=row.gateway_source,
                 ceiling=target_ceiling(conn, row.id),
+                discovered_by=row.discovered_by,
             )
         )
     return out

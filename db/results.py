@@ -163,3 +163,4 @@ class TargetInfo:
     gpu_source: str
     gateway_source: str
     ceiling: CeilingInfo | None
+    discovered_by: str | None = None  # the Prometheus source that found it; None: configured

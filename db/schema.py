@@ -93,6 +93,7 @@ targets = Table(
     Column("missing_metrics", Text),  # JSON list, last successful scrape
     Column("cache_config", Text),  # JSON object
     Column("updated_at", Integer),
+    Column("discovered_by", Text),  # the Prometheus source that found it; NULL: configured
 )
 
 models = Table(
@@ -326,4 +327,13 @@ leases = Table(
     Column("holder", Text, nullable=False),  # host:pid:random, logged by both sides
     Column("acquired_at", Integer, nullable=False),
     Column("expires_at", Integer, nullable=False),
+)
+
+# How far `backfill --prometheus` got, per (server, selector): a second run continues from there.
+backfill_progress = Table(
+    "backfill_progress",
+    metadata,
+    Column("source", Text, primary_key=True),  # "<server URL> <selector>"
+    Column("done_until", Integer, nullable=False),  # every step before it is imported
+    Column("updated_at", Integer, nullable=False),
 )

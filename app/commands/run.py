@@ -70,7 +70,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
         refuse_open_public(settings, settings.ui.address)
     sim = None
-    if not any(t.vllm_url for t in settings.targets):
+    if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
         settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
     service = CollectorService(settings)
