@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "config": "config",
     "db": "dbadmin",
     "health": "health",
+    "backfill": "backfill",
 }
 
 

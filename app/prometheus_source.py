@@ -140,15 +140,7 @@ class PrometheusSource:
             return None
         self.last_ts[target] = ts
         self.down.discard(target)
-        up = _up_value(page)
-        if up == 0.0:
-            error = f"Prometheus cannot scrape it (up = 0 at {time.strftime('%H:%M:%S', time.localtime(ts))})"
-            return ScrapeRound(target, ts, None, SourceResult(False, error, duration_s))
-        try:
-            scrape = with_names_form(parse_vllm(page.text, source=f"{self.name} {target}"), page)
-        except ScrapeError as exc:
-            return ScrapeRound(target, ts, None, SourceResult(False, f"through {self.name}: {exc.one_line()}", duration_s))
-        return ScrapeRound(target, ts, scrape, SourceResult(True, None, duration_s))
+        return round_from_page(target, ts, page, self.name, duration_s)
 
     def _gone(self, out: SourceRound, now: float, reason: str) -> None:
         for target, seen in self.seen.items():
@@ -181,6 +173,19 @@ class PrometheusSource:
             return {target: parse_dcgm(page.text, peak_bw_gbps=peak) for target, page in answer.pages.items()}, SourceResult(True)
         except ScrapeError as exc:
             return {}, SourceResult(False, exc.one_line())
+
+
+def round_from_page(target: str, ts: float, page: TargetPage, where: str, duration_s: float = 0.0) -> ScrapeRound:
+    """The round one target's page makes (live or backfilled): up, or down with the reason."""
+    up = _up_value(page)
+    if up == 0.0:
+        error = f"Prometheus cannot scrape it (up = 0 at {time.strftime('%H:%M:%S', time.localtime(ts))})"
+        return ScrapeRound(target, ts, None, SourceResult(False, error, duration_s))
+    try:
+        scrape = with_names_form(parse_vllm(page.text, source=f"{where} {target}"), page)
+    except ScrapeError as exc:
+        return ScrapeRound(target, ts, None, SourceResult(False, f"through {where}: {exc.one_line()}", duration_s))
+    return ScrapeRound(target, ts, scrape, SourceResult(True, None, duration_s))
 
 
 def _up_value(page: TargetPage) -> float | None:
