@@ -44,14 +44,12 @@ class TargetState:
 class FleetRow:
     """One target of the fleet: its state, its window figures, tok/s per minute over the last hour."""
 
-    info: TargetInfo
+    name: str
+    models: tuple[str, ...]
+    discovered_by: str | None
     state: TargetState
     figures: WindowFigures
     sparkline: tuple[float | None, ...]
-
-    @property
-    def name(self) -> str:
-        return self.info.name
 
 
 @dataclass(frozen=True)
@@ -80,13 +78,13 @@ def target_state(figures: WindowFigures, rules: SweetSpotSettings, recent: Seque
 
 def fleet(reader: Any, rules: SweetSpotSettings, now: float, window_s: float) -> list[FleetRow]:
     """Every stored target, worst first (state, then critical before warning, then lowest efficiency)."""
-    rows = []
     end = math.floor(now / SPARK_STEP_S) * SPARK_STEP_S  # whole minutes, as the Overview's charts
-    for info in reader.targets():
-        figures = reader.window(info.name, now, window_s)
-        hour = reader.series(info.name, end - SPARK_S, end, SPARK_STEP_S, fields=SERIES_FIELDS)
-        recent = [p for p in hour if p.ts >= now - rules.queue_growth_s - SPARK_STEP_S]
-        rows.append(FleetRow(info, target_state(figures, rules, recent), figures, tuple(p.tokens_per_s for p in hour)))
+    figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
+    rows = []
+    for name, f in figures.items():
+        recent = [p for p in f.series if p.ts >= now - rules.queue_growth_s - SPARK_STEP_S]
+        state = target_state(f.window, rules, recent)
+        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(p.tokens_per_s for p in f.series)))
     return sorted(rows, key=_worst_first)
 
 
@@ -101,7 +99,7 @@ def by_model(rows: Iterable[FleetRow]) -> list[ModelAggregate]:
     with its whole figures: the facade's per-target window sums its models)."""
     groups: dict[str, list[FleetRow]] = {}
     for row in rows:
-        for model in row.info.models or ("",):
+        for model in row.models or ("",):
             groups.setdefault(model, []).append(row)
     return [_aggregate(model, members) for model, members in sorted(groups.items())]
 
@@ -145,7 +143,7 @@ def rows_json(rows: Iterable[FleetRow]) -> list[dict[str, Any]]:
     from app.commands.status import figures_json
 
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
-             "discovered_by": r.info.discovered_by} for r in rows]  # fmt: skip
+             "discovered_by": r.discovered_by} for r in rows]  # fmt: skip
 
 
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:

@@ -30,7 +30,7 @@ from db import aggregate, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
 from db.quantiles import quantile_matrix
-from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import CeilingInfo, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
 
 RAW_WINDOW_MAX_S = 6 * 3600
@@ -74,6 +74,8 @@ _NEEDED_BY = {
     "requests_waiting_max": {"waiting_max"},
     "kv_cache_usage_max": {"kv_cache_usage_max"},
 }
+# every figure _figures can compute (what Reader.window asks for)
+ALL_FIELDS = frozenset((*_POINT_KEYS, "up_ratio", "scrapes"))
 _QUANTILES = (
     ("ttft", 0.5, "ttft_p50_s"),
     ("ttft", 0.95, "ttft_p95_s"),
@@ -185,6 +187,13 @@ class Reader:
         """GPU figures over the last ``window_s`` before the target's latest GPU reading."""
         return self._run("reading GPUs", _latest_gpus, target, window_s)
 
+    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, Any]:
+        """Every target's window and its ``fields`` per step over ``series`` = (start, end, step), read
+        together (db/fleet.py): target name → FleetFigures."""
+        from db.fleet import fleet_figures
+
+        return fleet_figures(self.engine, end, window_s, series, fields)
+
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
         from db.sweeps import load_sweeps
@@ -276,7 +285,7 @@ def _figures(
     target's rounds cover, which every model's rows share).
     """
     start, end, step = span
-    want = frozenset((*_POINT_KEYS, "up_ratio", "scrapes")) if want is None else want
+    want = ALL_FIELDS if want is None else want
     groups = max(1, -(-(end - start) // step))
     segments = plan(start, end, level, sources.marks(conn))
     out = {"scrapes": np.full(groups, np.nan), "up_scrapes": np.ones(groups), "up_ratio": np.full(groups, np.nan)}
@@ -467,6 +476,15 @@ def _window(conn: Connection, target: str, end: float, window_s: float, model: s
         f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
         gpus = _gpu_figures(conn, row.id, lo, hi, level)
+    return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus)
+
+
+def window_from(
+    target: str, model: str | None, end: float, window_s: float, lo: int,
+    f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
+) -> WindowFigures:  # fmt: skip
+    """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error) and ceiling
+    (also used by db/fleet.py, which reads every target's arrays at once)."""
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count

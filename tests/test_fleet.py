@@ -110,3 +110,29 @@ def test_a_fleet_link_opens_that_targets_overview(monkeypatch, fleet_db):
 def test_three_targets_or_fewer_land_on_the_overview(monkeypatch):
     at = _open(monkeypatch, ui_db.shared())
     assert at.header[0].value.startswith("Overview")
+
+
+def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
+    # one read for every target, the same figures as the facade's per-target calls (SQLite and PostgreSQL)
+    import dataclasses
+
+    from app.fleet import SERIES_FIELDS
+
+    now = time.time()
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    for i, name in enumerate(("x", "y")):
+        writer.register_target(ui_db.target_settings(name))
+        writer.write_rounds(ui_db.simulated_rounds(name, now - 1500, now, 5.0, seed=i, down_after=now - 200 if i else None))
+    writer.write_rounds(ui_db.simulated_rounds("x", now - 1500, now, 5.0))  # already stored: skipped
+    writer.close()
+    rollup(engine, now)
+    engine.dispose()
+    reader = Reader(db_url)
+    end = now // 60 * 60
+    together = reader.fleet(now, 300.0, (end - 1200, end, 60.0), SERIES_FIELDS)
+    assert set(together) == {"x", "y"}
+    for name, got in together.items():
+        assert got.window == dataclasses.replace(reader.window(name, now, 300.0), gpus=())
+        assert got.series == reader.series(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
+        assert got.models == tuple(reader.models(name))
