@@ -24,7 +24,7 @@ from app.errors import ScrapeError
 from app.progress import ProgressLine
 from app.prometheus_source import discovered_target, round_from_page
 from app.settings import PrometheusSettings
-from collectors.prometheus import PrometheusClient, TargetPage, matrix_rows, shown_url
+from collectors.prometheus import PrometheusClient, TargetPage, matrix_rows, shown_url, wanted_selector
 from collectors.records import ScrapeRound
 from db.discovery import backfill_done_until, mark_discovered, save_backfill_progress
 from db.writer import Writer
@@ -87,13 +87,14 @@ def backfill(
     written = 0
     try:
         steps_total = max(0, int(round((end - start) / step_s)))
-        chunk = _chunk_steps(client, source.selector)
+        selector = wanted_selector(source.selector)
+        chunk = _chunk_steps(client, selector, source.selector)
         progress = ProgressLine("backfill", steps_total, "steps", stream)
         at = start
         while at < end:
             last = min(at + (chunk - 1) * step_s, end - step_s)
             try:
-                result = client.query_range(source.selector, at, last, step_s)
+                result = client.query_range(selector, at, last, step_s)
             except ScrapeError as exc:
                 if chunk > 1 and ("422" in str(exc) or "503" in str(exc)):
                     chunk = max(1, chunk // 2)  # too many samples for one answer: smaller chunks
@@ -118,12 +119,12 @@ def backfill(
     return BackfillResult(written, len(known), start, end, resumed)
 
 
-def _chunk_steps(client: PrometheusClient, selector: str) -> int:
+def _chunk_steps(client: PrometheusClient, selector: str, asked: str) -> int:
     """Steps per request: about SAMPLES_PER_REQUEST samples for the series the selector matches now."""
     counted = client.query(f"count({selector})")
     series = int(float(counted[0]["value"][1])) if counted else 0
     if series == 0:
         from collectors.prometheus import HINT_SELECTOR, PrometheusError
 
-        raise PrometheusError(f"the selector {selector} matches no series at {client.base}", HINT_SELECTOR)
+        raise PrometheusError(f"the selector {asked} matches no series at {client.base}", HINT_SELECTOR)
     return max(1, min(MAX_POINTS, SAMPLES_PER_REQUEST // series))

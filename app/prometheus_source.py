@@ -90,7 +90,7 @@ class PrometheusSource:
         now = self.clock()
         started = time.perf_counter()
         try:
-            answer = self.client.current(self.source.selector, self.source.target_label)
+            answer = self.client.current(prometheus.wanted_selector(self.source.selector), self.source.target_label)
             self._check(answer)
         except ScrapeError as exc:
             out.error = exc.one_line()

@@ -92,27 +92,58 @@ class Answer:
         return page
 
 
+def wanted_selector(selector: str) -> str:
+    """``selector`` narrowed to the series the vLLM parser reads (both name forms) and ``up``.
+
+    vLLM exposes ~40 % more series than Sweetspot reads (prefill/decode time, iteration tokens
+    buckets): asking only for the wanted ones makes Prometheus's answer that much smaller. A
+    selector that names a metric itself is left as it is.
+    """
+    inner = selector.strip()
+    if not inner.startswith("{"):
+        return selector
+    from collectors.catalogue import wanted_sample_names
+
+    tails = sorted({n.removeprefix("vllm:") for n in wanted_sample_names() if n.startswith("vllm:")})
+    others = sorted(n for n in wanted_sample_names() if not n.startswith("vllm:"))
+    names = f'vllm[:_]({"|".join(tails)})|{"|".join(others)}|up'
+    rest = inner[1:-1].strip()
+    return f'{{__name__=~"{names}"{", " + rest if rest else ""}}}'
+
+
 # -- splitting an answer -------------------------------------------------------------------------
-_LINE = re.compile(r"([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+(-?\d+))?\s*$")
-
-
 def _label_pattern(label: str) -> re.Pattern[str]:
     # the label as a whole term (not `exported_instance`), with the comma that joins it to the block
     return re.compile(rf'(?:^|,){re.escape(label)}="((?:[^"\\]|\\.)*)",?')
 
 
 def split_federate(text: str, target_label: str) -> Answer:
-    """Group a ``/federate`` page's samples by the value of ``target_label``."""
+    """Group a ``/federate`` page's samples by the value of ``target_label``.
+
+    Plain string operations on the usual line (``name{a="b",...} value timestamp``, the label value
+    without escapes): a regular expression per line cost ~30 µs, 0.6 s for 100 vLLM targets here.
+    Unusual lines (escapes in the target label's value) take the careful path.
+    """
     answer = Answer({}, [])
-    find = _label_pattern(target_label)
-    for raw in text.splitlines():
-        if not raw or raw.startswith("#"):
+    key, find = target_label + '="', _label_pattern(target_label)
+    for raw in text.split("\n"):
+        if not raw or raw[0] == "#":
             continue
-        match = _LINE.match(raw)
-        if match is None:
+        brace, close = raw.find("{"), raw.rfind("}")
+        tail = raw[close + 1:].split() if brace > 0 else raw.split()[1:]
+        if not tail or len(tail) > 2:
             raise PrometheusError(f"cannot read this /federate line: {raw[:120]!r}", "Is prometheus[].url a Prometheus server?")
-        name, labels, value, ts = match.groups()
-        _place(answer, find, name, labels or "", value, int(ts) if ts else None)
+        name, block = (raw[:brace], raw[brace + 1:close]) if brace > 0 else (raw.split(None, 1)[0], "")
+        ts_ms = int(tail[1]) if len(tail) == 2 else None
+        at = block.find(key)
+        while at > 0 and block[at - 1] != ",":  # `exported_instance=` is not `instance=`
+            at = block.find(key, at + 1)
+        end = block.find('"', at + len(key)) if at >= 0 else -1
+        if at < 0 or "\\" in block[at:end + 1]:
+            _place(answer, find, name, block, tail[0], ts_ms)  # absent, or escaped: the careful path
+            continue
+        rest = block[:max(at - 1, 0)] + block[end + 1:] if at else block[end + 2:]
+        answer.page(block[at + len(key):end]).add(name, rest, tail[0], ts_ms)
     return answer
 
 
@@ -142,6 +173,8 @@ def _escape(value: str) -> str:
 
 
 def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
     return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
 
 

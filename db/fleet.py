@@ -7,7 +7,6 @@ engine); read-only.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,55 +64,50 @@ def _hist_by_model_stmt(level: int, hist: str, dialect: str) -> Any:
             .group_by(table.c.model_id, group, layout))  # fmt: skip
 
 
-def _split(rows: list[Any], owner: dict[int, int], col: int = 1) -> dict[int, list[Any]]:
-    out: dict[int, list[Any]] = defaultdict(list)
-    for r in rows:
-        out[owner[r[col]]].append(r)
-    return out
+def _keys(rows: list[Any], col: int, index: dict[int, int], groups: int, start: int, step: int) -> np.ndarray:
+    """Each row's (target, step) cell: target position × groups + step (``col``: the row's id column)."""
+    ts = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    owner = np.fromiter((index[r[col]] for r in rows), dtype=np.int64, count=len(rows))
+    return owner * groups + (ts - start) // step
 
 
 def figures_many(
     conn: Connection, models: dict[int, list[int]], span: tuple[int, int, int], level: int, want: frozenset[str]
 ) -> dict[int, dict[str, np.ndarray]]:
-    """``db.queries._figures`` for many targets (target id → its model ids) in one statement per kind of row."""
+    """``db.queries._figures`` for many targets (target id → its model ids): one statement per kind of
+    row, one reduction over every (target, step) cell, then each target's slice of the arrays."""
     start, end, step = span
     groups = max(1, -(-(end - start) // step))
+    cells = len(models) * groups
     segments = q.plan(start, end, level, sources.marks(conn))
+    position = {t: i for i, t in enumerate(models)}
     all_models = [m for ms in models.values() for m in ms]
-    owner = {m: t for t, ms in models.items() for m in ms}
-    trows = _split([r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)],
-                   {t: t for t in models})  # fmt: skip
+    of_model = {m: position[t] for t, ms in models.items() for m in ms}
+    trows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)]
+    f = q._target_figures(trows, start, step, cells, g=_keys(trows, 1, position, groups, start, step))
     spec = {op: [c for c in cols if q._NEEDED_BY[c] & want] for op, cols in q._SCALAR_SPEC.items()}
     scalars = [c for cols in spec.values() for c in cols]
-    mrows = _split([r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, all_models, lo, hi, (), scalars)],
-                   owner) if scalars and all_models else {}  # fmt: skip
+    if scalars and all_models:
+        mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, all_models, lo, hi, (), scalars)]
+        keys = _keys(mrows, 1, of_model, groups, start, step)
+        f.update(q._model_figures(mrows, all_models, (start, step, cells), spec, g=keys))
     quantiles = [(h, p, name) for h, p, name in q._QUANTILES if name in want]
-    hrows: dict[str, dict[int, list[Any]]] = {}
-    for hist in sorted({h for h, _, _ in quantiles}):
+    layouts = sources.layouts(conn) if quantiles and all_models else {}
+    for hist in sorted({h for h, _, _ in quantiles}) if all_models else ():
         params = {"ids": all_models, "start": start, "step": step}
         rows = [r for lv, lo, hi in segments
                 for r in sources.fetch_all(conn, _hist_by_model_stmt(lv, hist, conn.dialect.name), {**params, "lo": lo, "hi": hi})]  # fmt: skip
-        hrows[hist] = _split(rows, owner, col=0)
-    layouts = sources.layouts(conn) if quantiles else {}
-    out = {}
-    for target, ids in models.items():
-        f = q._target_figures(trows.get(target, []), start, step, groups)
-        if scalars:
-            f.update(q._model_figures(mrows.get(target, []), ids, (start, step, groups), spec))
-        for hist, by_target in hrows.items():
-            rows = by_target.get(target, [])
-            key = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-            parts = aggregate.hist_parts(rows, key, groups, 2, 3, layouts)
-            for h, p, name in quantiles:
-                if h != hist:
-                    continue
-                values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
+        owner = np.fromiter((of_model[r[0]] for r in rows), dtype=np.int64, count=len(rows))
+        key = owner * groups + np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        parts = aggregate.hist_parts(rows, key, cells, 2, 3, layouts)
+        for h, p, name in quantiles:
+            if h == hist:
+                values, inf = np.full(cells, np.nan), np.zeros(cells, dtype=bool)
                 for keys, bounds, counts in parts:
                     values[keys], inf[keys] = quantile_matrix(p, bounds, counts)
                 f[name], f[name + "_inf"] = values, inf
-        q._rates(f, float(step))
-        out[target] = f
-    return out
+    q._rates(f, float(step))
+    return {t: {k: v[i * groups:(i + 1) * groups] for k, v in f.items()} for t, i in position.items()}
 
 
 def _last_scrapes(conn: Connection, end: float) -> dict[int, Any]:

@@ -331,8 +331,9 @@ def _group(rows: list[Any], start: int, step: int) -> np.ndarray:
     return (ts - start) // step
 
 
-def _target_figures(rows: list[Any], start: int, step: int, groups: int) -> dict[str, np.ndarray]:
-    g = _group(rows, start, step)
+def _target_figures(rows: list[Any], start: int, step: int, groups: int, g: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Scrape counts and queue depth per step; ``g``: each row's group when not its step (db/fleet.py)."""
+    g = _group(rows, start, step) if g is None else g
     red = aggregate.reduce_rows(
         rows, sources.TARGET_COLS, g, groups, {"sum": ["up_scrapes"], "max": ["queue_depth_max"]}, {}
     )
@@ -358,12 +359,13 @@ def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> n
 
 
 def _model_figures(
-    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]]
-) -> dict[str, np.ndarray]:
-    """Counter sums and gauge figures per step (summed across models; KV usage: max)."""
+    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]],
+    g: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Counter sums and gauge figures per step (summed across models; KV usage: max); ``g`` as above."""
     start, step, groups = grid
     cols = sources.model_cols((), [c for v in spec.values() for c in v])
-    g = _group(rows, start, step)
+    g = _group(rows, start, step) if g is None else g
     nm = max(len(model_ids), 1)
     pos = {m: i for i, m in enumerate(model_ids)}
     mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
