@@ -82,10 +82,16 @@ def fleet(reader: Any, rules: SweetSpotSettings, now: float, window_s: float) ->
     figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
     rows = []
     for name, f in figures.items():
-        recent = [p for p in f.series if p.ts >= now - rules.queue_growth_s - SPARK_STEP_S]
-        state = target_state(f.window, rules, recent)
-        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(p.tokens_per_s for p in f.series)))
+        state = target_state(f.window, rules, _recent(f.series, now - rules.queue_growth_s - SPARK_STEP_S))
+        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"])))
     return sorted(rows, key=_worst_first)
+
+
+def _recent(columns: dict[str, list[Any]], since: float) -> list[SeriesPoint]:
+    """The steps from ``since`` on as SeriesPoints (the queue-growth rule reads a few of them)."""
+    names = list(columns)
+    return [SeriesPoint(**dict(zip(names, values, strict=True)))
+            for values in zip(*columns.values(), strict=True) if values[0] >= since]  # fmt: skip
 
 
 def _worst_first(row: FleetRow) -> tuple[int, bool, float, str]:

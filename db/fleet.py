@@ -20,7 +20,7 @@ from db import queries as q
 from db.ceiling import compute_ceiling
 from db.engine import storage_error
 from db.quantiles import quantile_matrix
-from db.results import CeilingInfo, SeriesPoint, WindowFigures
+from db.results import CeilingInfo, WindowFigures
 from db.sources import RAW
 
 
@@ -47,7 +47,7 @@ class FleetFigures:
     """One target's window (as ``Reader.window`` without GPUs) and its series steps (``fields`` only)."""
 
     window: WindowFigures
-    series: list[SeriesPoint]
+    series: dict[str, list[Any]]  # as Reader.series_columns: "ts" and every SeriesPoint field → list
     models: tuple[str, ...]  # model names seen, in the order first seen
     discovered_by: str | None  # the Prometheus source that found the target; None: configured
 
@@ -90,7 +90,8 @@ def figures_many(
     if scalars and all_models:
         mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, all_models, lo, hi, (), scalars)]
         keys = _keys(mrows, 1, of_model, groups, start, step)
-        f.update(q._model_figures(mrows, all_models, (start, step, cells), spec, g=keys))
+        local = {m: i for ms in models.values() for i, m in enumerate(ms)}  # a model's place in its target
+        f.update(q._model_figures(mrows, all_models, (start, step, cells), spec, g=keys, positions=local))
     quantiles = [(h, p, name) for h, p, name in q._QUANTILES if name in want]
     layouts = sources.layouts(conn) if quantiles and all_models else {}
     for hist in sorted({h for h, _, _ in quantiles}) if all_models else ():
@@ -111,11 +112,16 @@ def figures_many(
 
 
 def _last_scrapes(conn: Connection, end: float) -> dict[int, Any]:
-    s = schema.scrapes
-    latest = select(s.c.target_id, func.max(s.c.ts).label("ts")).where(s.c.ts <= end).group_by(s.c.target_id).subquery()
-    stmt = select(s.c.target_id, s.c.ts, s.c.up, s.c.error).join(
-        latest, and_(s.c.target_id == latest.c.target_id, s.c.ts == latest.c.ts))
-    return {row.target_id: row for row in conn.execute(stmt)}
+    """Each target's last scrape at or before ``end`` (ts, up, error): index look-ups per target (a
+    GROUP BY, or a row-value IN, read every stored scrape)."""
+    s, t = schema.scrapes, schema.targets
+
+    def newest(column: Any) -> Any:
+        return (select(column).where(s.c.target_id == t.c.id, s.c.ts <= end)
+                .order_by(s.c.ts.desc()).limit(1).scalar_subquery())  # fmt: skip
+
+    stmt = select(t.c.id, newest(s.c.ts).label("ts"), newest(s.c.up).label("up"), newest(s.c.error).label("error"))
+    return {row.id: row for row in conn.execute(stmt) if row.ts is not None}
 
 
 def _ceilings(conn: Connection) -> dict[int, CeilingInfo | None]:
@@ -163,10 +169,8 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
     out = {}
     for tid, name in names.items():
         window = q.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), ())
-        cols = q._columns(steps[tid])
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
-        points = [q._make(SeriesPoint, dict(zip(["ts", *cols], values, strict=True)))
-                  for values in zip(ts, *cols.values(), strict=True)]  # fmt: skip
+        points: dict[str, list[Any]] = {"ts": ts, **q._columns(steps[tid])}
         found = next(row.discovered_by for row in targets if row.id == tid)
         out[name] = FleetFigures(window, points, tuple(model_names[tid]), found)
     return out

@@ -360,14 +360,15 @@ def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> n
 
 def _model_figures(
     rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]],
-    g: np.ndarray | None = None,
+    g: np.ndarray | None = None, positions: dict[int, int] | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
-    """Counter sums and gauge figures per step (summed across models; KV usage: max); ``g`` as above."""
+    """Counter sums and gauge figures per step (summed across models; KV usage: max); ``g`` as above,
+    ``positions``: each model's place among its group's models (default: its place in ``model_ids``)."""
     start, step, groups = grid
     cols = sources.model_cols((), [c for v in spec.values() for c in v])
     g = _group(rows, start, step) if g is None else g
-    nm = max(len(model_ids), 1)
-    pos = {m: i for i, m in enumerate(model_ids)}
+    pos = {m: i for i, m in enumerate(model_ids)} if positions is None else positions
+    nm = max(max(pos.values(), default=0) + 1, 1)
     mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
     red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
     out: dict[str, np.ndarray] = {}

@@ -134,5 +134,5 @@ def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
     assert set(together) == {"x", "y"}
     for name, got in together.items():
         assert got.window == dataclasses.replace(reader.window(name, now, 300.0), gpus=())
-        assert got.series == reader.series(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
+        assert got.series == reader.series_columns(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
         assert got.models == tuple(reader.models(name))
