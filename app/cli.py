@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "alerts": "alerts",
     "digest": "digest",
     "query": "query",
+    "health": "health",
+    "backfill": "backfill",
 }
 
 

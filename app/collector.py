@@ -7,14 +7,27 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundCollector, describe_round
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from app.prometheus_source import PrometheusJob
+    from db.writer import Writer
+
 log = logging.getLogger(__name__)
+
+
+def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
+                     clock: Callable[[], float]) -> list[PrometheusJob]:  # fmt: skip
+    from app.prometheus_source import PrometheusJob, PrometheusSource
+
+    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
@@ -61,6 +74,7 @@ class CollectorService:
         # silences and mute windows hold notifications back; the lease holder alone delivers
         self.notifier = Notifier(self.engine, settings, clock, self._muted, self.write_lock, self._leading)
         self._silences: tuple[float, list[Any]] = (math.nan, [])
+        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock)
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -104,6 +118,7 @@ class CollectorService:
             scheduler.Job("alerts", self.evaluate, self.settings.alerts.evaluate_every_s),
             scheduler.Job("notify", self.notify, NOTIFY_EVERY_S),
             scheduler.Job("digest", self.digest, DIGEST_EVERY_S),
+            *(scheduler.Job(f"prometheus {job.source.name}", job.run, self.settings.interval_s) for job in self.prometheus),
         ]
 
     def notify(self) -> str:
@@ -148,6 +163,8 @@ class CollectorService:
 
     def close(self) -> None:
         self.evaluator.release()
+        for job in self.prometheus:
+            job.source.close()
         self.rounds.close()
         self.writer.close()
         self.engine.dispose()

@@ -144,6 +144,32 @@ class TargetSettings:
 
 
 @dataclass(frozen=True)
+class PrometheusHttpSettings:
+    """How to talk to a Prometheus (basic auth goes in the URL: ``https://user:pass@host``)."""
+
+    headers: dict[str, str] = _setting(None, "extra HTTP headers sent with every request", factory=dict)
+    bearer_token_env: str = _setting("", "environment variable holding a bearer token (Authorization: Bearer …)")
+    ca_file: str = _setting("", "PEM file of the CA that signed the server's certificate (HTTPS)")
+    bearer_token: str = _setting("", "read from bearer_token_env by the loader; never from the file", kind="secret")
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """A Prometheus (or compatible: VictoriaMetrics, Thanos, Mimir) that already scrapes vLLM servers."""
+
+    url: str = _setting("", "base URL of the Prometheus server, e.g. http://prometheus:9090")
+    selector: str = _setting('{job="vllm"}', "series selector of the vLLM series, e.g. {job=\"vllm\"}")
+    target_label: str = _setting("instance", "the label whose every value is one target")
+    gateway_selector: str = _setting("", "selector of the gateway queue-depth series (empty: none)")
+    gateway_label: str = _setting("", "label of the gateway series that names the target (default: target_label)")
+    dcgm_selector: str = _setting("", "selector of the dcgm-exporter series (empty: none)")
+    dcgm_label: str = _setting("", "label of the dcgm series that names the target (default: target_label)")
+    gone_after_s: float = _setting(300.0, "a target absent this long from the answers is marked down", kind="duration")
+    http: PrometheusHttpSettings = _setting(None, "HTTP settings", factory=PrometheusHttpSettings)
+    ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs of the targets it finds", factory=CeilingSettings)
+
+
+@dataclass(frozen=True)
 class SweetSpotSettings:
     """Thresholds that define "in the sweet spot" (DOMAIN.md §3)."""
 
@@ -228,6 +254,9 @@ class UiSettings:
     port: int = _setting(8501, "port the UI listens on")
     address: str = _setting("localhost", "address the UI binds to")
     refresh_s: float = _setting(10.0, "live refresh period of the charts", kind="duration")
+    allow_public: bool = _setting(
+        False, f"serve the UI on a public address (0.0.0.0, ::) without {ENV_UI_PASSWORD}; off, it refuses to start"
+    )
 
 
 @dataclass(frozen=True)
@@ -316,6 +345,9 @@ class Settings:
     hourly_retention_s: float = _setting(400 * 86400.0, "how long hourly rollups are kept", kind="duration")
     simulator: bool = _setting(True, "start the built-in simulator when no target has a vllm_url")
     targets: tuple[TargetSettings, ...] = _setting(None, "the deployments to watch ([[targets]])", factory=tuple)
+    prometheus: tuple[PrometheusSettings, ...] = _setting(
+        None, "Prometheus servers to read targets from ([[prometheus]])", factory=tuple
+    )
     sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
     alerts: AlertsSettings = _setting(None, "alert rules, their evaluator, e-mail and the digest", factory=AlertsSettings)
@@ -499,6 +531,11 @@ def _validate(settings: Settings) -> Settings:
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
+    for i, source in enumerate(settings.prometheus):
+        if not source.url.startswith(("http://", "https://")):
+            raise ConfigError(f"prometheus[{i}].url: {source.url!r} is not an http(s) URL (e.g. http://prometheus:9090)")
+        if not source.target_label:
+            raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
     _validate_email(settings.alerts)
     return settings
@@ -547,6 +584,21 @@ def _validate_email(alerts: AlertsSettings) -> None:
         raise ConfigError(f"alerts.digest.{exc.key}: {exc}") from None
 
 
+def _with_bearer_tokens(sources: tuple[PrometheusSettings, ...], environ: Mapping[str, str]) -> tuple[PrometheusSettings, ...]:
+    """Each source's token read from the variable it names (the loader is the one reader of the environment)."""
+    out = []
+    for i, source in enumerate(sources):
+        name = source.http.bearer_token_env
+        if source.http.bearer_token:
+            raise ConfigError(f"prometheus[{i}].http.bearer_token: secrets are read from the environment only; "
+                              "name the variable in bearer_token_env")
+        if name and not environ.get(name):
+            raise ConfigError(f"prometheus[{i}].http.bearer_token_env: the variable {name} is not set")
+        http = dataclasses.replace(source.http, bearer_token=environ.get(name, "") if name else "")
+        out.append(dataclasses.replace(source, http=http))
+    return tuple(out)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML settings file; errors name the file and the line."""
     try:
@@ -580,6 +632,7 @@ def load_settings(
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
+        prometheus=_with_bearer_tokens(settings.prometheus, environ),
     )
     return _validate(settings)
 

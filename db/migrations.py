@@ -295,6 +295,14 @@ def _engines(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
 
 
+def _fleet(conn: Connection) -> None:
+    # Targets found through a Prometheus source, and how far a Prometheus backfill got (docs/fleet.md).
+    # A fresh database got both from 0001 (built from the current schema).
+    if "discovered_by" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN discovered_by TEXT"))
+    schema.metadata.create_all(conn, tables=[schema.backfill_progress], checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -306,6 +314,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0008_query_views", _query_views),
     ("0009_state_json", _state_json),
     ("0012_engines", _engines),
+    ("0011_fleet", _fleet),
 ]
 
 

@@ -31,7 +31,7 @@ from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
 from db.quantiles import quantile_matrix
-from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import CeilingInfo, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ for _ratio, _counters in RATIOS.items():
 for _col, _names in derived.NEEDED_BY.items():
     _NEEDED_BY[_col] = _NEEDED_BY.get(_col, set()) | _names
 _NEEDED_BY = {col: names - {""} for col, names in _NEEDED_BY.items()}
+# every figure _figures can compute (what Reader.window asks for)
+ALL_FIELDS = frozenset((*_POINT_KEYS, "up_ratio", "scrapes"))
 
 
 def plan(lo: int, hi: int, level: int, marks: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -190,6 +192,13 @@ class Reader:
         """GPU figures over the last ``window_s`` before the target's latest GPU reading."""
         return self._run("reading GPUs", _latest_gpus, target, window_s)
 
+    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, Any]:
+        """Every target's window and its ``fields`` per step over ``series`` = (start, end, step), read
+        together (db/fleet.py): target name → FleetFigures."""
+        from db.fleet import fleet_figures
+
+        return fleet_figures(self.engine, end, window_s, series, fields)
+
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
         from db.sweeps import load_sweeps
@@ -268,6 +277,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 metric_versions={k: name_versions(v) for k, v in json.loads(row.metric_names_used or "{}").items()},
                 cache_config=json.loads(row.cache_config or "{}"),
                 lora=json.loads(row.lora or "{}"),
+                discovered_by=row.discovered_by,
             )
         )
     return out
@@ -290,7 +300,7 @@ def _figures(
     target's rounds cover, which every model's rows share).
     """
     start, end, step = span
-    want = frozenset((*_POINT_KEYS, "up_ratio", "scrapes")) if want is None else want
+    want = ALL_FIELDS if want is None else want
     groups = max(1, -(-(end - start) // step))
     segments = plan(start, end, level, sources.marks(conn))
     out = {"scrapes": np.full(groups, np.nan), "up_scrapes": np.ones(groups), "up_ratio": np.full(groups, np.nan)}
@@ -346,8 +356,9 @@ def _group(rows: list[Any], start: int, step: int) -> np.ndarray:
     return (ts - start) // step
 
 
-def _target_figures(rows: list[Any], start: int, step: int, groups: int) -> dict[str, np.ndarray]:
-    g = _group(rows, start, step)
+def _target_figures(rows: list[Any], start: int, step: int, groups: int, g: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Scrape counts and queue depth per step; ``g``: each row's group when not its step (db/fleet.py)."""
+    g = _group(rows, start, step) if g is None else g
     red = aggregate.reduce_rows(
         rows, sources.TARGET_COLS, g, groups, {"sum": ["up_scrapes"], "max": ["queue_depth_max"]}, {}
     )
@@ -373,14 +384,16 @@ def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> n
 
 
 def _model_figures(
-    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]]
-) -> dict[str, np.ndarray]:
-    """Counter sums and gauge figures per step (summed across models; KV usage: max)."""
+    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]],
+    g: np.ndarray | None = None, positions: dict[int, int] | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Counter sums and gauge figures per step (summed across models; KV usage: max); ``g`` as above,
+    ``positions``: each model's place among its group's models (default: its place in ``model_ids``)."""
     start, step, groups = grid
     cols = sources.model_cols((), [c for v in spec.values() for c in v])
-    g = _group(rows, start, step)
-    nm = max(len(model_ids), 1)
-    pos = {m: i for i, m in enumerate(model_ids)}
+    g = _group(rows, start, step) if g is None else g
+    pos = {m: i for i, m in enumerate(model_ids)} if positions is None else positions
+    nm = max(max(pos.values(), default=0) + 1, 1)
     mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
     red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
     out: dict[str, np.ndarray] = {}
@@ -497,6 +510,18 @@ def _window(
         f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
         gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
+    engine = None if row is None else row.engine
+    sleep = None if row is None else _sleep_state(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
+    return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep)
+
+
+def window_from(
+    target: str, model: str | None, end: float, window_s: float, lo: int,
+    f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
+    engine: str | None = None, sleep: str | None = None,
+) -> WindowFigures:  # fmt: skip
+    """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
+    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
     point = {k: v[0] for k, v in _columns(f).items()}
     point.pop("up_ratio")
     point.pop("preemptions_per_s")  # a window gives the count
@@ -520,8 +545,8 @@ def _window(
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
-        engine=None if row is None else row.engine,
-        sleep_state=None if row is None else _sleep_state(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi),
+        engine=engine,
+        sleep_state=sleep,
         admission_rejections_per_min=None if rejections is None else rejections * 60.0,
         requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
                                            if point[f"{k}_per_s"] is not None},

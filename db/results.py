@@ -201,3 +201,4 @@ class TargetInfo:
     metric_versions: dict[str, str] = field(default_factory=dict)  # key → versions its name implies
     cache_config: dict[str, str] = field(default_factory=dict)
     lora: dict[str, str] = field(default_factory=dict)  # newest vllm:lora_requests_info labels
+    discovered_by: str | None = None  # the Prometheus source that found it; None: configured

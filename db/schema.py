@@ -91,6 +91,7 @@ targets = Table(
     Column("updated_at", Integer),
     Column("engine", Text),  # "vllm" or "sglang", from the last successful scrape's names (0012_engines)
     Column("lora", Text),  # JSON object: the newest vllm:lora_requests_info labels (0012_engines)
+    Column("discovered_by", Text),  # the Prometheus source that found it; NULL: configured
 )
 
 models = Table(
@@ -407,4 +408,13 @@ saved_queries = Table(
     Column("sql", Text, nullable=False),
     Column("description", Text, nullable=False, default=""),
     Column("saved_at", Integer, nullable=False),
+)
+
+# How far `backfill --prometheus` got, per (server, selector): a second run continues from there.
+backfill_progress = Table(
+    "backfill_progress",
+    metadata,
+    Column("source", Text, primary_key=True),  # "<server URL> <selector>"
+    Column("done_until", Integer, nullable=False),  # every step before it is imported
+    Column("updated_at", Integer, nullable=False),
 )

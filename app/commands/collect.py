@@ -56,10 +56,10 @@ def effective_settings(args: argparse.Namespace, settings: Settings) -> Settings
         settings = dataclasses.replace(settings, targets=(quick_target(args),))
     if args.interval:
         settings = dataclasses.replace(settings, interval_s=parse_duration(args.interval))
-    if not any(t.vllm_url for t in settings.targets):
+    if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         raise UsageError(
             "no target to collect from",
-            "Pass --vllm-url http://HOST:PORT/metrics, or name [[targets]] in the config file (--config)",
+            "Pass --vllm-url http://HOST:PORT/metrics, or name [[targets]] or [[prometheus]] in the config file (--config)",
         )
     return settings
 
@@ -97,10 +97,14 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
                      "targets[].gpu.url": "--gpu"} if args.vllm_url else {}  # fmt: skip
             for line in service.collect_once():
                 print(_name_flags(line, flags))
+            for job in service.prometheus:
+                for line in job.run():
+                    print(line)
             return _once_status(settings, flags)
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
-        print(f"collecting {len(settings.targets)} target(s) every {settings.interval_s:g} s into {settings.db_url}")
+        sources = f" and {len(settings.prometheus)} Prometheus source(s)" if settings.prometheus else ""
+        print(f"collecting {len(settings.targets)} target(s){sources} every {settings.interval_s:g} s into {settings.db_url}")
         service.run_forever(stop)
     finally:
         service.close()

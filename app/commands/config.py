@@ -26,6 +26,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     effective = dataclasses.asdict(settings)
     for secret in ("ui_password", "smtp_password"):
         effective[secret] = "***" if effective[secret] else ""
+    for source in effective["prometheus"]:
+        source["http"]["bearer_token"] = "***" if source["http"]["bearer_token"] else ""
     if args.json:
         print(json.dumps(effective, indent=2, default=str))
     else:

@@ -65,8 +65,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     from app.collector import CollectorService
 
     backfill_s = parse_duration(args.backfill)  # a bad flag fails before anything starts
+    if not args.no_ui:
+        from app.commands.ui import refuse_open_public
+
+        refuse_open_public(settings, settings.ui.address)
     sim = None
-    if not any(t.vllm_url for t in settings.targets):
+    if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
         settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
     service = CollectorService(settings)

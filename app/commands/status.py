@@ -60,6 +60,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", default="5m", metavar="DURATION", help="window ending now, e.g. 90s, 5m, 1h")
     parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url / SWEETSPOT_DB_URL)")
     parser.add_argument("--json", action="store_true", help="print JSON (null where there is no data)")
+    parser.add_argument("--all", action="store_true", help="every stored target, worst first (with --json: a list)")
 
 
 def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -> str:
@@ -148,6 +149,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if window_s <= 0:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
+    if args.all:
+        from app.fleet import fleet, rows_json, table
+
+        rows = fleet(reader, settings.sweetspot, time.time(), window_s)
+        print(json.dumps(_finite(rows_json(rows)), indent=2, allow_nan=False) if args.json else table(rows))
+        return 0
     name = _target_name(args, settings, reader)
     now = time.time()
     fig = reader.window(name, now, window_s)

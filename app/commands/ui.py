@@ -14,11 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.settings import ENV_CONFIG, ENV_DB_URL, Settings
+from core.errors import UsageError
+from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings
 
 HELP = "start the dashboard in the browser (Streamlit) and print its URL"
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "ui" / "main.py"
+# Addresses that accept connections from other machines on every interface.
+PUBLIC_ADDRESSES = ("0.0.0.0", "::", "")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +44,19 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
     ]  # fmt: skip
 
 
+def refuse_open_public(settings: Settings, address: str) -> None:
+    """Refuse to serve the dashboard to every interface with no password, unless asked explicitly.
+
+    A container publishes its port to the network: an open dashboard there shows every target's
+    figures and configuration to anyone who finds it.
+    """
+    if address in PUBLIC_ADDRESSES and not settings.ui_password and not settings.ui.allow_public:
+        raise UsageError(
+            f"refusing to serve the dashboard on {address or 'every address'} without a password",
+            f"set {ENV_UI_PASSWORD}, or ui.allow_public = true to serve it open on purpose",
+        )
+
+
 def child_environment(args: argparse.Namespace, settings: Settings, environ: dict[str, str]) -> dict[str, str]:
     env = dict(environ)
     if args.config:
@@ -53,6 +69,7 @@ def child_environment(args: argparse.Namespace, settings: Settings, environ: dic
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
     address = args.address or settings.ui.address
+    refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {settings.db_url}; Ctrl-C stops it)", flush=True)
     child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)

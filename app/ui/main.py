@@ -11,6 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.fleet import LANDING_TARGETS
 from app.ui import auth, state, welcome
 
 st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
@@ -38,7 +39,8 @@ if not targets:
 
 PAGES = {
     "Serving": [
-        st.Page("views/overview.py", title="Overview", icon=":material/speed:", default=True),
+        st.Page("views/fleet.py", title="Fleet", icon=":material/view_list:", default=len(targets) > LANDING_TARGETS),
+        st.Page("views/overview.py", title="Overview", icon=":material/speed:", default=len(targets) <= LANDING_TARGETS),
         st.Page("views/gpus.py", title="GPUs", icon=":material/memory:", url_path="gpus"),
         st.Page("views/operating_point.py", title="Operating point", icon=":material/scatter_plot:"),
     ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.fleet import names_form
 from app.ui import state, widgets
 
 ctx = state.context()
@@ -16,6 +17,10 @@ for info in ctx.targets:
         st.markdown(widgets.health_text(info, now))
         if info.last_error:
             st.error(f"Last error: {info.last_error}", icon=":material/error:")
+        if info.discovered_by:
+            form = names_form(info)
+            st.caption(f"Discovered through Prometheus {info.discovered_by}"
+                       + (f" · vLLM names stored there as `{form}`" if form else ""))
         left, right = st.columns(2)
         left.markdown(
             f"- metrics endpoint: `{info.vllm_url or 'built-in simulator'}`\n"

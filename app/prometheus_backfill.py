@@ -1,0 +1,130 @@
+"""Import history a Prometheus already holds: ``query_range`` of the raw series, one round per step.
+
+Each step of each target becomes the round a live read at that instant would have made (the same
+page building, parser and Writer as the Prometheus source), so counter resets and covered time are
+handled as for live data. The range is fetched in chunks sized to keep an answer near
+``SAMPLES_PER_REQUEST`` samples (and under Prometheus's 11,000 points per series); a chunk refused
+for too many samples is halved. After each chunk is committed, ``backfill_progress`` records how
+far the import got, so a second run continues from there; the Writer also never stores a round at
+or before a target's latest one, so nothing is ever stored twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TextIO
+
+from sqlalchemy import Engine
+
+from app.progress import ProgressLine
+from app.prometheus_source import discovered_target, round_from_page
+from collectors.prometheus import PrometheusClient, TargetPage, matrix_rows, shown_url, wanted_selector
+from collectors.records import ScrapeRound
+from core.errors import ScrapeError
+from core.settings import PrometheusSettings
+from db.discovery import backfill_done_until, mark_discovered, save_backfill_progress
+from db.writer import Writer
+
+log = logging.getLogger(__name__)
+SAMPLES_PER_REQUEST = 400_000
+MAX_POINTS = 11_000  # Prometheus refuses a range query with more points per series
+
+
+@dataclass(frozen=True)
+class BackfillResult:
+    rounds: int
+    targets: int
+    start: float
+    end: float
+    resumed_from: float | None
+
+
+def progress_key(source: PrometheusSettings) -> str:
+    """What ``backfill_progress`` is keyed by: the server and the selector (another selector starts afresh)."""
+    return f"{shown_url(source.url)} {source.selector}"
+
+
+def rounds_from_matrix(result: list[dict], source: PrometheusSettings) -> Iterator[ScrapeRound]:
+    """One round per (target, step) of a range answer, in time order per target."""
+    pages: dict[str, dict[float, TargetPage]] = defaultdict(dict)
+    for target, name, labels, values in matrix_rows(result, source.target_label):
+        by_ts = pages[target]
+        for ts, value in values:
+            stamp = float(ts)
+            page = by_ts.get(stamp)
+            if page is None:
+                page = by_ts[stamp] = TargetPage()
+            page.add(name, labels, value, None)
+    where = shown_url(source.url)
+    for target in sorted(pages):
+        for ts, page in sorted(pages[target].items()):
+            yield round_from_page(target, ts, page, where)
+
+
+def backfill(
+    engine: Engine,
+    source: PrometheusSettings,
+    since_s: float,
+    step_s: float,
+    now: float,
+    timeout_s: float = 30.0,
+    stream: TextIO | None = None,
+) -> BackfillResult:
+    """Import [now − since_s, now) at ``step_s``, continuing a previous run of the same source."""
+    key = progress_key(source)
+    end = math.floor(now / step_s) * step_s
+    start = end - math.floor(since_s / step_s) * step_s
+    done = backfill_done_until(engine, key)
+    resumed = float(done) if done is not None and done > start else None
+    start = resumed if resumed is not None else start
+    client = PrometheusClient(source, timeout_s)
+    writer = Writer(engine)
+    known: set[str] = set()
+    written = 0
+    try:
+        steps_total = max(0, int(round((end - start) / step_s)))
+        selector = wanted_selector(source.selector)
+        chunk = _chunk_steps(client, selector, source.selector)
+        progress = ProgressLine("backfill", steps_total, "steps", stream)
+        at = start
+        while at < end:
+            last = min(at + (chunk - 1) * step_s, end - step_s)
+            try:
+                result = client.query_range(selector, at, last, step_s)
+            except ScrapeError as exc:
+                if chunk > 1 and ("422" in str(exc) or "503" in str(exc)):
+                    chunk = max(1, chunk // 2)  # too many samples for one answer: smaller chunks
+                    log.info("backfill: the server refused %d steps at once; trying %d", chunk * 2, chunk)
+                    continue
+                raise
+            rounds = list(rounds_from_matrix(result, source))
+            new = sorted({r.target for r in rounds} - known)
+            for name in new:
+                writer.register_target(discovered_target(source, name))
+            if new:
+                mark_discovered(engine, new, shown_url(source.url))
+                known.update(new)
+            written += writer.write_rounds(rounds)
+            at = last + step_s
+            save_backfill_progress(engine, key, int(at))
+            progress.update(int(round((at - start) / step_s)))
+        progress.finish(f"({written:,} rounds of {len(known)} targets)")
+    finally:
+        writer.close()
+        client.close()
+    return BackfillResult(written, len(known), start, end, resumed)
+
+
+def _chunk_steps(client: PrometheusClient, selector: str, asked: str) -> int:
+    """Steps per request: about SAMPLES_PER_REQUEST samples for the series the selector matches now."""
+    counted = client.query(f"count({selector})")
+    series = int(float(counted[0]["value"][1])) if counted else 0
+    if series == 0:
+        from collectors.prometheus import HINT_SELECTOR, PrometheusError
+
+        raise PrometheusError(f"the selector {asked} matches no series at {client.base}", HINT_SELECTOR)
+    return max(1, min(MAX_POINTS, SAMPLES_PER_REQUEST // series))

@@ -1,0 +1,66 @@
+"""Fleet: every target at once, worst first; a row opens that target's Overview (docs/fleet.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app.fleet import STATE_LABELS, FleetRow, by_model, fleet, overview_link
+from app.formatting import clock
+from app.ui import state
+
+ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
+ctx = state.context()
+rules, window_s = ctx.settings.sweetspot, ctx.view.window_s
+st.header(f"Fleet · {len(ctx.targets)} targets")
+
+
+@st.cache_data(ttl=state.FINE_TTL_S, max_entries=16, show_spinner=False)
+def _rows(url: str, end: float, window: float) -> list[FleetRow]:
+    return fleet(state.reader(url), rules, end, window)
+
+
+def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
+    f = [r.figures for r in rows]
+    return {
+        "state": [f"{ICONS[r.state.state]} {STATE_LABELS[r.state.state]}" for r in rows],
+        "target": [r.name for r in rows],
+        "overview": [overview_link(r.name, len(ctx.targets)) for r in rows],
+        "why": ["; ".join(r.state.reasons) for r in rows],
+        "tok/s": [x.tokens_per_s for x in f],
+        "of ceiling": [x.efficiency for x in f],
+        "TTFT P95 (s)": [x.ttft_p95_s for x in f],
+        "preemptions": [x.preemptions for x in f],
+        "running": [x.running_avg for x in f],
+        "queue": [x.queue_depth_max for x in f],
+        "KV": [None if x.kv_cache_usage_max is None else 100 * x.kv_cache_usage_max for x in f],
+        "last hour tok/s": [[v or 0.0 for v in r.sparkline] for r in rows],
+    }
+
+
+@st.fragment(run_every=ctx.settings.ui.refresh_s if ctx.view.live else None)
+def live() -> None:
+    now = state.now()
+    rows = state.guard("the fleet", _rows, ctx.settings.db_url, now // 5 * 5, window_s)
+    st.caption(f"Over the {window_s / 60:g} min up to {clock(now)}, worst first. Running: average against the "
+               f"sweet-spot concurrency {rules.concurrency}. A row's Overview link opens that target.")  # fmt: skip
+    col = st.column_config
+    st.dataframe(_table(rows), hide_index=True, width="stretch", column_config={
+        "overview": col.LinkColumn("Overview", display_text="open ↗"),
+        "tok/s": col.NumberColumn(format="%.1f"),
+        "of ceiling": col.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
+        "TTFT P95 (s)": col.NumberColumn(format="%.2f"),
+        "running": col.NumberColumn(format="%.1f", help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
+        "KV": col.NumberColumn(format="%.0f %%"),
+        "last hour tok/s": col.LineChartColumn(y_min=0.0),
+    })  # fmt: skip
+    st.subheader("Per model")
+    st.dataframe([{
+        "model": m.model, "targets": m.targets, "outside or down": m.outside, "tok/s": m.tokens_per_s,
+        "ceiling tok/s": m.ceiling_tokens_per_s, "worst TTFT P95 (s)": m.ttft_p95_s_worst,
+        "preemptions": m.preemptions, "running": m.running,
+    } for m in by_model(rows)], hide_index=True, width="stretch")  # fmt: skip
+
+
+live()

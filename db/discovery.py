@@ -1,0 +1,47 @@
+"""What the Prometheus source and its backfill keep besides rounds: which targets it found, how far
+a backfill got. Written by the collector process (under its write lock) or by ``backfill``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from db import schema
+from db.engine import storage_error
+
+
+def mark_discovered(engine: Engine, names: Sequence[str], source: str) -> None:
+    """Record that ``source`` (a Prometheus URL) found these targets (registered already)."""
+    t = schema.targets
+    try:
+        with engine.begin() as conn:
+            conn.execute(update(t).where(t.c.name.in_(list(names))).values(discovered_by=source))
+    except SQLAlchemyError as exc:
+        raise storage_error("marking discovered targets", exc) from None
+
+
+def backfill_done_until(engine: Engine, source: str) -> int | None:
+    """The instant before which a previous backfill of ``source`` imported every step (None: never ran)."""
+    p = schema.backfill_progress
+    try:
+        with engine.connect() as conn:
+            value = conn.execute(select(p.c.done_until).where(p.c.source == source)).scalar()
+    except SQLAlchemyError as exc:
+        raise storage_error("reading the backfill progress", exc) from None
+    return None if value is None else int(value)
+
+
+def save_backfill_progress(engine: Engine, source: str, done_until: int) -> None:
+    """Record that every step of ``source`` before ``done_until`` is stored (after its rounds committed)."""
+    p = schema.backfill_progress
+    now = int(time.time())
+    try:
+        with engine.begin() as conn:
+            changed = conn.execute(update(p).where(p.c.source == source).values(done_until=done_until, updated_at=now))
+            if changed.rowcount == 0:
+                conn.execute(p.insert().values(source=source, done_until=done_until, updated_at=now))
+    except SQLAlchemyError as exc:
+        raise storage_error("saving the backfill progress", exc) from None

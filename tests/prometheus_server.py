@@ -1,0 +1,110 @@
+"""Debian's real ``prometheus`` on 127.0.0.1, scraping the endpoints a test names.
+
+The test tooling starts it with a generated config (one job, one static target per URL, scraped
+every second) on a free port with its TSDB in a temporary folder, and stops it at the end. Without
+the binary the tests that need it are skipped, saying why; with ``CI`` set they fail instead
+(``.ci/run`` installs it), as tests/conftest.py does for PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+BINARY = "prometheus"
+
+
+def require_prometheus() -> str:
+    found = shutil.which(BINARY) or ("/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None)
+    if found:
+        return found
+    if os.environ.get("CI"):
+        pytest.fail("prometheus not found although CI is set; .ci/run should have installed it")
+    pytest.skip("Debian's prometheus is not installed (apt-get install prometheus)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape_config(urls: Sequence[str], job: str = "vllm", interval: str = "1s") -> str:
+    """A prometheus.yml scraping every URL (``http://host:port/path``) as one target of ``job``."""
+    lines = [f"global: {{scrape_interval: {interval}, scrape_timeout: {interval}}}", "scrape_configs:"]
+    by_path: dict[str, list[str]] = {}
+    for url in urls:
+        parts = urlsplit(url)
+        by_path.setdefault(parts.path, []).append(parts.netloc)
+    for i, (path, hosts) in enumerate(sorted(by_path.items())):
+        lines += [f"  - job_name: {job}" + (f"-{i}" if i else ""), f"    metrics_path: {path}",
+                  "    relabel_configs: [{target_label: job, replacement: " + job + "}]",
+                  f"    static_configs: [{{targets: [{', '.join(repr(h) for h in hosts)}]}}]"]
+    return "\n".join(lines) + "\n"
+
+
+class PrometheusServer:
+    """A running ``prometheus``; :meth:`scrape` changes what it scrapes (config reload by SIGHUP)."""
+
+    def __init__(self, work: Path, urls: Sequence[str], interval: str = "1s", extra_flags: Sequence[str] = ()) -> None:
+        binary = require_prometheus()
+        self.work, self.interval = work, interval
+        self.config = work / "prometheus.yml"
+        self.config.write_text(scrape_config(urls, interval=interval))
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (work / "prometheus.log").open("wb")
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={self.config}", f"--storage.tsdb.path={work / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_flags],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.client = httpx.Client(base_url=self.url, timeout=10)
+        self._wait(lambda: self.client.get("/-/ready").status_code == 200, "become ready")
+
+    def scrape(self, urls: Sequence[str]) -> None:
+        """Scrape these URLs from now on (targets left out get staleness markers at once)."""
+        self.config.write_text(scrape_config(urls, interval=self.interval))
+        self.proc.send_signal(signal.SIGHUP)
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        body = self.client.get("/api/v1/query", params={"query": promql}).json()
+        return list(body["data"]["result"])
+
+    def wait_for_targets(self, count: int, timeout_s: float = 30.0) -> None:
+        """Until ``count`` targets have been scraped successfully (``up == 1``)."""
+        self._wait(lambda: len(self.query("up == 1")) == count and len(self.query("vllm_num_requests_running or "
+                   "{__name__=\"vllm:num_requests_running\"}")) >= count, f"scrape {count} targets", timeout_s)  # fmt: skip
+
+    def _wait(self, ready: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {(self.work / 'prometheus.log').read_text()[-800:]}")
+            try:
+                if ready():
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"prometheus did not {what} within {timeout_s:g} s")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()

@@ -1,0 +1,139 @@
+"""The fleet at a glance: states worst first, per-model aggregates, `status --all`, the Fleet page."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.cli import main
+from app.fleet import DOWN, by_model, fleet, table, target_state
+from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE
+from core.settings import SweetSpotSettings
+from db.engine import open_engine
+from db.queries import Reader
+from db.rollup import rollup
+from db.writer import Writer
+from tests import ui_db
+from tests.builders import window
+from tests.test_ui_app import open_app
+
+RULES = SweetSpotSettings()
+
+
+def test_target_state_down_outside_no_data_and_good():
+    assert target_state(window(up=False, last_error="connection refused"), RULES).state == DOWN
+    assert target_state(window(up=False, last_error="connection refused"), RULES).reasons == ("connection refused",)
+    outside = target_state(window(ttft_p95_s=4.8), RULES)
+    assert outside.state == OUTSIDE and any("TTFT P95" in r for r in outside.reasons)
+    assert target_state(window(scrapes=0), RULES).state == NO_DATA
+    assert target_state(window(), RULES) == target_state(window(), RULES)
+    assert target_state(window(), RULES).state == IN_SWEET_SPOT
+
+
+@pytest.fixture(scope="module")
+def fleet_db(tmp_path_factory) -> str:
+    """Five targets: two healthy, one overloaded (a different seed and model name), one down, one never scraped."""
+    now = time.time()
+    url = f"sqlite:///{tmp_path_factory.mktemp('fleet')}/f.db"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    for name in ("a-good", "b-good", "c-down", "d-never", "e-good"):
+        writer.register_target(ui_db.target_settings(name))
+    for i, name in enumerate(("a-good", "b-good", "e-good")):
+        writer.write_rounds(ui_db.simulated_rounds(name, now - 1800, now, 5.0, seed=i))
+    writer.write_rounds(ui_db.simulated_rounds("c-down", now - 1800, now, 5.0, seed=5, down_after=now - 300))
+    rollup(engine, now)
+    writer.close()
+    engine.dispose()
+    return url
+
+
+def test_fleet_rows_worst_first_with_an_hour_of_sparkline(fleet_db):
+    now = time.time()
+    rows = fleet(Reader(fleet_db), RULES, now, 300.0)
+    assert [r.name for r in rows][:2] == ["c-down", "d-never"]
+    assert rows[0].state.state == DOWN and "connection refused" in rows[0].state.reasons[0]
+    assert rows[1].state.state == NO_DATA
+    good = rows[-1]
+    assert len(good.sparkline) == 60 and any(v for v in good.sparkline)
+    (model,) = [m for m in by_model(rows) if m.model != "(no model name)"]
+    assert model.targets == 4 and model.outside >= 1  # c-down serves it too
+    assert model.tokens_per_s == pytest.approx(sum(r.figures.tokens_per_s or 0 for r in rows))
+    text = table(rows)
+    assert text.splitlines()[1].startswith("c-down") and "down" in text.splitlines()[1]
+
+
+def test_status_all_json_is_a_list_of_status_objects_with_state_and_reasons(fleet_db, capsys):
+    assert main(["status", "--all", "--json", "--db", fleet_db]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["target"] for d in data][:2] == ["c-down", "d-never"]
+    assert main(["status", "--json", "--db", fleet_db, "--target", "a-good"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    entry = next(d for d in data if d["target"] == "a-good")
+    assert set(single) <= set(entry) and {"state", "reasons"} <= set(entry)
+    assert data[0]["state"] == "down" and data[0]["reasons"]
+    assert main(["status", "--all", "--db", fleet_db]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("target") and "model" in out
+
+
+_open = open_app  # the real-database AppTest helper of test_ui_app
+
+
+def test_the_fleet_is_the_landing_page_beyond_three_targets(monkeypatch, fleet_db):
+    at = _open(monkeypatch, fleet_db)
+    assert not at.exception, at.exception
+    assert at.header[0].value == "Fleet · 5 targets"
+    frame = at.dataframe[0].value
+    assert list(frame["target"])[:2] == ["c-down", "d-never"]
+    assert list(frame["overview"])[0] == "./overview?target=c-down"
+    assert "🔴 down" == frame["state"].iloc[0]
+    assert len(frame["last hour tok/s"].iloc[-1]) == 60
+    per_model = at.dataframe[1].value
+    assert "llama" in " ".join(per_model["model"]) or len(per_model) >= 1
+
+
+def test_a_fleet_link_opens_that_targets_overview(monkeypatch, fleet_db):
+    from urllib.parse import parse_qs, urlsplit
+
+    link = next(u for u in _open(monkeypatch, fleet_db).dataframe[0].value["overview"] if u.endswith("b-good"))
+    parts = urlsplit(link)
+    assert parts.path == "./overview"
+    at = _open(monkeypatch, fleet_db, **{k: v[0] for k, v in parse_qs(parts.query).items()})
+    at.switch_page("views/overview.py").run()
+    assert not at.exception, at.exception
+    assert at.header[0].value.startswith("Overview · b-good")
+
+
+def test_three_targets_or_fewer_land_on_the_overview(monkeypatch, tmp_path):
+    # a database of its own: ui_db.shared() is filled at its first use, and the UI tests expect it fresh
+    at = _open(monkeypatch, ui_db.fill(tmp_path / "two.db", time.time(), hours=0.5))
+    assert at.header[0].value.startswith("Overview")
+
+
+def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
+    # one read for every target, the same figures as the facade's per-target calls (SQLite and PostgreSQL)
+    import dataclasses
+
+    from app.fleet import SERIES_FIELDS
+
+    now = time.time()
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    for i, name in enumerate(("x", "y")):
+        writer.register_target(ui_db.target_settings(name))
+        writer.write_rounds(ui_db.simulated_rounds(name, now - 1500, now, 5.0, seed=i, down_after=now - 200 if i else None))
+    writer.write_rounds(ui_db.simulated_rounds("x", now - 1500, now, 5.0))  # already stored: skipped
+    writer.close()
+    rollup(engine, now)
+    engine.dispose()
+    reader = Reader(db_url)
+    end = now // 60 * 60
+    together = reader.fleet(now, 300.0, (end - 1200, end, 60.0), SERIES_FIELDS)
+    assert set(together) == {"x", "y"}
+    for name, got in together.items():
+        assert got.window == dataclasses.replace(reader.window(name, now, 300.0), gpus=())
+        assert got.series == reader.series_columns(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
+        assert got.models == tuple(reader.models(name))

@@ -1,0 +1,333 @@
+"""The Prometheus source against Debian's real prometheus scraping simulators on 127.0.0.1."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from app.prometheus_source import PrometheusSource
+from collectors.prometheus import UNDERSCORE_FORM, PrometheusClient, split_federate
+from collectors.vllm import parse_vllm
+from core.settings import PrometheusSettings, Settings
+from db import schema
+from db.engine import open_engine
+from db.queries import Reader
+from db.writer import Writer
+from simulator import SimOptions, start_simulator
+from simulator.api import DEFAULT_MODEL
+from tests.prometheus_server import PrometheusServer
+
+SIMS = 3
+
+
+def _complete(sim, tokens: int = 12) -> None:
+    body = {"model": DEFAULT_MODEL, "prompt": "hello there", "max_tokens": tokens, "ignore_eos": True}
+    assert httpx.post(sim.urls["openai_base"] + "/completions", json=body, timeout=60).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Iterator[tuple[PrometheusServer, list]]:
+    sims = [start_simulator(SimOptions(port=0, seed=i, speed=20)) for i in range(SIMS)]
+    for sim in sims:
+        _complete(sim)
+    server = PrometheusServer(tmp_path_factory.mktemp("prom"), [s.urls["vllm_metrics"] for s in sims])
+    try:
+        server.wait_for_targets(SIMS)
+        yield server, sims
+    finally:
+        server.stop()
+        for sim in sims:
+            sim.stop()
+
+
+def _instance(sim) -> str:
+    return sim.urls["vllm_metrics"].split("/")[2]
+
+
+def _source(url: str, **changes) -> PrometheusSettings:
+    return dataclasses.replace(PrometheusSettings(url=url), **changes)
+
+
+def _settings(tmp_path: Path, *sources: PrometheusSettings) -> Settings:
+    return Settings(db_url=f"sqlite:///{tmp_path}/p.db", prometheus=sources, scrape_timeout_s=5.0)
+
+
+def _settled(server: PrometheusServer) -> None:
+    time.sleep(2.5)  # two more scrapes: every completion is in Prometheus's latest samples
+
+
+def test_every_target_is_discovered_and_reads_as_a_direct_scrape(fleet, tmp_path):
+    server, sims = fleet
+    _settled(server)
+    source = PrometheusSource(_settings(tmp_path), _source(server.url))
+    read = source.read()
+    assert read.error is None
+    assert sorted(t.name for t in read.discovered) == sorted(_instance(s) for s in sims)
+    by_target = {r.target: r for r in read.rounds}
+    for sim in sims:
+        direct = parse_vllm(httpx.get(sim.urls["vllm_metrics"]).text)
+        through = by_target[_instance(sim)].vllm
+        assert through is not None and through.models.keys() == direct.models.keys()
+        for model, figures in direct.models.items():
+            assert through.models[model].counters == figures.counters
+            assert through.models[model].histograms == figures.histograms
+            assert through.models[model].created == figures.created
+        assert through.process_start_time_s == direct.process_start_time_s
+        # the simulator answers Prometheus 2.42's OpenMetrics request with vllm_x sample names
+        assert set(through.metric_names_used.values()) == {n.replace("vllm:", "vllm_") for n in direct.metric_names_used.values()}
+    source.close()
+
+
+def test_the_query_api_reads_the_same_as_federate(fleet, tmp_path):
+    server, _ = fleet
+    _settled(server)
+    federate = PrometheusSource(_settings(tmp_path), _source(server.url))
+    query = PrometheusSource(_settings(tmp_path), _source(server.url))
+    query.client.federate = False  # as against Thanos or Mimir, which have no /federate
+    by_federate = {r.target: r for r in federate.read().rounds}
+    by_query = {r.target: r for r in query.read().rounds}
+    assert by_query.keys() == by_federate.keys()
+    for target, round_ in by_federate.items():
+        assert by_query[target].vllm == round_.vllm
+        assert abs(by_query[target].ts - round_.ts) < 1.5  # both the scrape time of Prometheus (±1 scrape)
+    federate.close()
+    query.close()
+
+
+def test_the_job_stores_discovered_targets_with_the_form_of_their_names(fleet, tmp_path):
+    from app.collector import CollectorService
+
+    server, sims = fleet
+    service = CollectorService(_settings(tmp_path, _source(server.url)))
+    try:
+        for _ in range(3):
+            lines = service.prometheus[0].run()
+            assert all("DOWN" not in line for line in lines)
+            time.sleep(1.1)
+    finally:
+        service.close()
+    infos = {t.name: t for t in Reader(f"sqlite:///{tmp_path}/p.db").targets()}
+    assert set(infos) == {_instance(s) for s in sims}
+    for info in infos.values():
+        assert info.discovered_by == server.url and info.up
+        assert info.vllm_url == f'prometheus {server.url} instance="{info.name}"'
+        assert info.metric_names_used["generation_tokens"] == "vllm_generation_tokens_total"
+    from app.fleet import names_form
+
+    assert {names_form(i) for i in infos.values()} == {UNDERSCORE_FORM}
+
+
+def test_rounds_are_stored_at_prometheus_scrape_times_with_their_covered_time(fleet, tmp_path):
+    server, _ = fleet
+    settings = _settings(tmp_path)
+    engine = open_engine(settings.db_url)
+    writer = Writer(engine)
+    source = PrometheusSource(settings, _source(server.url))
+    for _ in range(8):
+        writer.write_rounds(source.read().rounds)
+        time.sleep(0.4)  # faster than Prometheus scrapes: a target Prometheus did not scrape again gives no round
+    source.close()
+    writer.close()
+    with engine.connect() as conn:
+        rows = conn.execute(select(schema.samples.c.ts, schema.samples.c.covered_ms).order_by(schema.samples.c.model_id,
+                                                                                                schema.samples.c.ts)).all()
+    engine.dispose()
+    covered = [c for _, c in rows if c is not None]
+    assert covered and all(700 <= c <= 1300 for c in covered), covered  # Prometheus scrapes every 1 s
+
+
+def test_a_counter_reset_seen_through_prometheus_counts_the_new_value(tmp_path):
+    # vLLM restarts every 3 s of wall time (60 simulated seconds at speed 20), under load
+    sim = start_simulator(SimOptions(port=0, seed=3, speed=20, load=2, restart_every_s=60))
+    server = PrometheusServer(tmp_path, [sim.urls["vllm_metrics"]])
+    settings = _settings(tmp_path)
+    engine = open_engine(settings.db_url)
+    writer = Writer(engine)
+    source = PrometheusSource(settings, _source(server.url))
+    cumulative: list[tuple[float, float | None]] = []  # (value, its *_created) per round
+    try:
+        server.wait_for_targets(1)
+        end = time.monotonic() + 9.0
+        while time.monotonic() < end:
+            for round_ in source.read().rounds:
+                if round_.vllm is not None and round_.vllm.models:
+                    figures = next(iter(round_.vllm.models.values()))
+                    cumulative.append((figures.counters["generation_tokens"], figures.created.get("generation_tokens")))
+                writer.write_round(round_)
+            time.sleep(0.5)
+    finally:
+        source.close()
+        writer.close()
+        server.stop()
+        sim.stop()
+    resets = [(a, b) for a, b in zip(cumulative, cumulative[1:], strict=False) if b[0] < a[0] or b[1] != a[1]]
+    assert resets, f"no reset seen through Prometheus: {cumulative}"
+    # reset-aware: after a restart the increase is the new value
+    expected = sum(b - a if (b >= a and bc == ac) else b for (a, ac), (b, bc) in zip(cumulative, cumulative[1:], strict=False))
+    with engine.connect() as conn:
+        stored = conn.execute(select(schema.samples.c.generation_tokens)).scalars().all()
+    engine.dispose()
+    assert all(v is None or v >= 0 for v in stored)
+    assert sum(v for v in stored if v is not None) == pytest.approx(expected)
+
+
+def test_a_target_that_disappears_is_down_after_gone_after_s(tmp_path):
+    sims = [start_simulator(SimOptions(port=0, seed=i)) for i in range(2)]
+    server = PrometheusServer(tmp_path, [s.urls["vllm_metrics"] for s in sims])
+    settings = _settings(tmp_path, _source(server.url, gone_after_s=2.0))
+    from app.collector import CollectorService
+
+    service = CollectorService(settings)
+    try:
+        server.wait_for_targets(2)
+        service.prometheus[0].run()
+        server.scrape([sims[0].urls["vllm_metrics"]])  # the second one is no longer scraped
+        deadline = time.monotonic() + 20
+        lines: list[str] = []
+        while time.monotonic() < deadline and not any("DOWN" in line for line in lines):
+            time.sleep(0.5)
+            lines = service.prometheus[0].run()
+    finally:
+        service.close()
+        server.stop()
+        for sim in sims:
+            sim.stop()
+    infos = {t.name: t for t in Reader(settings.db_url).targets()}
+    gone, kept = infos[_instance(sims[1])], infos[_instance(sims[0])]
+    assert gone.up is False and gone.last_error is not None and "absent from Prometheus's answer" in gone.last_error
+    assert kept.up is True
+
+
+# -- errors that name the fix -------------------------------------------------------------------------
+@contextmanager
+def serve(routes: dict[str, tuple[int, object]], delay_s: float = 0.0) -> Iterator[str]:
+    """A loopback server answering ``routes`` (path without query → status, JSON or text), 404 elsewhere."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(delay_s)
+            status, body = routes.get(self.path.split("?", 1)[0], (404, "404 page not found"))
+            data = (json.dumps(body) if isinstance(body, dict) else str(body)).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up (the timeout test)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _error(url: str, **changes) -> str:
+    source = PrometheusSource(Settings(scrape_timeout_s=1.0), _source(url, **changes))
+    try:
+        read = source.read()
+    finally:
+        source.close()
+    assert read.error is not None and not read.rounds
+    return read.error
+
+
+def test_an_unreachable_prometheus_names_the_url_setting():
+    from tests.support.http_server import closed_port_url
+
+    url = closed_port_url().removesuffix("/metrics")
+    assert _error(url) == f"cannot reach Prometheus at {url} (connection refused). Is Prometheus running? Check prometheus[].url"
+
+
+def test_a_selector_that_matches_nothing(fleet):
+    server, _ = fleet
+    error = _error(server.url, selector='{job="nope"}')
+    assert error.startswith('the selector {job="nope"} matches no series at http://127.0.0.1:')
+    assert "Check prometheus[].selector" in error
+
+
+def test_series_without_the_target_label_name_the_setting(fleet):
+    server, _ = fleet
+    error = _error(server.url, target_label="pod")
+    assert "have no label pod (e.g. " in error and "Set prometheus[].target_label" in error
+
+
+def test_a_malformed_selector_is_refused_with_the_selector_setting(fleet):
+    server, _ = fleet
+    error = _error(server.url, selector="{job=")
+    assert "400" in error and "Check prometheus[].selector" in error
+
+
+def test_answers_422_and_503_and_slow_ones_name_the_fix():
+    refused = {"status": "error", "errorType": "execution",
+               "error": "query processing would load too many samples into memory in query execution"}
+    with serve({"/api/v1/query": (422, refused)}) as url:
+        error = _error(url)
+        assert "refused the query (422: query processing would load too many samples" in error
+        assert "Narrow prometheus[].selector" in error and "--query.max-samples" in error
+    with serve({"/federate": (503, {"status": "error", "error": "query timed out"})}) as url:
+        error = _error(url)
+        assert "could not answer (503: query timed out)" in error and "--query.timeout" in error
+    with serve({"/federate": (200, "")}, delay_s=3.0) as url:
+        assert _error(url) == f"Prometheus at {url} did not answer within 1 s. Raise scrape_timeout_s, or narrow prometheus[].selector"
+
+
+def test_split_federate_reads_both_name_forms_and_keeps_labels_apart():
+    text = (
+        '# TYPE vllm:num_requests_running untyped\n'
+        'vllm:num_requests_running{exported_instance="x",instance="a:1",job="vllm",model_name="m"} 3 1700000000000\n'
+        'vllm_num_requests_running{instance="b:1",job="vllm",model_name="m"} 4 1700000001000\n'
+        'vllm:num_requests_running{job="vllm",model_name="m"} 5 1700000001000\n'
+    )
+    answer = split_federate(text, "instance")
+    assert answer.pages["a:1"].lines == ['vllm:num_requests_running{exported_instance="x",job="vllm",model_name="m"} 3']
+    assert answer.pages["a:1"].names_form == "vllm:x" and answer.pages["b:1"].names_form == UNDERSCORE_FORM
+    assert answer.pages["b:1"].ts_ms == 1700000001000
+    assert answer.unlabelled_count == 1
+    assert parse_vllm(answer.pages["b:1"].text).models["m"].gauges["requests_running"] == 4
+
+
+def test_basic_auth_in_the_url_and_a_bearer_token_are_sent(tmp_path):
+    with serve({"/federate": (401, "unauthorized")}) as url:
+        with_user = url.replace("http://", "http://me:secret@")
+        source = _source(with_user, http=dataclasses.replace(PrometheusSettings().http, bearer_token="tok"))
+        client = PrometheusClient(source, 1.0)
+        assert client.base == url and client.client.auth is not None
+        assert client.client.headers["Authorization"] == "Bearer tok"
+        with pytest.raises(Exception) as caught:
+            client.current("{}", "instance")
+        assert "answered 401" in str(caught.value) and "me:secret" not in str(caught.value)
+        client.close()
+
+
+def test_the_job_keeps_going_when_prometheus_is_down(tmp_path):
+    from app.collector import CollectorService
+    from tests.support.http_server import closed_port_url
+
+    url = closed_port_url().removesuffix("/metrics")
+    service = CollectorService(_settings(tmp_path, _source(url)))
+    try:
+        lines = service.prometheus[0].run()
+        assert lines == [f"prometheus {url}: cannot reach Prometheus at {url} (connection refused). "
+                         "Is Prometheus running? Check prometheus[].url"]
+        assert [job.name for job in service.jobs()][-1] == f"prometheus {url}"
+    finally:
+        service.close()
