@@ -1,0 +1,127 @@
+"""Every ``python -m app`` command written in README.md and docs/ is run here (issue 14: the
+README's ``sweep --url http://HOST:8000/v1`` failed with "--duration is required").
+
+Each command line is collected from fenced blocks (continuation lines joined, comments dropped)
+and inline code; placeholders (HOST, PORT, URL, FILE, SOURCE, NAME) become loopback values, and
+``[--json]`` / ``a|b`` expand to every variant. Every command is parsed by the real parser and its
+arguments validated as the command itself would; the ones that finish on their own without a
+server (config, db, status, inspect of a file, sim --calibrate) are executed against a scratch
+database, and must exit 0.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PLACEHOLDERS = {"HOST": "{host}", "PORT": "{port}", "URL": "{url}",
+                "FILE": "{config}", "SOURCE": "{page}", "NAME": "vllm:num_requests_waiting", "N": "1"}  # fmt: skip
+SYNOPSIS = ("<command>", "...")  # "python -m app <command> --help": a pattern, not a command
+RUNS_ALONE = {"config", "db", "status", "inspect"}  # finish without a server; sim only with --calibrate
+
+
+def _lines(text: str) -> list[str]:
+    found = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if "python -m app" in line:
+                found.append(line.split(" #")[0])
+    prose = "\n".join(line for line in text.splitlines() if not line.startswith("#"))  # a heading names, not runs
+    found += re.findall(r"`[^`\n]*?(python -m app[^`\n]*)`", prose)
+    return [re.sub(r"^.*?python -m app", "python -m app", line).strip() for line in found]
+
+
+def _variants(line: str) -> list[str]:
+    """The line with its placeholders filled: without its ``[optional]`` parts and with all of them,
+    and once per alternative of each ``a|b``."""
+    for flag, value in (("--db URL", "--db {db}"), ("--json FILE", "--json {json}")):
+        line = line.replace(flag, value)
+    line = re.sub(r"\b(HOST|PORT|URL|FILE|SOURCE|NAME|N)\b", lambda m: PLACEHOLDERS[m.group(1)], line)
+    bare, full = re.sub(r"\[[^\]]+\]", "", line), re.sub(r"\[([^\]]+)\]", r"\1", line)
+    out = []
+    for text in dict.fromkeys((bare, full)):
+        alternatives = re.findall(r"\S+\|\S+", text) or [""]
+        for alt in alternatives:
+            out += [text.replace(alt, choice) for choice in alt.split("|")] if alt else [text]
+    return [" ".join(t.split()) for t in out]
+
+
+def documented() -> list[tuple[str, str]]:
+    out = {}
+    for doc in DOCS:
+        for line in _lines(doc.read_text()):
+            if line != "python -m app" and not any(s in line for s in SYNOPSIS):
+                for variant in _variants(line):
+                    out.setdefault(variant, doc.name)
+    return sorted((line, doc) for line, doc in out.items())
+
+
+def test_the_docs_hold_the_commands_users_copy():
+    lines = [line for line, _ in documented()]
+    assert "python -m app sweep --url http://{host}:8000/v1" in lines  # the README's example
+    assert len(lines) > 25
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    from urllib.parse import urlsplit
+
+    from simulator import SimOptions, start_simulator
+    from tests import ui_db
+
+    sim = start_simulator(SimOptions(port=0))  # HOST, PORT and URL: the simulator on loopback
+    where = urlsplit(sim.urls["vllm_metrics"])
+
+    folder = tmp_path_factory.mktemp("docs")
+    config = folder / "sweetspot.toml"
+    config.write_text('[[targets]]\nname = "demo"\nvllm_url = "http://127.0.0.1:8000/metrics"\n')
+    page = folder / "metrics.txt"
+    page.write_text('# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n')
+    db = ui_db.fill(folder / "s.db", time.time(), 0.1)
+    yield {"config": str(config), "page": str(page), "db": db, "json": str(folder / "sweep.json"),
+           "host": where.hostname, "port": str(where.port), "url": sim.urls["vllm_metrics"]}  # fmt: skip
+    sim.stop()
+
+
+def _validate(args) -> None:
+    """What each command checks before it starts anything (network, servers, processes)."""
+    from app.commands import sweep
+    from app.loader import load_settings
+
+    settings = load_settings(getattr(args, "config", None), {})
+    if args.command == "sweep":
+        args.url, _ = sweep.sweep_target(settings, args.url, args.target)
+        sweep._config(args, "?")
+    if args.command == "collect" and args.vllm_url:
+        from app.commands.collect import quick_target
+
+        quick_target(args)
+
+
+@pytest.mark.parametrize("line, doc", documented())
+def test_every_documented_command_runs(line, doc, scratch):
+    argv = [a.format(**scratch) for a in shlex.split(line)[3:]]  # after "python -m app"
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        pytest.fail(f"{doc}: `{line}` does not parse (exit {exc.code})")
+    if args.command == "ui" and "sweetspot.toml" in argv:  # an example file name: the scratch one stands in
+        argv[argv.index("sweetspot.toml")] = scratch["config"]
+        args = build_parser().parse_args(argv)
+    if "sweetspot.toml" not in argv:
+        _validate(args)
+    if args.command in RUNS_ALONE or (args.command == "sim" and args.calibrate):
+        env = {"PATH": "/usr/bin:/bin", "SWEETSPOT_DB_URL": scratch["db"]}
+        done = subprocess.run([sys.executable, "-m", "app", *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env=env)  # fmt: skip
+        assert done.returncode == 0, f"{doc}: `{line}`: {done.stderr[-500:]}"
