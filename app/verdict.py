@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.durations import format_duration
 from app.formatting import clock, number, with_unit
-from app.settings import SweetSpotSettings
+from core.durations import format_duration
+from core.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
 
 IN_SWEET_SPOT = "in_sweet_spot"

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from collectors.catalogue import CATALOGUE, RATIOS
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import CATALOGUE, RATIOS
 from db import aggregate, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error

@@ -13,11 +13,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.settings import GatewaySettings, GpuSettings, TargetSettings
 from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
+from core.settings import GatewaySettings, GpuSettings, TargetSettings
 from db.engine import open_engine
 from db.rollup import rollup
 from db.writer import Writer

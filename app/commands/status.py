@@ -9,9 +9,9 @@ import math
 import time
 from typing import Any
 
-from app.durations import DurationError, format_duration, parse_duration
-from app.errors import UsageError
-from app.settings import Settings
+from core.durations import DurationError, format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import Settings
 from db.queries import Reader
 from db.results import WindowFigures
 
