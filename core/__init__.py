@@ -1,1 +1,1 @@
-"""The ground floor every layer may import: typed settings, durations and the domain errors."""
+"""The ground floor: settings, durations and error types that every layer (collectors, db, app) may import."""
