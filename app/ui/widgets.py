@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
-from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -18,7 +17,7 @@ from app.settings import SweetSpotSettings
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
-from db.results import GpuFigures, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
 
 
 def since_text(ts: float | None, now: float, range_start: float) -> str:
@@ -207,23 +206,3 @@ def ceiling_text(info: TargetInfo) -> str:
         f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
     )
 
-
-def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list[SweepRun], list[SweepRun]]:
-    """``sweeps`` split into those that measured ``info``'s server and the others.
-
-    A run stored with its target belongs to that target; an older one (no target) to the target
-    whose ``vllm_url`` has the run's scheme, host and port.
-    """
-    mine: list[SweepRun] = []
-    others: list[SweepRun] = []
-    for run in sweeps:
-        ours = info is not None and (
-            run.target == info.name or (run.target is None and _server(run.url) == _server(info.vllm_url))
-        )
-        (mine if ours else others).append(run)
-    return mine, others
-
-
-def _server(url: str | None) -> str:
-    parts = urlsplit(url or "")
-    return f"{parts.scheme}://{parts.netloc}"
