@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from app.formatting import number
+from db.results import SweepRun, TargetInfo
 
 # The reference deployment of DOMAIN.md §2: (concurrency, output tok/s, TTFT P95 s or None).
 REFERENCE_LEVELS: tuple[tuple[int, float, float | None], ...] = ((8, 85.0, 1.5), (16, 126.0, None), (32, 145.0, 4.8))
@@ -56,3 +58,25 @@ def _latency_notes(usable: Sequence[tuple[int, float, float | None]], knee_index
         if ttft is not None and ttft > slo_s:
             return [f"TTFT P95 {number(ttft)} s at {c} > {number(slo_s)} s SLO"]
     return []
+
+
+def server(url: str | None) -> str:
+    """``scheme://host:port`` of ``url``: what tells two URLs of one server apart from another's."""
+    parts = urlsplit(url or "")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list[SweepRun], list[SweepRun]]:
+    """``sweeps`` split into those that measured ``info``'s server and the others.
+
+    A run stored with its target belongs to that target; an older one (no target) to the target
+    whose ``vllm_url`` has the run's scheme, host and port.
+    """
+    mine: list[SweepRun] = []
+    others: list[SweepRun] = []
+    for run in sweeps:
+        ours = info is not None and (
+            run.target == info.name or (run.target is None and server(run.url) == server(info.vllm_url))
+        )
+        (mine if ours else others).append(run)
+    return mine, others

@@ -125,3 +125,12 @@ def test_every_documented_command_runs(line, doc, scratch):
         done = subprocess.run([sys.executable, "-m", "app", *argv], cwd=ROOT, capture_output=True, text=True,
                               timeout=120, env=env)  # fmt: skip
         assert done.returncode == 0, f"{doc}: `{line}`: {done.stderr[-500:]}"
+
+
+def test_the_ui_docs_show_screenshots_the_browser_test_saves():
+    from tests import test_ui_every_range as every
+
+    shown = re.findall(r"\]\(screenshots/([\w-]+)\.png\)", (ROOT / "docs" / "ui.md").read_text())
+    saved = {f"{page}-{r}" for page in every.PAGES for r in every.RANGES} | {"overview-past-range"}
+    assert shown and set(shown) <= saved
+    assert all((ROOT / "docs" / "screenshots" / f"{name}.png").stat().st_size > 10_000 for name in shown)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from app.formatting import ago, elapsed, gibibytes
+from app.operating_point import sweeps_of
 from app.ui import charts, state, widgets
 from core.settings import SweetSpotSettings
 from db.results import GpuPoint, SweepRun, TargetInfo
@@ -132,7 +133,7 @@ def sweep(url, tgt=None):
 
 def test_sweeps_of_a_target_by_name_or_by_server():
     named, older, other = sweep("http://x:1/v1", "demo"), sweep("http://127.0.0.1:8000/v1"), sweep("http://10.0.0.9:8000/v1")
-    mine, others = widgets.sweeps_of(target(), [named, older, other])
+    mine, others = sweeps_of(target(), [named, older, other])
     assert mine == [named, older] and others == [other]
     assert "10.0.0.9:8000" in charts._sweep_name(other)  # legend: what it measured
     assert charts.sweep_source(named) == "target demo (http://x:1/v1)"
@@ -183,7 +184,8 @@ def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):
     engine = open_engine(url)
     apply_retention(engine, now, Settings())  # the raw rows of four days ago are gone
     engine.dispose()
-    reader, end = Reader(url), math.floor((now - 4 * 86400) / 60) * 60
-    assert reader.window("demo", end, 3600).up is None  # raw rows: "never scraped", the defect
-    figures = reader.window("demo", end, 3600, level=60)  # the level a 1 h past range's charts read
+    # ten minutes before the history's end: rolled up, so its raw rows went with the retention
+    reader, end = Reader(url), math.floor((now - 4 * 86400 - 600) / 60) * 60
+    assert reader.window("demo", end, 1800).up is None  # raw rows: "never scraped", the defect
+    figures = reader.window("demo", end, 1800, level=60)  # the level a 1 h past range's charts read
     assert figures.up is True and figures.tokens_per_s and no_data_reason(figures) == ""

@@ -18,12 +18,12 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import altair as alt
 import pandas as pd
 
 from app.formatting import number
+from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
@@ -515,7 +515,7 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
 
 def _sweep_name(run: SweepRun) -> str:
     # short enough for a half-page legend; the tooltip and the page's caption carry the URL and mix
-    where = run.target or urlsplit(run.url).netloc or run.url
+    where = run.target or server(run.url).split("://")[-1] or run.url
     return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} · {where}"
 
 

@@ -11,7 +11,6 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
-from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -21,7 +20,7 @@ from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
-from db.results import GpuFigures, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
 
 
 def since_text(ts: float | None, now: float, range_start: float) -> str:
@@ -235,25 +234,6 @@ def ceiling_text(info: TargetInfo) -> str:
     )
 
 
-def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list[SweepRun], list[SweepRun]]:
-    """``sweeps`` split into those that measured ``info``'s server and the others.
-
-    A run stored with its target belongs to that target; an older one (no target) to the target
-    whose ``vllm_url`` has the run's scheme, host and port.
-    """
-    mine: list[SweepRun] = []
-    others: list[SweepRun] = []
-    for run in sweeps:
-        ours = info is not None and (
-            run.target == info.name or (run.target is None and _server(run.url) == _server(info.vllm_url))
-        )
-        (mine if ours else others).append(run)
-    return mine, others
-
-
-def _server(url: str | None) -> str:
-    parts = urlsplit(url or "")
-    return f"{parts.scheme}://{parts.netloc}"
 def series_csv(points: Sequence[SeriesPoint], fields: Sequence[str]) -> str:
     """Series steps as CSV: ``time`` (ISO 8601 UTC), ``ts`` (unix s), then ``fields`` (empty = no data)."""
     out = io.StringIO()

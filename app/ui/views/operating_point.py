@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.operating_point import REFERENCE_LEVELS, find_knee
-from app.ui import charts, state, widgets
+from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
+from app.ui import charts, state
 from core.durations import format_duration
 
 ctx = state.context()
@@ -17,7 +17,7 @@ span = view.span(state.now())
 step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
 end = span.end - span.end % step  # complete steps only, as the charts (app/ui/state.py:resolve)
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
-sweeps, others = widgets.sweeps_of(ctx.target_info(), state.guard("the load sweeps", ctx.reader.sweep_runs, 20))
+sweeps, others = sweeps_of(ctx.target_info(), state.guard("the load sweeps", ctx.reader.sweep_runs, 20))
 sweeps = sweeps[:5]
 
 latest = sweeps[0] if sweeps else None
