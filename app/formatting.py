@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 
 NO_DATA = "—"
 
@@ -69,3 +70,9 @@ def tokens(n: float | None) -> str:
         if abs(n) >= size:
             return f"{number(n / size)} {unit}"
     return number(n)
+
+
+def page_link(path: str, **query: str) -> str:
+    """A dashboard link with its query string escaped: ``/?target=a%20b&range=1h`` (outside app/ui,
+    which may not import urllib)."""
+    return f"{path}?{urlencode(query)}" if query else path

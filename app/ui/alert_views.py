@@ -6,14 +6,13 @@ Pure functions (tested without a running app); the page draws what these return.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlencode
 
 import altair as alt
 import pandas as pd
 
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
 from app.alerts.store import live_since
-from app.formatting import ago, clock
+from app.formatting import ago, clock, page_link
 from app.ui.state import RANGES
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
@@ -27,7 +26,7 @@ def overview_link(s: AlertState, now: float) -> str:
     """The Overview of the alert's target over the smallest range that shows the whole spell."""
     spell = now - (since(s) or now) + 600
     range_key = next((k for k, length in RANGES.items() if length >= spell), list(RANGES)[-1])
-    return "/?" + urlencode({"target": s.target, "range": range_key})
+    return page_link("/", target=s.target, range=range_key)
 
 
 def alert_rows(alerts: Sequence[tuple[AlertState, str | None]], now: float) -> list[dict[str, str]]:
