@@ -13,6 +13,7 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
+COPY core ./core
 COPY app ./app
 COPY collectors ./collectors
 COPY db ./db

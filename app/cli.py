@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from app.errors import SweetspotError
-from app.settings import ENV_CONFIG, load_settings
+from core.errors import SweetspotError
+from core.settings import ENV_CONFIG, load_settings
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {

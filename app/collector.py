@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from app import scheduler
 from app.jobs import RoundCollector, describe_round
-from app.settings import Settings
+from core.settings import Settings
 
 log = logging.getLogger(__name__)
 

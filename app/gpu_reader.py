@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.errors import ScrapeError
+from core.errors import ScrapeError
 
 HINT = "A GPU may be failing: check `nvidia-smi` and the kernel log (Xid errors) on this host"
 

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from app.errors import ScrapeError
 from app.gpu_reader import GpuReader
-from app.settings import Settings, TargetSettings
 from collectors import dcgm, gateway, vllm
 from collectors.fetch import Answer, Fetcher, Get, masked
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
+from core.errors import ScrapeError
+from core.settings import Settings, TargetSettings
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
-from app.durations import format_duration
 from app.formatting import with_unit
-from app.settings import SweetSpotSettings
+from core.durations import format_duration
+from core.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.alerts.backtest import backtest  # noqa: E402
 from app.alerts.evaluator import Evaluator  # noqa: E402
 from app.alerts.rules import by_name, rule_set  # noqa: E402
-from app.settings import Settings, TargetSettings  # noqa: E402
 from bench.synth import rounds  # noqa: E402
+from core.settings import Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.queries import Reader  # noqa: E402
 from db.rollup import rollup  # noqa: E402

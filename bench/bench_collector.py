@@ -47,12 +47,12 @@ sys.path.insert(0, str(ROOT))
 
 from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
-from app.settings import Settings, TargetSettings  # noqa: E402
 from bench import prom_scrape  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
 from collectors.fetch import fetch_text  # noqa: E402
 from collectors.gateway import queue_from_prometheus  # noqa: E402
 from collectors.vllm import parse_vllm  # noqa: E402
+from core.settings import Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.writer import Writer  # noqa: E402
 

@@ -93,7 +93,7 @@ def farm(count: int) -> None:
 def collector(ports: list[int], interval_s: float, db_url: str, report: Path) -> None:
     """Run the collector service on the fleet until SIGTERM; write the collect job's timings to ``report``."""
     from app.collector import CollectorService
-    from app.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
+    from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
     targets = tuple(
         TargetSettings(
@@ -266,7 +266,7 @@ def main() -> None:
     elif args.role == "collector":
         collector(json.loads(Path(args.ports_file).read_text()), args.interval, args.db, Path(args.report))
     else:
-        from app.durations import parse_duration
+        from core.durations import parse_duration
 
         args.duration = parse_duration(args.duration)
         measure(args)

@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 
 from app.commands.run import demo_target  # noqa: E402
 from app.jobs import RoundCollector  # noqa: E402
-from app.settings import Settings, TargetSettings  # noqa: E402
 from bench.bench_collector import simulated_clock, start_simulator  # noqa: E402
 from collectors import dcgm, gateway, vllm  # noqa: E402
 from collectors.records import ScrapeRound, SourceResult  # noqa: E402
+from core.settings import Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.writer import Writer  # noqa: E402
 

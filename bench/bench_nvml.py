@@ -22,8 +22,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.errors import ScrapeError  # noqa: E402
 from collectors.nvml import NvmlCollector  # noqa: E402
+from core.errors import ScrapeError  # noqa: E402
 
 
 def measure(collector: NvmlCollector, rounds: int, pause_s: float) -> tuple[list[float], list[float]]:

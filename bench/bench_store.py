@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.settings import Settings, TargetSettings  # noqa: E402
 from bench.synth import rounds  # noqa: E402
+from core.settings import Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.queries import Reader  # noqa: E402
 from db.rollup import apply_retention, rollup  # noqa: E402

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.commands.ui import streamlit_command  # noqa: E402
-from app.settings import Settings  # noqa: E402
+from core.settings import Settings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.queries import Reader  # noqa: E402
 from db.rollup import apply_retention, rollup  # noqa: E402

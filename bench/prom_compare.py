@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
-from app.settings import TargetSettings
 from bench.synth import MODEL, rounds
+from core.settings import TargetSettings
 from db.engine import open_engine
 from db.queries import Reader
 from db.rollup import rollup

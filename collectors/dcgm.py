@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from app.errors import ScrapeError
-from app.settings import HttpSettings
+from core.errors import ScrapeError
+from core.settings import HttpSettings
+
 from collectors.expfmt import SelectiveParser, require_exposition
 from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import GpuReading

@@ -13,7 +13,7 @@ differentially on generated text). Deliberate differences, all on lines the refe
 - HELP/TYPE lines are not read at all, so a malformed one is not an error here;
 - a label term with an empty unquoted value (``{a=}``) is refused; the reference skips it.
 
-A malformed line of a wanted name raises :class:`~app.errors.ScrapeError` naming the line number; no
+A malformed line of a wanted name raises :class:`~core.errors.ScrapeError` naming the line number; no
 other exception type escapes. Lines of names not asked for are never looked at, so garbage there is
 ignored (the caller decides whether "nothing found" is an error).
 """
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
 
-from app.errors import ScrapeError
+from core.errors import ScrapeError
 
 # (sample name, labels, value). Labels are read-only and shared between the samples of one page.
 Sample = tuple[str, Mapping[str, str], float]

@@ -24,9 +24,8 @@ from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 import httpx
-
-from app.errors import ScrapeError
-from app.settings import HttpSettings
+from core.errors import ScrapeError
+from core.settings import HttpSettings
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"

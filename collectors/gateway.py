@@ -22,8 +22,9 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from app.errors import ScrapeError
-from app.settings import GatewaySettings, HttpSettings, apply_gateway_preset
+from core.errors import ScrapeError
+from core.settings import GatewaySettings, HttpSettings, apply_gateway_preset
+
 from collectors.expfmt import SelectiveParser, require_exposition
 from collectors.fetch import Fetcher, fetch_text, masked
 from collectors.records import GatewayReading

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.errors import ScrapeError
+from core.errors import ScrapeError
+
 from collectors.records import GpuReading
 
 try:

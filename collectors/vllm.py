@@ -28,8 +28,9 @@ from itertools import groupby
 from operator import itemgetter, methodcaller
 from typing import Any, cast
 
-from app.errors import ScrapeError
-from app.settings import HttpSettings
+from core.errors import ScrapeError
+from core.settings import HttpSettings
+
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
 from collectors.fetch import Fetcher, fetch_text, masked

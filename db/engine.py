@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.errors import StorageError
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-
-from app.errors import StorageError
 
 HINT = "check db_url / --db / SWEETSPOT_DB_URL"
 

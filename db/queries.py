@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
 from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error

@@ -16,10 +16,10 @@ import math
 from typing import Any
 
 import numpy as np
+from core.settings import Settings
 from sqlalchemy import Connection, Engine, Table, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.settings import Settings
 from db import aggregate, histo, schema, sources
 from db.engine import storage_error
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors import catalogue
 from sqlalchemy import (
     Column,
     Float,
@@ -39,8 +40,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-
-from collectors import catalogue
 
 # The catalogue's figures stored as columns (the parser's ModelFigures keys), in catalogue order.
 # A new one costs its catalogue line plus a named migration that adds its columns to existing

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from collectors.catalogue import CATALOGUE
 from sqlalchemy import (
     Connection,
     LargeBinary,
@@ -24,7 +25,6 @@ from sqlalchemy import (
     select,
 )
 
-from collectors.catalogue import CATALOGUE
 from db import schema
 
 RAW = 0

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.records import Histogram
+
 from db.histo import MAX_INC, entries
 
 

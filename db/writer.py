@@ -19,12 +19,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from collectors.fetch import masked
+from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
+from core.settings import TargetSettings
 from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.settings import TargetSettings
-from collectors.fetch import masked
-from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
 from db import histo, schema
 from db.engine import storage_error
 from db.state import SeriesState, counter_increase, histogram_increase

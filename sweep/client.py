@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from app.errors import SweetspotError
+from core.errors import SweetspotError
 from sweep.workload import RequestSpec
 
 API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}

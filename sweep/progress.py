@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from app.durations import format_duration
+from core.durations import format_duration
 from db.results import SweepLevel
 
 _WIDTH = 24

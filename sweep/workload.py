@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from app.errors import UsageError
+from core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from app.commands.ui import ROOT, streamlit_command
-from app.settings import Settings
+from core.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -11,7 +11,7 @@ import pytest
 from app.alerts import lease, store
 from app.alerts.evaluator import Evaluator
 from app.alerts.model import FIRING, PENDING, RESOLVED
-from app.settings import AlertsSettings, Settings, TargetSettings
+from core.settings import AlertsSettings, Settings, TargetSettings
 from db.engine import open_engine
 from db.writer import Writer
 from tests.store_helpers import vllm_round
@@ -118,7 +118,7 @@ def test_a_clean_stop_hands_the_lease_over_at_once(db, db_url):
 
 
 def test_a_disabled_rule_resolves_its_firing_alert_once(db, db_url):
-    from app.settings import RuleSettings
+    from core.settings import RuleSettings
 
     engine, writer = db
     write(writer, T0, T0 + 120, preempt_from=T0 + 100)
@@ -130,7 +130,7 @@ def test_a_disabled_rule_resolves_its_firing_alert_once(db, db_url):
 
 
 def test_per_target_thresholds_apply(db, db_url):
-    from app.settings import SweetSpotOverrides
+    from core.settings import SweetSpotOverrides
 
     engine, writer = db
     write(writer, T0, T0 + 600, running=24.0)
@@ -142,7 +142,7 @@ def test_per_target_thresholds_apply(db, db_url):
 
 
 def test_a_rule_that_fails_is_in_error_and_the_others_evaluate(db, db_url):
-    from app.settings import RuleSettings
+    from core.settings import RuleSettings
 
     engine, writer = db
     write(writer, T0, T0 + 120, preempt_from=T0 + 100)
@@ -153,7 +153,7 @@ def test_a_rule_that_fails_is_in_error_and_the_others_evaluate(db, db_url):
 
 
 def test_a_per_model_rule_gets_one_alert_per_model(db, db_url):
-    from app.settings import RuleSettings
+    from core.settings import RuleSettings
     from tests.store_helpers import one_round
 
     engine, writer = db

@@ -11,7 +11,7 @@ from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED
 from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
-from app.settings import SweetSpotSettings
+from core.settings import SweetSpotSettings
 from tests.builders import END, queue_ramp, window
 
 EVERY = 15

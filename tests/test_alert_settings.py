@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from app.alerts.rules import DEFAULT_RULES, FILE_SOURCE, TARGET_SOURCE, by_name, rule_set
-from app.settings import ConfigError, SweetSpotOverrides, SweetSpotSettings, effective_sweetspot, load_settings
+from core.settings import ConfigError, SweetSpotOverrides, SweetSpotSettings, effective_sweetspot, load_settings
 
 TARGETS = """
 [[targets]]

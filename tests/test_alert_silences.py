@@ -18,7 +18,7 @@ from app.alerts.silences import (
     list_silences,
     silenced_by,
 )
-from app.settings import ConfigError, MuteWindowSettings
+from core.settings import ConfigError, MuteWindowSettings
 from db.engine import open_engine
 
 PARIS = ZoneInfo("Europe/Paris")

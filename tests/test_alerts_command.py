@@ -9,7 +9,7 @@ import pytest
 
 from app.alerts.evaluator import Evaluator
 from app.cli import main
-from app.settings import Settings, TargetSettings
+from core.settings import Settings, TargetSettings
 from db.engine import open_engine
 from db.writer import Writer
 from tests.store_helpers import failed_round, vllm_round

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.collector import CollectorService
-from app.settings import Settings, TargetSettings
+from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
 from tests.support.http_server import closed_port_url, serve

@@ -6,7 +6,7 @@ import time
 
 from app.collector import CollectorService
 from app.commands.status import render
-from app.settings import Settings, TargetSettings
+from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
 

@@ -11,8 +11,8 @@ import pytest
 
 from app.collector import CollectorService
 from app.jobs import RoundCollector
-from app.settings import GatewaySettings, GpuSettings, HttpSettings, Settings, TargetSettings
 from collectors.fetch import Fetcher, Get
+from core.settings import GatewaySettings, GpuSettings, HttpSettings, Settings, TargetSettings
 from db.queries import Reader
 from tests.support.http_server import closed_port_url, started
 from tests.support.sources import PAGES, Sources

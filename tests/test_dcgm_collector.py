@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ScrapeError
 from collectors.bandwidth import bandwidth_figure
 from collectors.dcgm import parse_dcgm, scrape_dcgm
+from core.errors import ScrapeError
 from tests.support.http_server import closed_port_url, serve
 
 PAYLOAD = (Path(__file__).parent / "data" / "dcgm-exporter-h200x2.txt").read_text()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import COMMANDS, build_parser
-from app.settings import ENVIRONMENT_VARIABLES, iter_settings
+from core.settings import ENVIRONMENT_VARIABLES, iter_settings
 
 GLOBAL_OPTIONS = {"--help", "--config", "--verbose"}  # documented once, in the table atop docs/commands.md
 ROOT = Path(__file__).resolve().parent.parent

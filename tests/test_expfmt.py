@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.errors import ScrapeError
 from collectors.catalogue import wanted_sample_names
 from collectors.expfmt import SelectiveParser, parse
+from core.errors import ScrapeError
 
 DATA = Path(__file__).parent / "data"
 WANTED = wanted_sample_names()

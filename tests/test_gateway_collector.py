@@ -12,9 +12,9 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from app.errors import ScrapeError
-from app.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
 from collectors.gateway import queue_from_json, queue_from_prometheus, read_gateway, resolve_preset
+from core.errors import ScrapeError
+from core.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
 from tests.support.http_server import closed_port_url, serve
 
 PROM = "text/plain; version=0.0.4"

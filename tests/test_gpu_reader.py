@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from app.jobs import RoundCollector
-from app.settings import GpuSettings, Settings, TargetSettings
 from collectors.nvml import NvmlCollector
+from core.settings import GpuSettings, Settings, TargetSettings
 from tests.support.http_server import started
 from tests.support.nvml_double import RecordedNvml
 from tests.support.sources import Sources

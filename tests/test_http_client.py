@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app.errors import ScrapeError
-from app.settings import HttpSettings
 from collectors import fetch
 from collectors.fetch import Fetcher, Get, fetch_text
+from core.errors import ScrapeError
+from core.settings import HttpSettings
 from tests.support.http_server import CountingServer, started
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))

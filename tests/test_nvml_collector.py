@@ -9,9 +9,9 @@ import time
 import pynvml
 import pytest
 
-from app.errors import ScrapeError
 from collectors.bandwidth import bandwidth_figure
 from collectors.nvml import NvmlCollector
+from core.errors import ScrapeError
 from tests.support.nvml_double import RecordedNvml, lost_gpu, no_gpm_device, no_library, old_driver
 
 UUID = "GPU-93415061-3c1d-ce23-e6f1-8b6218831ce1"

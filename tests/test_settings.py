@@ -1,7 +1,7 @@
 import pytest
 
-from app.durations import DurationError, format_duration, parse_duration
-from app.settings import ConfigError, load_settings
+from core.durations import DurationError, format_duration, parse_duration
+from core.settings import ConfigError, load_settings
 
 
 def write(tmp_path, text):

@@ -9,9 +9,9 @@ from sqlalchemy import Column, Engine, Float, Integer, MetaData, Table, delete, 
 from sqlalchemy.exc import OperationalError
 
 from app.cli import main
-from app.errors import StorageError
-from app.settings import TargetSettings
 from collectors.records import GpuReading, ScrapeRound, SourceResult
+from core.errors import StorageError
+from core.settings import TargetSettings
 from db import schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.migrations import MIGRATIONS, applied, migrate

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, MetaData, Table, inspect, select
 
-from app.settings import TargetSettings
 from collectors.records import Histogram, ModelFigures, ScrapeRound, SourceResult, VllmScrape
 from collectors.vllm import parse_vllm
+from core.settings import TargetSettings
 from db import schema
 from db.engine import open_engine
 from db.migrations import migrate

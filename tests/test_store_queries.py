@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.settings import CeilingSettings, Settings, TargetSettings
 from bench.synth import rounds
 from collectors.records import INF, GpuReading, ScrapeRound, SourceResult
+from core.settings import CeilingSettings, Settings, TargetSettings
 from db import schema
 from db.ceiling import compute_ceiling
 from db.engine import open_engine

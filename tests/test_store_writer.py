@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from app.errors import StorageError
 from collectors.records import GpuReading, SourceResult
+from core.errors import StorageError
 from db import histo, schema
 from db.engine import open_engine
 from db.queries import Reader

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from app.errors import UsageError
+from core.errors import UsageError
 from sweep.client import RequestRecord
 from sweep.stats import Window, level_stats, mean, percentile, rescale, tokens_in_window
 from sweep.workload import CLASSES, make_request, mix_label, parse_mix, synthetic_text

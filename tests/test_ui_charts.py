@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from app.settings import Settings
 from app.ui import charts, state
+from core.settings import Settings
 from db.results import CeilingInfo, GpuPoint
 from tests.builders import END, point
 

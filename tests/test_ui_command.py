@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 
 from app.commands import ui
-from app.settings import Settings, UiSettings
+from core.settings import Settings, UiSettings
 
 
 def test_streamlit_command_is_headless_on_the_given_address():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.settings import SweetSpotSettings
 from app.ui import traffic, widgets
 from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, WARNING, evaluate
+from core.settings import SweetSpotSettings
 from db.results import GpuFigures, SeriesPoint, TargetInfo
 from tests.builders import window
 

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import SweetSpotSettings
 from app.verdict import (
     CRITICAL,
     IN_SWEET_SPOT,
@@ -14,6 +13,7 @@ from app.verdict import (
     last_up,
     queue_growth,
 )
+from core.settings import SweetSpotSettings
 from tests.builders import END, point, queue_ramp, window
 
 RULES = SweetSpotSettings()

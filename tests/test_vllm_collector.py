@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ScrapeError
 from collectors.records import INF, Histogram
 from collectors.vllm import merge_histograms, parse_vllm, scrape_vllm, total_figures
+from core.errors import ScrapeError
 from tests.data import make_vllm_fixtures
 from tests.support.http_server import closed_port_url, serve
 

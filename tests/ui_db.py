@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.settings import GatewaySettings, GpuSettings, TargetSettings
 from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
+from core.settings import GatewaySettings, GpuSettings, TargetSettings
 from db.engine import open_engine
 from db.rollup import rollup
 from db.writer import Writer
@@ -80,7 +80,7 @@ def evaluate_alerts(engine: Any, url: str, now: float) -> None:
     from app.alerts.evaluator import Evaluator
     from app.alerts.model import Silence
     from app.alerts.silences import add_silence
-    from app.settings import Settings
+    from core.settings import Settings
 
     settings = Settings(db_url=url, targets=(target_settings("demo"), target_settings("edge")))
     evaluator = Evaluator(engine, settings)

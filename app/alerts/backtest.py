@@ -14,7 +14,7 @@ from app.alerts.figures import step_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, RESOLVED, Transition
 from app.alerts.rules import Names, Rule, outcome
-from app.settings import Settings, effective_sweetspot
+from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 
 QUEUE_LOOKBACK = 12  # steps of history handed to the queue-growth names

@@ -3,14 +3,14 @@ the command with one line naming its key (ConfigError), before anything starts."
 
 from __future__ import annotations
 
-from app.settings import Settings
+from core.settings import Settings
 
 
 def check_alerts(settings: Settings) -> None:
     from app.alerts.figures import NAMES
     from app.alerts.rules import check_rules
     from app.alerts.silences import check_mute_windows
-    from app.settings import ConfigError
+    from core.settings import ConfigError
 
     if settings.alerts.evaluate_every_s <= 0:
         raise ConfigError("alerts.evaluate_every_s: must be greater than 0")

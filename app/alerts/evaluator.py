@@ -25,7 +25,7 @@ from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
 from app.alerts.rules import Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
-from app.settings import Settings, effective_sweetspot
+from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 from db.results import SeriesPoint
 

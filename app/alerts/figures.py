@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.formatting import clock
-from app.settings import SweetSpotSettings
+from core.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
 
 # Figures of WindowFigures / SeriesPoint (docs/metrics.md); a series step lacks the window-only ones.

@@ -21,9 +21,9 @@ from typing import Any
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
-from app.durations import format_duration
 from app.formatting import number, with_unit
-from app.settings import ConfigError, RuleSettings, Settings
+from core.durations import format_duration
+from core.settings import ConfigError, RuleSettings, Settings
 
 HOLDS = "holds"
 CLEAR = "clear"

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from sqlalchemy import Connection, Engine, select, update
 
 from app.alerts.model import SEVERITIES, AlertState, Silence
-from app.settings import ConfigError, MuteWindowSettings
+from core.settings import ConfigError, MuteWindowSettings
 from db import schema
 
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")

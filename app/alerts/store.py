@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, and_, bindparam, select, update
 
 from app.alerts.model import FIRING, PENDING, AlertState, Silence, Transition
 from app.alerts.silences import _connection, active_silences, list_silences, silenced_by
-from app.settings import MuteWindowSettings
+from core.settings import MuteWindowSettings
 from db import schema
 
 Key = tuple[str, str, str]  # (rule, target, model)

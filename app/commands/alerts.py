@@ -20,10 +20,10 @@ from app.alerts import store
 from app.alerts.model import FIRING, AlertState, Silence, Transition
 from app.alerts.rules import Rule, by_name, rule_set
 from app.alerts.silences import active_silences, add_silence, expire_silence, list_silences, silenced_by
-from app.durations import DurationError, format_duration, parse_duration
-from app.errors import UsageError
 from app.formatting import clock, number
-from app.settings import Settings
+from core.durations import DurationError, format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import Settings
 
 HELP = "alerts firing and pending now, their history, the effective rules, a backtest, silences"
 

@@ -8,9 +8,9 @@ import logging
 import threading
 
 from app import scheduler
-from app.durations import parse_duration
-from app.errors import UsageError
-from app.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.durations import parse_duration
+from core.errors import UsageError
+from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)

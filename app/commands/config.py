@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from app.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
+from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
 HELP = "check the settings file and print the effective settings (or --describe every setting)"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from app.settings import Settings
+from core.settings import Settings
 from db import schema
 from db.engine import normalize_url, open_engine
 from db.migrations import MIGRATIONS, applied, migrate

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.errors import UsageError
-from app.settings import HttpSettings, Settings, http_from_flags
 from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
 from collectors.fetch import masked
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, scrape_vllm, total_figures
+from core.errors import UsageError
+from core.settings import HttpSettings, Settings, http_from_flags
 
 HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
 

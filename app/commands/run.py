@@ -20,9 +20,9 @@ import time
 from typing import TYPE_CHECKING
 
 from app import scheduler
-from app.durations import format_duration, parse_duration
-from app.errors import UsageError
-from app.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.durations import format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
     from app.collector import CollectorService

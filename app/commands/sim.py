@@ -9,9 +9,9 @@ import sys
 import threading
 from typing import Any
 
-from app.durations import DurationError, parse_duration
-from app.errors import UsageError
-from app.settings import Settings
+from core.durations import DurationError, parse_duration
+from core.errors import UsageError
+from core.settings import Settings
 
 HELP = "run the simulated vLLM + gateway + GPUs on 127.0.0.1, or --calibrate it against the field report"
 

@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from app.alerts.rules import rule_set
-from app.durations import DurationError, format_duration, parse_duration
-from app.errors import UsageError
-from app.settings import Settings, effective_sweetspot
 from app.verdict import NO_DATA, Verdict, evaluate
+from core.durations import DurationError, format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 from db.results import WindowFigures
 

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from app.durations import DurationError, format_duration, parse_duration
-from app.errors import UsageError
-from app.settings import Settings
+from core.durations import DurationError, format_duration, parse_duration
+from core.errors import UsageError
+from core.settings import Settings
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
 from sweep.progress import Progress

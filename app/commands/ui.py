@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.settings import ENV_CONFIG, ENV_DB_URL, Settings
+from core.settings import ENV_CONFIG, ENV_DB_URL, Settings
 
 HELP = "start the dashboard in the browser (Streamlit) and print its URL"
 ROOT = Path(__file__).resolve().parents[2]

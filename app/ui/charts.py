@@ -22,9 +22,9 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from app.durations import format_duration
 from app.formatting import number
-from app.settings import SweetSpotSettings
+from core.durations import format_duration
+from core.settings import SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)

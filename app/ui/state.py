@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import streamlit as st
 from streamlit import dataframe_util
 
-from app.errors import SweetspotError
-from app.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
 from app.ui import charts
 from app.ui.charts import PANEL_HEIGHT
+from core.errors import SweetspotError
+from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings, load_settings
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.settings import Settings
+from core.settings import Settings
 
 EXAMPLE = """\
 [[targets]]

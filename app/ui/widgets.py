@@ -11,11 +11,11 @@ from html import escape
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.formatting import NO_DATA, ago, clock, gigabytes, number, percent, tokens, with_unit
-from app.settings import SweetSpotSettings
 from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
 from app.verdict import NO_DATA as STATE_NO_DATA
+from core.durations import format_duration
+from core.settings import SweetSpotSettings
 from db.results import GpuFigures, TargetInfo, WindowFigures
 
 

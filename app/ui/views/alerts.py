@@ -10,9 +10,9 @@ import streamlit as st
 from app.alerts.model import SEVERITIES, Silence
 from app.alerts.silences import create_silence, end_silence
 from app.alerts.store import board
-from app.errors import SweetspotError
 from app.formatting import clock
 from app.ui import alert_views, state
+from core.errors import SweetspotError
 
 ctx = state.context()
 st.header("Alerts")

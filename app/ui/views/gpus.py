@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.ui import charts, state, traffic, widgets
+from core.durations import format_duration
 
 ctx = state.context()
 view = ctx.view

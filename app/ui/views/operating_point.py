@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.operating_point import REFERENCE_LEVELS, find_knee
 from app.ui import charts, state
+from core.durations import format_duration
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot

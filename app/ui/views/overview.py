@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.durations import format_duration
 from app.formatting import clock
 from app.ui import alert_views, charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
+from core.durations import format_duration
 
 QUEUE = ("queue_depth_max",)
 TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s")

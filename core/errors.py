@@ -3,7 +3,7 @@
 Tree::
 
     SweetspotError
-    ├── ConfigError        (app.settings)   a setting that cannot be used; names the key
+    ├── ConfigError        (core.settings)   a setting that cannot be used; names the key
     ├── ScrapeError        (collectors)     a source that could not be read or parsed
     ├── StorageError       (db)             the database refused or is unreachable
     └── UsageError                          a command-line argument that cannot be used

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.durations import DurationError, parse_duration
-from app.errors import SweetspotError
+from core.durations import DurationError, parse_duration
+from core.errors import SweetspotError
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 

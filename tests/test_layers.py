@@ -1,0 +1,46 @@
+"""The layers hold: ruff refuses an import of app/ in collectors/ or db/ (their ruff.toml), and
+none is there (collectors/nvml.py, which may import NVML, imports nothing of app/ either)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def ruff(source: str, as_path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--select", "TID251", "--stdin-filename", as_path, "-"],
+        input=source, cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.mark.parametrize("path", ["collectors/new_source.py", "db/new_table.py"])
+@pytest.mark.parametrize("line", ["from app.cli import main\n", "import app.jobs\n", "def f():\n    from app import jobs\n"])
+def test_ruff_fails_on_an_app_import_in_collectors_and_db(path: str, line: str) -> None:
+    done = ruff(line, path)
+    assert done.returncode == 1 and "`app` is banned" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", ["app/new_page.py", "tests/test_new.py"])
+def test_app_and_tests_may_import_app(path: str) -> None:
+    assert ruff("from app.cli import main\n", path).returncode == 0
+
+
+def test_the_root_rules_still_hold_under_the_nested_configurations() -> None:
+    assert "`pynvml` is banned" in ruff("import pynvml\n", "db/gpu.py").stdout
+    assert "`apscheduler` is banned" in ruff("import apscheduler\n", "collectors/timer.py").stdout
+
+
+def test_no_module_of_collectors_or_db_imports_app() -> None:
+    for path in [*ROOT.glob("collectors/*.py"), *ROOT.glob("db/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            assert not any(n == "app" or n.startswith("app.") for n in names), f"{path} imports {names}"
