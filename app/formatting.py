@@ -93,3 +93,4 @@ def tokens(n: float | None) -> str:
         if abs(n) >= size:
             return f"{number(n / size)} {unit}"
     return number(n)
+
