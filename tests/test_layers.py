@@ -20,7 +20,7 @@ def ruff(source: str, as_path: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("path", ["collectors/new_source.py", "db/new_table.py"])
+@pytest.mark.parametrize("path", ["collectors/new_source.py", "db/new_table.py", "core/new_setting.py"])
 @pytest.mark.parametrize("line", ["from app.cli import main\n", "import app.jobs\n", "def f():\n    from app import jobs\n"])
 def test_ruff_fails_on_an_app_import_in_collectors_and_db(path: str, line: str) -> None:
     done = ruff(line, path)
@@ -37,8 +37,14 @@ def test_the_root_rules_still_hold_under_the_nested_configurations() -> None:
     assert "`apscheduler` is banned" in ruff("import apscheduler\n", "collectors/timer.py").stdout
 
 
-def test_no_module_of_collectors_or_db_imports_app() -> None:
-    for path in [*ROOT.glob("collectors/*.py"), *ROOT.glob("db/*.py")]:
+@pytest.mark.parametrize("layer", ["collectors", "db"])
+def test_ruff_fails_on_an_import_of_a_higher_layer_in_core(layer: str) -> None:
+    done = ruff(f"from {layer} import schema\n", "core/new_setting.py")
+    assert done.returncode == 1 and f"`{layer}` is banned" in done.stdout, done.stdout + done.stderr
+
+
+def test_no_module_of_collectors_db_or_core_imports_app() -> None:
+    for path in [*ROOT.glob("collectors/*.py"), *ROOT.glob("db/*.py"), *ROOT.glob("core/*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module:
