@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
-from core.settings import SweetSpotSettings
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 DOWN = "down"
@@ -66,23 +67,35 @@ class ModelAggregate:
     running: float | None
 
 
-def target_state(figures: WindowFigures, rules: SweetSpotSettings, recent: Sequence[SeriesPoint] = ()) -> TargetState:
-    """The state of one target over the window (the Fleet's and ``status --all``'s one judge)."""
+def target_state(
+    figures: WindowFigures, rules: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
+    rule_defs: Sequence[Rule] | None = None,
+) -> TargetState:  # fmt: skip
+    """The state of one target over the window (the Fleet's and ``status --all``'s one judge):
+    ``rule_defs`` the target's rule set (app.alerts.rules.rule_set; None: the default rules)."""
     if figures.up is False:
         return TargetState(DOWN, (figures.last_error or "the last scrape failed",), critical=True)
-    verdict = evaluate(figures, rules, recent)
+    verdict = evaluate(figures, rules, recent, DEFAULT_RULES if rule_defs is None else rule_defs)
     if verdict.state == NO_DATA:
         return TargetState(NO_DATA, (verdict.reason,), critical=True)
     return TargetState(verdict.state, tuple(c.text for c in verdict.clauses), verdict.severity == CRITICAL)
 
 
-def fleet(reader: Any, rules: SweetSpotSettings, now: float, window_s: float) -> list[FleetRow]:
-    """Every stored target, worst first (state, then critical before warning, then lowest efficiency)."""
+def fleet(
+    reader: Any, rules: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None
+) -> list[FleetRow]:
+    """Every stored target, worst first (state, then critical before warning, then lowest efficiency).
+
+    With ``settings``, each target is judged as the banner, ``status`` and the alert evaluator judge
+    it: its effective thresholds (``targets[].sweetspot``) and rule set (``[[alerts.rules]]``).
+    """
     end = math.floor(now / SPARK_STEP_S) * SPARK_STEP_S  # whole minutes, as the Overview's charts
     figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
     rows = []
     for name, f in figures.items():
-        state = target_state(f.window, rules, _recent(f.series, now - rules.queue_growth_s - SPARK_STEP_S))
+        own = rules if settings is None else effective_sweetspot(settings, name)
+        defs = None if settings is None else rule_set(settings, name)
+        state = target_state(f.window, own, _recent(f.series, now - own.queue_growth_s - SPARK_STEP_S), defs)
         rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"])))
     return sorted(rows, key=_worst_first)
 

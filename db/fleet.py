@@ -15,7 +15,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, LargeBinary, and_, bindparam, cast, func, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import aggregate, schema, sources
+from db import aggregate, derived, schema, sources
 from db import queries as q
 from db.ceiling import compute_ceiling
 from db.engine import storage_error
@@ -108,6 +108,8 @@ def figures_many(
                     values[keys], inf[keys] = quantile_matrix(p, bounds, counts)
                 f[name], f[name + "_inf"] = values, inf
     q._rates(f, float(step))
+    q._ratios(f)
+    derived.add(f)  # engine GB/s, acceptance length...: as db.queries._figures finishes its arrays
     return {t: {k: v[i * groups:(i + 1) * groups] for k, v in f.items()} for t, i in position.items()}
 
 
@@ -150,7 +152,7 @@ def fleet_figures(
 def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, float, float],
            fields: Sequence[str]) -> dict[str, FleetFigures]:  # fmt: skip
     t, m = schema.targets, schema.models
-    targets = conn.execute(select(t.c.id, t.c.name, t.c.discovered_by)).all()
+    targets = conn.execute(select(t.c.id, t.c.name, t.c.discovered_by, t.c.engine)).all()
     names = {row.id: row.name for row in targets}
     models: dict[int, list[int]] = {tid: [] for tid in names}
     model_names: dict[int, list[str]] = {tid: [] for tid in names}
@@ -168,9 +170,12 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
     last, ceilings = _last_scrapes(conn, end), _ceilings(conn)
     out = {}
     for tid, name in names.items():
-        window = q.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), ())
+        row = next(r for r in targets if r.id == tid)
+        # the sleep state is one index look-up per target, at the window's last raw row
+        sleep = q._sleep_state(conn, models[tid], lo, hi) if models[tid] else None
+        window = q.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), (),
+                               row.engine, sleep)  # fmt: skip
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
         points: dict[str, list[Any]] = {"ts": ts, **q._columns(steps[tid])}
-        found = next(row.discovered_by for row in targets if row.id == tid)
-        out[name] = FleetFigures(window, points, tuple(model_names[tid]), found)
+        out[name] = FleetFigures(window, points, tuple(model_names[tid]), row.discovered_by)
     return out

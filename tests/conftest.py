@@ -91,3 +91,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/sweetspot.db"
     return _new_postgres_db(request.getfixturevalue("postgres_server"))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Debian Chromium through Playwright, one per test module (tests/browser.py launches it)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from tests.browser import launch
+
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch(playwright)
+        yield chromium
+        chromium.close()

@@ -47,17 +47,6 @@ def base_url():
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from tests.browser import launch
-
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-
-
 @pytest.mark.parametrize("name", list(PAGES))
 def test_page_in_chromium(browser, base_url, name):
     from tests.browser import new_page, screenshot, wait_rendered

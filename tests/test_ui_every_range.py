@@ -42,17 +42,6 @@ def base_url():
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from tests.browser import launch
-
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch(playwright)
-        yield chromium
-        chromium.close()
-
-
 def open_page(browser, url: str, charts: int, shot: str):
     from tests.browser import new_page, screenshot, wait_rendered
 

@@ -152,8 +152,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if args.all:
         from app.fleet import fleet, rows_json, table
 
-        rows = fleet(reader, settings.sweetspot, time.time(), window_s)
-        print(json.dumps(_finite(rows_json(rows)), indent=2, allow_nan=False) if args.json else table(rows))
+        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
+        email = {"email": delivery_line(settings.alerts.email)}  # as in one target's object
+        print(json.dumps(_finite([{**row, **email} for row in rows_json(rows)]), indent=2, allow_nan=False)
+              if args.json else table(rows))  # fmt: skip
         return 0
     name = _target_name(args, settings, reader)
     now = time.time()

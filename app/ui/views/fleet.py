@@ -18,7 +18,7 @@ st.header(f"Fleet · {len(ctx.targets)} targets")
 
 @st.cache_data(ttl=state.FINE_TTL_S, max_entries=16, show_spinner=False)
 def _rows(url: str, end: float, window: float) -> list[FleetRow]:
-    return fleet(state.reader(url), rules, end, window)
+    return fleet(state.reader(url), rules, end, window, ctx.settings)
 
 
 def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
