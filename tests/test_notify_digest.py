@@ -46,7 +46,7 @@ def test_figures_are_the_facades(filled):
     engine = open_engine(filled)
     report = digest.build(reader, engine, Settings(db_url=filled), NOW - PERIOD, NOW)
     by_name = {d.target: d for d in report.targets}
-    assert set(by_name) == {"demo", "edge"}
+    assert set(by_name) == {"demo", "edge", "sglang"}  # ui_db: the demo, a down target, an SGLang one
     for name, d in by_name.items():
         whole = reader.window(name, NOW, PERIOD)
         assert (d.ttft_p95_s, d.tokens_per_s_avg, d.preemptions) == (whole.ttft_p95_s, whole.tokens_per_s, whole.preemptions)
@@ -73,7 +73,7 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     page = tmp_path / "digest.html"
     assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0
     html = page.read_text()
-    assert html.count("data:image/png;base64,") == 4  # TTFT and throughput, per target
+    assert html.count("data:image/png;base64,") == 6  # TTFT and throughput, per target (3 targets)
 
 
 def test_send_mails_it_and_the_schedule_sends_it_once(filled, monkeypatch):

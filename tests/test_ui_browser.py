@@ -34,7 +34,7 @@ PAGES = {
                               "State history"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc", "engine: SGLang",
                                 "sglang:num_retracted_requests_total", "vLLM 0.33 with --enable-mfu-metrics"]),
-    "query": ("/query?canned=ttft_per_day", 1, ["ttft_p95_s", "Download CSV", "2 rows in"]),
+    "query": ("/query?canned=ttft_per_day", 1, ["ttft_p95_s", "Download CSV", " rows in "]),
     "query-refused": ("/query?sql=DELETE%20FROM%20samples", 0, ["refused by rule select-only"]),
 }
 

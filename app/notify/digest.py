@@ -14,6 +14,7 @@ import base64
 import dataclasses
 import datetime as dt
 import html
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from core.schedule import zone
 from core.settings import Settings, effective_sweetspot
 from db import schema
 from db.results import SeriesPoint, WindowFigures
+
+log = logging.getLogger(__name__)
 
 JUDGED_STEPS = 288  # the period is judged in this many steps at most (5 min steps for a day)
 PEAK_STEP_S = 60.0  # the peak tok/s is the highest 1-minute rate
@@ -220,7 +223,13 @@ def period_charts(reader: Any, settings: Settings, start: float, end: float) -> 
             return []
         ceiling = next((t.ceiling for t in reader.targets() if t.name == target), None)
         panels = (charts.ttft_chart(points, frame, settings.sweetspot.ttft_p95_slo_s), charts.throughput_chart(points, frame, ceiling))
-        return [png(p.properties(width=WIDTH).to_dict()) for p in panels]
+        out = []
+        for panel in panels:
+            try:
+                out.append(png(panel.properties(width=WIDTH).to_dict()))
+            except ValueError as exc:  # a chart that cannot be drawn costs that chart, never the digest
+                log.warning("%s: a digest chart was left out: %s", target, str(exc).splitlines()[-1])
+        return out
 
     return draw
 
