@@ -359,6 +359,10 @@ def _step(frame: Frame) -> str:
 ALL_GPUS = "mean of all GPUs"
 
 
+ENGINE_UUID = "engine-estimate"  # the engine-side traffic's stand-in GPU (app.ui.traffic.engine_points)
+ENGINE_NAME = "vLLM estimate"
+
+
 def gpu_chart(
     points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str],
     scale: float = 1, pick: str | None = None, peak: float | None = None,
@@ -368,11 +372,15 @@ def gpu_chart(
     Eight near-identical lines cannot be told apart; a mean with the band shows the spread, and one
     GPU picked shows its own line. ``peak`` draws the peak (e.g. datasheet bandwidth) as a labelled line.
     """
-    mine = [p for p in points if pick is None or p.uuid == pick]
+    # The engine's own estimate (app.ui.traffic) is a line of its own: never one of the GPUs whose
+    # mean and min–max band are drawn, or its lower figure would stretch the band down to it.
+    estimate = gpu_rows([p for p in points if p.uuid == ENGINE_UUID], field, frame.step_s, scale)
+    mine = [p for p in points if p.uuid != ENGINE_UUID and (pick is None or p.uuid == pick)]
     label = names.get(pick, pick[:12]) if pick else ALL_GPUS
     data = gpu_rows(mine, field, frame.step_s, scale)
     base = alt.Chart(data).encode(x=_x(frame))
-    y = alt.Y("mean:Q", title=unit, scale=alt.Scale(domain=[0, axis_top(data["high"], peak or 0)]))
+    top = axis_top(pd.concat([data["high"], estimate["high"]]), peak or 0)
+    y = alt.Y("mean:Q", title=unit, scale=alt.Scale(domain=[0, top]))
     band = base.mark_area(opacity=0.25, color=COLORS["running"]).encode(y=alt.Y("low:Q", title=unit), y2="high:Q")
     line = base.mark_line(invalid="break-paths-show-domains", color=COLORS["running"]).encode(
         y=y,
@@ -380,9 +388,16 @@ def gpu_chart(
                  alt.Tooltip("low:Q", title="min", format=".3~f"), alt.Tooltip("high:Q", title="max", format=".3~f")],
     )  # fmt: skip
     layers: list[Any] = [line] if pick else [line, band]
+    if not estimate.empty:
+        layers.append(alt.Chart(estimate).encode(x=_x(frame)).mark_line(
+            invalid="break-paths-show-domains", color=COLORS["waiting"], strokeDash=[2, 2]).encode(
+            y=alt.Y("mean:Q", title=unit, scale=alt.Scale(domain=[0, top])),
+            tooltip=[TOOLTIP_TIME, alt.Tooltip("mean:Q", title=f"{ENGINE_NAME} ({unit})", format=".3~f")]))  # fmt: skip
     if peak is not None:
         layers.append(hline(peak, frame, REFERENCE, f"peak {number(peak)} {unit}"))
     what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
+    if not estimate.empty:
+        what += f", {ENGINE_NAME} (dotted)"
     return _finish(_layer(*layers), f"{title} · {what}")
 
 

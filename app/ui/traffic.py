@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.formatting import NO_DATA, number, with_unit
+from app.ui.charts import ENGINE_UUID
 from db.results import GpuFigures, GpuPoint, SeriesPoint, WindowFigures
 
-ENGINE_UUID = "engine-estimate"
-ENGINE_NAME = "vLLM estimate"
 MFU_HINT = "start vLLM ≥ 0.33 with --enable-mfu-metrics to compare"
 
 

@@ -47,7 +47,7 @@ def live() -> None:
     peak_bw = max((g.peak_bw_gbps for g in gpus if g.peak_bw_gbps), default=None)
     memory_total = max((g.memory_total_bytes for g in gpus if g.memory_total_bytes), default=None)
     engine = traffic.engine_points(ctx.series(span.start, span.end, gpu_step, fields=("engine_bw_gbps",)))
-    names[traffic.ENGINE_UUID] = traffic.ENGINE_NAME
+    names[charts.ENGINE_UUID] = charts.ENGINE_NAME
     step = format_duration(gpu_step)
     panels = [
         ("memory_used_bytes", "Memory used (GiB; grey: total)", "GiB", 1 / GIB, memory_total and memory_total / GIB),
