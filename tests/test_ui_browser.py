@@ -57,6 +57,8 @@ def test_page_in_chromium(browser, base_url, name):
     wait_rendered(page, charts)
     for text in expected:  # waits for each (the script may still be streaming elements), fails after 20 s
         page.get_by_text(text).first.wait_for(timeout=20000)
+    # every URL here is one the product makes: none may be reported as carrying an unknown parameter
+    assert "unknown and ignored" not in page.inner_text("body")
     if name.startswith("overview"):  # one chart element holding the five panels, each drawn at full height
         chart = page.locator('[data-testid="stVegaLiteChart"]').first
         assert chart.bounding_box()["height"] >= 5 * HEIGHT

@@ -159,6 +159,8 @@ def test_unknown_url_parameters_are_named_with_the_fallback():
     assert notices[0].startswith("URL parameter `target=nope` is not one of demo, edge: showing `demo`")
     assert notices[1].endswith("showing `1h`.")
     assert "`colour` is unknown" in notices[2] and len(notices) == 3
+    # what the Query page reads itself is known, not a notice
+    assert state.url_notices({"canned": "ttft_per_day", "p.target": "demo", "sql": "SELECT 1"}, choices) == []
 
 
 def test_a_past_range_says_its_span_and_steps_by_its_rollups():

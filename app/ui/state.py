@@ -187,7 +187,10 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 # Parameters a page reads besides the sidebar's: a link carrying one is not mistyped.
-PAGE_PARAMS = ("start", "end", "gpu")
+# parameters a page reads itself: the custom range, the GPU picked, the Query page's SQL or canned
+# query and its parameters (``p.<name>``)
+PAGE_PARAMS = ("start", "end", "gpu", "sql", "canned")
+PAGE_PARAM_PREFIXES = ("p.",)
 FALLBACKS = {"range": DEFAULT_RANGE, "window": DEFAULT_WINDOW}
 
 
@@ -203,7 +206,7 @@ def url_notices(params: Mapping[str, str], choices: Mapping[str, Sequence[str]])
             known = ", ".join(choices[key][:8]) + (", …" if len(choices[key]) > 8 else "")
             fallback = FALLBACKS.get(key, choices[key][0])
             notices.append(f"URL parameter `{key}={value}` is not one of {known}: showing `{fallback}`.")
-        elif key not in choices and key not in PAGE_PARAMS:
+        elif key not in choices and key not in PAGE_PARAMS and not key.startswith(PAGE_PARAM_PREFIXES):
             notices.append(f"URL parameter `{key}` is unknown and ignored (known: {', '.join([*choices, *PAGE_PARAMS])}).")
     return notices
 
