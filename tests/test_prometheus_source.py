@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -26,6 +25,7 @@ from db.writer import Writer
 from simulator import SimOptions, start_simulator
 from simulator.api import DEFAULT_MODEL
 from tests.prometheus_server import PrometheusServer
+from tests.support.http_server import serving
 
 SIMS = 3
 
@@ -229,15 +229,8 @@ def serve(routes: dict[str, tuple[int, object]], delay_s: float = 0.0) -> Iterat
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as base:
+        yield base
 
 
 def _error(url: str, **changes) -> str:
