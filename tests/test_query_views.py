@@ -148,29 +148,43 @@ def _figures(point, ceiling):
     )  # fmt: skip
 
 
+def _middle(points, name: str) -> float:
+    values = sorted(v for p in points if (v := getattr(p, name)) is not None)
+    return values[len(values) // 2]
+
+
+def _integer_split(points, name: str) -> int:
+    """The whole number that splits the minutes' values most evenly (values above it against the rest)."""
+    values = [v for p in points if (v := getattr(p, name)) is not None]
+    candidates = range(math.floor(min(values)), math.ceil(max(values)) + 1)
+    return min(candidates, key=lambda k: abs(sum(v > k for v in values) - len(values) / 2))
+
+
+# Thresholds taken from the history itself (its median minute), so that each splits the minutes
+# whatever the simulated load at the time of day the test runs.
 THRESHOLDS = {
-    "defaults": SweetSpotSettings(),
-    "tight-ttft": SweetSpotSettings(ttft_p95_slo_s=2.3),
-    "tight-concurrency": SweetSpotSettings(concurrency=11),
-    "tight-kv": SweetSpotSettings(kv_warning=0.26),
-    "mixed": SweetSpotSettings(ttft_p95_slo_s=2.31, concurrency=12, kv_warning=0.3, min_efficiency=0.99),
-}
+    "defaults": lambda pts: SweetSpotSettings(),
+    "tight-ttft": lambda pts: SweetSpotSettings(ttft_p95_slo_s=_middle(pts, "ttft_p95_s")),
+    "tight-concurrency": lambda pts: SweetSpotSettings(concurrency=_integer_split(pts, "running_avg")),
+    "tight-kv": lambda pts: SweetSpotSettings(kv_warning=_middle(pts, "kv_cache_usage_max")),
+    "mixed": lambda pts: SweetSpotSettings(ttft_p95_slo_s=_middle(pts, "ttft_p95_s"), concurrency=_integer_split(pts, "running_avg"),
+                                           kv_warning=_middle(pts, "kv_cache_usage_max"), min_efficiency=0.99),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(THRESHOLDS))
 def test_each_minutes_verdict_is_the_banners(url, case):
     """The view's in_sweet_spot is app/verdict.py's evaluate over the same minute's facade figures."""
-    engine = open_engine(url, migrate=False)
-    write_thresholds(engine, [(EVERY_TARGET, SweetSpotSettings()), ("demo", THRESHOLDS[case])])
-    engine.dispose()
     reader, mark = Reader(url), minute_mark(url)[0]
+    first = rows(url, "SELECT MIN(ts) AS t FROM minutes WHERE target = 'demo'")[0]["t"]
+    points = [p for p in reader.series("demo", first, mark, 60, level=60) if p.up_ratio]
+    rules = THRESHOLDS[case](points)
+    engine = open_engine(url, migrate=False)
+    write_thresholds(engine, [(EVERY_TARGET, SweetSpotSettings()), ("demo", rules)])
+    engine.dispose()
     got = {r["ts"]: r["in_sweet_spot"] for r in rows(url, "SELECT ts, in_sweet_spot FROM minutes WHERE target = 'demo'")}
     states = {IN_SWEET_SPOT: 1, OUTSIDE: 0, NO_DATA: None}
-    expected = {
-        int(p.ts): states[evaluate(_figures(p, 180.0), THRESHOLDS[case]).state]
-        for p in reader.series("demo", min(got), mark, 60, level=60)
-        if p.up_ratio
-    }
+    expected = {int(p.ts): states[evaluate(_figures(p, 180.0), rules).state] for p in points}
     assert got == expected
     if case != "defaults":
         assert 0 in got.values() and 1 in got.values(), "thresholds that split the minutes"
