@@ -482,7 +482,12 @@ def _series_columns(
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:
     cols = _series_columns(conn, *args)
     names = list(cols)
-    return [_make(SeriesPoint, dict(zip(names, values, strict=True))) for values in zip(*cols.values(), strict=True)]
+    return [make_point(dict(zip(names, values, strict=True))) for values in zip(*cols.values(), strict=True)]
+
+
+def make_point(values: dict[str, Any]) -> SeriesPoint:
+    """One series step from its columns' values (``ts`` and SeriesPoint fields; Reader.fleet's too)."""
+    return _make(SeriesPoint, values)
 
 
 def _empty_figures() -> dict[str, np.ndarray]:

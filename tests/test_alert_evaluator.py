@@ -13,6 +13,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.model import FIRING, PENDING, RESOLVED
 from core.settings import AlertsSettings, Settings, TargetSettings
 from db.engine import open_engine
+from db.queries import Reader
 from db.writer import Writer
 from tests.store_helpers import vllm_round
 
@@ -181,3 +182,38 @@ def test_the_evaluator_reads_windows_without_gpu_figures(tmp_path):
     reader = Reader(ui_db.fill(tmp_path / "g.db", time.time(), hours=0.05))
     assert reader.window("demo", time.time(), 300).gpus  # the simulator's history has 8 dcgm GPUs
     assert reader.window("demo", time.time(), 300, gpus=False).gpus == ()
+
+
+def test_reading_every_target_at_once_gives_each_target_its_own_outcomes(tmp_path, caplog):
+    """The batched read (Reader.fleet) decides every default rule exactly as one read per target does,
+    on the simulator's history of several targets (one of them down); a failed batch falls back."""
+    import time
+
+    from tests import ui_db
+
+    now = time.time()
+    url = ui_db.fill(tmp_path / "b.db", now, hours=0.2)
+    engine = open_engine(url, migrate=False)
+    names = [t.name for t in Reader(url).targets()]
+    cfg = Settings(db_url=url, targets=tuple(TargetSettings(name=n, vllm_url="http://127.0.0.1:1/metrics") for n in names))
+    evaluator = Evaluator(engine, cfg)
+    at = int(now)
+    batch = evaluator._read_all(at)
+    assert {target for _, target in batch.windows} >= set(names) and len(names) >= 2
+    for name, rules in evaluator.rules.items():
+        one_by_one = evaluator._outcomes(name, rules, at)
+        together = evaluator._outcomes(name, rules, at, batch)
+        assert together == one_by_one, name
+    # the targets differ (the edge one is down): each got its own figures, not one target's for all
+    decided = {name: evaluator._outcomes(name, rules, at, batch) for name, rules in evaluator.rules.items()}
+    assert len({repr(sorted(d.items())) for d in decided.values()}) > 1
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no fleet read today")
+
+    evaluator.reader.fleet = broken  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        assert evaluator._read_all(at).windows == {}
+        assert evaluator.evaluate_once(at) is not None
+    assert "reading them one by one" in caplog.text
+    engine.dispose()
