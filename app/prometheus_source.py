@@ -142,6 +142,16 @@ class PrometheusSource:
         self.down.discard(target)
         return round_from_page(target, ts, page, self.name, duration_s)
 
+    def resume(self, last_rounds: dict[str, tuple[int, bool]]) -> None:
+        """Take up the targets an earlier run found (name → last round's time, up): one that vanished
+        while the collector was stopped is then marked down after ``gone_after_s`` like any other."""
+        for target, (ts, up) in last_rounds.items():
+            self.known.add(target)
+            self.seen.setdefault(target, float(ts))
+            self.last_ts[target] = max(self.last_ts.get(target, 0.0), float(ts))
+            if not up:
+                self.down.add(target)  # its down round is stored already
+
     def _gone(self, out: SourceRound, now: float, reason: str) -> None:
         for target, seen in self.seen.items():
             if target in self.down or now - seen < self.source.gone_after_s:
@@ -201,12 +211,16 @@ class PrometheusJob:
 
     def __init__(self, source: PrometheusSource, writer: Writer, engine: Engine, lock: threading.Lock) -> None:
         self.source, self.writer, self.engine, self.lock = source, writer, engine, lock
+        self.resumed = False
 
     def run(self) -> list[str]:
         """Read once and write; returns one line per round written (and one for a source error)."""
         from app.jobs import describe_round
-        from db.discovery import mark_discovered
+        from db.discovery import discovered_last_rounds, mark_discovered
 
+        if not self.resumed:  # the targets of earlier runs: gone ones get their down round too
+            self.source.resume(discovered_last_rounds(self.engine, self.source.name))
+            self.resumed = True
         read = self.source.read()
         lines = []
         if read.error:

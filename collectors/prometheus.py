@@ -23,6 +23,7 @@ Fetching uses one ``httpx.Client`` per source. Every failure raises :class:`Prom
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,8 @@ import httpx
 
 from core.errors import ScrapeError
 from core.settings import PrometheusSettings
+
+log = logging.getLogger(__name__)
 
 UNDERSCORE_FORM = "vllm_x"
 COLON_FORM = "vllm:x"
@@ -229,8 +232,13 @@ class PrometheusClient:
         if source.http.bearer_token:
             headers["Authorization"] = f"Bearer {source.http.bearer_token}"
         verify: Any = source.http.ca_file or True
+        if not source.http.tls_verify:
+            verify = False
+            log.warning("prometheus %s: TLS certificates are not verified (http.tls_verify = false)", shown_url(source.url))
         self.timeout_s = timeout_s
-        self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=timeout_s)
+        # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
+        self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=timeout_s,
+                                   proxy=source.http.proxy or None, trust_env=False)
         self.federate: bool | None = None  # unknown until the server answered once
 
     def close(self) -> None:
@@ -287,7 +295,10 @@ class PrometheusClient:
                 f"Prometheus at {self.base} did not answer within {self.timeout_s:g} s",
                 "Raise scrape_timeout_s, or narrow prometheus[].selector",
             ) from None
-        except httpx.ConnectError as exc:
+        except (httpx.ProxyError, httpx.ConnectError) as exc:
+            if self.source.http.proxy:  # through a proxy, the connection that failed is the proxy's
+                raise PrometheusError(f"cannot reach Prometheus at {self.base} through the proxy "
+                                      f"{shown_url(self.source.http.proxy)} ({_reason(exc)})", "Check prometheus[].http.proxy") from None
             raise PrometheusError(f"cannot reach Prometheus at {self.base} ({_reason(exc)})", HINT_URL) from None
         except httpx.HTTPError as exc:
             raise PrometheusError(f"cannot read Prometheus at {self.base} ({type(exc).__name__}: {exc})", HINT_URL) from None

@@ -144,16 +144,6 @@ class TargetSettings:
 
 
 @dataclass(frozen=True)
-class PrometheusHttpSettings:
-    """How to talk to a Prometheus (basic auth goes in the URL: ``https://user:pass@host``)."""
-
-    headers: dict[str, str] = _setting(None, "extra HTTP headers sent with every request", factory=dict)
-    bearer_token_env: str = _setting("", "environment variable holding a bearer token (Authorization: Bearer …)")
-    ca_file: str = _setting("", "PEM file of the CA that signed the server's certificate (HTTPS)")
-    bearer_token: str = _setting("", "read from bearer_token_env by the loader; never from the file", kind="secret")
-
-
-@dataclass(frozen=True)
 class PrometheusSettings:
     """A Prometheus (or compatible: VictoriaMetrics, Thanos, Mimir) that already scrapes vLLM servers."""
 
@@ -165,7 +155,9 @@ class PrometheusSettings:
     dcgm_selector: str = _setting("", "selector of the dcgm-exporter series (empty: none)")
     dcgm_label: str = _setting("", "label of the dcgm series that names the target (default: target_label)")
     gone_after_s: float = _setting(300.0, "a target absent this long from the answers is marked down", kind="duration")
-    http: PrometheusHttpSettings = _setting(None, "HTTP settings", factory=PrometheusHttpSettings)
+    # The same HTTP settings as a target's sources (basic auth also from the URL: https://user:pass@host)
+    http: HttpSettings = _setting(None, "HTTP settings (headers, bearer token, CA file, TLS verification, proxy)",
+                                  factory=HttpSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs of the targets it finds", factory=CeilingSettings)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
@@ -21,6 +21,22 @@ def mark_discovered(engine: Engine, names: Sequence[str], source: str) -> None:
             conn.execute(update(t).where(t.c.name.in_(list(names))).values(discovered_by=source))
     except SQLAlchemyError as exc:
         raise storage_error("marking discovered targets", exc) from None
+
+
+def discovered_last_rounds(engine: Engine, source: str) -> dict[str, tuple[int, bool]]:
+    """The targets ``source`` found in earlier runs → (time of their last stored round, whether it was up).
+
+    Targets it found but that have no round yet are left out.
+    """
+    t, s = schema.targets, schema.scrapes
+    last = (select(s.c.target_id, func.max(s.c.ts).label("ts")).group_by(s.c.target_id)).subquery()
+    query = (select(t.c.name, last.c.ts, s.c.up).join(last, last.c.target_id == t.c.id)
+             .join(s, (s.c.target_id == t.c.id) & (s.c.ts == last.c.ts)).where(t.c.discovered_by == source))
+    try:
+        with engine.connect() as conn:
+            return {name: (int(ts), bool(up)) for name, ts, up in conn.execute(query)}
+    except SQLAlchemyError as exc:
+        raise storage_error("reading the discovered targets", exc) from None
 
 
 def backfill_done_until(engine: Engine, source: str) -> int | None:

@@ -208,6 +208,37 @@ def test_a_target_that_disappears_is_down_after_gone_after_s(tmp_path):
     assert kept.up is True
 
 
+
+def test_a_target_that_vanished_while_the_collector_was_stopped_is_marked_down(tmp_path):
+    """The targets an earlier run found are taken up from the database: one absent from the answers
+    after the restart gets its down round after gone_after_s, as if the collector had never stopped."""
+    from app.collector import CollectorService
+
+    def page(*instances: str) -> str:
+        ms = int(time.time() * 1000)
+        return "".join(f'vllm:num_requests_running{{instance="{i}",job="vllm",model_name="m"}} 1 {ms}\n'
+                       for i in instances)
+
+    routes: dict[str, tuple[int, object]] = {"/federate": (200, page("a:1", "b:1"))}
+    with serve(routes) as url:
+        settings = _settings(tmp_path, _source(url, gone_after_s=0.5))
+        first = CollectorService(settings)
+        first.prometheus[0].run()
+        first.close()
+        routes["/federate"] = (200, page("a:1"))  # b:1 went away while no collector ran
+        time.sleep(0.6)
+        second = CollectorService(settings)
+        try:
+            lines = second.prometheus[0].run()
+            again = second.prometheus[0].run()
+        finally:
+            second.close()
+    assert sum("b:1" in line and "DOWN" in line for line in lines) == 1, lines
+    assert not any("b:1" in line for line in again)  # once, not every round
+    infos = {t.name: t for t in Reader(settings.db_url).targets()}
+    assert infos["b:1"].up is False and "absent from Prometheus's answer" in (infos["b:1"].last_error or "")
+    assert infos["a:1"].up is True
+
 # -- errors that name the fix -------------------------------------------------------------------------
 @contextmanager
 def serve(routes: dict[str, tuple[int, object]], delay_s: float = 0.0) -> Iterator[str]:
@@ -324,3 +355,77 @@ def test_the_job_keeps_going_when_prometheus_is_down(tmp_path):
         assert [job.name for job in service.jobs()][-1] == f"prometheus {url}"
     finally:
         service.close()
+
+
+def test_the_prometheus_client_goes_through_the_configured_proxy():
+    """`[[prometheus]].http` is the same HttpSettings as a target's: a proxy carries its requests."""
+    import threading
+
+    from core.settings import HttpSettings
+    from tests.test_http_client import PathServer, ProxyHandler
+
+    series = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    with serve({"/federate": (404, "no"), "/api/v1/query": (200, series)}) as url:
+        proxy = PathServer(ProxyHandler)
+        threading.Thread(target=proxy.serve_forever, args=(0.05,), daemon=True).start()
+        try:
+            proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
+            client = PrometheusClient(_source(url, http=HttpSettings(proxy=proxy_url)), 2.0)
+            client.query("up")
+            client.close()
+        finally:
+            proxy.shutdown()
+            proxy.server_close()
+    assert proxy.paths and all(p.startswith(url) for p in proxy.paths)  # asked the proxy, not the server
+
+
+def test_a_dead_proxy_is_named_with_its_setting():
+    from core.settings import HttpSettings
+    from tests.support.http_server import closed_port_url
+
+    dead = closed_port_url().removesuffix("/metrics")
+    message = _error("http://127.0.0.1:9", http=HttpSettings(proxy=dead))
+    assert f"through the proxy {dead}" in message and "prometheus[].http.proxy" in message
+
+
+def test_tls_verify_false_reads_a_self_signed_prometheus(tmp_path, caplog):
+    import ssl
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from core.settings import HttpSettings
+    from tests.support.certificates import make_certificate
+
+    cert, key = make_certificate(tmp_path)
+    series = {"status": "success", "data": {"resultType": "vector", "result": []}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps(series).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        strict = PrometheusClient(_source(url), 2.0)
+        with pytest.raises(Exception, match="certificate"):
+            strict.query("up")
+        strict.close()
+        with caplog.at_level("WARNING"):
+            lax = PrometheusClient(_source(url, http=HttpSettings(tls_verify=False)), 2.0)
+        assert lax.query("up") == []
+        lax.close()
+        assert "TLS certificates are not verified" in caplog.text
+    finally:
+        server.shutdown()
+        server.server_close()
