@@ -59,9 +59,9 @@ def test_page_in_chromium(browser, base_url, name):
         page.get_by_text(text).first.wait_for(timeout=20000)
     # every URL here is one the product makes: none may be reported as carrying an unknown parameter
     assert "unknown and ignored" not in page.inner_text("body")
-    if name.startswith("overview"):  # one chart element holding the five panels, each drawn at full height
+    if name.startswith("overview"):  # one chart element holding the seven panels, each drawn at full height
         chart = page.locator('[data-testid="stVegaLiteChart"]').first
-        assert chart.bounding_box()["height"] >= 5 * HEIGHT
+        assert chart.bounding_box()["height"] >= 7 * HEIGHT
         # and no wider than its element: an overflow would push the newest data off the page's edge
         drawing = chart.locator("svg.marks, canvas").first.bounding_box()["width"]
         assert drawing <= chart.bounding_box()["width"] + 1, (drawing, chart.bounding_box()["width"])

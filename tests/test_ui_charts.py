@@ -119,17 +119,18 @@ def overview(ttft_step: float = 60.0) -> dict:
     return chart.to_dict(validate=True)
 
 
-def test_overview_is_one_chart_of_six_panels_on_one_time_axis():
-    # One Vega view, not six: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
+def test_overview_is_one_chart_of_seven_panels_on_one_time_axis():
+    # One Vega view, not seven: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
     spec = overview()
     titles = [panel["title"] for panel in spec["vconcat"]]
     assert [t.split(",")[0].split(" per")[0] for t in titles] == [
         "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
+        "Requests finished",
     ]  # fmt: skip
     assert spec["resolve"]["scale"] == {"x": "shared", "color": "independent"}
     # Every panel can pan/zoom in time (its own scale-bound interval on x); the shared x scale moves all.
     zooms = {param["views"][0]: param for param in spec["params"]}
-    assert len(zooms) == 6
+    assert len(zooms) == 7
     for panel in spec["vconcat"]:
         first = panel["layer"][0] if "layer" in panel else panel
         zoom = zooms[first["name"]]
@@ -153,3 +154,16 @@ def test_time_charts_skip_per_point_aria_descriptions():
 def test_cached_specs_carry_arrow_bytes():
     spec = state._spec("kv_chart", ("test",), ([point(END - 60)], FRAME, 0.9, 0.98))
     assert spec["datasets"] and all(isinstance(rows, bytes) for rows in spec["datasets"].values())
+
+
+def test_outcomes_are_per_minute_by_reason_with_the_rejections():
+    frame = charts.Frame(END - 60, END, 5.0)
+    p = point(END - 10, finished_stop_per_s=0.5, finished_length_per_s=0.1, finished_abort_per_s=0.05,
+              finished_error_per_s=None, admission_rejections_per_s=0.2)
+    spec = charts.outcomes_chart([p], frame).to_dict()
+    (values,) = spec["datasets"].values()
+    got = {v["series"]: v["value"] for v in values}
+    # per minute (×60); a reason the engine does not expose is no line at all, never a zero
+    assert got == pytest.approx({"stop": 30.0, "length": 6.0, "abort": 3.0, "rejected (503)": 12.0})
+    assert "HTTP 503" in spec["title"] and "req/min" in spec["title"]
+    assert "outcomes_chart" in charts.overview_chart.__code__.co_names  # the Overview draws it

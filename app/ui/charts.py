@@ -50,6 +50,11 @@ COLORS: dict[str, str] = {
     "waiting": "#ff7f0e",
     "gateway queue": "#9467bd",
     "KV usage": "#8c564b",
+    "stop": "#2ca02c",
+    "length": "#17becf",
+    "abort": "#ff7f0e",
+    "error": "#d62728",
+    "rejected (503)": "#7b4173",
 }
 TIME_FORMAT = "%b %d %H:%M"
 X_AXIS = alt.Axis(format=TIME_FORMAT, labelFlush=True, labelBound=True)  # time labels stay inside the plot
@@ -334,7 +339,7 @@ def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     rules: SweetSpotSettings, ceiling: CeilingInfo | None,
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's six panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
+    """The Overview's seven panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
     return stack(
         ttft_chart(ttft, ttft_frame, rules.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
@@ -342,7 +347,26 @@ def overview_chart(
         concurrency_chart(points, frame, rules.concurrency),
         kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
         prefix_cache_chart(points, frame),
+        outcomes_chart(points, frame),
     )
+
+
+# How requests ended (vLLM's request_success by finished_reason, SGLang's aborts) and how many were
+# turned away at the door: aborts and errors are the alert-worthy ones (docs/metrics.md).
+OUTCOMES = {
+    "finished_stop_per_s": "stop",
+    "finished_length_per_s": "length",
+    "finished_abort_per_s": "abort",
+    "finished_error_per_s": "error",
+    "admission_rejections_per_s": "rejected (503)",
+}
+
+
+def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
+    lines = _lines(long_rows(points, OUTCOMES, frame.step_s, 60.0), frame, "requests per minute")
+    title = (f"Requests finished per minute by reason, and rejected at admission (HTTP 503), "
+             f"averaged per {_step(frame)} (req/min)")
+    return _panel(lines, title)
 
 
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:

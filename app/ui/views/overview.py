@@ -11,7 +11,7 @@ from app.verdict import broken_since, evaluate, last_up
 QUEUE = ("queue_depth_max",)
 TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s")
 OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
-          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
+          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate", *charts.OUTCOMES)  # fmt: skip
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot
