@@ -84,7 +84,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("sleep_weights_offloaded", "gauge", "0/1", "max", ("vllm:engine_sleep_state",), "an engine sleeps with its weights offloaded (level 1)", where=(("sleep_state", "weights_offloaded"),)),
     _S("sleep_discard_all", "gauge", "0/1", "max", ("vllm:engine_sleep_state",), "an engine sleeps with weights and KV discarded (level 2)", where=(("sleep_state", "discard_all"),)),
     _S("kv_capacity_tokens", "gauge", "tokens", "sum", ("sglang:max_total_num_tokens",), "KV-cache capacity in tokens (vLLM: from cache_config_info)"),
-    _S("kv_capacity_bytes", "gauge", "bytes", "sum", (), "KV-cache capacity in bytes (vLLM >= 0.33: cache_config_info kv_cache_memory_bytes)"),
+    _S("kv_capacity_bytes", "gauge", "bytes", "sum", (), "KV-cache memory per GPU in bytes, summed over engines (cache_config_info kv_cache_memory_bytes, vLLM's per-GPU setting: present only when --kv-cache-memory-bytes is given)"),
     _S("prefix_cache_hit_rate", "gauge", "ratio 0-1", "mean", ("sglang:cache_hit_rate",), "prefix-cache hit rate as SGLang states it (vLLM: hits / queries)"),
     _S("lora_running_adapters", "gauge", "adapters", "max", (), "LoRA adapters running (vLLM: lora_requests_info running_lora_adapters)"),
     _S("lora_waiting_adapters", "gauge", "adapters", "max", (), "LoRA adapters waiting (vLLM: lora_requests_info waiting_lora_adapters)"),
