@@ -339,7 +339,8 @@ def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     rules: SweetSpotSettings, ceiling: CeilingInfo | None,
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's seven panels on one time axis; TTFT may have a coarser step (``ttft_frame``)."""
+    """The Overview's seven panels on one time axis; TTFT and the finished requests may have a coarser
+    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request)."""
     return stack(
         ttft_chart(ttft, ttft_frame, rules.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
@@ -347,7 +348,7 @@ def overview_chart(
         concurrency_chart(points, frame, rules.concurrency),
         kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
         prefix_cache_chart(points, frame),
-        outcomes_chart(points, frame),
+        outcomes_chart(ttft, ttft_frame),
     )
 
 

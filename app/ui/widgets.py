@@ -251,5 +251,5 @@ def chart_downloads(points: Sequence[SeriesPoint], ttft: Sequence[SeriesPoint], 
     a, b = st.columns(2)
     a.download_button("Download the charts' data (CSV)", series_csv(points, fields), "overview.csv", "text/csv",
                       icon=":material/download:")  # fmt: skip
-    b.download_button("Download the TTFT chart's data (CSV)", series_csv(ttft, ttft_fields), "overview-ttft.csv",
+    b.download_button("Download the TTFT and finished-requests data (CSV)", series_csv(ttft, ttft_fields), "overview-ttft.csv",
                       "text/csv", icon=":material/download:")  # fmt: skip

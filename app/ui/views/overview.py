@@ -9,9 +9,10 @@ from app.ui import alert_views, charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
 
 QUEUE = ("queue_depth_max",)
-TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s")
+# Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
+TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s", *charts.OUTCOMES)
 OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
-          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate", *charts.OUTCOMES)  # fmt: skip
+          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
 ctx = state.context()
 view, rules = ctx.view, ctx.settings.sweetspot
@@ -25,7 +26,6 @@ def live() -> None:
     # The queue-growth rule needs the last minutes step by step, not one window figure.
     recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
     points, frame = ctx.series_drawn(span, OTHERS)
-    # A quantile over 5 s holds one or two requests: noise. TTFT steps are at least a minute.
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
     verdict = evaluate(figures, rules, recent)
     since = {
@@ -42,7 +42,7 @@ def live() -> None:
     st.caption(
         f"Tiles (hover one for what it measures) and verdict: {over.removeprefix('over ')}"
         f"{f' up to {clock(span.at)}' if span.live else ''}. Charts: {clock(span.start)} → {clock(span.end)}, "
-        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
+        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
