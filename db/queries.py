@@ -480,14 +480,14 @@ def _series_columns(
 
 
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:
-    cols = _series_columns(conn, *args)
+    return points_from_columns(_series_columns(conn, *args))
+
+
+def points_from_columns(cols: dict[str, list[Any]]) -> list[SeriesPoint]:
+    """Series steps from columns (``ts`` and SeriesPoint fields → lists), as Reader.series_columns and
+    Reader.fleet give them."""
     names = list(cols)
-    return [make_point(dict(zip(names, values, strict=True))) for values in zip(*cols.values(), strict=True)]
-
-
-def make_point(values: dict[str, Any]) -> SeriesPoint:
-    """One series step from its columns' values (``ts`` and SeriesPoint fields; Reader.fleet's too)."""
-    return _make(SeriesPoint, values)
+    return [_make(SeriesPoint, dict(zip(names, values, strict=True))) for values in zip(*cols.values(), strict=True)]
 
 
 def _empty_figures() -> dict[str, np.ndarray]:

@@ -5,8 +5,7 @@ A plain job: :meth:`Evaluator.evaluate_once` evaluates and stores once (tests, t
 or renews the lease first, so a second collector on the same database evaluates nothing and says
 so in its log. The figures come from the query facade, read for every target at once (one window
 per distinct rule window and one short queue series, :meth:`Evaluator._read_all`), never one query
-per rule. States are loaded
-once and written in one transaction per evaluation, so a restart resumes exactly where the last
+per rule. States are loaded once and written in one transaction per evaluation, so a restart resumes exactly where the last
 evaluation left off (a pending timer keeps its start, a firing alert is not announced again).
 """
 
@@ -18,7 +17,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from sqlalchemy import Engine
 
@@ -28,7 +26,7 @@ from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
 from app.alerts.rules import Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
 from core.settings import Settings, effective_sweetspot
-from db.queries import Reader, make_point
+from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
 
 log = logging.getLogger(__name__)
@@ -44,12 +42,6 @@ class _Batch:
     windows: dict[tuple[float, str], WindowFigures]  # (window_s, target) → the whole target's window
     recent: dict[str, list[SeriesPoint]]  # target → its queue series over the global queue_growth_s
     growth_s: float
-
-
-def _points(columns: dict[str, list[Any]]) -> list[SeriesPoint]:
-    """Reader.series' points from the columns Reader.fleet gives (db.queries builds them the same way)."""
-    names = list(columns)
-    return [make_point(dict(zip(names, values, strict=True))) for values in zip(*columns.values(), strict=True)]
 
 
 class Evaluator:
@@ -137,7 +129,7 @@ class Evaluator:
             log.warning("alert evaluator: cannot read every target at once (%s); reading them one by one", exc)
             return _Batch({}, {}, 0.0)
         first = read[windows[0]]
-        recent = {name: _points(f.series) for name, f in first.items()}
+        recent = {name: points_from_columns(f.series) for name, f in first.items()}
         return _Batch({(w, name): f.window for w, by in read.items() for name, f in by.items()}, recent, growth_s)
 
     def _outcomes(self, target: str, rules: Sequence[Rule], at: int,
