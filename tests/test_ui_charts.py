@@ -167,3 +167,16 @@ def test_outcomes_are_per_minute_by_reason_with_the_rejections():
     assert got == pytest.approx({"stop": 30.0, "length": 6.0, "abort": 3.0, "rejected (503)": 12.0})
     assert "HTTP 503" in spec["title"] and "req/min" in spec["title"]
     assert "outcomes_chart" in charts.overview_chart.__code__.co_names  # the Overview draws it
+
+
+def test_the_engine_note_names_only_the_figures_the_engine_exposes():
+    from app.ui import widgets
+    from tests.builders import window
+
+    assert widgets.engine_note(window()) == ""  # an engine without them: no line at all, never zeros
+    note = widgets.engine_note(window(waiting_capacity_max=3.0, waiting_deferred_max=1.0, spec_decode_acceptance_rate=0.714,
+                                      spec_decode_mean_acceptance_length=2.4, lora_running_adapters_max=2.0,
+                                      lora_waiting_adapters_max=0.0, sleep_state="weights_offloaded"))  # fmt: skip
+    assert note == ("Engine: waiting for capacity 3, deferred 1 (max) · speculative decoding: 71 % of draft tokens "
+                    "accepted, 2.4 tokens per draft · LoRA adapters: 2 running, 0 waiting (max) · asleep (weights offloaded)")
+    assert widgets.engine_note(window(sleep_state="awake")) == ""

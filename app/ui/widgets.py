@@ -52,6 +52,25 @@ def load_note(f: WindowFigures, rules: SweetSpotSettings) -> str:
     return f"under-loaded: {running}, no queue: room for more traffic{share}"
 
 
+def engine_note(f: WindowFigures) -> str:
+    """The engine's own figures of the window that have no panel, those the engine exposes only:
+    ``Engine: waiting for capacity 3, deferred 1 · speculative decoding: 71 % of draft tokens
+    accepted, 2.4 tokens per draft · LoRA adapters: 2 running, 1 waiting · asleep (weights offloaded)``."""
+    parts = []
+    if f.waiting_capacity_max is not None or f.waiting_deferred_max is not None:
+        parts.append(f"waiting for capacity {number(f.waiting_capacity_max)}, deferred {number(f.waiting_deferred_max)} (max)")
+    if f.spec_decode_acceptance_rate is not None:
+        length = f.spec_decode_mean_acceptance_length
+        parts.append(f"speculative decoding: {percent(f.spec_decode_acceptance_rate)} of draft tokens accepted"
+                     + ("" if length is None else f", {number(length)} tokens per draft"))
+    if f.lora_running_adapters_max is not None or f.lora_waiting_adapters_max is not None:
+        parts.append(f"LoRA adapters: {number(f.lora_running_adapters_max)} running, "
+                     f"{number(f.lora_waiting_adapters_max)} waiting (max)")
+    if f.sleep_state and f.sleep_state != "awake":
+        parts.append(f"asleep ({f.sleep_state.replace('_', ' ')})")
+    return "Engine: " + " · ".join(parts) if parts else ""
+
+
 def step_text(points: Sequence[SeriesPoint], frame: Frame, wanted_s: float, fields: Sequence[str] = ()) -> str:
     """How a chart's step was chosen: ``one point per 30s: the rounds are 30s apart (a 10s step would
     leave gaps)``; and whether its lines bridge steps no round covered (:func:`charts.bridges`)."""

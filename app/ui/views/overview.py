@@ -39,6 +39,8 @@ def live() -> None:
     over = state.over_text(span, view.window_s)
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, rules))
     widgets.show_tiles(widgets.kpi_tiles(figures, rules))
+    if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
+        st.caption(engine)
     st.caption(
         f"Tiles (hover one for what it measures) and verdict: {over.removeprefix('over ')}"
         f"{f' up to {clock(span.at)}' if span.live else ''}. Charts: {clock(span.start)} → {clock(span.end)}, "
