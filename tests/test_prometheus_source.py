@@ -239,6 +239,52 @@ def test_a_target_that_vanished_while_the_collector_was_stopped_is_marked_down(t
     assert infos["b:1"].up is False and "absent from Prometheus's answer" in (infos["b:1"].last_error or "")
     assert infos["a:1"].up is True
 
+
+def test_gateway_and_dcgm_selectors_join_their_series_to_the_target(tmp_path):
+    """Through a real Prometheus scraping a simulator's three pages: the gateway's queue depth and
+    the eight dcgm GPUs reach the target the vLLM series name, joined on the target label."""
+    sim = start_simulator(SimOptions(port=0, seed=5))
+    pages = [sim.urls["vllm_metrics"], sim.urls["gateway_metrics"], sim.urls["dcgm_metrics"]]
+    server = PrometheusServer(tmp_path, pages)
+    source = PrometheusSource(Settings(scrape_timeout_s=5.0), _source(
+        server.url, selector='{job="vllm",__name__=~"vllm:.*|up"}', gateway_selector="sweetspot_gateway_queue_depth",
+        dcgm_selector='{__name__=~"DCGM_.*"}'))  # fmt: skip
+    try:
+        server.wait_for_targets(1)
+        deadline = time.monotonic() + 30
+        while True:  # until Prometheus has scraped all three pages once
+            read = source.read()
+            done = read.rounds and read.rounds[0].gpus and read.rounds[0].gateway_status is not None
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        source.close()
+        server.stop()
+        sim.stop()
+    (round_,) = read.rounds
+    assert round_.target == _instance(sim) and round_.gateway_status is not None and round_.gateway_status.ok
+    assert round_.gateway is not None and round_.gateway.queue_depth == 0.0  # no load: nothing waits
+    assert len(round_.gpus) == 8 and round_.gpu_status is not None and round_.gpu_status.ok
+
+
+def test_a_gateway_selector_that_misses_a_target_says_which_label_it_wanted(tmp_path):
+    sim = start_simulator(SimOptions(port=0, seed=6))
+    server = PrometheusServer(tmp_path, [sim.urls["vllm_metrics"]])
+    source = PrometheusSource(Settings(scrape_timeout_s=5.0), _source(
+        server.url, gateway_selector="sweetspot_gateway_queue_depth"))  # fmt: skip
+    try:
+        server.wait_for_targets(1)
+        read = source.read()
+    finally:
+        source.close()
+        server.stop()
+        sim.stop()
+    (round_,) = read.rounds
+    status = round_.gateway_status
+    assert status is not None and not status.ok
+    assert status.error == f'no sweetspot_gateway_queue_depth series with instance="{_instance(sim)}"'
+
 # -- errors that name the fix -------------------------------------------------------------------------
 @contextmanager
 def serve(routes: dict[str, tuple[int, object]], delay_s: float = 0.0) -> Iterator[str]:
