@@ -23,6 +23,16 @@ def mark_discovered(engine: Engine, names: Sequence[str], source: str) -> None:
         raise storage_error("marking discovered targets", exc) from None
 
 
+def discovered_names(engine: Engine) -> list[str]:
+    """Every target a Prometheus source found (configured targets are not listed)."""
+    t = schema.targets
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(select(t.c.name).where(t.c.discovered_by.is_not(None)).order_by(t.c.name)).scalars())
+    except SQLAlchemyError as exc:
+        raise storage_error("reading the discovered targets", exc) from None
+
+
 def discovered_last_rounds(engine: Engine, source: str) -> dict[str, tuple[int, bool]]:
     """The targets ``source`` found in earlier runs → (time of their last stored round, whether it was up).
 

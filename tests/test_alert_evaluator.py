@@ -217,3 +217,18 @@ def test_reading_every_target_at_once_gives_each_target_its_own_outcomes(tmp_pat
         assert evaluator.evaluate_once(at) is not None
     assert "reading them one by one" in caplog.text
     engine.dispose()
+
+
+def test_a_target_found_through_prometheus_is_evaluated_too(db, db_url):
+    from db.discovery import mark_discovered
+
+    engine, writer = db
+    writer.register_target(TargetSettings(name="p:9400"))
+    mark_discovered(engine, ["p:9400"], "http://prometheus.test:9090")
+    for ts in range(T0, T0 + 120, 5):
+        preemptions = float(max(0, ts - T0 - 90))
+        writer.write_round(vllm_round(ts, gen=float(ts - T0) * 100, target="p:9400", preemptions=preemptions))
+    Evaluator(engine, settings(db_url)).evaluate_once(T0 + 120)  # the file names only "t"
+    states = store.load_states(engine)
+    assert states[("preemptions", "p:9400", "")].state == FIRING
+    assert ("preemptions", "t", "") in states  # the configured target as before

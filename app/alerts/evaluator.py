@@ -45,7 +45,7 @@ class _Batch:
 
 
 class Evaluator:
-    """Evaluates the effective rule set of every configured target (model "": the whole target)."""
+    """Evaluates the effective rule set of every configured or discovered target (model "": the whole target)."""
 
     def __init__(
         self,
@@ -95,6 +95,7 @@ class Evaluator:
         transitions, and return the transitions."""
         at = int(self.clock() if now is None else now)
         stored = store.load_states(self.engine)
+        self._take_up_discovered()
         states: list[AlertState] = []
         transitions: list[Transition] = []
         batch = self._read_all(at)
@@ -111,6 +112,20 @@ class Evaluator:
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
         return transitions
+
+    def _take_up_discovered(self) -> None:
+        """Targets a ``[[prometheus]]`` source found are judged by the same rules (the global
+        thresholds: they have no ``[[targets]]`` entry of their own)."""
+        from db.discovery import discovered_names
+
+        try:
+            names = discovered_names(self.engine)
+        except Exception as exc:  # the configured targets are evaluated all the same
+            log.warning("alert evaluator: cannot read the discovered targets: %s", exc)
+            return
+        for name in names:
+            if name not in self.rules:
+                self.rules[name] = rule_set(self.settings, name)
 
     def _read_all(self, at: int) -> _Batch:
         """Every target's whole-target windows (one per distinct rule window) and its queue series,
