@@ -44,8 +44,7 @@ LIMIT = Param("limit", "int", lambda now: 20, "rows (default 20)")
 WINDOW = "ts >= :start AND ts < :end AND (:target = '' OR target = :target)"
 # The end of the hours both complete inside the window and rolled up: hourly rows are folded for
 # every target at once, in order, so every hour before the newest hourly row's end is there.
-HOURS_DONE = """CASE WHEN COALESCE((SELECT MAX(ts) FROM hours) + 3600, 0) < :end / 3600 * 3600
-  THEN COALESCE((SELECT MAX(ts) FROM hours) + 3600, 0) ELSE :end / 3600 * 3600 END"""
+HOURS_DONE = "(SELECT COALESCE(MAX(ts) + 3600, 0) AS hours_end FROM hours)"
 
 CANNED: tuple[Canned, ...] = (
     Canned(
@@ -117,7 +116,9 @@ FROM spells GROUP BY target, (began - {WEEK_OFFSET}) / {7 * DAY} ORDER BY target
         "TTFT P50/P95/P99 per day (quantiles of the day's requests, not averages of minutes)",
         # The complete hours inside the window come from the hourly rollups (their buckets are the
         # sums of the minutes'), the rest from the minutes: the same quantiles from 60× fewer rows.
-        f"""WITH span AS (SELECT (:start + 3599) / 3600 * 3600 AS lo, {HOURS_DONE} AS hi)
+        f"""WITH done AS {HOURS_DONE},
+span AS (SELECT (:start + 3599) / 3600 * 3600 AS lo,
+  CASE WHEN done.hours_end < :end / 3600 * 3600 THEN done.hours_end ELSE :end / 3600 * 3600 END AS hi FROM done)
 SELECT target, iso_time(day) AS day, SUM(requests_finished) AS requests,
   histogram_quantile(0.5, ttft_bounds, ttft_buckets) AS ttft_p50_s,
   histogram_quantile(0.95, ttft_bounds, ttft_buckets) AS ttft_p95_s,

@@ -214,8 +214,11 @@ def test_reading_every_target_at_once_gives_each_target_its_own_outcomes(tmp_pat
     evaluator.reader.fleet = broken  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
         assert evaluator._read_all(at).windows == {}
-        assert evaluator.evaluate_once(at) is not None
+        evaluator.evaluate_once(at)
     assert "reading them one by one" in caplog.text
+    # each target was still evaluated, one read each: every rule of every target has a stored state
+    stored = store.load_states(engine)
+    assert {(r.name, name, "") for name, rules in evaluator.rules.items() for r in rules} <= set(stored)
     engine.dispose()
 
 
