@@ -102,7 +102,8 @@ FROM fired GROUP BY (fired_at - {WEEK_OFFSET}) / {7 * DAY} ORDER BY week""",
         "How long did spells outside the sweet spot last, per week (from the minutes' verdict)?",
         f"""WITH outside AS (
   SELECT target, ts, ts - 60 * ROW_NUMBER() OVER (PARTITION BY target ORDER BY ts) AS island
-  FROM (SELECT target, ts FROM minutes WHERE {WINDOW} GROUP BY target, ts HAVING MIN(in_sweet_spot) = 0) o),
+  -- a minute is outside when any model's row broke a rule: DISTINCT sorts only those rows
+  FROM (SELECT DISTINCT target, ts FROM minutes WHERE {WINDOW} AND in_sweet_spot = 0) o),
 spells AS (SELECT target, MIN(ts) AS began, MAX(ts) + 60 AS ended FROM outside GROUP BY target, island)
 SELECT target, iso_time((began - {WEEK_OFFSET}) / {7 * DAY} * {7 * DAY} + {WEEK_OFFSET}) AS week,
   COUNT(*) AS spells, CAST(SUM(ended - began) AS DOUBLE PRECISION) / 3600 AS hours_total,

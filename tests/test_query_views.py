@@ -4,6 +4,7 @@ PostgreSQL, over a history the simulator wrote through the real ingestion path."
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 import re
 import tempfile
@@ -231,3 +232,55 @@ def test_migration_fills_the_ttft_p95_of_older_rollups(tmp_path):
     assert got and all(close(r["ttft_p95_s"], r["q"]) for r in got)
     assert any(r["q"] is not None for r in got)
     assert rows(url, "SELECT target FROM target_info WHERE ttft_p95_slo_s = 3.0")  # the seeded defaults
+
+
+def _minute_verdicts(url) -> dict[tuple[str, int], int | None]:
+    """Each target's minutes judged from the view's rows: outside when any model broke a rule."""
+    merged: dict[tuple[str, int], int | None] = {}
+    for r in rows(url, "SELECT target, ts, in_sweet_spot FROM minutes"):
+        key, ok = (r["target"], int(r["ts"])), r["in_sweet_spot"]
+        old = merged.get(key)
+        merged[key] = ok if old is None else (old if ok is None else min(old, ok))
+    return merged
+
+
+def test_outside_hours_and_spells_add_up_from_the_minutes(url):
+    reader, mark = Reader(url), minute_mark(url)[0]
+    first = rows(url, "SELECT MIN(ts) AS t FROM minutes WHERE target = 'demo'")[0]["t"]
+    points = [p for p in reader.series("demo", first, mark, 60, level=60) if p.up_ratio]
+    engine = open_engine(url, migrate=False)
+    write_thresholds(engine, [(EVERY_TARGET, THRESHOLDS["mixed"](points))])
+    engine.dispose()
+    verdicts = _minute_verdicts(url)
+    assert 0 in verdicts.values() and 1 in verdicts.values(), "thresholds that split the minutes"
+    days: dict[tuple[str, int], list[int | None]] = {}
+    for (target, ts), ok in verdicts.items():
+        days.setdefault((target, ts // 86400 * 86400), []).append(ok)
+    got = rows(url, canned.get("hours_outside_sweet_spot").sql, target="", start=0, end=NOW + 60)
+    assert len(got) == len(days)
+    for r in got:
+        oks = days[(r["target"], _unix(r["day"]))]
+        assert close(r["hours_outside"], oks.count(0) / 60) and close(r["hours_inside"], oks.count(1) / 60)
+        assert close(r["hours_unjudged"], oks.count(None) / 60), r
+    outside = sorted(key for key, ok in verdicts.items() if ok == 0)
+    spells: dict[str, list[list[int]]] = {}
+    for target, ts in outside:
+        runs = spells.setdefault(target, [])
+        if runs and runs[-1][1] == ts:
+            runs[-1][1] = ts + 60
+        else:
+            runs.append([ts, ts + 60])
+    weeks: dict[tuple[str, int], list[int]] = {}
+    for target, runs in spells.items():
+        for a, b in runs:  # a spell counts in the week (from Monday 00:00 UTC) it began in
+            weeks.setdefault((target, (a - canned.WEEK_OFFSET) // (7 * 86400)), []).append(b - a)
+    got = rows(url, canned.get("outside_spells_per_week").sql, target="", start=0, end=NOW + 60)
+    assert len(got) == len(weeks)
+    for r in got:
+        lengths = weeks[(r["target"], (_unix(r["week"]) - canned.WEEK_OFFSET) // (7 * 86400))]
+        assert r["spells"] == len(lengths), r
+        assert close(r["hours_total"], sum(lengths) / 3600) and close(r["minutes_longest"], max(lengths) / 60)
+
+
+def _unix(iso: str) -> int:
+    return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
