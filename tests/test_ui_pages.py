@@ -156,3 +156,20 @@ def test_few_choices_are_radio_buttons_many_a_drop_down(app):
         f"state._choice('Target', {many!r}, key='target')\n"
     ).run()
     assert at.sidebar.selectbox(key="target").options == many
+
+
+def test_overview_judges_by_the_targets_own_thresholds_and_rules(app, tmp_path, monkeypatch):
+    """The banner uses the rule set status, the evaluator and the e-mail use: a target's own SLO and
+    the file's rule changes (it used the global defaults and disagreed with the Alerts page)."""
+    config = tmp_path / "sweetspot.toml"
+    config.write_text(
+        'db_url = "sqlite:///' + str(tmp_path / "sweetspot.db") + '"\n'
+        '[[targets]]\nname = "demo"\nvllm_url = "http://127.0.0.1:8000/metrics"\n'
+        '[targets.sweetspot]\nttft_p95_slo_s = "5s"\n'
+        '[[alerts.rules]]\nname = "preemptions"\nenabled = false\n'
+    )
+    monkeypatch.setenv("SWEETSPOT_CONFIG", str(config))
+    at = run_page(app(FakeReader(time.time(), ttft_p95_s=4.8, preemptions=3.0)), PAGES[0])
+    body = texts(at)
+    assert "In the sweet spot" in body and not at.error, body
+    assert "TTFT P95 over 5m" not in body and "preemptions over 5m" not in body

@@ -18,12 +18,21 @@ from typing import Any, TypeVar
 import streamlit as st
 from streamlit import dataframe_util
 
+from app.alerts.rules import Rule, rule_set
 from app.loader import load_settings
 from app.ui import charts
 from app.ui.charts import PANEL_HEIGHT
 from core.durations import format_duration
 from core.errors import SweetspotError
-from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_EMAIL, ENV_UI_PASSWORD, Settings
+from core.settings import (
+    ENV_CONFIG,
+    ENV_DB_URL,
+    ENV_EMAIL,
+    ENV_UI_PASSWORD,
+    Settings,
+    SweetSpotSettings,
+    effective_sweetspot,
+)
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")
@@ -273,6 +282,17 @@ class Context:
 
     def target_info(self) -> TargetInfo | None:
         return next((t for t in self.targets if t.name == self.view.target), None)
+
+    @property
+    def sweetspot(self) -> SweetSpotSettings:
+        """The viewed target's thresholds (``[sweetspot]`` with its own keys on top), as ``status``,
+        the evaluator and the e-mail judge it: a banner must not disagree with the Alerts page."""
+        return effective_sweetspot(self.settings, self.view.target)
+
+    @property
+    def alert_rules(self) -> tuple[Rule, ...]:
+        """The viewed target's rule set: the defaults changed by ``[[alerts.rules]]``."""
+        return rule_set(self.settings, self.view.target)
 
     def window(self, end: float) -> WindowFigures:
         """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""

@@ -9,7 +9,7 @@ from app.ui import charts, state
 from core.durations import format_duration
 
 ctx = state.context()
-view, rules = ctx.view, ctx.settings.sweetspot
+view, rules = ctx.view, ctx.sweetspot
 st.header(f"Operating point · {view.target}")
 
 span = view.span(state.now())

@@ -15,7 +15,7 @@ OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "ru
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
 ctx = state.context()
-view, rules = ctx.view, ctx.settings.sweetspot
+view, rules = ctx.view, ctx.sweetspot
 st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else ""))
 
 
@@ -27,9 +27,10 @@ def live() -> None:
     recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
     points, frame = ctx.series_drawn(span, OTHERS)
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
-    verdict = evaluate(figures, rules, recent)
+    verdict = evaluate(figures, rules, recent, ctx.alert_rules)
     since = {
-        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s, figures.ceiling_tokens_per_s)
+        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s,
+                             figures.ceiling_tokens_per_s, ctx.alert_rules)
         for c in verdict.clauses
     }  # fmt: skip
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
