@@ -110,3 +110,21 @@ def test_status_reports_the_verdict_first_and_state_and_reasons_in_json(db, caps
     code, out = run(capsys, "status", "--target", "edge", "--json", "--db", db)
     assert code == 0 and json.loads(out)["state"] == "no_data"  # exit 0 whatever the state
     assert "the target is down" in json.loads(out)["reasons"][0]
+
+
+def test_rules_show_each_targets_thresholds_and_where_they_come_from(db, capsys, tmp_path):
+    config = tmp_path / "sweetspot.toml"
+    config.write_text(
+        '[sweetspot]\nconcurrency = 24\n'
+        '[[targets]]\nname = "big"\nvllm_url = "http://127.0.0.1:1/metrics"\n[targets.sweetspot]\nttft_p95_slo_s = "5s"\n'
+        '[[targets]]\nname = "small"\nvllm_url = "http://127.0.0.1:2/metrics"\n'
+    )
+    code, out = run(capsys, "--config", str(config), "alerts", "rules", "--db", db)
+    assert code == 0, out
+    big, small = out.split("small:")
+    assert "where ttft_p95_slo_s = 5 s (target override)" in big
+    assert "where ttft_p95_slo_s = 3 s (default)" in small
+    assert "where concurrency = 24 requests (file)" in big and "where concurrency = 24 requests (file)" in small
+    code, out = run(capsys, "--config", str(config), "alerts", "rules", "--target", "big", "--json", "--db", db)
+    ttft = next(r for r in json.loads(out)["big"] if r["name"] == "ttft_p95")
+    assert ttft["thresholds"] == {"ttft_p95_slo_s": {"value": 5.0, "source": "target override"}}

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from sqlalchemy import Engine
@@ -24,7 +25,7 @@ from app.commands import alerts_email
 from app.formatting import clock, number
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
-from core.settings import Settings
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 
 HELP = "alerts firing and pending now, their history, the effective rules, a backtest, silences"
 
@@ -135,18 +136,46 @@ def condition(r: Rule) -> str:
     return f"{r.expr} {r.op} {r.threshold}" + (f" while {r.when}" if r.when else "")
 
 
+def thresholds_in_effect(settings: Settings, target: str, r: Rule) -> list[tuple[str, float, str]]:
+    """The ``[sweetspot]`` keys the rule's threshold names, each with its value for ``target`` and
+    where it comes from: ``target override`` (its ``[targets.sweetspot]``), ``file`` or ``default``."""
+    own = next((t.sweetspot for t in settings.targets if t.name == target), None)
+    effective, found = effective_sweetspot(settings, target), []
+    for key in (f.name for f in fields(SweetSpotSettings)):
+        if not re.search(rf"\b{key}\b", r.threshold):
+            continue
+        if own is not None and getattr(own, key) is not None:
+            source = "target override"
+        else:
+            source = "file" if getattr(settings.sweetspot, key) != getattr(SweetSpotSettings(), key) else "default"
+        found.append((key, float(getattr(effective, key)), source))
+    return found
+
+
+def _given(r: Rule, key: str, value: float, source: str) -> str:
+    # a threshold that is the key alone reads in the rule's unit (3 s, 90 %); inside an expression, bare
+    shown = f"{number(value * r.scale)}{r.unit and ' ' + r.unit}" if key == r.threshold else number(value)
+    return f"{key} = {shown} ({source})"
+
+
 def _run_rules(args: argparse.Namespace, settings: Settings) -> int:
     names = [args.target] if args.target else [t.name for t in settings.targets] or ["(any target)"]
     sets = {name: rule_set(settings, name) for name in names}
     if args.json:
-        _json({name: [{**asdict(r), "labels": dict(r.labels)} for r in rules] for name, rules in sets.items()})
+        _json({name: [_rule_json(settings, name, r) for r in rules] for name, rules in sets.items()})
         return 0
     for name, rules in sets.items():
         print(f"{name}:")
         for r in rules:
+            given = "; ".join(_given(r, *t) for t in thresholds_in_effect(settings, name, r))
             timing = f"window {format_duration(r.window_s)}, for {format_duration(r.for_s)}, keep firing {format_duration(r.keep_firing_for_s)}"
-            print(f"  {r.name:18} {r.severity:8} {condition(r)}  ({timing}; {r.source})")
+            print(f"  {r.name:18} {r.severity:8} {condition(r)}  ({timing}; {r.source}){given and ' where ' + given}")
     return 0
+
+
+def _rule_json(settings: Settings, target: str, r: Rule) -> dict[str, Any]:
+    given = {key: {"value": value, "source": source} for key, value, source in thresholds_in_effect(settings, target, r)}
+    return {**asdict(r), "labels": dict(r.labels), "thresholds": given}
 
 
 # -- backtest -----------------------------------------------------------------------------------------
