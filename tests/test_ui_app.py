@@ -126,12 +126,17 @@ def test_a_silence_is_created_and_expired_from_the_page(monkeypatch, tmp_path):
     at = open_app(monkeypatch, url)
     at.switch_page(ALERTS).run()
     at.selectbox[0].select("target_down")
+    at.selectbox[2].select(at.selectbox[2].options[1])  # the one model the targets serve
+    at.number_input[0].set_value(1.0)  # starts in an hour
     at.text_input[0].input("planned maintenance")
     at.button[-1].click().run()  # the form's submit button
     assert not at.exception, at.exception
     engine = open_reader(url)
-    created = [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]
-    assert [s.matchers for s in created] == [{"rule": "target_down"}]
+    created = [s for s in list_silences(engine, time.time() + 3600) if s.comment == "planned maintenance"]
+    model = at.selectbox[2].options[1]
+    assert [s.matchers for s in created] == [{"rule": "target_down", "model": model}]
+    assert created[0].starts_at == pytest.approx(time.time() + 3600, abs=60)
+    assert created[0].ends_at - created[0].starts_at == 2 * 3600
     at.run()
     at.button(key=f"expire-{created[0].id}").click().run()
     assert not [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]

@@ -46,18 +46,23 @@ for s in data.silences:
 rules = sorted({s.rule for s, _ in data.alerts} | {t.rule for t in data.history})
 with st.form("new-silence", clear_on_submit=True):
     st.markdown("**New silence**")
-    cols = st.columns(3)
+    cols = st.columns(4)
     rule = cols[0].selectbox("Rule", ["any", *rules])
     target = cols[1].selectbox("Target", ["any", *[t.name for t in ctx.targets]])
-    severity = cols[2].selectbox("Severity", ["any", *SEVERITIES])
-    hours = st.number_input("Hours", min_value=0.25, max_value=24 * 30.0, value=2.0, step=0.25)
+    model = cols[2].selectbox("Model", ["any", *sorted({m for t in ctx.targets for m in t.models})])
+    severity = cols[3].selectbox("Severity", ["any", *SEVERITIES])
+    when = st.columns(2)  # a maintenance planned for tonight is silenced ahead of time
+    after = when[0].number_input("Starts in (hours from now)", min_value=0.0, max_value=24 * 30.0, value=0.0, step=0.25)
+    hours = when[1].number_input("Lasts (hours)", min_value=0.25, max_value=24 * 30.0, value=2.0, step=0.25)
     comment = st.text_input("Comment (why)")
     if st.form_submit_button("Silence"):
-        matchers = {k: v for k, v in (("rule", rule), ("target", target), ("severity", severity)) if v != "any"}
-        t = int(state.now())
+        given = (("rule", rule), ("target", target), ("model", model), ("severity", severity))
+        matchers = {k: v for k, v in given if v != "any"}
+        made, start = int(state.now()), int(state.now() + after * 3600)
         try:
-            sid = create_silence(ctx.settings.db_url, Silence(matchers, t, t + int(hours * 3600), getpass.getuser(), comment or "-", t))
-            st.success(f"Silence {sid} created until {clock(t + hours * 3600)}.")
+            silence = Silence(matchers, start, start + int(hours * 3600), getpass.getuser(), comment or "-", made)
+            sid = create_silence(ctx.settings.db_url, silence)
+            st.success(f"Silence {sid} created: {clock(start)} → {clock(start + hours * 3600)}.")
         except SweetspotError as exc:
             st.error(exc.one_line())
 
