@@ -32,7 +32,9 @@ from core.settings import HttpSettings
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
 MAX_BODY_BYTES = 32 * 1024 * 1024
-_USERINFO_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@:]*):[^/@]*@")
+# Up to the authority's last "@", as httpx and urllib split it: a password with an unescaped "@" is
+# masked whole.
+_USERINFO_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:]*):[^/?#]*@")
 # httpx closes a connection idle this long; servers that close sooner are noticed before reuse.
 KEEPALIVE_S = 60.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
