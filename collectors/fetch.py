@@ -45,6 +45,16 @@ def masked(url: str) -> str:
     return _USERINFO_PASSWORD.sub(r"\1:***@", url)
 
 
+def split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
+    """``url`` without its userinfo, and the basic auth it held (None without one; percent-escapes
+    decoded). Given to httpx apart, the password stays out of the URL httpx logs each request with.
+    Raises ``httpx.InvalidURL`` for what is not a URL."""
+    parsed = httpx.URL(url)
+    if not parsed.userinfo:
+        return url, None
+    return str(parsed.copy_with(userinfo=b"")), httpx.BasicAuth(parsed.username, parsed.password)
+
+
 @dataclass(frozen=True)
 class Get:
     """One GET of a round: ``key`` names it in the answers, ``hint`` says which setting to check."""
@@ -108,9 +118,10 @@ class Fetcher:
     async def _text(self, get: Get, timeout_s: float) -> str:
         url, began = masked(get.url), False
         try:
-            client = self._client(get.url, get.http)
+            bare, auth = split_userinfo(get.url)
+            client = self._client(bare, get.http)
             async with asyncio.timeout(timeout_s):
-                async with client.stream("GET", get.url, headers=_headers(get.http), timeout=timeout_s) as response:
+                async with client.stream("GET", bare, auth=auth, headers=_headers(get.http), timeout=timeout_s) as response:
                     began = True
                     body = bytearray()
                     async for chunk in response.aiter_bytes():
