@@ -49,6 +49,8 @@ def split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
     """``url`` without its userinfo, and the basic auth it held (None without one; percent-escapes
     decoded). Given to httpx apart, the password stays out of the URL httpx logs each request with.
     Raises ``httpx.InvalidURL`` for what is not a URL."""
+    if "@" not in url:  # no userinfo, and no parse (~20 µs) for each GET of a round
+        return url, None
     parsed = httpx.URL(url)
     if not parsed.userinfo:
         return url, None
