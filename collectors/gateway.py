@@ -106,7 +106,7 @@ def _declared(text: str, wanted: Collection[str]) -> frozenset[str]:
 def _term(
     names: list[str], samples: dict[str, list[Any]], declared: frozenset[str], labels: dict[str, str], text: str
 ) -> float | None:
-    # A sample is (name, labels, value, ...): prometheus_client's Sample or the fast path's tuple.
+    # A sample is the selective parser's (name, labels, value) tuple.
     for name in names:
         if name in samples:
             matching = [s for s in samples[name] if all(s[1].get(k) == v for k, v in labels.items())]

@@ -29,10 +29,10 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from collectors.fetch import masked, split_userinfo
 from core.errors import ScrapeError
 from core.settings import PrometheusSettings
 
@@ -208,13 +208,12 @@ def values_by_target(answer: Answer) -> dict[str, float]:
 
 # -- talking to the server -----------------------------------------------------------------------
 def _split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
-    parts = urlsplit(url)
-    if parts.username is None:
-        return url.rstrip("/"), None
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)).rstrip("/")
-    return bare, httpx.BasicAuth(parts.username, parts.password or "")
+    """The base URL without its userinfo or a trailing slash, and the basic auth it held."""
+    try:
+        bare, auth = split_userinfo(url)
+    except httpx.InvalidURL:  # the request says so; never with the password
+        bare, auth = masked(url), None
+    return bare.rstrip("/"), auth
 
 
 def shown_url(url: str) -> str:

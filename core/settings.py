@@ -58,6 +58,10 @@ class ConfigError(SweetspotError, ValueError):
     """A settings file or value that cannot be used; the message names the key."""
 
 
+# The kind of a field that is bookkeeping, not a setting: not read from the file, not documented.
+INTERNAL = "internal"
+
+
 def _setting(default: Any, help: str, *, kind: str = "", factory: Any = None) -> Any:
     meta = {"help": help, "kind": kind}
     if factory is not None:
@@ -76,11 +80,24 @@ class HttpSettings:
     proxy: str = _setting("", "HTTP(S) proxy URL for this source, e.g. http://proxy:3128")
     bearer_token: str = _setting("", "the token itself; only from the environment variable named by bearer_token_env",
                                  kind="secret")
+    # The keys the file's table named, whatever their values: a source's tls_verify = true or
+    # ca_file = "" must win over its target's, which comparing with the defaults cannot tell.
+    # None (built in code): the fields that differ from their defaults.
+    given: frozenset[str] | None = field(default=None, compare=False, repr=False, metadata={"kind": INTERNAL})
+
+    def __post_init__(self) -> None:
+        if self.given is None:
+            changed = frozenset(f.name for f in dataclasses.fields(self) if f.name != "given"
+                                and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default))
+            object.__setattr__(self, "given", changed)
 
     def over(self, base: HttpSettings) -> HttpSettings:
-        """These settings where given (not the default), ``base``'s elsewhere; headers are merged."""
-        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) != f.default
-                 and f.name != "headers"}
+        """These settings where given, ``base``'s elsewhere; headers are merged. The token goes with
+        the variable that names it (a source's ``bearer_token_env = ""`` sends none)."""
+        names = set(self.given or ()) - {"headers", "given"}
+        if "bearer_token_env" in names:
+            names.add("bearer_token")
+        given = {name: getattr(self, name) for name in names}
         return dataclasses.replace(base, headers={**base.headers, **self.headers}, **given)
 
 
@@ -382,6 +399,8 @@ def iter_settings(cls: type = Settings, prefix: str = "") -> Iterator[tuple[str,
     """Yield ``(key, type name, default, help)`` for every leaf setting, e.g. ``targets[].gpu.url``."""
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
+        if f.metadata.get("kind") == INTERNAL:
+            continue
         tp = hints[f.name]
         key = f"{prefix}{f.name}"
         inner = _sequence_item(tp)
@@ -448,7 +467,7 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
 
 def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     hints = _hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("kind") != INTERNAL}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"unknown setting {prefix}{unknown[0]} (see docs/configuration.md)")
@@ -456,6 +475,8 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
         name: _convert(data[name], hints[name], fields[name].metadata.get("kind", ""), prefix + name)
         for name in data
     }
+    if cls is HttpSettings:
+        kwargs["given"] = frozenset(data)
     return cls(**kwargs)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from collectors.fetch import masked
 from db import schema
 from db.engine import storage_error
 
@@ -303,6 +304,18 @@ def _fleet(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.backfill_progress], checkfirst=True)
 
 
+def _masked_urls(conn: Connection) -> None:
+    # The writer stored the gateway's URL with its userinfo password (targets.gateway_source, shown on
+    # the Targets page and in target_info): mask it, and any other word of the three URL columns that is
+    # a URL with a password (collectors.fetch.masked, as the writer masks them now).
+    t = schema.targets
+    columns = (t.c.vllm_url, t.c.gateway_source, t.c.gpu_source)
+    for target_id, *stored in conn.execute(select(t.c.id, *columns)).all():
+        shown = [" ".join(masked(word) for word in value.split(" ")) for value in stored]
+        if shown != stored:
+            conn.execute(t.update().where(t.c.id == target_id).values(dict(zip(columns, shown, strict=True))))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -315,6 +328,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0009_state_json", _state_json),
     ("0012_engines", _engines),
     ("0011_fleet", _fleet),
+    ("0013_masked_urls", _masked_urls),
 ]
 
 

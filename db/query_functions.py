@@ -26,6 +26,8 @@ from db.quantiles import quantile_value
 SCHEMA = "sweetspot_query"
 
 
+# Keyed by the layout's text (a value, no identity): a query calls this per row, for the few layouts
+# a database holds, and parsing the JSON costs ~12 µs against ~0.2 µs cached (as much as the row's other work).
 @lru_cache(maxsize=64)
 def _bounds(text: str) -> tuple[float, ...]:
     return bounds_from_key(text)

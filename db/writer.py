@@ -38,12 +38,12 @@ _GPU_META = ("gpu_index", "name", "host", "peak_bw_gbps", "peak_bw_source", "dra
 
 
 def gateway_source(target: TargetSettings) -> str:
-    """A one-line description of where queue depth comes from (stored for the UI)."""
+    """A one-line description of where queue depth comes from (stored for the UI), the URL's password masked."""
     g = target.gateway
     if g.kind == "none":
         return "none"
     what = g.metric if g.kind == "prometheus" else g.json_path
-    return " ".join(x for x in (g.preset and f"[{g.preset}]", g.kind, g.url, what) if x)
+    return " ".join(x for x in (g.preset and f"[{g.preset}]", g.kind, masked(g.url), what) if x)
 
 
 class Writer:

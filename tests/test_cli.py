@@ -1,5 +1,6 @@
 """The entry point: one-line errors with the next step, exit status 2, global options anywhere."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,41 @@ def test_a_bad_duration_flag_is_one_line_before_anything_starts(tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip() == "ERROR: not a duration: 'a week' (write it like 90s, 5m, 2h or 7d)"
     assert done.stdout == ""  # the simulator was not started
+
+
+SECRET_CONFIG = """
+db_url = "postgresql://sweetspot:dbpw-1@127.0.0.1:1/sweetspot"
+
+[[targets]]
+name = "t"
+vllm_url = "http://reader:vllmpw-2@vllm.test:8000/metrics"
+http = { bearer_token_env = "CFG_TARGET_TOKEN", headers = { X-Api-Key = "hdr-3" }, proxy = "http://p:proxypw-4@proxy.test:3128" }
+gateway = { kind = "prometheus", url = "http://gw:gwpw@5@gw.test/metrics", metric = "q", http = { bearer_token_env = "CFG_GW_TOKEN" } }
+gpu = { source = "dcgm", url = "https://gpu:gpupw-6@dcgm.test:9400/metrics" }
+
+[[prometheus]]
+url = "http://prom:prompw-7@prometheus.test:9090"
+http = { bearer_token_env = "CFG_PROM_TOKEN" }
+"""
+
+
+def test_config_never_prints_a_password_a_token_or_a_header_value(tmp_path):
+    path = tmp_path / "secrets.toml"
+    path.write_text(SECRET_CONFIG)
+    tokens = {"CFG_TARGET_TOKEN": "tok-8", "CFG_GW_TOKEN": "tok-9", "CFG_PROM_TOKEN": "tok-10"}
+    env = {**tokens, "SWEETSPOT_SMTP_PASSWORD": "smtppw-11", "PATH": ""}
+    outputs = []
+    for flags in ((), ("--json",)):
+        done = subprocess.run([sys.executable, "-m", "app", "config", "--config", str(path), *flags], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    for secret in ("dbpw", "vllmpw", "hdr-3", "proxypw", "gwpw", "@5", "gpupw", "prompw", *tokens.values(), "smtppw"):
+        assert not [out for out in outputs if secret in out], secret
+    text, as_json = outputs
+    assert "database postgresql://sweetspot:***@127.0.0.1:1/sweetspot" in text
+    target = json.loads(as_json)["targets"][0]
+    assert target["vllm_url"] == "http://reader:***@vllm.test:8000/metrics"
+    assert target["gateway"]["url"] == "http://gw:***@gw.test/metrics"
+    assert target["http"]["bearer_token_env"] == "CFG_TARGET_TOKEN" and target["http"]["bearer_token"] == "***"
+    assert target["http"]["headers"] == {"X-Api-Key": "***"}

@@ -197,6 +197,51 @@ def test_server_that_never_answers_times_out() -> None:
         assert time.monotonic() - start < 2.0
 
 
+def slow_resolver(monkeypatch: pytest.MonkeyPatch, release: threading.Event, slow_s: float) -> None:
+    """Host lookups of hang.test never answer (until ``release``); slow.test is 127.0.0.1 after ``slow_s``."""
+    real_lookup = socket.getaddrinfo
+
+    def lookup(host: object, *args: object, **kwargs: object) -> object:
+        host = host.decode() if isinstance(host, bytes) else host
+        if host == "hang.test":
+            release.wait(30)
+            raise socket.gaierror(socket.EAI_NONAME, "released")
+        if host == "slow.test":
+            time.sleep(slow_s)
+            host = "127.0.0.1"
+        return real_lookup(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)  # what asyncio's loop.getaddrinfo calls
+
+
+def test_a_host_lookup_that_hangs_ends_at_the_deadline_and_holds_no_other_get(serve, fetcher, monkeypatch) -> None:
+    server, release = serve("length"), threading.Event()
+    slow_resolver(monkeypatch, release, 0.0)
+    gets = [Get("hung", "http://hang.test:9/metrics", HttpSettings()), Get("ok", url(server), HttpSettings())]
+    start = time.monotonic()
+    try:
+        arrived = [(answer, time.monotonic() - start) for answer in fetcher.fetch_many(gets, 0.5)]
+    finally:
+        release.set()
+    (ok, ok_at), (hung, hung_at) = arrived
+    assert ok.key == "ok" and ok.text == PAGE.decode() and ok_at < hung_at - 0.2  # not held back by the lookup
+    assert hung.key == "hung" and hung.error is not None and 0.45 < hung_at < 1.2
+    assert hung.error.one_line().startswith("cannot reach http://hang.test:9/metrics (no answer within 0.5 s)")
+
+
+def test_a_slow_host_lookup_counts_against_the_whole_get_deadline(fetcher, monkeypatch) -> None:
+    # 0.4 s to look the host up, 0.4 s to answer: each within a 0.6 s connect or read timeout, the
+    # whole GET not
+    slow_resolver(monkeypatch, threading.Event(), 0.4)
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    sock, _ = request_server(lambda conn, _: (time.sleep(0.4), conn.sendall(ok)))
+    with sock:
+        start = time.monotonic()
+        with pytest.raises(ScrapeError, match=r"no answer within 0.6 s"):
+            fetcher.fetch(url(sock).replace("127.0.0.1", "slow.test"), 0.6)
+        assert time.monotonic() - start < 1.2
+
+
 def request_server(
     respond: Callable[[socket.socket, bytes], None], wrap: Callable[[socket.socket], socket.socket] | None = None
 ) -> tuple[socket.socket, list[int]]:

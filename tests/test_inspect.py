@@ -6,11 +6,12 @@ import json
 import os
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.support.http_server import closed_port_url, serve
+from tests.support.http_server import CountingServer, closed_port_url, serve, started
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -93,28 +94,35 @@ def test_garbage_is_one_error_line(source, message):
     assert len(lines) == 1 and lines[0].startswith(message)
 
 
+class PageServer(CountingServer):
+    """Serves tests/data/vllm_v1.txt on 127.0.0.1, keeping each request's headers."""
+
+    def __init__(self) -> None:
+        super().__init__(PageHandler)
+        self.seen: list[dict[str, str]] = []
+
+
+class PageHandler(BaseHTTPRequestHandler):
+    server: PageServer
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.server.seen.append(dict(self.headers.items()))
+        page = (DATA / "vllm_v1.txt").read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def test_inspect_sends_headers_a_bearer_token_and_basic_auth_and_masks_the_password():
     import base64
-    from http.server import BaseHTTPRequestHandler
 
-    from tests.support.http_server import CountingServer, started
-
-    page = (DATA / "vllm_v1.txt").read_bytes()
-    seen: list[dict[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            seen.append(dict(self.headers.items()))
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    for start in started(lambda: CountingServer(Handler)):
+    for start in started(PageServer):
         server = start()
+        seen = server.seen
         url = server.url().replace("http://", "http://reader:s3cret@")
         os.environ["INSPECT_TEST_TOKEN"] = "tok-9"
         try:
@@ -129,6 +137,29 @@ def test_inspect_sends_headers_a_bearer_token_and_basic_auth_and_masks_the_passw
     assert seen[0]["X-Org"] == "team-a" and seen[0]["Authorization"] == "Basic " + base64.b64encode(b"reader:s3cret").decode()
     assert bearer.returncode == 0, bearer.stderr
     assert seen[1]["Authorization"] == "Bearer tok-9" and "X-Org" not in seen[1]
+
+
+def test_inspect_trusts_the_ca_file_it_is_given(tmp_path):
+    import ssl
+
+    from tests.support.certificates import make_certificate
+
+    cert, key = make_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def https_server() -> PageServer:
+        server = PageServer()
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        return server
+
+    for start in started(https_server):
+        url = start().url().replace("http://", "https://")
+        untrusted = run(url, "--json")
+        trusted = run(url, "--json", "--ca-file", cert)
+    assert untrusted.returncode != 0 and "its TLS certificate is not trusted here" in untrusted.stderr
+    assert trusted.returncode == 0, trusted.stderr
+    check_v1(json.loads(trusted.stdout))
 
 
 def test_inspect_bearer_token_variable_not_set_is_one_line():

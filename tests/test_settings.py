@@ -1,7 +1,7 @@
 import pytest
 
 from core.durations import DurationError, format_duration, parse_duration
-from core.settings import ConfigError, load_settings
+from core.settings import ConfigError, HttpSettings, load_settings
 
 
 def write(tmp_path, text):
@@ -120,3 +120,22 @@ def test_a_bearer_token_comes_from_its_variable_only(tmp_path):
     path.write_text('[[targets]]\nname = "t"\nvllm_url = "http://v.test/metrics"\nhttp = { bearer_token = "x" }\n')
     with pytest.raises(ConfigError, match=r"targets\[0\]\.http\.bearer_token: secrets are read from the environment only"):
         load_settings(path, {})
+
+
+def test_a_source_can_set_back_a_default_its_target_changed(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("""
+[[targets]]
+name = "t"
+vllm_url = "https://vllm.test/metrics"
+http = { tls_verify = false, ca_file = "/target-ca.pem", bearer_token_env = "T_TOKEN", proxy = "http://proxy.test:3128" }
+gateway = { kind = "prometheus", url = "https://gw.test/metrics", metric = "q", http = { tls_verify = true, ca_file = "" } }
+gpu = { source = "dcgm", url = "https://dcgm.test/metrics", http = { bearer_token_env = "", proxy = "" } }
+""")
+    target = load_settings(path, {"T_TOKEN": "tok-t"}).targets[0]
+    gateway, gpu = target.source_http("gateway"), target.source_http("gpu")
+    assert gateway.tls_verify is True and gateway.ca_file == ""  # given at the source: they win, defaults or not
+    assert gateway.bearer_token == "tok-t" and gateway.proxy == "http://proxy.test:3128"  # not given: the target's
+    assert gpu.bearer_token == "" and gpu.bearer_token_env == "" and gpu.proxy == ""
+    assert gpu.tls_verify is False and gpu.ca_file == "/target-ca.pem"
+    assert HttpSettings(tls_verify=False).over(HttpSettings(ca_file="/x")).ca_file == "/x"  # built in code

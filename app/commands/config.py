@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from typing import Any
 
+from collectors.fetch import masked
 from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
 HELP = "check the settings file and print the effective settings (or --describe every setting)"
+# Fields printed as *** when set: the secrets of the settings table (passwords, bearer tokens).
+SECRETS = frozenset(key.rsplit(".", 1)[-1] for key, kind, _, _ in iter_settings() if kind == "secret")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,13 +27,23 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         for name, help_text in ENVIRONMENT_VARIABLES.items():
             print(f"${name:39} {'environment':14} {'':36} {help_text}")
         return 0
-    effective = dataclasses.asdict(settings)
-    for secret in ("ui_password", "smtp_password"):
-        effective[secret] = "***" if effective[secret] else ""
-    for source in effective["prometheus"]:
-        source["http"]["bearer_token"] = "***" if source["http"]["bearer_token"] else ""
     if args.json:
-        print(json.dumps(effective, indent=2, default=str))
+        print(json.dumps(shown(dataclasses.asdict(settings)), indent=2, default=str))
     else:
-        print(f"settings OK: {len(settings.targets)} target(s), database {settings.db_url}")
+        print(f"settings OK: {len(settings.targets)} target(s), database {masked(settings.db_url)}")
     return 0
+
+
+def shown(value: Any, name: str = "") -> Any:
+    """``value`` (settings as ``asdict`` gives them) as printed: secrets and header values as ``***``
+    (a header may carry a credential), the password of any URL's userinfo masked."""
+    if name in SECRETS:
+        return "***" if value else ""
+    if name == "headers":
+        return dict.fromkeys(value, "***")
+    if isinstance(value, dict):
+        # HttpSettings.given is the loader's bookkeeping, not a setting
+        return {key: shown(item, key) for key, item in value.items() if key != "given"}
+    if isinstance(value, list | tuple):
+        return [shown(item) for item in value]
+    return masked(value) if isinstance(value, str) else value

@@ -287,12 +287,12 @@ class Context:
     def sweetspot(self) -> SweetSpotSettings:
         """The viewed target's thresholds (``[sweetspot]`` with its own keys on top), as ``status``,
         the evaluator and the e-mail judge it: a banner must not disagree with the Alerts page."""
-        return effective_sweetspot(self.settings, self.view.target)
+        return effective_sweetspot(self.settings, self.view.target or "")
 
     @property
     def alert_rules(self) -> tuple[Rule, ...]:
         """The viewed target's rule set: the defaults changed by ``[[alerts.rules]]``."""
-        return rule_set(self.settings, self.view.target)
+        return rule_set(self.settings, self.view.target or "")
 
     def window(self, end: float) -> WindowFigures:
         """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""
