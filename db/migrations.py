@@ -307,13 +307,17 @@ def _fleet(conn: Connection) -> None:
 def _masked_urls(conn: Connection) -> None:
     # The writer stored the gateway's URL with its userinfo password (targets.gateway_source, shown on
     # the Targets page and in target_info): mask it, and any other word of the three URL columns that is
-    # a URL with a password (collectors.fetch.masked, as the writer masks them now).
+    # a URL with a password (collectors.fetch.masked, as the writer masks them now); and sweeps' URLs.
     t = schema.targets
     columns = (t.c.vllm_url, t.c.gateway_source, t.c.gpu_source)
     for target_id, *stored in conn.execute(select(t.c.id, *columns)).all():
         shown = [" ".join(masked(word) for word in value.split(" ")) for value in stored]
         if shown != stored:
             conn.execute(t.update().where(t.c.id == target_id).values(dict(zip(columns, shown, strict=True))))
+    runs = schema.sweep_runs  # the URL a load sweep measured (sweep --url), shown on the Operating point
+    for run_id, url in conn.execute(select(runs.c.id, runs.c.url)).all():
+        if url and masked(url) != url:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(url=masked(url)))
 
 
 MIGRATIONS: list[tuple[str, Migration]] = [

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from collectors.fetch import masked
 from db import schema
 from db.engine import storage_error
 from db.results import SweepLevel, SweepRun
@@ -20,7 +21,7 @@ def store_sweep(engine: Engine, run: SweepRun) -> int:
             key = conn.execute(
                 schema.sweep_runs.insert().values(
                     started_at=run.started_at,
-                    url=run.url,
+                    url=masked(run.url),  # a password in `sweep --url` is never stored
                     model=run.model,
                     mix=run.mix,
                     ttft_slo_s=run.ttft_slo_s,

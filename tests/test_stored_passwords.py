@@ -69,8 +69,12 @@ def test_migration_0013_masks_the_passwords_stored_before(db_url: str) -> None:
             gateway_source="[litellm] prometheus http://u:gw@pw2@gw:4000/metrics litellm_in_flight_requests",
             gpu_source="dcgm http://u:gpupw3@gpu:9400/metrics",
         ))  # fmt: skip
+        conn.execute(schema.sweep_runs.insert().values(started_at=1.0, url="http://u:sweeppw4@vllm:8000/v1", model="m",
+                                                       mix="{}", ttft_slo_s=3.0, recommendation="{}"))
         conn.execute(m.delete().where(m.c.name == "0013_masked_urls"))
     assert migrate(engine) == ["0013_masked_urls"]
+    with engine.connect() as conn:
+        assert conn.execute(select(schema.sweep_runs.c.url)).scalar_one() == "http://u:***@vllm:8000/v1"
     with engine.connect() as conn:
         row = conn.execute(select(t.c.vllm_url, t.c.gateway_source, t.c.gpu_source)).one()
         assert tuple(row) == (
@@ -78,4 +82,16 @@ def test_migration_0013_masks_the_passwords_stored_before(db_url: str) -> None:
             "[litellm] prometheus http://u:***@gw:4000/metrics litellm_in_flight_requests",
             "dcgm http://u:***@gpu:9400/metrics",
         )
+    engine.dispose()
+
+
+def test_a_sweeps_url_is_stored_without_its_password(db_url: str) -> None:
+    from db.results import SweepRun
+    from db.sweeps import load_sweeps, store_sweep
+
+    engine = open_engine(db_url)
+    store_sweep(engine, SweepRun(started_at=1.0, url="http://u:sweeppw4@vllm:8000/v1", model="m", mix="{}",
+                                 ttft_slo_s=3.0, levels=(), recommendation={}))
+    with engine.connect() as conn:
+        assert [r.url for r in load_sweeps(conn, 5)] == ["http://u:***@vllm:8000/v1"]
     engine.dispose()
