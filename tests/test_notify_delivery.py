@@ -75,6 +75,21 @@ def test_smtp_down_then_up_delivers_the_queued_mail_with_its_errors_kept(engine)
     assert all(w >= 10 for w in waits)
 
 
+def test_retries_wait_twice_as_long_each_time_up_to_retry_max_s(engine):
+    clock = Clock(T0 + 30)
+    notifier = Notifier(engine, email_settings(free_port(), retry_initial_s=10.0, retry_max_s=100.0), clock)
+    write_states(engine, state("preemptions"))
+    while clock.now < T0 + 30 + 500:  # nothing listens; the notifier runs every second
+        notifier.run_once()
+        clock.now += 1
+    attempts = rows(engine, schema.notification_attempts)
+    waits = [b["at"] - a["at"] for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert waits == [10, 20, 40, 80, 100, 100, 100]
+    assert all(a["ok"] == 0 and "connection refused" in a["answer"] for a in attempts)  # each error kept
+    (row,) = rows(engine, schema.notifications)
+    assert (row["status"], row["attempts"], row["due_at"]) == ("queued", 8, attempts[-1]["at"] + 100)
+
+
 def test_gives_up_after_give_up_after_s(engine):
     clock = Clock(T0 + 30)
     settings = email_settings(free_port(), give_up_after_s=60.0)
