@@ -7,8 +7,11 @@ import dataclasses
 import pytest
 from sqlalchemy import select
 
+from app.alerts import lease
 from app.alerts.model import RESOLVED
+from app.collector import CollectorService
 from app.notify.notifier import Notifier
+from core.settings import MuteWindowSettings
 from db import schema
 from db.engine import open_engine
 from tests.notify_helpers import T0, email_settings, state, write_states
@@ -130,6 +133,32 @@ def test_silenced_alert_is_logged_as_suppressed_and_sends_nothing(engine):
     assert (held["status"], held["kind"], resolved["status"], resolved["kind"]) == ("suppressed", "firing", "suppressed", "resolved")
     assert held["subject"] == "[SILENCED] preemptions on prod-70b: held back by a silence or mute window"
     assert resolved["subject"] == "[SILENCED] preemptions on prod-70b: resolved while silenced: nothing is sent"
+
+
+def test_a_recurring_mute_window_holds_the_mail_back_until_it_ends(engine, db_url):
+    # T0 is a Monday, 17:00 in Paris: the window covers it; the same alert is mailed once it ends at 18:00
+    window = MuteWindowSettings(name="deploys", weekdays=("mon",), start="17:00", end="18:00", timezone="Europe/Paris",
+                                matchers={"target": "prod-70b"})  # fmt: skip
+    mailbox, clock = Mailbox(), Clock(T0 + 30)
+    with serve(mailbox) as port:
+        settings = email_settings(port)
+        settings = dataclasses.replace(settings, db_url=db_url, alerts=dataclasses.replace(settings.alerts, mute_windows=(window,)))
+        service = CollectorService(settings, clock)  # its notifier, muted as the collector mutes it
+        try:
+            lease.acquire(service.engine, lease.EVALUATOR, service.evaluator.holder, clock.now, 86400)
+            write_states(engine, state("preemptions"))
+            while clock.now < T0 + 3600:
+                assert service.notify() == "0 queued, 0 sent, 0 failed"
+                clock.now += 60
+            assert mailbox.messages == []
+            assert service.notify() == "1 queued, 1 sent, 0 failed"  # 18:00:30 in Paris: outside the window
+        finally:
+            service.close()
+    assert mailbox.subjects() == ["[FIRING:1] prod-70b: preemptions"]
+    held, mailed = rows(engine, schema.notifications)
+    assert (held["status"], held["created_at"]) == ("suppressed", T0 + 30)  # logged once, at the start
+    assert held["subject"] == "[SILENCED] preemptions on prod-70b: held back by a silence or mute window"
+    assert (mailed["status"], mailed["created_at"]) == ("sent", T0 + 3630)
 
 
 def test_email_off_sends_nothing_and_says_so(engine):
