@@ -70,11 +70,18 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
     out = capsys.readouterr().out
     assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
-    assert "preemptions over 5m broke" in out and "for 10m: preemptions" in out and "still firing" in out
+    assert "preemptions over 5m broke" in out and "for 10 min: preemptions" in out and "still firing" in out
     page = tmp_path / "digest.html"
     assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0
     html = page.read_text()
     assert html.count("data:image/png;base64,") == 6  # TTFT and throughput, per target (3 targets)
+
+
+def test_an_incident_s_duration_reads_as_every_age_does():
+    spell = digest.Incident("ttft_p95", "", "critical", NOW - 5479, NOW, "TTFT P95 over 5m 4.8 s > 3 s")
+    report = digest.Digest(NOW - 86400, NOW, "UTC", (digest.TargetDigest("demo", 0.5, 0.0, 4.8, 120.0, 150.0, 180.0, 0.0, (spell,)),))
+    assert " for 1 h 31 min: ttft_p95 [critical]" in digest.render_text(report)  # app.formatting.elapsed, not 5479s
+    assert " for 1 h 31 min: ttft_p95 [critical]" in digest.render_html(report, lambda target: [], inline=True)[0]
 
 
 def test_send_mails_it_and_the_schedule_sends_it_once(filled, monkeypatch):
