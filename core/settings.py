@@ -635,6 +635,9 @@ def load_settings(
     for secret in ("ui_password", "smtp_password"):
         if secret in data:
             raise ConfigError(f"{secret}: secrets are read from the environment only; remove it from the file")
+    email = data["alerts"].get("email") if isinstance(data.get("alerts"), dict) else None
+    if isinstance(email, dict) and "password" in email:
+        raise ConfigError(f"alerts.email.password: not read from the file; set {ENV_SMTP_PASSWORD} in the environment instead")
     if environ.get(ENV_DB_URL):
         data["db_url"] = environ[ENV_DB_URL]
     _email_from_environment(data, environ)

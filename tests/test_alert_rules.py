@@ -10,9 +10,10 @@ import pytest
 from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED
-from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
+from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome, recommendation
 from core.settings import SweetSpotSettings
 from tests.builders import END, queue_ramp, window
+from tests.notify_helpers import email_settings, state
 
 EVERY = 15
 SWEET = SweetSpotSettings()
@@ -125,3 +126,37 @@ def test_a_rule_that_cannot_be_computed_is_in_error_and_never_ok():
     rule = dataclasses.replace(by_name(DEFAULT_RULES, "ttft_p95"), threshold="ttft_p95_slo_s / 0")
     o = outcome(rule, frame("ttft_p95", "bad", int(END)))
     assert o.status == "error" and "ZeroDivisionError" in o.summary
+
+
+# The knobs issue 12 names for each default rule's recommendation (DOMAIN.md §2 for the caution)
+CAUTION = ("--gpu-memory-utilization", "0.95", "32 GB", "OOM", "0.92 works")
+KNOBS = {
+    "preemptions": ("--max-num-seqs", "--max-model-len", "gateway concurrency limit", *CAUTION),
+    "ttft_p95": ("gateway concurrency limit", "add a replica or more GPUs"),
+    "efficiency": ("--enforce-eager off", "CUDA graphs", "chunked prefill", "--enable-chunked-prefill"),
+    "kv_cache": ("--max-num-seqs", "--max-model-len", "before preemptions start", *CAUTION),
+    "kv_cache_critical": ("--max-num-seqs", "--max-model-len", *CAUTION),
+}
+
+
+@pytest.mark.parametrize("rule", [r for r in DEFAULT_RULES if r.name in KNOBS], ids=lambda r: r.name)
+def test_the_recommendation_names_its_knobs_and_reaches_the_email(rule):
+    from app.notify.grouping import Due
+    from app.notify.message import compose, mime
+    from app.notify.outbox import Notification
+
+    text = recommendation(rule, frame(rule.name, "bad", int(END)))
+    assert [k for k in KNOBS[rule.name] if k not in text] == []
+    assert "no data" not in text and "{" not in text  # every field filled in
+    email = email_settings(25).alerts.email
+    out = compose(Due("g", "demo", ("ops@x",), (state(rule.name, recommendation=text),), ()), email, END, lambda s: None)
+    row = Notification(1, "g", out.kind, "queued", out.recipients, out.subject, out.body_text, out.body_html,
+                       out.images, out.alerts, int(END), int(END), 0, None, None, None)  # fmt: skip
+    msg = mime(row, email.from_address)
+    assert f"What to do: {text}" in msg.get_body(("plain",)).get_content()
+    html = msg.get_body(("html",)).get_content()
+    assert [k for k in KNOBS[rule.name] if k not in html] == [] and "What to do:" in html
+
+
+def test_every_default_rule_recommends_something():
+    assert [r.name for r in DEFAULT_RULES if not r.recommendation] == []

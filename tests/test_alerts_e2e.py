@@ -18,6 +18,7 @@ import pytest
 from app.alerts import lease, store
 from db.engine import open_reader
 
+pytestmark = pytest.mark.slow  # each waits for the simulated storm, a minute or so
 ROOT = Path(__file__).resolve().parent.parent
 SPEED = 5  # simulated seconds per second: the storm's first preemption comes after ~20 s, not minutes
 

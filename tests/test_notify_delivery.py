@@ -7,8 +7,11 @@ import dataclasses
 import pytest
 from sqlalchemy import select
 
+from app.alerts import lease
 from app.alerts.model import RESOLVED
+from app.collector import CollectorService
 from app.notify.notifier import Notifier
+from core.settings import MuteWindowSettings
 from db import schema
 from db.engine import open_engine
 from tests.notify_helpers import T0, email_settings, state, write_states
@@ -75,6 +78,21 @@ def test_smtp_down_then_up_delivers_the_queued_mail_with_its_errors_kept(engine)
     assert all(w >= 10 for w in waits)
 
 
+def test_retries_wait_twice_as_long_each_time_up_to_retry_max_s(engine):
+    clock = Clock(T0 + 30)
+    notifier = Notifier(engine, email_settings(free_port(), retry_initial_s=10.0, retry_max_s=100.0), clock)
+    write_states(engine, state("preemptions"))
+    while clock.now < T0 + 30 + 500:  # nothing listens; the notifier runs every second
+        notifier.run_once()
+        clock.now += 1
+    attempts = rows(engine, schema.notification_attempts)
+    waits = [b["at"] - a["at"] for a, b in zip(attempts, attempts[1:], strict=False)]
+    assert waits == [10, 20, 40, 80, 100, 100, 100]
+    assert all(a["ok"] == 0 and "connection refused" in a["answer"] for a in attempts)  # each error kept
+    (row,) = rows(engine, schema.notifications)
+    assert (row["status"], row["attempts"], row["due_at"]) == ("queued", 8, attempts[-1]["at"] + 100)
+
+
 def test_gives_up_after_give_up_after_s(engine):
     clock = Clock(T0 + 30)
     settings = email_settings(free_port(), give_up_after_s=60.0)
@@ -115,6 +133,32 @@ def test_silenced_alert_is_logged_as_suppressed_and_sends_nothing(engine):
     assert (held["status"], held["kind"], resolved["status"], resolved["kind"]) == ("suppressed", "firing", "suppressed", "resolved")
     assert held["subject"] == "[SILENCED] preemptions on prod-70b: held back by a silence or mute window"
     assert resolved["subject"] == "[SILENCED] preemptions on prod-70b: resolved while silenced: nothing is sent"
+
+
+def test_a_recurring_mute_window_holds_the_mail_back_until_it_ends(engine, db_url):
+    # T0 is a Monday, 17:00 in Paris: the window covers it; the same alert is mailed once it ends at 18:00
+    window = MuteWindowSettings(name="deploys", weekdays=("mon",), start="17:00", end="18:00", timezone="Europe/Paris",
+                                matchers={"target": "prod-70b"})  # fmt: skip
+    mailbox, clock = Mailbox(), Clock(T0 + 30)
+    with serve(mailbox) as port:
+        settings = email_settings(port)
+        settings = dataclasses.replace(settings, db_url=db_url, alerts=dataclasses.replace(settings.alerts, mute_windows=(window,)))
+        service = CollectorService(settings, clock)  # its notifier, muted as the collector mutes it
+        try:
+            lease.acquire(service.engine, lease.EVALUATOR, service.evaluator.holder, clock.now, 86400)
+            write_states(engine, state("preemptions"))
+            while clock.now < T0 + 3600:
+                assert service.notify() == "0 queued, 0 sent, 0 failed"
+                clock.now += 60
+            assert mailbox.messages == []
+            assert service.notify() == "1 queued, 1 sent, 0 failed"  # 18:00:30 in Paris: outside the window
+        finally:
+            service.close()
+    assert mailbox.subjects() == ["[FIRING:1] prod-70b: preemptions"]
+    held, mailed = rows(engine, schema.notifications)
+    assert (held["status"], held["created_at"]) == ("suppressed", T0 + 30)  # logged once, at the start
+    assert held["subject"] == "[SILENCED] preemptions on prod-70b: held back by a silence or mute window"
+    assert (mailed["status"], mailed["created_at"]) == ("sent", T0 + 3630)
 
 
 def test_email_off_sends_nothing_and_says_so(engine):

@@ -4,10 +4,11 @@ incidents the alert history's; the CLI prints, writes HTML and mails it; the sch
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 
 import pytest
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from app.cli import main
 from app.notify import digest
@@ -17,7 +18,7 @@ from db import schema
 from db.engine import open_engine
 from db.queries import Reader
 from tests import ui_db
-from tests.notify_helpers import email_settings
+from tests.notify_helpers import email_settings, state, write_states
 from tests.support.smtp_server import Mailbox, serve
 
 NOW = float(int(time.time()) // 60 * 60)
@@ -69,11 +70,18 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
     out = capsys.readouterr().out
     assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
-    assert "preemptions over 5m broke" in out and "for 10m: preemptions" in out and "still firing" in out
+    assert "preemptions over 5m broke" in out and "for 10 min: preemptions" in out and "still firing" in out
     page = tmp_path / "digest.html"
     assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0
     html = page.read_text()
     assert html.count("data:image/png;base64,") == 6  # TTFT and throughput, per target (3 targets)
+
+
+def test_an_incident_s_duration_reads_as_every_age_does():
+    spell = digest.Incident("ttft_p95", "", "critical", NOW - 5479, NOW, "TTFT P95 over 5m 4.8 s > 3 s")
+    report = digest.Digest(NOW - 86400, NOW, "UTC", (digest.TargetDigest("demo", 0.5, 0.0, 4.8, 120.0, 150.0, 180.0, 0.0, (spell,)),))
+    assert " for 1 h 31 min: ttft_p95 [critical]" in digest.render_text(report)  # app.formatting.elapsed, not 5479s
+    assert " for 1 h 31 min: ttft_p95 [critical]" in digest.render_html(report, lambda target: [], inline=True)[0]
 
 
 def test_send_mails_it_and_the_schedule_sends_it_once(filled, monkeypatch):
@@ -92,6 +100,28 @@ def test_send_mails_it_and_the_schedule_sends_it_once(filled, monkeypatch):
     (msg,) = mailbox.messages
     assert msg["Subject"].startswith("[DIGEST] Sweetspot 1d to ") and msg["To"] == "team@example.test"
     assert "demo:" in msg.get_body(("plain",)).get_content()
+
+
+def test_send_sends_the_digest_alone_and_leaves_the_collectors_rows(filled, tmp_path, monkeypatch):
+    copy = tmp_path / "copy.db"
+    shutil.copy(filled.removeprefix("sqlite:///"), copy)
+    url, mailbox = f"sqlite:///{copy}", Mailbox()
+    with serve(mailbox) as port:
+        engine = open_engine(url)
+        write_states(engine, state("preemptions", target="demo", since=int(NOW) - 60))
+        assert Notifier(engine, email_settings(port), clock=lambda: NOW).queue(NOW) == 1  # an alert's row, due
+        for name, value in {"SWEETSPOT_SMTP_HOST": "127.0.0.1", "SWEETSPOT_SMTP_PORT": str(port), "SWEETSPOT_SMTP_TLS": "none",
+                            "SWEETSPOT_ALERT_FROM": "s@example.test", "SWEETSPOT_ALERT_TO": "ops@example.test"}.items():  # fmt: skip
+            monkeypatch.setenv(name, value)
+        assert main(["digest", "--since", "2h", "--send", "--db", url]) == 0
+    assert [m["Subject"][:8] for m in mailbox.messages] == ["[DIGEST]"]
+    with engine.connect() as conn:
+        n = schema.notifications
+        mine = n.c.group_key.notlike("digest scheduled%")  # the filled database's scheduled digest is an earlier test's
+        stored = [tuple(r) for r in conn.execute(select(n.c.kind, n.c.status, n.c.attempts, n.c.due_at - n.c.created_at).where(mine).order_by(n.c.id))]
+    engine.dispose()
+    # the alert's row is the collector's to send; the digest's is out of its reach for retry_max_s (5 min)
+    assert stored == [("firing", "queued", 0, 0), ("digest", "sent", 1, 300)]
 
 
 def test_digest_off_without_recipient(filled):

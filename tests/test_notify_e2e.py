@@ -5,9 +5,11 @@ duplicate; an SMTP server that is down when the alert fires gets the queued mail
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from db import schema
@@ -15,11 +17,25 @@ from db.engine import open_reader
 from tests.support.smtp_server import Mailbox, free_port, serve
 from tests.test_alerts_e2e import alert, collector, kill, storm, wait_for
 
+pytestmark = pytest.mark.slow  # each waits for the simulated storm, a minute or so
 __all__ = ["storm"]  # the fixture, imported for the tests below
 DASHBOARD = "http://dash.example.test:8501"
 
 
-def config(tmp_path: Path, urls: dict[str, str], db_url: str) -> Path:
+# for a test that is not about grouping: preemptions alone, mailed a second after they fire
+PREEMPTIONS_ALONE = """
+[[alerts.rules]]
+name = "kv_cache"
+enabled = false
+
+[[alerts.rules]]
+name = "kv_cache_critical"
+enabled = false
+"""
+
+
+def config(tmp_path: Path, urls: dict[str, str], db_url: str, group_wait: str = "30s", rules: str = "") -> Path:
+    """``group_wait`` 30 s is the default: KV usage turns critical a little before the first preemption."""
     path = tmp_path / "sweetspot.toml"
     path.write_text(f"""
 db_url = "{db_url}"
@@ -28,9 +44,9 @@ interval_s = "1s"
 [alerts]
 evaluate_every_s = "1s"
 lease_s = "3s"
-
+{rules}
 [alerts.email]   # the server and addresses come from SWEETSPOT_SMTP_* and friends
-group_wait_s = "30s"   # the default: KV usage turns critical a little before the first preemption
+group_wait_s = "{group_wait}"
 retry_initial_s = "1s"
 retry_max_s = "2s"
 
@@ -72,9 +88,13 @@ def test_the_storm_mails_once_and_a_kill_9_sends_no_duplicate(storm, db_url, tmp
         try:
             wait_for(lambda: sent(db_url), 150, "the firing mail")
             (msg,) = mailbox.messages
-            assert msg["Subject"].startswith("[FIRING:") and "demo: " in msg["Subject"]
-            assert "preemptions" in msg["Subject"]
+            # grouped: KV usage turns critical just before the first preemption; group_wait gathers both
+            head = re.fullmatch(r"\[FIRING:(\d+)\] demo: (.+)", msg["Subject"])
+            assert head and int(head[1]) >= 2, msg["Subject"]
+            assert {"preemptions", "KV cache critical"} <= set(head[2].split(", ")), msg["Subject"]
             text = msg.get_body(("plain",)).get_content()
+            assert "- preemptions (critical) on demo: preemptions over 5m" in text
+            assert "- KV cache critical (critical) on demo: KV-cache usage (max over 5m)" in text
             assert "--max-num-seqs" in text and f"{DASHBOARD}/?target=demo&range=custom&start=" in text
             assert any(p.get_content_type() == "image/png" for p in msg.walk())
             fired = alert(db_url, "preemptions")
@@ -94,7 +114,8 @@ def test_smtp_down_then_up_delivers_the_queued_mail(storm, tmp_path, monkeypatch
     db_url = f"sqlite:///{tmp_path}/down.db"
     port, mailbox = free_port(), Mailbox()
     smtp_env(monkeypatch, port)
-    proc = collector(config(tmp_path, storm, db_url), tmp_path / "collector.log")
+    # what is tested is the outage, not the grouping: preemptions alone, no 30 s group_wait
+    proc = collector(config(tmp_path, storm, db_url, "1s", PREEMPTIONS_ALONE), tmp_path / "collector.log")
     try:
         failing = wait_for(lambda: [r for r in notifications(db_url) if r["attempts"] >= 2], 150, "failed attempts")
         assert failing[0]["status"] == "queued" and "connection refused" in failing[0]["last_error"]
@@ -102,6 +123,6 @@ def test_smtp_down_then_up_delivers_the_queued_mail(storm, tmp_path, monkeypatch
             wait_for(lambda: sent(db_url), 30, "the queued mail")
     finally:
         kill(proc)
-    assert len(mailbox.messages) == 1 and "preemptions" in mailbox.subjects()[0]
+    assert mailbox.subjects() == ["[FIRING:1] demo: preemptions"]
     (row,) = sent(db_url)
     assert row["attempts"] >= 3

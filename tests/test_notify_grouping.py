@@ -7,7 +7,7 @@ import dataclasses
 from app.alerts.model import FIRING, NO_DATA, RESOLVED
 from app.notify.grouping import plan
 from app.notify.outbox import GroupLog
-from core.settings import EmailRoute, EmailSettings
+from core.settings import EmailRoute, EmailSettings, load_settings
 from tests.notify_helpers import T0, state
 
 EMAIL = EmailSettings(host="h", from_address="f@x", to=("ops@x",))
@@ -125,6 +125,46 @@ def test_routes_split_groups_by_recipients():
     dues = log.step(T0 + 30, crit, warn).due
     assert sorted((d.recipients, tuple(s.rule for s in d.firing)) for d in dues) == [
         (("oncall@x",), ("preemptions",)), (("ops@x",), ("concurrency",))]
+
+
+ROUTES = """
+[alerts.email]
+host = "h"
+from_address = "f@x"
+to = ["ops@x"]
+
+[[alerts.email.routes]]   # every alert of edge, whatever its severity: the first match wins
+target = "edge"
+to = ["edge-team@x"]
+
+[[alerts.email.routes]]
+severity = "critical"
+to = ["oncall@x"]
+
+[[alerts.email.routes]]
+target = "prod-70b"
+severity = "warning"
+to = ["prod-team@x", "ops@x"]
+"""
+
+
+def test_routes_by_target_from_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(ROUTES)
+    email = load_settings(path, {}).alerts.email
+    assert [(r.target, r.severity, r.to) for r in email.routes] == [
+        ("edge", "", ("edge-team@x",)), ("", "critical", ("oncall@x",)), ("prod-70b", "warning", ("prod-team@x", "ops@x"))]
+    states = [state("preemptions", target="edge"), state("concurrency", target="edge", severity="warning"),
+              state("preemptions"), state("concurrency", severity="warning"),
+              state("concurrency", target="lab", severity="warning")]  # fmt: skip
+    dues = Log(email).step(T0 + 30, *states).due
+    mails = sorted((d.label, d.recipients, tuple(sorted(s.rule for s in d.firing))) for d in dues)
+    assert mails == [
+        ("edge", ("edge-team@x",), ("concurrency", "preemptions")),
+        ("lab", ("ops@x",), ("concurrency",)),
+        ("prod-70b", ("oncall@x",), ("preemptions",)),
+        ("prod-70b", ("prod-team@x", "ops@x"), ("concurrency",)),
+    ]
 
 
 def test_group_by_rule_makes_one_group_per_rule():

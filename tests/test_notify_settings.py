@@ -55,7 +55,7 @@ def test_bad_email_settings_name_the_key(env, message):
         ('[alerts.digest]\nschedule = "at 8"\n', "alerts.digest.schedule"),
         ('[alerts.digest]\ntimezone = "Mars/Olympus"\n', "alerts.digest.timezone: unknown time zone"),
         ('[alerts.email]\ngroup_by = ["host"]\n', "alerts.email.group_by: 'host'"),
-        ('[alerts.email]\npassword = "x"\n', "unknown setting alerts.email.password"),
+        ('[alerts.email]\npassword = "x"\n', "alerts.email.password: .* set SWEETSPOT_SMTP_PASSWORD"),
     ],
 )
 def test_bad_file_settings_name_the_key(tmp_path, toml, message):

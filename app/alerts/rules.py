@@ -80,6 +80,9 @@ class Outcome:
 
 
 _SERVING = "not (running_max == 0 and tokens_per_s == 0)"
+# DOMAIN.md §2: the reference deployment's cards OOMed at load at 0.95; every KV recommendation says so
+_GPU_MEMORY_CAUTION = ("Do not raise --gpu-memory-utilization to 0.95 on 32 GB cards: it OOMed at load in the "
+                       "reference deployment (0.92 works).")
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "sleeping", "asleep", ">", "0", WARNING, show_values=False,
@@ -98,27 +101,27 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "ttft_p95", "ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}",
         recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
-        "wait in the gateway, not in vLLM; keep chunked prefill on (--enable-chunked-prefill) so long prompts do not "
-        "delay short requests' first token.",
+        "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
+        "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "
+        "not delay short requests' first token.",
     ),
     Rule(
         "preemptions", "preemptions", ">", "0", CRITICAL,
         label="preemptions over {window}",
         recommendation="The KV cache is exhausted: lower --max-num-seqs (at most 32) and --max-model-len (6144 instead "
-        "of 8192), or cap in-flight requests with the gateway concurrency limit. Do not raise "
-        "--gpu-memory-utilization to 0.95 on 32 GB cards: it OOMed at load in the reference deployment (0.92 works).",
+        "of 8192), or cap in-flight requests with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
         recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
-        "limit, now.",
+        "limit, now. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
-        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit "
-        "(--gpu-memory-utilization above 0.92 OOMed at load on 32 GB cards).",
+        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit, "
+        "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "concurrency", "running_avg", ">", "concurrency", WARNING, for_s=300.0,
@@ -138,8 +141,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when=f"queued > 0 and {_SERVING} and asleep == 0",
         label="output tok/s over {window}", unit="tok/s",
         detail="{min_efficiency_pct} % of the {ceiling_tokens_per_s} tok/s ceiling, while {queued} requests wait",
-        recommendation="Under-delivering while requests wait: check that CUDA graphs are on (--enforce-eager costs "
-        "15-20 %), --dtype float16 on V100, and that the gateway concurrency limit is not below the sweet spot.",
+        recommendation="Under-delivering while requests wait: check that CUDA graphs are on (--enforce-eager off: it "
+        "costs 15-20 %), that chunked prefill is on (--enable-chunked-prefill) so prefills share steps with "
+        "decodes, --dtype float16 on V100, and that the gateway concurrency limit is not below the sweet spot.",
     ),
     Rule(
         "requests_failing", "finished_error_per_s", ">", "0", CRITICAL, for_s=60.0, when="errors_exposed",

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from app.alerts.rules import rule_set
-from app.formatting import number, percent, with_unit
+from app.formatting import elapsed, number, percent, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
@@ -176,7 +176,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     for i in d.incidents:
         where = f" ({i.model})" if i.model else ""
         state = "" if i.ended_at is not None else ", still firing"
-        lines.append(f"  - {_when(i.started_at, timezone)} for {format_duration(round(i.duration_s(end)))}{state}: "
+        lines.append(f"  - {_when(i.started_at, timezone)} for {elapsed(i.duration_s(end))}{state}: "
                      f"{i.rule}{where} [{i.severity}] {i.summary}")  # fmt: skip
     return lines
 

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from email.message import EmailMessage
 from typing import Any
 
@@ -82,10 +82,12 @@ class Notifier:
             log.info("%s: %s %s", item.group_key, "queued" if item.status != SUPPRESSED else "held back:", item.subject)
         return len(plan.due)
 
-    def enqueue(self, item: Outgoing) -> int:
-        """Queue one message outside the alert groups (the digest, a test); returns its id."""
+    def enqueue(self, item: Outgoing, hold_s: float = 0.0) -> int:
+        """Queue one message outside the alert groups (the digest, a test); returns its id. ``hold_s``:
+        the collector's delivery leaves it alone that long (a command sending it itself meanwhile)."""
+        now = int(self.clock())
         with self.lock, self.engine.begin() as conn:
-            return outbox.record(conn, [item], (), int(self.clock()))[0]
+            return outbox.record(conn, [item], (), now, now + int(hold_s))[0]
 
     def reader(self) -> Any:
         """The query facade over this database (charts and the digest read through it)."""
@@ -101,10 +103,12 @@ class Notifier:
         return alert_chart(self.reader(), self.settings, state, now)
 
     # -- delivery ---------------------------------------------------------------------------------
-    def deliver(self, now: float) -> tuple[int, int]:
-        """Send every queued notification that is due; returns (sent, failed attempts)."""
+    def deliver(self, now: float, only: Sequence[int] | None = None) -> tuple[int, int]:
+        """Send every queued notification that is due, or only the ones of ``only`` (due or not: a
+        command sending its own message without the lease must not send the alerts' rows); returns
+        (sent, failed attempts)."""
         with self.engine.connect() as conn:
-            due = outbox.due(conn, int(now))
+            due = outbox.due(conn, int(now), ids=only)
         if not due:
             return 0, 0
         where = f"{self.email.host}:{self.email.effective_port}"

@@ -86,13 +86,15 @@ def read_groups(conn: Connection) -> dict[str, GroupLog]:
     return out
 
 
-def record(conn: Connection, outgoing: Sequence[Outgoing], groups: Iterable[GroupLog], now: int) -> list[int]:
-    """Queue ``outgoing`` and write the groups' logs, in the caller's transaction; returns the new ids.
+def record(conn: Connection, outgoing: Sequence[Outgoing], groups: Iterable[GroupLog], now: int,
+           due_at: int | None = None) -> list[int]:  # fmt: skip
+    """Queue ``outgoing`` (due at ``due_at``, default ``now``) and write the groups' logs, in the
+    caller's transaction; returns the new ids.
 
     A group whose log has nothing firing or held any more is deleted: its next alert starts a new
     group (and waits ``group_wait`` again), as in Alertmanager.
     """
-    ids = [_insert(conn, item, now) for item in outgoing]
+    ids = [_insert(conn, item, now, now if due_at is None else due_at) for item in outgoing]
     last_id = {item.group_key: i for item, i in zip(outgoing, ids, strict=True) if item.status == QUEUED}
     for log in groups:
         conn.execute(delete(_G).where(_G.c.group_key == log.group_key))
@@ -106,20 +108,22 @@ def record(conn: Connection, outgoing: Sequence[Outgoing], groups: Iterable[Grou
     return ids
 
 
-def _insert(conn: Connection, item: Outgoing, now: int) -> int:
+def _insert(conn: Connection, item: Outgoing, now: int, due_at: int) -> int:
     result = conn.execute(insert(_N).values(
         group_key=item.group_key, kind=item.kind, status=item.status, recipients=json.dumps(list(item.recipients)),
         subject=item.subject, body_text=item.body_text, body_html=item.body_html, images=json.dumps(item.images),
-        alerts=json.dumps(list(item.alerts)), created_at=now, due_at=now, attempts=0,
+        alerts=json.dumps(list(item.alerts)), created_at=now, due_at=due_at, attempts=0,
     ))  # fmt: skip
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
 
 
-def due(conn: Connection, now: int, limit: int = 20) -> list[Notification]:
-    """Queued notifications whose next attempt is due, oldest first."""
-    query = select(_N).where(_N.c.status == QUEUED, _N.c.due_at <= now).order_by(_N.c.id).limit(limit)
+def due(conn: Connection, now: int, limit: int = 20, ids: Sequence[int] | None = None) -> list[Notification]:
+    """Queued notifications whose next attempt is due, oldest first; with ``ids``, those of them
+    still queued, due or not."""
+    when = _N.c.due_at <= now if ids is None else _N.c.id.in_(ids)
+    query = select(_N).where(_N.c.status == QUEUED, when).order_by(_N.c.id).limit(limit)
     return [_notification(row) for row in conn.execute(query).mappings()]
 
 
