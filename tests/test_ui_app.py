@@ -58,6 +58,26 @@ def test_gpu_page_shows_memory_and_true_bandwidth(monkeypatch, db_url):
     assert len(at.get("vega_lite_chart")) == 4
 
 
+def test_gpu_table_names_its_window_and_the_memory_line_says_total(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url)
+    at.switch_page(PAGES[1]).run()
+    assert "Table: averages over the 1m up to the target's latest GPU reading (temperature" in texts(at)
+    memory = next(c for c in at.get("vega_lite_chart") if "Memory used" in c.proto.spec)
+    labels = b"".join(d.data.data for d in memory.proto.datasets)  # the line's label travels in the data
+    assert b"total memory 32 GiB" in labels and b"peak 32" not in labels
+    assert not at.warning  # a URL the page made itself: no notice
+
+
+def test_gpu_page_names_an_unknown_gpu_and_a_past_ranges_table(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url, gpu="#99", range="custom", start="2026-11-29T10:00", end="2026-11-29T16:00")
+    at.switch_page(PAGES[1]).run()
+    assert not at.exception, at.exception
+    (notice,) = [w.body for w in at.warning]
+    assert notice.startswith("URL parameter `gpu=#99` is not one of mean of all GPUs, #0, #1")
+    assert notice.endswith(": showing `mean of all GPUs`.")
+    assert "up to the target's latest GPU reading (the latest, whatever the range" in texts(at)
+
+
 def test_down_target_is_no_data_not_all_good(monkeypatch, db_url):
     at = open_app(monkeypatch, db_url, target="edge")
     assert not at.exception
