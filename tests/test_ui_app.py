@@ -156,3 +156,29 @@ def test_a_silence_is_created_and_expired_from_the_page(monkeypatch, tmp_path):
     at.button(key=f"expire-{created[0].id}").click().run()
     assert not [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]
     engine.dispose()
+
+
+def test_operating_point_overlays_this_targets_sweeps_and_names_the_others(monkeypatch, tmp_path):
+    import time
+
+    from db.engine import open_engine
+    from db.sweeps import store_sweep
+
+    now = time.time()
+    url = ui_db.fill(tmp_path / "sweeps.db", now, hours=0.25)
+    engine = open_engine(url)
+    store_sweep(engine, ui_db.demo_sweep(now - 3 * 86400, "http://127.0.0.1:8000/v1", None))  # older: matched by host and port
+    store_sweep(engine, ui_db.demo_sweep(now - 2 * 86400, "http://127.0.0.1:8000/v1", "demo"))
+    store_sweep(engine, ui_db.demo_sweep(now - 86400, "http://10.0.0.9:8000/v1", None))  # another server
+    store_sweep(engine, ui_db.demo_sweep(now - 3600, "http://127.0.0.1:8000/v1", "edge"))  # stored as edge's
+    engine.dispose()
+    at = open_app(monkeypatch, url)
+    at.switch_page(PAGES[2]).run()
+    assert not at.exception, at.exception
+    text = texts(at)
+    assert "from the latest load sweep (target demo (http://127.0.0.1:8000/v1))" in text
+    assert ("2 sweep(s) of other servers not shown: http://10.0.0.9:8000/v1; target edge (http://127.0.0.1:8000/v1)."
+            in text), text  # fmt: skip
+    spec = at.get("vega_lite_chart")[0].proto
+    drawn = b"".join(d.data.data for d in spec.datasets)
+    assert b"127.0.0.1:8000" in drawn and b"10.0.0.9" not in drawn and b"\xc2\xb7 edge" not in drawn
