@@ -109,3 +109,25 @@ def test_inspect_shows_a_histogram_lacking_inf_or_count_with_a_diagnostic(tmp_pa
     assert f"{missing}: {effect}" in line
     (report,) = [json.loads(app("inspect", str(path), "--json").stdout)]
     assert report["incomplete_histograms"][0]["buckets"] == [["0.5", 4.0], ["1.0", 9.0]]
+
+
+def test_health_spells_the_rounds_age_as_every_age(tmp_path):
+    import re
+    import time
+
+    from app.commands.health import collector_health
+    from core.settings import Settings
+    from db.engine import open_engine
+    from db.writer import Writer
+    from tests.store_helpers import vllm_round
+
+    settings = Settings(db_url=f"sqlite:///{tmp_path}/h.db", interval_s=5.0)
+    writer = Writer(open_engine(settings.db_url))
+    last = float(int(time.time()) - 10)  # a whole second: stored exactly, whatever the column keeps
+    writer.write_rounds([vllm_round(last, 10.0)])
+    writer.close()
+    healthy, reason = collector_health(settings, last + 3.41234)
+    assert healthy and reason == "the latest round is 3 s old (limit 15s)", reason
+    healthy, reason = collector_health(settings, last + 4000.5)
+    assert not healthy and reason.startswith("the latest round is 1 h 6 min old (more than 3 × interval_s = 15s)")
+    assert not re.search(r"\d\.\d", reason)  # no raw float seconds
