@@ -152,10 +152,37 @@ def test_the_commands_that_read_history_are_run_not_only_parsed():
             "digest --since"} <= run, run  # fmt: skip
 
 
-def test_the_ui_docs_show_screenshots_the_browser_test_saves():
+def _charts_now(shot: str) -> tuple[int, int | None]:
+    """(charts, Overview panels) the page of ``shot`` draws today: the browser test's own counts, and
+    the Overview's stack built on no data (a new panel there changes it)."""
+    from app.ui import charts
+    from core.settings import SweetSpotSettings
     from tests import test_ui_every_range as every
 
+    page = next(p for p in [*every.PAGES, *every.OTHER_PAGES] if shot == p or shot.startswith(f"{p}-"))
+    count = every.PAGES[page][1] if page in every.PAGES else every.OTHER_PAGES[page][1]
+    if page != "overview":
+        return count, None
+    stack = charts.overview_chart([], charts.Frame(0, 3600, 10), [], charts.Frame(0, 3600, 60), SweetSpotSettings(), None)
+    return count, len(stack.vconcat)
+
+
+def test_the_ui_docs_show_screenshots_the_browser_test_saves():
+    from tests import test_ui_every_range as every
+    from tests.browser import png_meta
+
     shown = re.findall(r"\]\(screenshots/([\w-]+)\.png\)", (ROOT / "docs" / "ui.md").read_text())
-    saved = {f"{page}-{r}" for page in every.PAGES for r in every.RANGES} | {"overview-past-range"}
+    saved = {f"{page}-{r}" for page in every.PAGES for r in every.RANGES} | {"overview-past-range", *every.OTHER_PAGES}
     assert shown and set(shown) <= saved
-    assert all((ROOT / "docs" / "screenshots" / f"{name}.png").stat().st_size > 10_000 for name in shown)
+    for name in shown:
+        # the browser test stores what each shot showed in the PNG (tests/browser.py: screenshot);
+        # a shot without it, or showing fewer charts or panels than the page draws today, is stale
+        meta = png_meta(ROOT / "docs" / "screenshots" / f"{name}.png")
+        assert meta, f"docs/screenshots/{name}.png was not taken by tests/test_ui_every_range.py: re-shoot it"
+        charts, panels = _charts_now(name)
+        assert meta["charts"] == charts, f"{name}.png shows {meta['charts']} charts, the page draws {charts}: re-shoot it"
+        assert panels is None or len(meta["panels"]) == panels, f"{name}.png: {len(meta['panels'])} panels, not {panels}"
+        assert meta["stale"] == 0, f"{name}.png was taken mid-rerun (greyed out)"
+        banners = [re.sub(r"^\w+\n+", "", a) for a in meta["alerts"]]  # without the icon's ligature name
+        assert panels is None or banners, f"{name}.png shows no verdict banner"
+        assert not [b for b in banners if b.startswith("No data")], f"{name}.png shows a No data banner: {banners}"
