@@ -88,7 +88,7 @@ class _FlagNames(logging.Filter):
 @contextlib.contextmanager
 def _logs_name(flags: dict[str, str]) -> Iterator[None]:
     """While inside, every handler of the root logger (where every module's records end) names ``flags``."""
-    handlers, names = logging.getLogger().handlers, _FlagNames(flags)
+    handlers, names = logging.getLogger().handlers if flags else [], _FlagNames(flags)
     for handler in handlers:
         handler.addFilter(names)
     try:
