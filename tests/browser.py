@@ -9,11 +9,14 @@ disable the HTTP cache and slow every request (a returning visitor would not be 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
+import struct
 import subprocess
 import time
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,16 +112,56 @@ def wait_rendered(page: Any, charts: int, timeout_ms: float = 45000) -> None:
     page.wait_for_function(RENDERED_JS, arg=charts, timeout=timeout_ms, polling=50)
 
 
-def screenshot(page: Any, path: Path) -> None:
-    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it first."""
+# Streamlit greys out the elements of a run in progress (data-stale="true"); a live page's fragment
+# reruns every ui.refresh_s, so a screenshot taken at the wrong moment shows a greyed-out page.
+SETTLED_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]');
+}"""
+
+
+def screenshot(page: Any, path: Path, meta: dict[str, Any] | None = None) -> None:
+    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to fit it first.
+
+    Taken once no run is in progress and nothing is greyed out. ``meta`` (what the page showed: its
+    charts, panels, banners) is stored in the PNG itself (a tEXt chunk, :func:`png_meta` reads it), so
+    a copy in docs/ carries what it shows and a test can tell when the page has changed since.
+    """
     height = page.evaluate(
         "() => Math.max(document.body.scrollHeight,"
         " document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0)"
     )
     page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 6000)})
     page.wait_for_timeout(400)  # let Vega re-lay out after the resize
+    page.wait_for_function(SETTLED_JS, timeout=30000, polling=50)
+    png = page.screenshot(full_page=True)
+    if meta is not None:
+        png = png_with_meta(png, {**meta, "stale": page.locator('[data-stale="true"]').count()})
     path.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(path), full_page=True)
+    path.write_bytes(png)
+
+
+PNG_KEY = b"sweetspot"
+
+
+def png_with_meta(png: bytes, meta: dict[str, Any]) -> bytes:
+    """``png`` with ``meta`` as JSON in a tEXt chunk right after the header (IHDR: bytes 8 to 33)."""
+    body = PNG_KEY + b"\0" + json.dumps(meta, ensure_ascii=True, sort_keys=True).encode("ascii")
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    return png[:33] + chunk + png[33:]
+
+
+def png_meta(path: Path) -> dict[str, Any] | None:
+    """The ``meta`` :func:`screenshot` stored in the PNG at ``path``; None when it holds none."""
+    data, at = path.read_bytes(), 8
+    while at + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[at : at + 4]), data[at + 4 : at + 8]
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"tEXt" and body.startswith(PNG_KEY + b"\0"):
+            return dict(json.loads(body[len(PNG_KEY) + 1 :]))
+        at += 12 + length
+    return None
 
 
 # What each Vega chart of the page drew, panel by panel, read from its scene graph (the charts draw on

@@ -38,7 +38,11 @@ def test_collect_once_against_a_down_target_exits_non_zero_naming_the_flag(tmp_p
     done = app("collect", "--once", "--vllm-url", url, "--db", f"sqlite:///{tmp_path}/s.db")
     assert done.returncode == 1
     assert f"ERROR: target default is down: cannot reach {url} (connection refused)" in done.stderr
-    assert "--vllm-url" in done.stderr and "targets[].vllm_url" not in done.stdout + done.stderr.splitlines()[-1]
+    # every line, the collector's logged warning included, names the flag the user typed, none the setting
+    lines = (done.stdout + done.stderr).splitlines()
+    assert [line for line in lines if "targets[" in line] == [], lines
+    (warning,) = [line for line in done.stderr.splitlines() if " WARNING " in line]
+    assert warning.endswith("Check --vllm-url"), warning
 
 
 def test_a_url_flag_that_is_no_url_names_the_flag(tmp_path):
@@ -109,3 +113,25 @@ def test_inspect_shows_a_histogram_lacking_inf_or_count_with_a_diagnostic(tmp_pa
     assert f"{missing}: {effect}" in line
     (report,) = [json.loads(app("inspect", str(path), "--json").stdout)]
     assert report["incomplete_histograms"][0]["buckets"] == [["0.5", 4.0], ["1.0", 9.0]]
+
+
+def test_health_spells_the_rounds_age_as_every_age(tmp_path):
+    import re
+    import time
+
+    from app.commands.health import collector_health
+    from core.settings import Settings
+    from db.engine import open_engine
+    from db.writer import Writer
+    from tests.store_helpers import vllm_round
+
+    settings = Settings(db_url=f"sqlite:///{tmp_path}/h.db", interval_s=5.0)
+    writer = Writer(open_engine(settings.db_url))
+    last = float(int(time.time()) - 10)  # a whole second: stored exactly, whatever the column keeps
+    writer.write_rounds([vllm_round(last, 10.0)])
+    writer.close()
+    healthy, reason = collector_health(settings, last + 3.41234)
+    assert healthy and reason == "the latest round is 3 s old (limit 15s)", reason
+    healthy, reason = collector_health(settings, last + 4000.5)
+    assert not healthy and reason.startswith("the latest round is 1 h 6 min old (more than 3 × interval_s = 15s)")
+    assert not re.search(r"\d\.\d", reason)  # no raw float seconds

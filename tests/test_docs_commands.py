@@ -5,8 +5,9 @@ Each command line is collected from fenced blocks (continuation lines joined, co
 and inline code; placeholders (HOST, PORT, URL, FILE, SOURCE, NAME) become loopback values, and
 ``[--json]`` / ``a|b`` expand to every variant. Every command is parsed by the real parser and its
 arguments validated as the command itself would; the ones that finish on their own without a
-server (config, db, status, inspect of a file, sim --calibrate) are executed against a scratch
-database, and must exit 0.
+server and write nothing outside it (config, db, status, inspect of a file, sim --calibrate, query,
+alerts list/history/rules/backtest/silence list, digest --print) are executed against a scratch
+database holding some history, and must exit 0 with output.
 """
 
 from __future__ import annotations
@@ -27,7 +28,20 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDERS = {"HOST": "{host}", "PORT": "{port}", "URL": "{url}",
                 "FILE": "{config}", "SOURCE": "{page}", "NAME": "vllm:num_requests_waiting", "N": "1"}  # fmt: skip
 SYNOPSIS = ("<command>", "...")  # "python -m app <command> --help": a pattern, not a command
-RUNS_ALONE = {"config", "db", "status", "inspect"}  # finish without a server; sim only with --calibrate
+RUNS_ALONE = {"config", "db", "status", "inspect"}  # finish without a server; the others: see runs_alone
+READS_ALERTS = {"list", "history", "rules", "backtest"}
+
+
+def runs_alone(args) -> bool:
+    """Whether the command finishes on its own against the scratch database, without a server, an
+    SMTP relay, stdin or a file written elsewhere: what the test executes, not only parses."""
+    if args.command == "query":  # not --save (its "SQL" is a placeholder), not bare (reads stdin)
+        return not args.save and bool(args.sql or args.canned or args.list or args.schema)
+    if args.command == "alerts":
+        return args.alerts_command in READS_ALERTS or getattr(args, "silence_action", None) == "list"
+    if args.command == "digest":
+        return args.print and not (args.html or args.send)
+    return args.command in RUNS_ALONE or (args.command == "sim" and args.calibrate)
 
 
 def _lines(text: str) -> list[str]:
@@ -123,17 +137,52 @@ def test_every_documented_command_runs(line, doc, scratch):
         args = build_parser().parse_args(argv)
     if "sweetspot.toml" not in argv:
         _validate(args)
-    if args.command in RUNS_ALONE or (args.command == "sim" and args.calibrate):
+    if runs_alone(args):
         env = {"PATH": "/usr/bin:/bin", "SWEETSPOT_DB_URL": scratch["db"]}
         done = subprocess.run([sys.executable, "-m", "app", *argv], cwd=ROOT, capture_output=True, text=True,
                               timeout=120, env=env)  # fmt: skip
         assert done.returncode == 0, f"{doc}: `{line}`: {done.stderr[-500:]}"
+        assert done.stdout.strip(), f"{doc}: `{line}` printed nothing"
+
+
+def test_the_commands_that_read_history_are_run_not_only_parsed():
+    run = {line.split()[3] + " " + (line.split() + [""])[4] for line, _ in documented()
+           if runs_alone(build_parser().parse_args(shlex.split(line.replace("{", "").replace("}", ""))[3:]))}
+    assert {"query --canned", "query --list", "alerts list", "alerts history", "alerts rules", "alerts backtest",
+            "digest --since"} <= run, run  # fmt: skip
+
+
+def _charts_now(shot: str) -> tuple[int, int | None]:
+    """(charts, Overview panels) the page of ``shot`` draws today: the browser test's own counts, and
+    the Overview's stack built on no data (a new panel there changes it)."""
+    from app.ui import charts
+    from core.settings import SweetSpotSettings
+    from tests import test_ui_every_range as every
+
+    page = next(p for p in [*every.PAGES, *every.OTHER_PAGES] if shot == p or shot.startswith(f"{p}-"))
+    count = every.PAGES[page][1] if page in every.PAGES else every.OTHER_PAGES[page][1]
+    if page != "overview":
+        return count, None
+    stack = charts.overview_chart([], charts.Frame(0, 3600, 10), [], charts.Frame(0, 3600, 60), SweetSpotSettings(), None)
+    return count, len(stack.vconcat)
 
 
 def test_the_ui_docs_show_screenshots_the_browser_test_saves():
     from tests import test_ui_every_range as every
+    from tests.browser import png_meta
 
     shown = re.findall(r"\]\(screenshots/([\w-]+)\.png\)", (ROOT / "docs" / "ui.md").read_text())
-    saved = {f"{page}-{r}" for page in every.PAGES for r in every.RANGES} | {"overview-past-range"}
+    saved = {f"{page}-{r}" for page in every.PAGES for r in every.RANGES} | {"overview-past-range", *every.OTHER_PAGES}
     assert shown and set(shown) <= saved
-    assert all((ROOT / "docs" / "screenshots" / f"{name}.png").stat().st_size > 10_000 for name in shown)
+    for name in shown:
+        # the browser test stores what each shot showed in the PNG (tests/browser.py: screenshot);
+        # a shot without it, or showing fewer charts or panels than the page draws today, is stale
+        meta = png_meta(ROOT / "docs" / "screenshots" / f"{name}.png")
+        assert meta, f"docs/screenshots/{name}.png was not taken by tests/test_ui_every_range.py: re-shoot it"
+        charts, panels = _charts_now(name)
+        assert meta["charts"] == charts, f"{name}.png shows {meta['charts']} charts, the page draws {charts}: re-shoot it"
+        assert panels is None or len(meta["panels"]) == panels, f"{name}.png: {len(meta['panels'])} panels, not {panels}"
+        assert meta["stale"] == 0, f"{name}.png was taken mid-rerun (greyed out)"
+        banners = [re.sub(r"^\w+\n+", "", a) for a in meta["alerts"]]  # without the icon's ligature name
+        assert panels is None or banners, f"{name}.png shows no verdict banner"
+        assert not [b for b in banners if b.startswith("No data")], f"{name}.png shows a No data banner: {banners}"

@@ -90,7 +90,10 @@ def test_the_fleet_is_the_landing_page_beyond_three_targets(monkeypatch, fleet_d
     assert list(frame["target"])[:2] == ["c-down", "d-never"]
     assert list(frame["overview"])[0] == "./overview?target=c-down"
     assert "🔴 down" == frame["state"].iloc[0]
-    assert len(frame["last hour tok/s"].iloc[-1]) == 60
+    # c-down: 25 minutes of data inside the hour, then down: drawn where it has data, a gap elsewhere
+    down = spark_points(frame["last hour tok/s"].iloc[0])
+    assert 20 <= len(down) <= 27 and min(x for _, x, _ in down) > 60  # nothing at the hour's empty start
+    assert len(spark_points(frame["last hour tok/s"].iloc[-1])) >= 25
     per_model = at.dataframe[1].value
     assert "llama" in " ".join(per_model["model"]) or len(per_model) >= 1
 
@@ -137,3 +140,23 @@ def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
         assert got.window == dataclasses.replace(reader.window(name, now, 300.0), gpus=())
         assert got.series == reader.series_columns(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
         assert got.models == tuple(reader.models(name))
+
+
+def spark_points(url: str) -> list[tuple[str, float, float]]:
+    """The (pen, x, y) points of a sparkline SVG data URL: pen "M" starts a line (after a gap), "L" continues."""
+    import base64
+    import re
+
+    svg = base64.b64decode(url.removeprefix("data:image/svg+xml;base64,")).decode()
+    return [(m[0], float(m[1]), float(m[2])) for m in re.findall(r"([ML])([\d.]+) ([\d.]+)", svg)]
+
+
+def test_a_sparkline_draws_a_missing_minute_as_a_gap_never_a_zero():
+    from app.ui.widgets import SPARK_H, sparkline_svg
+
+    points = spark_points(sparkline_svg([4.0, None, 2.0, 4.0, None, 0.0, None]))
+    assert [pen for pen, _, _ in points] == ["M", "M", "L", "M"]  # three pieces: the gaps break the line
+    step = points[1][1] - points[0][1]  # one x unit per minute: index 2 lies two minutes after index 0
+    assert [round((x - points[0][1]) / step * 2) for _, x, _ in points] == [0, 2, 3, 5]
+    assert [y for _, _, y in points].count(SPARK_H - 2) == 1  # only the real 0 sits on the floor
+    assert sparkline_svg([None, None]) is None  # no data at all: an empty cell, not a flat line

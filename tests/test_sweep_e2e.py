@@ -11,6 +11,9 @@ import sys
 
 import pytest
 
+from app.commands.sweep import sweep_target
+from core.errors import UsageError
+from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
 
@@ -31,7 +34,11 @@ def sweep(*args):
 def test_sweep_against_the_simulator(sim, tmp_path):
     db_url = f"sqlite:///{tmp_path}/sweetspot.db"
     out = tmp_path / "sweep.json"
+    config = tmp_path / "sweetspot.toml"  # a target watching the simulator: the sweep finds it by host and port
+    metrics = sim.urls["vllm_metrics"]
+    config.write_text(f'[[targets]]\nname = "sim"\nvllm_url = "{metrics}"\n')
     done = sweep(
+        "--config", str(config),
         "--url", sim.urls["openai_base"], "--concurrency", "1,2", "--duration", "2s",
         "--json", str(out), "--db", db_url, "--seed", "5", "--server-speed", str(SPEED),
     )  # fmt: skip
@@ -50,6 +57,7 @@ def test_sweep_against_the_simulator(sim, tmp_path):
     assert two["requests"] >= 1 and two["e2e_mean_s"] > two["ttft_p50_s"]
     (run,) = Reader(db_url).sweep_runs()
     assert run.url == sim.urls["openai_base"] and run.model == doc["model"]
+    assert run.target == "sim" and "(target sim)" in done.stderr  # which server it measured, stored with it
     assert [lv.tokens_per_s for lv in run.levels] == [one["tokens_per_s"], two["tokens_per_s"]]
     assert run.recommendation["sweet_spot_concurrency"] == doc["recommendation"]["sweet_spot_concurrency"]
     assert "| concurrency | output tok/s | TTFT P95 |" in done.stdout
@@ -67,3 +75,15 @@ def test_engine_restarts_mid_sweep_are_counted_not_fatal(tmp_path):
     (level,) = json.loads((tmp_path / "s.json").read_text())["levels"]
     assert level["errors"] >= 1 and level["requests"] > level["errors"]
     assert level["tokens_per_s"] > 0
+
+
+def test_sweep_target_resolves_the_target_a_sweep_measures():
+    settings = Settings(targets=(TargetSettings(name="prod", vllm_url="http://10.0.0.5:8000/metrics"),))
+    assert sweep_target(settings, None, "prod") == ("http://10.0.0.5:8000/v1", "prod")  # --target alone
+    assert sweep_target(settings, "http://10.0.0.5:8000/v1/", None) == ("http://10.0.0.5:8000/v1", "prod")
+    assert sweep_target(settings, "http://10.0.0.6:8000/v1", None) == ("http://10.0.0.6:8000/v1", None)
+    assert sweep_target(settings, "http://10.0.0.5:8001/v1", None)[1] is None  # another port, another server
+    with pytest.raises(UsageError, match="--target: no target named 'nope'"):
+        sweep_target(settings, None, "nope")
+    with pytest.raises(UsageError, match="--url is required without --target"):
+        sweep_target(settings, None, None)

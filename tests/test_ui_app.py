@@ -58,6 +58,26 @@ def test_gpu_page_shows_memory_and_true_bandwidth(monkeypatch, db_url):
     assert len(at.get("vega_lite_chart")) == 4
 
 
+def test_gpu_table_names_its_window_and_the_memory_line_says_total(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url)
+    at.switch_page(PAGES[1]).run()
+    assert "Table: averages over the 1m up to the target's latest GPU reading (temperature" in texts(at)
+    memory = next(c for c in at.get("vega_lite_chart") if "Memory used" in c.proto.spec)
+    labels = b"".join(d.data.data for d in memory.proto.datasets)  # the line's label travels in the data
+    assert b"total memory 32 GiB" in labels and b"peak 32" not in labels
+    assert not at.warning  # a URL the page made itself: no notice
+
+
+def test_gpu_page_names_an_unknown_gpu_and_a_past_ranges_table(monkeypatch, db_url):
+    at = open_app(monkeypatch, db_url, gpu="#99", range="custom", start="2026-11-29T10:00", end="2026-11-29T16:00")
+    at.switch_page(PAGES[1]).run()
+    assert not at.exception, at.exception
+    (notice,) = [w.body for w in at.warning]
+    assert notice.startswith("URL parameter `gpu=#99` is not one of mean of all GPUs, #0, #1")
+    assert notice.endswith(": showing `mean of all GPUs`.")
+    assert "up to the target's latest GPU reading (the latest, whatever the range" in texts(at)
+
+
 def test_down_target_is_no_data_not_all_good(monkeypatch, db_url):
     at = open_app(monkeypatch, db_url, target="edge")
     assert not at.exception
@@ -141,3 +161,29 @@ def test_a_silence_is_created_and_expired_from_the_page(monkeypatch, tmp_path):
     at.button(key=f"expire-{created[0].id}").click().run()
     assert not [s for s in list_silences(engine, time.time()) if s.comment == "planned maintenance"]
     engine.dispose()
+
+
+def test_operating_point_overlays_this_targets_sweeps_and_names_the_others(monkeypatch, tmp_path):
+    import time
+
+    from db.engine import open_engine
+    from db.sweeps import store_sweep
+
+    now = time.time()
+    url = ui_db.fill(tmp_path / "sweeps.db", now, hours=0.25)
+    engine = open_engine(url)
+    store_sweep(engine, ui_db.demo_sweep(now - 3 * 86400, "http://127.0.0.1:8000/v1", None))  # older: matched by host and port
+    store_sweep(engine, ui_db.demo_sweep(now - 2 * 86400, "http://127.0.0.1:8000/v1", "demo"))
+    store_sweep(engine, ui_db.demo_sweep(now - 86400, "http://10.0.0.9:8000/v1", None))  # another server
+    store_sweep(engine, ui_db.demo_sweep(now - 3600, "http://127.0.0.1:8000/v1", "edge"))  # stored as edge's
+    engine.dispose()
+    at = open_app(monkeypatch, url)
+    at.switch_page(PAGES[2]).run()
+    assert not at.exception, at.exception
+    text = texts(at)
+    assert "from the latest load sweep (target demo (http://127.0.0.1:8000/v1))" in text
+    assert ("2 sweep(s) of other servers not shown: http://10.0.0.9:8000/v1; target edge (http://127.0.0.1:8000/v1)."
+            in text), text  # fmt: skip
+    spec = at.get("vega_lite_chart")[0].proto
+    drawn = b"".join(d.data.data for d in spec.datasets)
+    assert b"127.0.0.1:8000" in drawn and b"10.0.0.9" not in drawn and b"\xc2\xb7 edge" not in drawn

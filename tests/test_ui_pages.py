@@ -64,6 +64,20 @@ def test_overview_in_the_sweet_spot(app):
     assert len(at.get("vega_lite_chart")) == 1
 
 
+def test_overview_banner_says_why_an_under_loaded_window_is_in_the_sweet_spot(app):
+    quiet = {"running_avg": 10.0, "queue_depth_max": 0.0, "waiting_max": 0.0, "efficiency": 0.49}
+    at = run_page(app(FakeReader(time.time(), wave=False, **quiet)), PAGES[0])
+    (banner,) = at.success
+    assert banner.body == ("**In the sweet spot** over the last 5m: every rule holds — under-loaded: 10 running of 16, "
+                           "no queue: room for more traffic (49 % of the ceiling).")  # fmt: skip
+    st.cache_data.clear()  # the window figures are cached by database URL: the next scenario's are new
+    queued = run_page(app(FakeReader(time.time(), wave=False, **{**quiet, "queue_depth_max": 6.0})), PAGES[0])
+    assert "while requests queue (gateway queue 6, vLLM waiting 0): is the gateway's limit below" in queued.success[0].body
+    st.cache_data.clear()
+    at_the_sweet_spot = run_page(app(FakeReader(time.time(), wave=False)), PAGES[0])
+    assert at_the_sweet_spot.success[0].body.endswith("every rule holds.")  # nothing to explain
+
+
 def test_overview_outside_names_each_clause(app):
     at = run_page(app(FakeReader(time.time(), ttft_p95_s=4.8, preemptions=3.0)), PAGES[0])
     (banner,) = at.error

@@ -113,8 +113,9 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     """The database ``python -m app run`` makes on a fresh machine, ``LIVE_S`` after its first start.
 
     A week of history backfilled by the demo's own path (app/backfill.py, one round per 30 s), then
-    live rounds every 5 s, rolled up and with the raw retention applied as the collector does; plus
-    ``edge``, down for its last ten minutes.
+    live rounds every 5 s, rolled up and with the raw retention applied as the collector does, and the
+    alert states its evaluator stores (:func:`evaluate_alerts`); plus ``edge``, down for its last ten
+    minutes.
     """
     from app.backfill import backfill
     from app.commands.run import BACKFILL_STEP_S, demo_target
@@ -134,6 +135,7 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     apply_retention(engine, now, Settings())
     store_sweep(engine, demo_sweep(now - 2 * 86400, "http://127.0.0.1:8000/v1", "demo"))
     store_sweep(engine, demo_sweep(now - 86400, "http://10.0.0.9:8000/v1", None))  # another server
+    evaluate_alerts(engine, url, now)  # the collector evaluates the alert rules after its rounds
     engine.dispose()
     return url
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import sys
 import threading
+from collections.abc import Iterator
 
 from app import scheduler
 from core.durations import parse_duration
@@ -70,6 +72,32 @@ def _name_flags(text: str, flags: dict[str, str]) -> str:
     return text
 
 
+class _FlagNames(logging.Filter):
+    """Rewrites each log record as :func:`_name_flags` does the printed lines: the collector's
+    warnings name the settings (``targets[].vllm_url``) of a target the user gave as flags."""
+
+    def __init__(self, flags: dict[str, str]) -> None:
+        super().__init__()
+        self.flags = flags
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = _name_flags(record.getMessage(), self.flags), None
+        return True
+
+
+@contextlib.contextmanager
+def _logs_name(flags: dict[str, str]) -> Iterator[None]:
+    """While inside, every handler of the root logger (where every module's records end) names ``flags``."""
+    handlers, names = logging.getLogger().handlers if flags else [], _FlagNames(flags)
+    for handler in handlers:
+        handler.addFilter(names)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(names)
+
+
 def _once_status(settings: Settings, flags: dict[str, str]) -> int:
     """1 when a target's vLLM could not be read in the round just stored (a line each on stderr), else 0.
 
@@ -95,7 +123,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             # A target made from flags: its errors name the flag (the stored hints name the setting).
             flags = {"targets[].vllm_url": "--vllm-url", "targets[].gateway.url": "--gateway-url",
                      "targets[].gpu.url": "--gpu"} if args.vllm_url else {}  # fmt: skip
-            for line in service.collect_once():
+            with _logs_name(flags):
+                lines = service.collect_once()
+            for line in lines:
                 print(_name_flags(line, flags))
             for job in service.prometheus:
                 for line in job.run():

@@ -10,6 +10,7 @@ import argparse
 import sys
 import time
 
+from app.formatting import elapsed
 from core.durations import format_duration
 from core.settings import Settings
 
@@ -23,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
-    """(healthy, the reason in one line) from the newest round stored."""
+    """(healthy, the reason in one line) from the newest round stored. The age is spelled as every age
+    (``3 s``, ``1 h 6 min``: app/formatting.py ``elapsed``), the limit as the setting it comes from."""
     from db.fleet import last_round_at
     from db.queries import Reader
 
@@ -34,10 +36,10 @@ def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
     age = max(0.0, now - last)
     if age > limit:
         return False, (
-            f"the latest round is {format_duration(age)} old (more than {INTERVALS} × interval_s = "
+            f"the latest round is {elapsed(age)} old (more than {INTERVALS} × interval_s = "
             f"{format_duration(limit)}): is the collector running, and can it reach its targets?"
         )
-    return True, f"the latest round is {format_duration(age)} old (limit {format_duration(limit)})"
+    return True, f"the latest round is {elapsed(age)} old (limit {format_duration(limit)})"
 
 
 def ui_health(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:

@@ -390,12 +390,13 @@ ENGINE_NAME = "vLLM estimate"
 
 def gpu_chart(
     points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str],
-    scale: float = 1, pick: str | None = None, peak: float | None = None,
+    scale: float = 1, pick: str | None = None, peak: float | None = None, peak_name: str = "peak",
 ) -> AnyChart:  # fmt: skip
     """``field`` × ``scale`` of the GPU ``pick`` (a UUID), or the mean of all with their min–max band.
 
     Eight near-identical lines cannot be told apart; a mean with the band shows the spread, and one
-    GPU picked shows its own line. ``peak`` draws the peak (e.g. datasheet bandwidth) as a labelled line.
+    GPU picked shows its own line. ``peak`` draws a limit (datasheet bandwidth, total memory) as a
+    grey line labelled ``{peak_name} {peak} {unit}``: "peak 900 GB/s", "total memory 32 GiB".
     """
     # The engine's own estimate (app.ui.traffic) is a line of its own: never one of the GPUs whose
     # mean and min–max band are drawn, or its lower figure would stretch the band down to it.
@@ -419,7 +420,7 @@ def gpu_chart(
             y=alt.Y("mean:Q", title=unit, scale=alt.Scale(domain=[0, top])),
             tooltip=[TOOLTIP_TIME, alt.Tooltip("mean:Q", title=f"{ENGINE_NAME} ({unit})", format=".3~f")]))  # fmt: skip
     if peak is not None:
-        layers.append(hline(peak, frame, REFERENCE, f"peak {number(peak)} {unit}"))
+        layers.append(hline(peak, frame, REFERENCE, f"{peak_name} {number(peak)} {unit}"))
     what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"

@@ -211,13 +211,22 @@ def url_notices(params: Mapping[str, str], choices: Mapping[str, Sequence[str]])
     """
     notices = []
     for key, value in params.items():
-        if key in choices and value not in choices[key] and choices[key]:
-            known = ", ".join(choices[key][:8]) + (", …" if len(choices[key]) > 8 else "")
-            fallback = FALLBACKS.get(key, choices[key][0])
-            notices.append(f"URL parameter `{key}={value}` is not one of {known}: showing `{fallback}`.")
+        if key in choices and (notice := choice_notice(key, value, choices[key])):
+            notices.append(notice)
         elif key not in choices and key not in PAGE_PARAMS and not key.startswith(PAGE_PARAM_PREFIXES):
             notices.append(f"URL parameter `{key}` is unknown and ignored (known: {', '.join([*choices, *PAGE_PARAMS])}).")
     return notices
+
+
+def choice_notice(key: str, value: str, values: Sequence[str]) -> str | None:
+    """``URL parameter `range=bogus` is not one of 15m, 1h, …: showing `1h`.``; None when ``value`` is
+    one of ``values`` (or there are none to choose from). The fallback: the widget's default
+    (:data:`FALLBACKS`) or the first value."""
+    if value in values or not values:
+        return None
+    known = ", ".join(values[:8]) + (", …" if len(values) > 8 else "")
+    fallback = FALLBACKS.get(key, values[0])
+    return f"URL parameter `{key}={value}` is not one of {known}: showing `{fallback}`."
 
 
 def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float] | None = None) -> View:

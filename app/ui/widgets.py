@@ -5,6 +5,7 @@ The ``*_rows``/``*_tiles`` functions are pure (tested without Streamlit); the ``
 
 from __future__ import annotations
 
+import base64
 import csv
 import datetime as dt
 import io
@@ -272,3 +273,33 @@ def chart_downloads(points: Sequence[SeriesPoint], ttft: Sequence[SeriesPoint], 
                       icon=":material/download:")  # fmt: skip
     b.download_button("Download the TTFT and finished-requests data (CSV)", series_csv(ttft, ttft_fields), "overview-ttft.csv",
                       "text/csv", icon=":material/download:")  # fmt: skip
+
+
+SPARK_W, SPARK_H = 120, 24  # the sparkline's drawing box (the cell scales it to its height)
+
+
+def sparkline_svg(values: Sequence[float | None], color: str = "#1f77b4") -> str | None:
+    """A sparkline as an SVG data URL: one x unit per value, a gap where a value is None.
+
+    Streamlit's ``LineChartColumn`` refuses None (the cell shows an error) and draws 0 for a
+    substitute: a minute without data would read as a minute without traffic. A path restarts
+    (``M``) after every gap; a value between two gaps is a dot (a zero-length segment, round caps).
+    The y axis runs from 0 to the largest value; None (an empty cell) when there is no value at all.
+    """
+    top = max((v for v in values if v is not None), default=None)
+    if top is None:
+        return None
+    x_of = (SPARK_W - 4) / max(1, len(values) - 1)
+    y_of = (SPARK_H - 4) / top if top > 0 else 0.0
+    path, pen_down = [], False
+    for i, v in enumerate(values):
+        if v is None:
+            pen_down = False
+            continue
+        path.append(f"{'L' if pen_down else 'M'}{2 + i * x_of:.1f} {SPARK_H - 2 - v * y_of:.1f}")
+        path.append("" if pen_down else "l0 0")  # a dot if no segment follows
+        pen_down = True
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{SPARK_W}" height="{SPARK_H}" viewBox="0 0 {SPARK_W} {SPARK_H}">'
+           f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.5" stroke-linecap="round" '
+           'stroke-linejoin="round"/></svg>')  # fmt: skip
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.fleet import STATE_LABELS, FleetRow, by_model, fleet, overview_link
 from app.formatting import clock
-from app.ui import state
+from app.ui import state, widgets
 
 ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
 ctx = state.context()
@@ -35,7 +35,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "running": [x.running_avg for x in f],
         "queue": [x.queue_depth_max for x in f],
         "KV": [None if x.kv_cache_usage_max is None else 100 * x.kv_cache_usage_max for x in f],
-        "last hour tok/s": [[v or 0.0 for v in r.sparkline] for r in rows],
+        "last hour tok/s": [widgets.sparkline_svg(r.sparkline) for r in rows],  # a missing minute is a gap
     }
 
 
@@ -53,7 +53,7 @@ def live() -> None:
         "TTFT P95 (s)": col.NumberColumn(format="%.2f"),
         "running": col.NumberColumn(format="%.1f", help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
         "KV": col.NumberColumn(format="%.0f %%"),
-        "last hour tok/s": col.LineChartColumn(y_min=0.0),
+        "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip
     st.subheader("Per model")
     st.dataframe([{

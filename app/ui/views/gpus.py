@@ -12,6 +12,10 @@ ctx = state.context()
 view = ctx.view
 st.header(f"GPUs · {view.target}")
 TABLE_WINDOW_S = 60.0
+# the gpu the URL asked for, read before the radio button resets a value it cannot show: the
+# notice then stays through the fragment's refreshes, as the sidebar's notices do
+WANTED_GPU = st.query_params.get("gpu")
+LINE_NAMES = {"memory_used_bytes": "total memory"}  # the grey line of each panel: a peak, or for memory its total
 
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
@@ -28,6 +32,7 @@ def live() -> None:
     st.table(widgets.gpu_rows(gpus), hide_index=True)
     st.caption(
         f"Table: averages over the {format_duration(TABLE_WINDOW_S)} up to the target's latest GPU reading "
+        f"{'' if view.live else '(the latest, whatever the range: the charts cover the range) '}"
         "(temperature: the maximum). Memory in GiB (2³⁰ bytes, as nvidia-smi: a \"32 GB\" card holds 32 GiB); "
         "bandwidth in GB/s (10⁹ bytes a second, as NVIDIA's datasheets). Bandwidth: GB/s where a true figure "
         "exists (GPM or DCGM DRAM active × peak); otherwise NVML memory utilisation, which is the share of TIME "
@@ -37,6 +42,8 @@ def live() -> None:
     st.markdown(traffic.traffic_text(figures, gpus))
     st.caption(traffic.ceiling_check_text(figures))
     names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
+    if WANTED_GPU is not None and (notice := state.choice_notice("gpu", WANTED_GPU, [charts.ALL_GPUS, *names.values()])):
+        st.warning(notice, icon=":material/link_off:")
     label = st.radio("GPU", [charts.ALL_GPUS, *names.values()], horizontal=True, key="gpu", bind="query-params")
     pick = next((u for u, n in names.items() if n == label), None)
     # GPU figures move slowly and may be read less often than vLLM: minute steps keep the lines whole.
@@ -50,7 +57,7 @@ def live() -> None:
     names[charts.ENGINE_UUID] = charts.ENGINE_NAME
     step = format_duration(gpu_step)
     panels = [
-        ("memory_used_bytes", "Memory used (GiB; grey: total)", "GiB", 1 / GIB, memory_total and memory_total / GIB),
+        ("memory_used_bytes", "Memory used (GiB; grey: total memory)", "GiB", 1 / GIB, memory_total and memory_total / GIB),
         ("dram_bw_gbps", "DRAM bandwidth (GB/s; grey: peak)", "GB/s", 1.0, peak_bw)
         if true_bw
         else ("memory_busy_pct", "NVML memory busy (% of time, not bandwidth)", "%", 1.0, 100.0),
@@ -66,7 +73,7 @@ def live() -> None:
         drawn = [*points, *engine] if field == "dram_bw_gbps" else points
         state.show_chart(
             charts.gpu_chart, drawn, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
-            where=left if i % 2 == 0 else right,
+            LINE_NAMES.get(field, "peak"), where=left if i % 2 == 0 else right,
         )  # fmt: skip
 
 
