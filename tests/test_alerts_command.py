@@ -14,11 +14,15 @@ from db.engine import open_engine
 from db.writer import Writer
 from tests.store_helpers import failed_round, vllm_round
 
-NOW = int(time.time()) // 5 * 5
+
+@pytest.fixture(scope="module")
+def now() -> int:
+    # taken when the module's tests start, not at import: collection can come minutes earlier
+    return int(time.time()) // 5 * 5
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
+def db(tmp_path_factory, now):
     """Target ``t`` preempting for the last minute; ``edge`` down for three minutes (firing)."""
     url = f"sqlite:///{tmp_path_factory.mktemp('alerts')}/a.db"
     engine = open_engine(url)
@@ -26,14 +30,14 @@ def db(tmp_path_factory):
     targets = tuple(TargetSettings(name=n, vllm_url="http://127.0.0.1:1/metrics") for n in ("t", "edge"))
     for target in targets:
         writer.register_target(target)
-    for ts in range(NOW - 600, NOW, 5):
-        preempted = float(max(0, (ts - (NOW - 60)) // 5 + 1))
-        writer.write_round(vllm_round(ts, gen=float(ts - NOW + 600) * 100, preemptions=preempted))
-        down = ts >= NOW - 180
+    for ts in range(now - 600, now, 5):
+        preempted = float(max(0, (ts - (now - 60)) // 5 + 1))
+        writer.write_round(vllm_round(ts, gen=float(ts - now + 600) * 100, preemptions=preempted))
+        down = ts >= now - 180
         writer.write_round(failed_round(ts, target="edge") if down else vllm_round(ts, gen=float(ts), target="edge"))
     evaluator = Evaluator(engine, Settings(db_url=url, targets=targets))
-    evaluator.evaluate_once(NOW - 120)
-    evaluator.evaluate_once(NOW)
+    evaluator.evaluate_once(now - 120)
+    evaluator.evaluate_once(now)
     writer.close()
     engine.dispose()
     return url
@@ -45,7 +49,7 @@ def run(capsys, *args: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
-def test_list_json_has_the_documented_keys(db, capsys):
+def test_list_json_has_the_documented_keys(db, capsys, now):
     code, out = run(capsys, "alerts", "list", "--json", "--db", db)
     assert code == 0
     alerts = {(a["target"], a["rule"]): a for a in json.loads(out)}
@@ -53,7 +57,7 @@ def test_list_json_has_the_documented_keys(db, capsys):
     p = alerts[("t", "preemptions")]
     assert {"rule", "target", "model", "state", "severity", "since", "value", "threshold", "silenced"} <= set(p)
     assert (p["state"], p["severity"], p["since"], p["value"], p["threshold"], p["silenced"]) == (
-        "firing", "critical", NOW, 12.0, 0.0, False,
+        "firing", "critical", now, 12.0, 0.0, False,
     )  # fmt: skip
 
 
@@ -76,12 +80,12 @@ def test_a_silence_without_matchers_is_refused(db, capsys):
     assert code == 2 and "needs at least one of --rule" in out
 
 
-def test_history_lists_transitions_with_from_to_at_value(db, capsys):
+def test_history_lists_transitions_with_from_to_at_value(db, capsys, now):
     rows = json.loads(run(capsys, "alerts", "history", "--since", "1h", "--json", "--db", db)[1])
     fired = [r for r in rows if r["rule"] == "preemptions" and r["to"] == "firing"]
-    assert [(r["target"], r["from"], r["at"], r["value"]) for r in fired] == [("t", "inactive", NOW, 12.0)]
+    assert [(r["target"], r["from"], r["at"], r["value"]) for r in fired] == [("t", "inactive", now, 12.0)]
     down = [(r["from"], r["to"], r["at"]) for r in rows if r["target"] == "edge" and r["rule"] == "target_down"]
-    assert down == [("inactive", "pending", NOW - 120), ("pending", "firing", NOW)]
+    assert down == [("inactive", "pending", now - 120), ("pending", "firing", now)]
     assert "t preemptions: inactive → firing" in run(capsys, "alerts", "history", "--db", db)[1]
 
 

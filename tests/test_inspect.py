@@ -85,6 +85,7 @@ def test_two_models_are_totalled(tmp_path):
         ("does/not/exist.txt", "ERROR: cannot read does/not/exist.txt"),
         (closed_port_url(), "ERROR: cannot reach"),
     ],
+    ids=["not-metrics", "missing-file", "closed-port"],  # stable ids: the closed port differs per process
 )
 def test_garbage_is_one_error_line(source, message):
     done = run(source, "--json")
