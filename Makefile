@@ -26,8 +26,10 @@ lint: $(VENV)/.dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
+# Whole files spread over three workers (pytest-xdist), the longest first (tests/conftest.py): many
+# tests wait on servers, sleeps and browsers rather than a core, so three fill this 2-core machine.
 unit: $(VENV)/.dev
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 ## bench: run every benchmark under bench/ and print its figures
 bench: $(VENV)/.dev

@@ -103,3 +103,16 @@ def browser() -> Iterator[object]:
         chromium = launch(playwright)
         yield chromium
         chromium.close()
+
+
+# The files that take longest in a whole run (`pytest --durations=0`, summed per file), longest
+# first. `make test` spreads whole files over workers (pytest-xdist --dist loadfile, in collection
+# order): started first, none of them is left to run alone at the end. Only the run's length
+# depends on this list.
+LONGEST_FIRST = ("test_ui_every_range.py", "test_notify_e2e.py", "test_ui_browser.py", "test_prometheus_source.py",
+                 "test_alerts_e2e.py", "test_ui_app.py", "test_docs_commands.py", "test_fleet.py")  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

@@ -81,6 +81,8 @@ def collector(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
 
+# Timeouts are generous (they end as soon as the condition holds): `make test` runs three test
+# files at once on two cores, beside a simulator at load 64, and a collector takes seconds to start.
 def wait_for(predicate, timeout: float, what: str):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -120,7 +122,7 @@ def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url
         status = json.loads(app("--config", str(cfg), "status", "--json").stdout)
         assert status["state"] == "outside"
         assert any("preemptions" in reason for reason in status["reasons"])
-        pending = wait_for(lambda: (s := alert(db_url, "long_pending")) and s.state == "pending" and s, 30, "pending")
+        pending = wait_for(lambda: (s := alert(db_url, "long_pending")) and s.state == "pending" and s, 90, "pending")
         kill(proc)  # mid-incident, no chance to clean up
         proc = collector(cfg, log)
         # The new process waits out the dead one's lease (3 s), then evaluates again.
@@ -143,18 +145,18 @@ def test_two_collectors_one_evaluator(storm, tmp_path):
     cfg = config(tmp_path, urls, db_url)
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     first = collector(cfg, logs[0])
-    wait_for(lambda: alert(db_url, "target_down"), 30, "the first evaluation")
+    wait_for(lambda: alert(db_url, "target_down"), 90, "the first evaluation")
     second = collector(cfg, logs[1])
     procs = [first, second]
     try:
-        wait_for(lambda: "evaluating nothing" in logs[1].read_text(), 30, "the second collector to stand by")
+        wait_for(lambda: "evaluating nothing" in logs[1].read_text(), 90, "the second collector to stand by")
         engine = open_reader(db_url)
         holder = lease.current_holder(engine, lease.EVALUATOR)
         engine.dispose()
         assert holder is not None and f":{first.pid}:" in holder.holder
         assert "evaluating nothing" not in logs[0].read_text()
         kill(first)  # the holder dies: the standby takes over once the lease ran out
-        wait_for(lambda: "holds the lease and evaluates" in logs[1].read_text(), 30, "the standby to take over")
+        wait_for(lambda: "holds the lease and evaluates" in logs[1].read_text(), 90, "the standby to take over")
     finally:
         for p in procs:
             kill(p)

@@ -120,7 +120,7 @@ def test_smtp_down_then_up_delivers_the_queued_mail(storm, tmp_path, monkeypatch
         failing = wait_for(lambda: [r for r in notifications(db_url) if r["attempts"] >= 2], 150, "failed attempts")
         assert failing[0]["status"] == "queued" and "connection refused" in failing[0]["last_error"]
         with serve(mailbox, port):
-            wait_for(lambda: sent(db_url), 30, "the queued mail")
+            wait_for(lambda: sent(db_url), 90, "the queued mail")
     finally:
         kill(proc)
     assert mailbox.subjects() == ["[FIRING:1] demo: preemptions"]

@@ -183,7 +183,7 @@ def test_overview_judges_by_the_targets_own_thresholds_and_rules(app, tmp_path, 
         '[[alerts.rules]]\nname = "preemptions"\nenabled = false\n'
     )
     monkeypatch.setenv("SWEETSPOT_CONFIG", str(config))
-    at = run_page(app(FakeReader(time.time(), ttft_p95_s=4.8, preemptions=3.0)), PAGES[0])
+    at = run_page(app(FakeReader(time.time(), wave=False, ttft_p95_s=4.8, preemptions=3.0)), PAGES[0])
     body = texts(at)
     assert "In the sweet spot" in body and not at.error, body
     assert "TTFT P95 over 5m" not in body and "preemptions over 5m" not in body
