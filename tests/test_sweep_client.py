@@ -117,7 +117,9 @@ def test_one_streaming_request_is_timed(stub, api):
 
 
 def test_closed_loop_counts_errors_without_stopping(stub):
-    config = SweepConfig(stub, "stub-70b", (3,), 1.0, parse_mix("short:1"), error_pause_s=0.01)
+    # 2 s: the stub's ninth request is the first that every kind of failure has been served by
+    # (429 at 4, 500 at 7, a disconnect at 9); a loaded machine made 9 requests in 1 s
+    config = SweepConfig(stub, "stub-70b", (3,), 2.0, parse_mix("short:1"), error_pause_s=0.01)
 
     async def go():
         async with make_client(config) as client:
@@ -128,7 +130,7 @@ def test_closed_loop_counts_errors_without_stopping(stub):
     assert any(e.startswith("HTTP 429") for e in errors)
     assert any(e.startswith("HTTP 500") for e in errors)
     assert any(e.startswith("disconnect") for e in errors)
-    assert level.requests >= 20 and 0 < level.errors < level.requests
+    assert level.requests >= 9 and 0 < level.errors < level.requests
     assert level.error_rate == pytest.approx(level.errors / level.requests)
     assert level.tokens_per_s > 0 and level.ttft_p95_s is not None and level.itl_p95_s is not None
 
