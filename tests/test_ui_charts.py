@@ -180,3 +180,10 @@ def test_the_engine_note_names_only_the_figures_the_engine_exposes():
     assert note == ("Engine: waiting for capacity 3, deferred 1 (max) · speculative decoding: 71 % of draft tokens "
                     "accepted, 2.4 tokens per draft · LoRA adapters: 2 running, 0 waiting (max) · asleep (weights offloaded)")
     assert widgets.engine_note(window(sleep_state="awake")) == ""
+
+
+def test_a_prefix_cache_panel_without_data_says_why():
+    blank = charts.prefix_cache_chart([point(END - 60)], FRAME).to_dict()
+    assert "no data: the engine exposes no prefix-cache counters" in blank["title"]
+    drawn = charts.prefix_cache_chart([point(END - 60, prefix_cache_hit_rate=0.4)], FRAME).to_dict()
+    assert "no data" not in drawn["title"]
