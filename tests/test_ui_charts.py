@@ -184,6 +184,6 @@ def test_the_engine_note_names_only_the_figures_the_engine_exposes():
 
 def test_a_prefix_cache_panel_without_data_says_why():
     blank = charts.prefix_cache_chart([point(END - 60)], FRAME).to_dict()
-    assert "no data: the engine exposes no prefix-cache counters" in blank["title"]
+    assert "no data, the engine exposes no prefix-cache counters" in blank["title"]
     drawn = charts.prefix_cache_chart([point(END - 60, prefix_cache_hit_rate=0.4)], FRAME).to_dict()
     assert "no data" not in drawn["title"]

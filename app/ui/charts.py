@@ -373,9 +373,10 @@ def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     lines = _lines(long_rows(points, {"prefix_cache_hit_rate": "hit rate"}, frame.step_s, 100), frame, "%")
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
-    title = f"Prefix-cache hit rate per {_step(frame)} (%): prompt tokens found in the cache ÷ looked up"
-    if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel must say why it is blank
-        title += " · no data: the engine exposes no prefix-cache counters (vLLM without --enable-prefix-caching)"
+    what = "prompt tokens found in the cache ÷ looked up"
+    if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel says why (one line: a longer
+        what = "no data, the engine exposes no prefix-cache counters"  # title widens the chart past its canvas)
+    title = f"Prefix-cache hit rate per {_step(frame)} (%): {what}"
     return _panel(lines, title)
 
 
