@@ -14,9 +14,10 @@ from typing import Any
 
 from app.gpu_reader import GpuReader
 from collectors import dcgm, gateway, vllm
-from collectors.fetch import Answer, Fetcher, Get, masked
+from collectors.fetch import Answer, Fetcher, Get
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import Settings, TargetSettings
 
 log = logging.getLogger(__name__)

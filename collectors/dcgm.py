@@ -16,9 +16,10 @@ import math
 from collections.abc import Callable
 
 from collectors.expfmt import SelectiveParser, require_exposition
-from collectors.fetch import Fetcher, fetch_text, masked
+from collectors.fetch import Fetcher, fetch_text
 from collectors.records import GpuReading
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import HttpSettings
 
 MIB = 1024 * 1024

@@ -8,14 +8,13 @@ last byte, as Prometheus' ``scrape_timeout``: a server that trickles its answer 
 past it.
 
 Headers, a bearer token, basic auth from the URL's userinfo, a CA file and a proxy come from the
-source's ``HttpSettings``; the URL's password is masked (:func:`masked`) in every message.
+source's ``HttpSettings``; the URL's secrets are masked (:func:`core.redact.masked`) in every message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import queue
-import re
 import socket
 import ssl
 import threading
@@ -26,23 +25,16 @@ from dataclasses import dataclass
 import httpx
 
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import HttpSettings
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
 MAX_BODY_BYTES = 32 * 1024 * 1024
-# Up to the authority's last "@", as httpx and urllib split it: a password with an unescaped "@" is
-# masked whole.
-_USERINFO_PASSWORD = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#:]*):[^/?#]*@")
 # httpx closes a connection idle this long; servers that close sooner are noticed before reuse.
 KEEPALIVE_S = 60.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
-
-
-def masked(url: str) -> str:
-    """``url`` with the password of its userinfo replaced by ``***`` (for messages and logs)."""
-    return _USERINFO_PASSWORD.sub(r"\1:***@", url)
 
 
 def split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
@@ -207,7 +199,7 @@ def _reason(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, socket.gaierror):
         return f"unknown host: {exc.strerror or exc}"
-    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+    return masked((str(exc) or type(exc).__name__).splitlines()[0][:200])
 
 
 def fetch_text(url: str, timeout_s: float, fetcher: Fetcher | None = None, hint: str = "",

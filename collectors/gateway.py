@@ -23,9 +23,10 @@ from collections.abc import Collection
 from typing import Any
 
 from collectors.expfmt import SelectiveParser, require_exposition
-from collectors.fetch import Fetcher, fetch_text, masked
+from collectors.fetch import Fetcher, fetch_text
 from collectors.records import GatewayReading
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import GatewaySettings, HttpSettings, apply_gateway_preset
 
 HINT_URL = "Check targets[].gateway.url"

@@ -32,8 +32,9 @@ from typing import Any
 
 import httpx
 
-from collectors.fetch import masked, split_userinfo
+from collectors.fetch import split_userinfo
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import PrometheusSettings
 
 log = logging.getLogger(__name__)
@@ -217,8 +218,8 @@ def _split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
 
 
 def shown_url(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    return _split_userinfo(url)[0]
+    """The URL without its userinfo and with its query's credentials masked, for messages and logs."""
+    return masked(_split_userinfo(url)[0])
 
 
 class PrometheusClient:
@@ -227,6 +228,7 @@ class PrometheusClient:
     def __init__(self, source: PrometheusSettings, timeout_s: float) -> None:
         self.source = source
         self.base, auth = _split_userinfo(source.url)
+        self.shown = masked(self.base)  # the base URL in messages
         headers = dict(source.http.headers)
         if source.http.bearer_token:
             headers["Authorization"] = f"Bearer {source.http.bearer_token}"
@@ -280,9 +282,9 @@ class PrometheusClient:
         try:
             body = answer.json()
         except ValueError:
-            raise PrometheusError(f"{self.base}{path} did not answer JSON", f"{HINT_URL} (the server's base URL, without /api/v1)") from None
+            raise PrometheusError(f"{self.shown}{path} did not answer JSON", f"{HINT_URL} (the server's base URL, without /api/v1)") from None
         if body.get("status") != "success":
-            raise PrometheusError(f"{self.base}{path}: {body.get('error', body)}", HINT_SELECTOR)
+            raise PrometheusError(f"{self.shown}{path}: {body.get('error', body)}", HINT_SELECTOR)
         return body["data"]
 
     def _get(self, path: str, params: Mapping[str, str], allow_missing: bool = False) -> httpx.Response | None:
@@ -291,21 +293,21 @@ class PrometheusClient:
             answer = self.client.get(url, params=params)
         except httpx.TimeoutException:
             raise PrometheusError(
-                f"Prometheus at {self.base} did not answer within {self.timeout_s:g} s",
+                f"Prometheus at {self.shown} did not answer within {self.timeout_s:g} s",
                 "Raise scrape_timeout_s, or narrow prometheus[].selector",
             ) from None
         except (httpx.ProxyError, httpx.ConnectError) as exc:
             if self.source.http.proxy:  # through a proxy, the connection that failed is the proxy's
-                raise PrometheusError(f"cannot reach Prometheus at {self.base} through the proxy "
+                raise PrometheusError(f"cannot reach Prometheus at {self.shown} through the proxy "
                                       f"{shown_url(self.source.http.proxy)} ({_reason(exc)})", "Check prometheus[].http.proxy") from None
-            raise PrometheusError(f"cannot reach Prometheus at {self.base} ({_reason(exc)})", HINT_URL) from None
+            raise PrometheusError(f"cannot reach Prometheus at {self.shown} ({_reason(exc)})", HINT_URL) from None
         except httpx.HTTPError as exc:
-            raise PrometheusError(f"cannot read Prometheus at {self.base} ({type(exc).__name__}: {exc})", HINT_URL) from None
+            raise PrometheusError(f"cannot read Prometheus at {self.shown} ({type(exc).__name__}: {masked(str(exc))})", HINT_URL) from None
         if answer.status_code == 404 and allow_missing:
             return None
         if answer.status_code == 200:
             return answer
-        raise _status_error(url, answer)
+        raise _status_error(masked(url), answer)
 
 
 def _reason(exc: Exception) -> str:
@@ -314,7 +316,7 @@ def _reason(exc: Exception) -> str:
         return "connection refused"
     if "certificate" in text.lower():
         return "its TLS certificate is not trusted here; set prometheus[].http.ca_file"
-    return text or type(exc).__name__
+    return masked(text) or type(exc).__name__
 
 
 def _status_error(url: str, answer: httpx.Response) -> PrometheusError:

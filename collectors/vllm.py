@@ -30,9 +30,10 @@ from typing import Any, cast
 
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
-from collectors.fetch import Fetcher, fetch_text, masked
+from collectors.fetch import Fetcher, fetch_text
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
 from core.errors import ScrapeError
+from core.redact import masked
 from core.settings import HttpSettings
 
 HINT = "Is vLLM running? Check targets[].vllm_url"

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.fetch import masked
+from core.redact import masked
 from db import schema
 from db.engine import storage_error
 

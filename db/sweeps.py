@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.fetch import masked
+from core.redact import masked
 from db import schema
 from db.engine import storage_error
 from db.results import SweepLevel, SweepRun

@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.fetch import masked
 from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
+from core.redact import masked
 from core.settings import TargetSettings
 from db import histo, schema
 from db.engine import storage_error

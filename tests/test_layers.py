@@ -50,3 +50,10 @@ def test_no_module_of_collectors_db_or_core_imports_app() -> None:
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             assert not any(n == "app" or n.startswith("app.") for n in names), f"{path} imports {names}"
+
+
+def test_db_never_imports_the_http_fetcher() -> None:
+    # a string helper (URL masking) lives in core/redact.py, not beside the HTTP client
+    done = ruff("from collectors.fetch import masked\n", "db/new_table.py")
+    assert done.returncode == 1 and "`collectors.fetch` is banned" in done.stdout, done.stdout + done.stderr
+    assert ruff("from core.redact import masked\n", "db/new_table.py").returncode == 0

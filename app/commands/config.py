@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from collectors.fetch import masked
+from core.redact import masked
 from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
 HELP = "check the settings file and print the effective settings (or --describe every setting)"

@@ -12,10 +12,11 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
-from collectors.fetch import fetch_text, masked
+from collectors.fetch import fetch_text
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
 from core.errors import ScrapeError, UsageError
+from core.redact import masked
 from core.settings import HttpSettings, Settings, http_from_flags
 
 HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
