@@ -12,6 +12,7 @@ from types import ModuleType
 
 from app.loader import load_settings
 from core.errors import SweetspotError
+from core.redact import MaskingFormatter
 from core.settings import ENV_CONFIG
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
@@ -73,11 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_requested_command(argv))
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    # every log line masked (core/redact.py): a library's message may name a URL with its credentials
+    handler.setFormatter(MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     # Per-request and per-run lines of these libraries drown the collector's own log at INFO.
     for noisy in ("httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

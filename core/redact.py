@@ -3,12 +3,13 @@
 :func:`masked` replaces with ``***`` the password of every URL's userinfo
 (``http://user:***@host``, a PostgreSQL ``db_url`` included) and the value of every query parameter
 whose name says it is a credential (``?token=***``, :func:`secret_parameter`). Everything else
-stays as written, so a masked URL still tells which server and which path. docs/security.md lists
-where it is applied.
+stays as written, so a masked URL still tells which server and which path. :class:`MaskingFormatter`
+applies it to every log line. docs/security.md lists where it is applied.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from urllib.parse import unquote_plus
 
@@ -52,3 +53,11 @@ def masked(text: str) -> str:
 def _mask_parameter(match: re.Match[str]) -> str:
     sep, name, value = match.groups()
     return f"{sep}{name}={MASK}" if value and secret_parameter(name) else match[0]
+
+
+class MaskingFormatter(logging.Formatter):
+    """A log formatter whose every line, traceback included, goes through :func:`masked`: what a
+    library logs (an exception naming a URL) is covered as well as the product's own messages."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return masked(super().format(record))

@@ -20,6 +20,7 @@ from typing import Any
 
 from core.durations import DurationError, parse_duration
 from core.errors import SweetspotError
+from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
@@ -27,6 +28,7 @@ DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 # Environment variables the loader honours (documented in docs/configuration.md).
 ENV_CONFIG = "SWEETSPOT_CONFIG"
 ENV_DB_URL = "SWEETSPOT_DB_URL"
+ENV_DB_PASSWORD = "SWEETSPOT_DB_PASSWORD"
 ENV_UI_PASSWORD = "SWEETSPOT_UI_PASSWORD"
 ENV_SMTP_PASSWORD = "SWEETSPOT_SMTP_PASSWORD"
 # Alert e-mail without a config file (docs/alerts.md, E-mail): env → [alerts.email] key.
@@ -42,6 +44,7 @@ ENV_EMAIL = {
 ENVIRONMENT_VARIABLES = {
     ENV_CONFIG: "path of the TOML settings file (same as --config)",
     ENV_DB_URL: "database URL; overrides db_url from the file",
+    ENV_DB_PASSWORD: "password of db_url's PostgreSQL user, kept out of the URL (postgresql://USER@HOST/DB)",
     ENV_UI_PASSWORD: "when set, the UI asks for this password",
     ENV_SMTP_PASSWORD: "password for the SMTP server that sends alert e-mails",
     "SWEETSPOT_SMTP_HOST": "SMTP server that sends alert e-mails (alerts.email.host); unset = e-mail off",
@@ -501,7 +504,7 @@ def url_problem(value: str) -> str:
     """Why ``value`` cannot be scraped as an http(s) URL with a host, or "" when it can."""
     parts = urllib.parse.urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"{value!r} is not an http:// or https:// URL with a host (e.g. http://10.0.0.5:8000/metrics)"
+        return f"{masked(value)!r} is not an http:// or https:// URL with a host (e.g. http://10.0.0.5:8000/metrics)"
     return ""
 
 
@@ -546,7 +549,7 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
     for i, source in enumerate(settings.prometheus):
         if not source.url.startswith(("http://", "https://")):
-            raise ConfigError(f"prometheus[{i}].url: {source.url!r} is not an http(s) URL (e.g. http://prometheus:9090)")
+            raise ConfigError(f"prometheus[{i}].url: {masked(source.url)!r} is not an http(s) URL (e.g. http://prometheus:9090)")
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
@@ -645,12 +648,32 @@ def load_settings(
     settings = _build(Settings, data)
     settings = dataclasses.replace(
         settings,
+        db_url=with_db_password(settings.db_url, environ.get(ENV_DB_PASSWORD, "")),
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
         prometheus=_with_bearer_tokens(settings.prometheus, environ),
     )
     return _validate(settings)
+
+
+def with_db_password(db_url: str, password: str) -> str:
+    """``db_url`` with ``password`` (from SWEETSPOT_DB_PASSWORD) as its user's password, percent-encoded.
+
+    The password stays out of the URL people write and see (compose files, ``ps``, the dashboard);
+    every printer masks db_url all the same (core/redact.py)."""
+    if not password:
+        return db_url
+    parts = urllib.parse.urlsplit(db_url)
+    user, at, host = parts.netloc.rpartition("@")
+    if not parts.scheme.startswith("postgresql"):
+        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url {masked(db_url)!r} is not a postgresql:// URL; unset it")
+    if not at or not user:
+        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url names no user; write it as postgresql://USER@HOST/DB")
+    if parts.password is not None:
+        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url holds a password too; keep only the variable "
+                          "(postgresql://USER@HOST/DB)")
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{urllib.parse.quote(password, safe='')}@{host}"))
 
 
 def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
@@ -661,7 +684,7 @@ def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
     for header in headers:
         name, sep, value = header.partition(":")
         if not sep or not name.strip():
-            raise ConfigError(f"{flag} {header!r}: write it as 'Name: value'")
+            raise ConfigError(f"{flag}: a header without ':' (not shown: it may hold a credential); write it as 'Name: value'")
         table[name.strip()] = value.strip()
     http = HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file)
     return _token(http, "--bearer-token-env", "", environ)

@@ -17,6 +17,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from core.errors import StorageError
+from core.redact import masked
 
 HINT = "check db_url / --db / SWEETSPOT_DB_URL"
 
@@ -26,15 +27,15 @@ def normalize_url(db_url: str) -> URL:
     try:
         url = make_url(db_url)
     except ArgumentError:
-        raise StorageError(f"not a database URL: {db_url!r}", HINT) from None
+        raise StorageError(f"not a database URL: {masked(db_url)!r}", HINT) from None
     backend = url.get_backend_name()
     if backend == "postgresql":
         return url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if not url.database or url.database == ":memory:":
-            raise StorageError(f"SQLite URL needs a file path: {db_url!r} (e.g. sqlite:///data/sweetspot.db)", HINT)
+            raise StorageError(f"SQLite URL needs a file path: {masked(db_url)!r} (e.g. sqlite:///data/sweetspot.db)", HINT)
         return url.set(drivername="sqlite+pysqlite")
-    raise StorageError(f"unsupported database {backend!r} in {db_url!r} (use sqlite:/// or postgresql://)", HINT)
+    raise StorageError(f"unsupported database {backend!r} in {masked(db_url)!r} (use sqlite:/// or postgresql://)", HINT)
 
 
 def _sqlite_transactional(engine: Engine, pragmas: tuple[str, ...]) -> None:
@@ -66,7 +67,7 @@ def _create(url: URL, **kwargs: Any) -> Engine:
     try:
         return create_engine(url, **kwargs)
     except (SQLAlchemyError, ImportError) as exc:
-        raise StorageError(f"cannot open database {url.render_as_string(hide_password=True)}: {exc}", HINT) from None
+        raise StorageError(f"cannot open database {masked(url.render_as_string(hide_password=False))}: {masked(str(exc))}", HINT) from None
 
 
 def open_engine(db_url: str, migrate: bool = True) -> Engine:

@@ -8,6 +8,7 @@ the ``postgres`` user. Without the binaries the PostgreSQL half of the tests is 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -46,6 +47,14 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
     """Base URL (``postgresql://sweetspot@127.0.0.1:PORT``) of a throwaway PostgreSQL server."""
+    with started_postgres() as base:
+        yield base
+
+
+@contextlib.contextmanager
+def started_postgres(password: str = "") -> Iterator[str]:
+    """A throwaway PostgreSQL server's base URL (no password in it); with ``password``, the server
+    asks every client for it (scram-sha-256), as a production server does."""
     initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
     if not initdb or not pg_ctl:
         if os.environ.get("CI"):  # CI installs postgresql (.ci/run): a skip there would hide a broken install
@@ -55,12 +64,17 @@ def postgres_server() -> Iterator[str]:
         pytest.skip("running as root and runuser is missing: cannot start PostgreSQL as the postgres user")
     root = Path(tempfile.mkdtemp(prefix="sweetspot-pg-"))
     root.chmod(0o755)
+    auth = ["--auth=trust"]
+    if password:
+        (root / "pw").write_text(password)
+        auth = ["--auth=scram-sha-256", f"--pwfile={root / 'pw'}"]
     if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
+        for path in (root, *root.iterdir()):
+            shutil.chown(path, "postgres", "postgres")
     data, port = root / "data", _free_port()
     run = lambda cmd: subprocess.run(_as_server_user(cmd), check=True, capture_output=True, timeout=120)  # noqa: E731
     try:
-        run([initdb, "-D", str(data), "-U", PG_USER, "--auth=trust", "-E", "UTF8", "--no-sync"])
+        run([initdb, "-D", str(data), "-U", PG_USER, *auth, "-E", "UTF8", "--no-sync"])
         opts = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={root} -c fsync=off"
         run([pg_ctl, "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"])
     except subprocess.CalledProcessError as exc:

@@ -63,7 +63,10 @@ def test_postgres_keeps_its_data_on_a_volume_and_is_waited_for():
     for name in ("collector", "ui"):
         assert SERVICES[name]["depends_on"]["postgres"]["condition"] == "service_healthy"
         env = SERVICES[name]["environment"]
-        assert env["SWEETSPOT_DB_URL"].startswith("postgresql://sweetspot:${POSTGRES_PASSWORD")
+        # the password apart from the URL, which logs and the dashboard show
+        assert env["SWEETSPOT_DB_URL"] == "postgresql://sweetspot@postgres:5432/sweetspot"
+        assert env["SWEETSPOT_DB_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+        assert "POSTGRES_PASSWORD" not in env["SWEETSPOT_DB_URL"]
         mounted = [v.split(":")[1] for v in SERVICES[name]["volumes"]]
         assert env["SWEETSPOT_CONFIG"] in mounted
 

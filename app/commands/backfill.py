@@ -9,6 +9,7 @@ import time
 from app.commands.sweep import _duration  # the same rule: a duration longer than 0
 from core.durations import format_duration
 from core.errors import UsageError
+from core.redact import masked
 from core.settings import PrometheusSettings, Settings
 
 HELP = "import the history a Prometheus holds (query_range at the scrape interval); resumable, no duplicates"
@@ -51,5 +52,5 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     resumed = f", continuing the run that stopped at {time.strftime('%Y-%m-%d %H:%M', time.localtime(result.resumed_from))}" \
         if result.resumed_from is not None else ""
     print(f"backfilled {result.rounds:,} rounds of {result.targets} target(s) from {source.selector} at "
-          f"{format_duration(step_s)} steps into {settings.db_url}{resumed}")
+          f"{format_duration(step_s)} steps into {masked(settings.db_url)}{resumed}")
     return 0

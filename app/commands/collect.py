@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from app import scheduler
 from core.durations import parse_duration
 from core.errors import UsageError
+from core.redact import masked
 from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings, url_problem
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
@@ -134,7 +135,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
         sources = f" and {len(settings.prometheus)} Prometheus source(s)" if settings.prometheus else ""
-        print(f"collecting {len(settings.targets)} target(s){sources} every {settings.interval_s:g} s into {settings.db_url}")
+        print(f"collecting {len(settings.targets)} target(s){sources} every {settings.interval_s:g} s into {masked(settings.db_url)}")
         service.run_forever(stop)
     finally:
         service.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from core.redact import masked
 from core.settings import Settings
 from db import schema
 from db.engine import normalize_url, open_engine
@@ -42,7 +43,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 def _info(settings: Settings) -> None:
     engine = open_engine(settings.db_url)
     url = normalize_url(settings.db_url)
-    print(f"database: {url.render_as_string(hide_password=True)}")
+    print(f"database: {masked(url.render_as_string(hide_password=False))}")
     if url.get_backend_name() == "sqlite":
         path = Path(str(url.database))
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))

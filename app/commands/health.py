@@ -12,6 +12,7 @@ import time
 
 from app.formatting import elapsed
 from core.durations import format_duration
+from core.redact import masked
 from core.settings import Settings
 
 HELP = "exit 0 when the collector wrote a round within three intervals (--ui: when the dashboard answers)"
@@ -32,7 +33,7 @@ def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
     last = last_round_at(Reader(settings.db_url).engine)
     limit = INTERVALS * settings.interval_s
     if last is None:
-        return False, f"no round stored in {settings.db_url} yet: is `python -m app collect` running?"
+        return False, f"no round stored in {masked(settings.db_url)} yet: is `python -m app collect` running?"
     age = max(0.0, now - last)
     if age > limit:
         return False, (

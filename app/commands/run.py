@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from app import scheduler
 from core.durations import format_duration, parse_duration
 from core.errors import UsageError
+from core.redact import masked
 from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
         print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
-              f"into {settings.db_url}; Ctrl-C stops everything", flush=True)
+              f"into {masked(settings.db_url)}; Ctrl-C stops everything", flush=True)
         service.run_forever(stop)
     finally:
         _stop_ui(ui)

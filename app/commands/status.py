@@ -14,6 +14,7 @@ from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
+from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 from db.results import WindowFigures
@@ -67,7 +68,7 @@ def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -
     if args.target:
         known = [t.name for t in reader.targets()]
         if args.target not in known:  # "no data" would read as a target that is down
-            raise UsageError(f"--target: no target named {args.target!r} in {settings.db_url} "
+            raise UsageError(f"--target: no target named {args.target!r} in {masked(settings.db_url)} "
                              f"(stored: {', '.join(known) or 'none'})", "name a stored target, or pass --db")  # fmt: skip
         return str(args.target)
     if settings.targets:

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
+from core.redact import masked
 from core.settings import Settings
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
@@ -144,7 +145,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     config = _config(args, discover_model(args.url, args.model))
     total = format_duration(round(config.level_s * len(config.concurrencies)))
     print(
-        f"sweeping {config.base_url} ({f'target {target}' if target else 'no configured target'}) model {config.model}: concurrency {args.concurrency}, "
+        f"sweeping {masked(config.base_url)} ({f'target {target}' if target else 'no configured target'}) model {config.model}: concurrency {args.concurrency}, "
         f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
         f"({total} in all), mix {mix_label(config.mix)}",
         file=sys.stderr,
@@ -157,7 +158,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
     if not args.no_store:
-        print(f"stored as sweep run {_store(run, settings.db_url)} in {settings.db_url}", file=sys.stderr)
+        print(f"stored as sweep run {_store(run, settings.db_url)} in {masked(settings.db_url)}", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from core.errors import UsageError
-from core.settings import ENV_CONFIG, ENV_DB_URL, ENV_UI_PASSWORD, Settings
+from core.redact import masked
+from core.settings import ENV_CONFIG, ENV_DB_PASSWORD, ENV_DB_URL, ENV_UI_PASSWORD, Settings
 
 HELP = "start the dashboard in the browser (Streamlit) and print its URL"
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +63,7 @@ def child_environment(args: argparse.Namespace, settings: Settings, environ: dic
     if args.config:
         env[ENV_CONFIG] = str(Path(args.config).resolve())
     env[ENV_DB_URL] = settings.db_url
+    env.pop(ENV_DB_PASSWORD, None)  # the URL above carries it: given twice, the loader refuses
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
@@ -71,7 +73,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     address = args.address or settings.ui.address
     refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
-    print(f"Sweetspot dashboard: http://{address}:{port}/  (database {settings.db_url}; Ctrl-C stops it)", flush=True)
+    print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
     child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
     # A TERM sent to this process (a service manager, `timeout`) must not orphan the server.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -13,6 +13,7 @@ import streamlit as st
 
 from app.fleet import LANDING_TARGETS
 from app.ui import auth, state, welcome
+from core.redact import masked
 
 st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
 settings = state.load(os.environ)  # the UI process's entry point: the one place that reads the environment
@@ -50,6 +51,6 @@ PAGES = {
 }
 navigation = st.navigation(PAGES)
 view = state.sidebar(targets, state.now(), (settings.raw_retention_s, settings.rollup_retention_s))
-st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {settings.db_url}")
+st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {masked(settings.db_url)}")
 state.publish(state.Context(settings, reader, targets, view))
 navigation.run()

@@ -24,6 +24,7 @@ from app.ui import charts
 from app.ui.charts import PANEL_HEIGHT
 from core.durations import format_duration
 from core.errors import SweetspotError
+from core.redact import masked
 from core.settings import (
     ENV_CONFIG,
     ENV_DB_URL,
@@ -185,9 +186,9 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         st.error(f"Could not read {what}: {exc.one_line()}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the page must show one line, never a traceback
         settings = st.session_state.get("_settings")
-        url = settings.db_url if settings else "db_url"
+        url = masked(settings.db_url) if settings else "db_url"
         st.error(
-            f"Could not read {what}: {type(exc).__name__}: {exc}. Check that the database at {url} exists "
+            f"Could not read {what}: {type(exc).__name__}: {masked(str(exc))}. Check that the database at {url} exists "
             "and the collector has written to it (python -m app run), or set db_url / SWEETSPOT_DB_URL.",
             icon=":material/error:",
         )

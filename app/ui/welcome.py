@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.redact import masked
 from core.settings import Settings
 
 EXAMPLE = """\
@@ -20,7 +21,7 @@ def render(settings: Settings, reason: str) -> None:
     st.title("Sweetspot")
     st.info(f"Nothing to show yet: {reason}.", icon=":material/hourglass_empty:")
     st.markdown(
-        f"This dashboard reads the database at `{settings.db_url}`. The collector fills it; start it "
+        f"This dashboard reads the database at `{masked(settings.db_url)}`. The collector fills it; start it "
         "in another terminal, then reload this page."
     )
     st.subheader("See it with the demo")
