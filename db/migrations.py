@@ -320,6 +320,31 @@ def _masked_urls(conn: Connection) -> None:
             conn.execute(runs.update().where(runs.c.id == run_id).values(url=masked(url)))
 
 
+# Every stored text that may hold a URL: where the targets' sources are, the errors naming them,
+# the alert summaries and e-mails quoting those errors, a sweep's URL.
+_URL_TEXTS = {
+    "targets": ("vllm_url", "gateway_source", "gpu_source", "discovered_by"),
+    "scrapes": ("error", "gateway_error", "gpu_error"),
+    "alert_states": ("summary",),
+    "alert_transitions": ("summary",),
+    "notifications": ("subject", "body_text", "body_html"),
+    "sweep_runs": ("url",),
+}
+
+
+def _masked_query_tokens(conn: Connection) -> None:
+    # Credentials in a URL's query string (?token=..., api_key, ...) were stored as written, in the
+    # source columns and in every error quoting the URL: mask them (core.redact.masked, as the writer
+    # and the fetcher do now). One UPDATE per distinct text: a target's error repeats on every round.
+    for name, columns in _URL_TEXTS.items():
+        table = schema.metadata.tables[name]
+        for column in (table.c[c] for c in columns):
+            found = select(column).distinct().where(column.like("%=%") | column.like("%@%"))
+            for (value,) in conn.execute(found).all():
+                if masked(value) != value:
+                    conn.execute(table.update().where(column == value).values({column.name: masked(value)}))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -333,6 +358,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0012_engines", _engines),
     ("0011_fleet", _fleet),
     ("0013_masked_urls", _masked_urls),
+    ("0014_masked_query_tokens", _masked_query_tokens),
 ]
 
 

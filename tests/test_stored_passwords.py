@@ -1,5 +1,6 @@
-"""No URL's password reaches the database or the log: a round against real servers on 127.0.0.1
-with userinfo in every URL, then the bytes of the SQLite file; migration 0013 masks older rows."""
+"""No URL's password or query token reaches the database or the log: a round against real servers on 127.0.0.1
+with userinfo or a token in every URL, then the bytes of the SQLite file; migrations 0013 and 0014 mask
+older rows."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from db.migrations import migrate
 from db.writer import Writer
 from tests.support.http_server import closed_port_url, started
 from tests.support.sources import Sources
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PASSWORDS = ("vllmpw1", "gwpw2", "gpupw3", "proxypw4", "downpw5", "jsonpw6")
 
@@ -94,4 +97,77 @@ def test_a_sweeps_url_is_stored_without_its_password(db_url: str) -> None:
                                  ttft_slo_s=3.0, levels=(), recommendation={}))
     with engine.connect() as conn:
         assert [r.url for r in load_sweeps(conn, 5)] == ["http://u:***@vllm:8000/v1"]
+    engine.dispose()
+
+
+TOKENS = ("vllmtok1", "gwtok2", "gputok3", "downtok4", "hdrtok5")
+
+
+def test_no_query_token_is_stored_logged_or_shown(sources, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    server = sources()
+    config = tmp_path / "sweetspot.toml"
+    config.write_text(f"""
+db_url = "sqlite:///{tmp_path}/t.db"
+scrape_timeout_s = 2
+[[targets]]
+name = "up"
+vllm_url = "{server.url('/metrics')}?token=vllmtok1"
+http.headers = {{ X-Api-Key = "hdrtok5" }}
+gateway = {{ kind = "prometheus", url = "{server.url('/gateway')}?API_KEY=gwtok2&x=1", metric = "queue" }}
+gpu = {{ source = "dcgm", url = "{server.url('/dcgm')}?access_token=gputok3" }}
+[[targets]]
+name = "down"
+vllm_url = "{closed_port_url()}?sig=downtok4"
+""")  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWEETSPOT_")}, "PYTHONPATH": str(ROOT)}
+
+    def app(*argv: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "app", "-v", "--config", str(config), *argv], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        return done.stdout + done.stderr
+
+    shown = [app("collect", "--once"), app("status", "--target", "down"), app("status", "--all"), app("config", "--json"),
+             app("query", "--format", "json", "SELECT * FROM target_info")]
+    assert "up: vLLM up" in shown[0] and "down: vLLM DOWN" in shown[0], shown[0]
+    assert "sig=***" in shown[0] and "sig=***" in shown[1]  # the down target's error names its URL
+    assert "metrics?token=***" in shown[4] and "gateway?API_KEY=***&x=1" in shown[4]  # as stored
+    assert "API_KEY=***&x=1" in shown[3] and "access_token=***" in shown[3]
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("t.db*"))
+    assert b"?token=***" in stored and b"?API_KEY=***&x=1" in stored
+    assert not [t for t in TOKENS if t.encode() in stored]
+    assert not [(t, text) for t in TOKENS for text in shown if t in text]
+
+
+def test_migration_0014_masks_the_query_tokens_stored_before(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="old"))
+    writer.close()
+    t, m = schema.targets, schema.migrations_table
+    error = "cannot reach http://vllm:8000/metrics?token=tok1 (connection refused)"
+    with engine.begin() as conn:  # as the writer and the fetcher stored them before
+        conn.execute(t.update().values(
+            vllm_url="http://vllm:8000/metrics?token=tok1",
+            gateway_source="json http://gw:4000/q?apikey=tok2&pretty=1 q",
+            discovered_by="http://prom:9090?access_token=tok3",
+        ))  # fmt: skip
+        target_id = conn.execute(select(t.c.id)).scalar_one()
+        conn.execute(schema.scrapes.insert(), [{"target_id": target_id, "ts": 1000 + i, "up": 0, "error": error}
+                                               for i in range(3)])
+        conn.execute(schema.sweep_runs.insert().values(started_at=1.0, url="http://vllm:8000/v1?key=tok4", model="m",
+                                                       mix="{}", ttft_slo_s=3.0, recommendation="{}"))
+        conn.execute(m.delete().where(m.c.name == "0014_masked_query_tokens"))
+    assert migrate(engine) == ["0014_masked_query_tokens"]
+    with engine.connect() as conn:
+        assert tuple(conn.execute(select(t.c.vllm_url, t.c.gateway_source, t.c.discovered_by)).one()) == (
+            "http://vllm:8000/metrics?token=***", "json http://gw:4000/q?apikey=***&pretty=1 q",
+            "http://prom:9090?access_token=***",
+        )
+        assert set(conn.execute(select(schema.scrapes.c.error)).scalars()) == {
+            "cannot reach http://vllm:8000/metrics?token=*** (connection refused)"}
+        assert conn.execute(select(schema.sweep_runs.c.url)).scalar_one() == "http://vllm:8000/v1?key=***"
     engine.dispose()

@@ -37,7 +37,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.server.arrived[self.path] = time.monotonic()
         time.sleep(self.server.delays.get(self.path, 0.0))
-        body = PAGES[self.path]
+        body = PAGES[self.path.split("?")[0]]  # a query string (a token) is the client's business
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
