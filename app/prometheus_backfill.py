@@ -126,5 +126,5 @@ def _chunk_steps(client: PrometheusClient, selector: str, asked: str) -> int:
     if series == 0:
         from collectors.prometheus import HINT_SELECTOR, PrometheusError
 
-        raise PrometheusError(f"the selector {asked} matches no series at {client.base}", HINT_SELECTOR)
+        raise PrometheusError(f"the selector {asked} matches no series at {client.shown}", HINT_SELECTOR)
     return max(1, min(MAX_POINTS, SAMPLES_PER_REQUEST // series))

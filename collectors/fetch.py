@@ -32,6 +32,7 @@ from core.settings import HttpSettings
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
 MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_REDIRECTS = 10  # as many hops as Prometheus' scraper follows
 # httpx closes a connection idle this long; servers that close sooner are noticed before reuse.
 KEEPALIVE_S = 60.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
@@ -113,15 +114,25 @@ class Fetcher:
         url, began = masked(get.url), False
         try:
             bare, auth = split_userinfo(get.url)
-            client = self._client(bare, get.http)
+            headers: dict[str, str] = _headers(get.http)
             async with asyncio.timeout(timeout_s):
-                async with client.stream("GET", bare, auth=auth, headers=_headers(get.http), timeout=timeout_s) as response:
-                    began = True
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body += chunk
-                        if len(body) > MAX_BODY_BYTES:
-                            raise ScrapeError(f"{url}: the answer is larger than the {MAX_BODY_BYTES} bytes allowed", get.hint)
+                for _ in range(MAX_REDIRECTS + 1):
+                    client = self._client(bare, get.http)
+                    async with client.stream("GET", bare, auth=auth, headers=headers, timeout=timeout_s) as response:
+                        if response.is_redirect:
+                            bare, crossed = redirect_target(get.url, response, get.http, get.hint)
+                            if crossed:  # credentials stay with the origin they were configured for
+                                auth, headers = None, _headers(HttpSettings())
+                            continue
+                        began = True
+                        body = bytearray()
+                        async for chunk in response.aiter_bytes():
+                            body += chunk
+                            if len(body) > MAX_BODY_BYTES:
+                                raise ScrapeError(f"{url}: the answer is larger than the {MAX_BODY_BYTES} bytes allowed", get.hint)
+                        break
+                else:
+                    raise ScrapeError(f"{url}: more than {MAX_REDIRECTS} redirects", get.hint)
         except (TimeoutError, httpx.TimeoutException):
             if began:
                 raise ScrapeError(f"{url}: the answer began but was not complete within {timeout_s:g} s"
@@ -147,7 +158,7 @@ class Fetcher:
         client = self._clients.get(key)
         if client is None:
             client = self._clients[key] = httpx.AsyncClient(
-                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False, follow_redirects=True
+                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False
             )
         return client
 
@@ -170,6 +181,27 @@ class Fetcher:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
         self._loop.close()
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port (the scheme's default when not written), as browsers compare origins."""
+    return url.scheme, url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
+def redirect_target(start: str, response: httpx.Response, http: HttpSettings, hint: str) -> tuple[str, bool]:
+    """Where a redirect answer sends a GET that began at ``start``, and whether that leaves
+    ``start``'s origin (the caller then sends no configured header, token or basic auth there).
+
+    Leaving it is refused (ScrapeError) unless ``http.follow_redirects_across_origins``: a page that
+    moved to another server is a change to make in the settings, not to follow silently.
+    """
+    target = response.url.join(response.headers["Location"])
+    crossed = origin(target) != origin(httpx.URL(start))
+    if crossed and not http.follow_redirects_across_origins:
+        raise ScrapeError(f"{masked(start)} redirects to another origin ({masked(str(target))}): not followed",
+                          "Point the URL where it redirects, or set http.follow_redirects_across_origins = true "
+                          "(headers, bearer token and basic auth are never sent to another origin)")
+    return split_userinfo(str(target))[0], crossed
 
 
 def _headers(http: HttpSettings) -> dict[str, str]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from collectors.fetch import split_userinfo
+from collectors.fetch import MAX_REDIRECTS, redirect_target, split_userinfo
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
@@ -290,7 +290,7 @@ class PrometheusClient:
     def _get(self, path: str, params: Mapping[str, str], allow_missing: bool = False) -> httpx.Response | None:
         url = self.base + path
         try:
-            answer = self.client.get(url, params=params)
+            answer = self._send(self.client.build_request("GET", url, params=params))
         except httpx.TimeoutException:
             raise PrometheusError(
                 f"Prometheus at {self.shown} did not answer within {self.timeout_s:g} s",
@@ -308,6 +308,23 @@ class PrometheusClient:
         if answer.status_code == 200:
             return answer
         raise _status_error(masked(url), answer)
+
+
+    def _send(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request``, following redirects as the fetcher does (:func:`redirect_target`): within
+        the source's origin, or beyond it without the source's headers, token or basic auth."""
+        crossed = False
+        for _ in range(MAX_REDIRECTS + 1):
+            if crossed:
+                for name in (*self.source.http.headers, "Authorization"):
+                    request.headers.pop(name, None)
+            answer = self.client.send(request, auth=None if crossed else httpx.USE_CLIENT_DEFAULT)
+            if not answer.is_redirect:
+                return answer
+            target, left = redirect_target(self.base, answer, self.source.http, HINT_URL)
+            crossed = crossed or left
+            request = self.client.build_request("GET", target)
+        raise PrometheusError(f"{self.shown}: more than {MAX_REDIRECTS} redirects", HINT_URL)
 
 
 def _reason(exc: Exception) -> str:

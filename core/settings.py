@@ -81,6 +81,9 @@ class HttpSettings:
     ca_file: str = _setting("", "PEM file of the CA that signed the server's certificate (default: the system's store)")
     tls_verify: bool = _setting(True, "verify the server's TLS certificate; false is logged as a warning at start")
     proxy: str = _setting("", "HTTP(S) proxy URL for this source, e.g. http://proxy:3128")
+    follow_redirects_across_origins: bool = _setting(
+        False, "follow a redirect to another scheme, host or port (never with this source's headers, token or basic auth)"
+    )
     bearer_token: str = _setting("", "the token itself; only from the environment variable named by bearer_token_env",
                                  kind="secret")
     # The keys the file's table named, whatever their values: a source's tls_verify = true or
