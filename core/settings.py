@@ -270,7 +270,7 @@ class UiSettings:
     address: str = _setting("localhost", "address the UI binds to")
     refresh_s: float = _setting(10.0, "live refresh period of the charts", kind="duration")
     allow_public: bool = _setting(
-        False, f"serve the UI on a public address (0.0.0.0, ::) without {ENV_UI_PASSWORD}; off, it refuses to start"
+        False, f"serve the UI beyond loopback (0.0.0.0, ::, a LAN address) without {ENV_UI_PASSWORD}; off, it refuses to start"
     )
 
 

@@ -137,14 +137,40 @@ def test_ui_health_reports_a_dashboard_that_does_not_answer(capsys, tmp_path):
     assert "does not answer" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("address", ["0.0.0.0", "::"])
-def test_the_ui_refuses_a_public_address_without_a_password(address):
-    with pytest.raises(UsageError) as caught:
-        refuse_open_public(Settings(), address)
-    assert "SWEETSPOT_UI_PASSWORD" in caught.value.one_line() and "ui.allow_public" in caught.value.one_line()
+# every spelling of "all interfaces" getaddrinfo accepts, IPv4-mapped ones, and LAN addresses
+EXPOSED = ["0", "0.0.0.0", "::", "[::]", "0000::", "0:0:0:0:0:0:0:0", "0x0", "000.000.000.000", "0.0", "::ffff:0.0.0.0",
+           "[::ffff:0.0.0.0]", "", " ", "192.168.1.20", "10.0.0.5", "172.16.0.1", "192.0.2.7", "fe80::1%1", "2001:db8::1"]
+LOOPBACK = ["127.0.0.1", "127.1", "127.0.0.2", "0x7f000001", "2130706433", "::1", "[::1]", "localhost", "::ffff:127.0.0.1"]
+
+
+@pytest.mark.parametrize("address", EXPOSED)
+def test_the_ui_refuses_an_exposed_address_without_a_password(address, tmp_path, capsys):
+    # the real command line: it stops before Streamlit starts, with one line
+    assert main(["ui", "--address", address, "--db", f"sqlite:///{tmp_path}/u.db"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ERROR: refusing to serve the dashboard on ") and "\n" not in err
+    assert "SWEETSPOT_UI_PASSWORD" in err and "ui.allow_public" in err and "127.0.0.1" in err
     refuse_open_public(Settings(ui_password="x"), address)
     refuse_open_public(Settings(ui=UiSettings(allow_public=True)), address)
-    refuse_open_public(Settings(), "127.0.0.1")
+
+
+@pytest.mark.parametrize("address", LOOPBACK)
+def test_loopback_needs_no_password(address):
+    refuse_open_public(Settings(), address)
+
+
+def test_a_host_name_counts_for_the_addresses_it_resolves_to(monkeypatch):
+    import socket
+
+    real = socket.getaddrinfo  # a LAN name, as a resolver would answer it (no DNS in tests)
+    lan = {"dashboard.lan": "192.168.1.20", "both.lan": "127.0.0.1"}
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(lan.get(host, host), *a, **k)
+                        + (real("10.1.2.3", *a, **k) if host == "both.lan" else []))
+    for name in ("dashboard.lan", "both.lan"):
+        with pytest.raises(UsageError, match="reachable from other machines"):
+            refuse_open_public(Settings(), name)
+    with pytest.raises(UsageError, match="does not resolve"):
+        refuse_open_public(Settings(), "no-such-host.invalid")
 
 
 def test_ui_command_refuses_before_starting_streamlit(tmp_path):
@@ -154,4 +180,4 @@ def test_ui_command_refuses_before_starting_streamlit(tmp_path):
     done = subprocess.run([sys.executable, "-m", "app", "ui", "--address", "0.0.0.0", "--db", f"sqlite:///{tmp_path}/u.db"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin"})
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip().startswith("ERROR: refusing to serve the dashboard on 0.0.0.0 without a password")
+    assert done.stderr.strip().startswith("ERROR: refusing to serve the dashboard on '0.0.0.0' (every interface) without a password")

@@ -8,8 +8,10 @@ process loaded, --db included.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +23,6 @@ from core.settings import ENV_CONFIG, ENV_DB_PASSWORD, ENV_DB_URL, ENV_UI_PASSWO
 HELP = "start the dashboard in the browser (Streamlit) and print its URL"
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "app" / "ui" / "main.py"
-# Addresses that accept connections from other machines on every interface.
-PUBLIC_ADDRESSES = ("0.0.0.0", "::", "")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -45,16 +45,49 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
     ]  # fmt: skip
 
 
+def exposure(address: str) -> str:
+    """Why the dashboard bound to ``address`` can be reached from other machines, or "" when it cannot.
+
+    Reached from elsewhere unless every address ``address`` resolves to is a loopback one: every
+    spelling of "all interfaces" (``0``, ``0x0``, ``000.000.000.000``, ``[::]``, ``0000::``, an IPv4-mapped
+    ``::ffff:0.0.0.0``), a LAN address, and a host name that resolves to any of those. The name is
+    resolved as the server will resolve it to bind (getaddrinfo).
+    """
+    host = address.strip().removeprefix("[").removesuffix("]")
+    if not host:
+        return "every interface"
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except (OSError, UnicodeError) as exc:
+        return f"cannot tell: it does not resolve ({exc})"
+    ips = [ip for ip in sorted({ipaddress.ip_address(str(a).split("%")[0]) for a in found}, key=str) if not _loopback(ip)]
+    if not ips:
+        return ""
+    if any(ip.is_unspecified or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_unspecified)
+           for ip in ips):
+        return "every interface"
+    return f"reachable from other machines at {', '.join(map(str, ips))}"
+
+
+def _loopback(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return (mapped or ip).is_loopback
+
+
 def refuse_open_public(settings: Settings, address: str) -> None:
-    """Refuse to serve the dashboard to every interface with no password, unless asked explicitly.
+    """Refuse to serve the dashboard beyond this machine with no password, unless asked explicitly.
 
     A container publishes its port to the network: an open dashboard there shows every target's
-    figures and configuration to anyone who finds it.
+    figures and configuration to anyone who finds it. Anything but loopback counts (:func:`exposure`).
     """
-    if address in PUBLIC_ADDRESSES and not settings.ui_password and not settings.ui.allow_public:
+    if settings.ui_password or settings.ui.allow_public:
+        return
+    why = exposure(address)
+    if why:
         raise UsageError(
-            f"refusing to serve the dashboard on {address or 'every address'} without a password",
-            f"set {ENV_UI_PASSWORD}, or ui.allow_public = true to serve it open on purpose",
+            f"refusing to serve the dashboard on {address!r} ({why}) without a password",
+            f"set {ENV_UI_PASSWORD}, bind to 127.0.0.1 (ui.address / --address), "
+            "or set ui.allow_public = true to serve it open on purpose",
         )
 
 
@@ -70,7 +103,7 @@ def child_environment(args: argparse.Namespace, settings: Settings, environ: dic
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
-    address = args.address or settings.ui.address
+    address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
