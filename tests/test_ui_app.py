@@ -114,7 +114,7 @@ def test_password_gate(monkeypatch, db_url):
     assert not at.get("vega_lite_chart")
     at.text_input[0].input("wrong")
     at.button[0].click().run()
-    assert "Wrong password." in at.error[0].body
+    assert "Wrong password (try 1)" in at.error[0].body
     at.text_input[0].input("s3cret")
     at.button[0].click().run()
     assert not at.exception

@@ -50,6 +50,7 @@ PAGES = {
     "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
 }
 navigation = st.navigation(PAGES)
+auth.return_to_asked(navigation, [page for section in PAGES.values() for page in section])
 view = state.sidebar(targets, state.now(), (settings.raw_retention_s, settings.rollup_retention_s))
 st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {masked(settings.db_url)}")
 state.publish(state.Context(settings, reader, targets, view))
