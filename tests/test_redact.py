@@ -38,3 +38,13 @@ def test_what_holds_no_secret_is_unchanged(url: str) -> None:
 def test_the_documented_names_are_secret_and_others_are_not() -> None:
     assert all(map(secret_parameter, ["token", "Access_Token", "API-KEY", "sessionid", "client_secret", "jwt"]))
     assert not any(map(secret_parameter, ["page", "match[]", "query", "step", "monkey", "keyword", "tokens"]))
+
+
+def test_docs_security_lists_every_name() -> None:
+    from pathlib import Path
+
+    from core.redact import SECRET_ENDINGS, SECRET_LAST_WORDS, SECRET_PARAMETERS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    missing = [n for n in (*SECRET_PARAMETERS, *SECRET_LAST_WORDS, *SECRET_ENDINGS) if f"`{n}`" not in doc]
+    assert not missing, f"docs/security.md does not name {missing}"
