@@ -132,7 +132,7 @@ def storage_error(action: str, exc: Exception, url: URL | str | None = None) -> 
 
     ``url`` (the engine's): a zero-byte SQLite file is named as such, the usual way to get one.
     """
-    detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+    detail = masked(str(getattr(exc, "orig", None) or exc).splitlines()[0])  # a driver may quote its DSN
     if any(words in detail for words in _NO_TABLE):
         what = _what_database(url)
         return StorageError(f"database error while {action}: {detail}: {what} has no Sweetspot tables", MIGRATE_HINT)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import QueryError
+from core.redact import masked
 from db import query_functions, query_guard
 from db.engine import normalize_url
 
@@ -152,7 +153,7 @@ def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any]
     try:
         conn = psycopg.connect(conninfo, connect_timeout=10, options="-c default_transaction_read_only=on")
     except psycopg.Error as exc:
-        raise QueryError(f"cannot reach the database: {_first_line(exc)}", "Check db_url / --db", "database") from None
+        raise QueryError(f"cannot reach the database: {masked(_first_line(exc))}", "Check db_url / --db", "database") from None
     try:
         with conn.transaction(force_rollback=True):
             conn.execute("SET TRANSACTION READ ONLY")

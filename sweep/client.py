@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from core.errors import SweetspotError
+from core.redact import masked
 from sweep.workload import RequestSpec
 
 API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
@@ -147,19 +148,20 @@ def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) ->
     serves no model and none was given.
     """
     url = base_url + "/models"
+    shown = masked(url)  # --url may carry a user:password
     hint = "Is the server running? Check --url (an OpenAI-compatible base such as http://127.0.0.1:8000/v1)"
     try:
         response = httpx.get(url, timeout=timeout_s)
     except httpx.TimeoutException:
-        raise SweepError(f"cannot reach {url} (no answer within {timeout_s:g} s)", hint) from None
+        raise SweepError(f"cannot reach {shown} (no answer within {timeout_s:g} s)", hint) from None
     except httpx.HTTPError as exc:
-        raise SweepError(f"cannot reach {url} ({_reason(exc)})", hint) from None
+        raise SweepError(f"cannot reach {shown} ({masked(_reason(exc))})", hint) from None
     if model:
         return model  # the list is only a convenience once the server answers
     if response.status_code != 200:
-        more = "" if base_url.endswith("/v1") else f"; did you mean {base_url}/v1?"
-        raise SweepError(f"{url} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
-    return _first_model(response, url)
+        more = "" if base_url.endswith("/v1") else f"; did you mean {masked(base_url)}/v1?"
+        raise SweepError(f"{shown} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
+    return _first_model(response, shown)
 
 
 def _first_model(response: httpx.Response, url: str) -> str:

@@ -171,3 +171,13 @@ def test_migration_0014_masks_the_query_tokens_stored_before(db_url: str) -> Non
             "cannot reach http://vllm:8000/metrics?token=*** (connection refused)"}
         assert conn.execute(select(schema.sweep_runs.c.url)).scalar_one() == "http://vllm:8000/v1?key=***"
     engine.dispose()
+
+
+def test_a_sweeps_error_never_shows_the_urls_password() -> None:
+    from core.errors import SweetspotError
+    from sweep.client import discover_model
+
+    url = with_user(closed_port_url().removesuffix("/metrics"), "sweeppw5") + "/v1"
+    with pytest.raises(SweetspotError) as caught:
+        discover_model(url, None, timeout_s=2.0)
+    assert "user:***@127.0.0.1" in caught.value.one_line() and "sweeppw5" not in caught.value.one_line()
