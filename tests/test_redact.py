@@ -48,3 +48,20 @@ def test_docs_security_lists_every_name() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
     missing = [n for n in (*SECRET_PARAMETERS, *SECRET_LAST_WORDS, *SECRET_ENDINGS) if f"`{n}`" not in doc]
     assert not missing, f"docs/security.md does not name {missing}"
+
+
+def test_every_log_line_is_masked_tracebacks_included() -> None:
+    import logging
+
+    from core.redact import MaskingFormatter
+
+    try:
+        raise RuntimeError("GET http://u:pw1@h/metrics?token=tok1 failed")
+    except RuntimeError:
+        import sys
+
+        record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: GET %s", ("http://h/m?api_key=k1",),
+                                   sys.exc_info())
+    line = MaskingFormatter("%(name)s: %(message)s").format(record)
+    assert "api_key=***" in line and "u:***@h" in line and "token=***" in line
+    assert not any(s in line for s in ("pw1", "tok1", "k1"))
