@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
+from app.alerts.model import CRITICAL, NO_DATA, WARNING
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
 from app.formatting import with_unit
 from core.durations import format_duration
@@ -21,12 +22,9 @@ from db.results import SeriesPoint, WindowFigures
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
+# A verdict's states; the third, NO_DATA, and the severities are the alert lifecycle's (app.alerts.model).
 IN_SWEET_SPOT = "in_sweet_spot"
 OUTSIDE = "outside"
-NO_DATA = "no_data"
-
-WARNING = "warning"
-CRITICAL = "critical"
 
 
 @dataclass(frozen=True)

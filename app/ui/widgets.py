@@ -15,10 +15,9 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, tokens, with_unit
+from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
-from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
-from app.verdict import NO_DATA as STATE_NO_DATA
+from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
@@ -97,7 +96,7 @@ def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float,
         why = f" — {note}." if note else "."
         st.success(f"**In the sweet spot** {over}: every rule holds{why}", icon=":material/check_circle:")
         return
-    if verdict.state == STATE_NO_DATA:
+    if verdict.state == NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
         st.error(f"**No data** {over}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
         return
@@ -168,15 +167,15 @@ def bandwidth_text(g: GpuFigures) -> str:
         return f"{number(g.dram_bw_util_pct_avg)} % of peak ({g.dram_bw_source})"
     if g.memory_busy_pct_avg is not None:
         return f"{number(g.memory_busy_pct_avg)} % busy (time-based, not bandwidth)"
-    return NO_DATA
+    return MISSING
 
 
 def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
     return [
         {
             "GPU": f"#{g.index}" if g.index is not None else g.uuid[:12],
-            "name": g.name or NO_DATA,
-            "host": g.host or NO_DATA,
+            "name": g.name or MISSING,
+            "host": g.host or MISSING,
             "memory used / total": f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}",
             "bandwidth": bandwidth_text(g),
             "peak bandwidth": f"{with_unit(g.peak_bw_gbps, 'GB/s')} ({g.peak_bw_source or 'unknown'})",
