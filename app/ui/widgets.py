@@ -18,6 +18,7 @@ import streamlit as st
 from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
+from collectors.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
@@ -161,13 +162,15 @@ def show_tiles(tiles: Sequence[Tile]) -> None:
 
 def bandwidth_text(g: GpuFigures) -> str:
     """A true bandwidth figure when one exists; otherwise NVML's memory-busy %, named as time-based."""
-    if g.dram_bw_gbps_avg is not None:
-        return f"{number(g.dram_bw_gbps_avg)} GB/s ({g.dram_bw_source})"
-    if g.dram_bw_util_pct_avg is not None:
-        return f"{number(g.dram_bw_util_pct_avg)} % of peak ({g.dram_bw_source})"
-    if g.memory_busy_pct_avg is not None:
-        return f"{number(g.memory_busy_pct_avg)} % busy (time-based, not bandwidth)"
-    return MISSING
+    source = g.dram_bw_source or "unknown"
+    figure = choose_bandwidth(g.dram_bw_util_pct_avg, g.memory_busy_pct_avg, g.peak_bw_gbps, source)
+    if figure is None:
+        return MISSING
+    if figure.time_based:
+        return f"{number(figure.pct)} % busy (time-based, not bandwidth)"
+    if figure.gbps is not None:
+        return f"{number(figure.gbps)} GB/s ({figure.source})"
+    return f"{number(figure.pct)} % of peak ({figure.source})"
 
 
 def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
