@@ -82,7 +82,7 @@ class Verdict:
 
 def evaluate(
     figures: WindowFigures,
-    rules: SweetSpotSettings,
+    sweetspot: SweetSpotSettings,
     recent: Sequence[SeriesPoint] = (),
     alert_rules: Sequence[Rule] = DEFAULT_RULES,
 ) -> Verdict:
@@ -91,7 +91,7 @@ def evaluate(
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    names = Names(window_names(figures, rules, recent))
+    names = Names(window_names(figures, sweetspot, recent))
     held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept
@@ -117,7 +117,7 @@ def _clause(rule: Rule, o: Outcome, names: Names) -> Clause:
 def broken_since(
     name: str,
     points: Sequence[SeriesPoint],
-    rules: SweetSpotSettings,
+    sweetspot: SweetSpotSettings,
     window_s: float,
     ceiling: float | None = None,
     alert_rules: Sequence[Rule] = DEFAULT_RULES,
@@ -135,7 +135,7 @@ def broken_since(
     since: float | None = None
     newest = points[-1].ts
     for p in reversed(points):
-        status = outcome(rule, Names(step_names(p, rules, ceiling))).status
+        status = outcome(rule, Names(step_names(p, sweetspot, ceiling))).status
         if status == HOLDS:
             since = p.ts
         elif status == CLEAR and (since if since is not None else newest) - p.ts >= window_s:

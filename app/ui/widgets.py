@@ -38,14 +38,14 @@ def since_text(ts: float | None, now: float, range_start: float) -> str:
 UNDER_LOADED = 0.8
 
 
-def load_note(f: WindowFigures, rules: SweetSpotSettings) -> str:
+def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
     """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
 
     ``under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)``.
     """
-    if f.running_avg is None or f.running_avg >= UNDER_LOADED * rules.concurrency:
+    if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
-    running = f"{number(f.running_avg)} running of {rules.concurrency}"
+    running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
     share = f" ({percent(f.efficiency)} of the ceiling)" if f.efficiency is not None else ""
     if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
         queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
@@ -117,7 +117,7 @@ class Tile:
     help: str
 
 
-def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
+def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
@@ -128,12 +128,12 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token."),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
-        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
+        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
-        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
+        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
 
 
