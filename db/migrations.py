@@ -28,6 +28,7 @@ import re
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
@@ -374,7 +375,8 @@ def check_order(migrations: list[tuple[str, Migration]]) -> None:
 check_order(MIGRATIONS)
 
 
-def _catalogue_columns(conn: Connection) -> None:
+def _catalogue_columns(conn: Connection) -> list[str]:
+    added = []
     for table, names in schema.CATALOGUE_COLUMNS.items():
         have = _columns(conn, table)
         for name in names:
@@ -382,21 +384,30 @@ def _catalogue_columns(conn: Connection) -> None:
                 kind = schema.metadata.tables[table].c[name].type.compile(dialect=conn.dialect)
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
                 log.info("added the catalogue column %s.%s (NULL in older rows: not scraped then)", table, name)
+                added.append(f"column {table}.{name}")
+    return added
 
 
-def _missing_views(conn: Connection) -> None:
+def _missing_views(conn: Connection) -> list[str]:
     from db.query_views import create_views
 
-    made = create_views(conn)
-    if made:
-        log.info("query views created: %s", ", ".join(made))
+    return [f"view {name}" for name in create_views(conn)]
 
 
-# After the numbered ones, every time, in this order (the views read catalogue columns); no bookkeeping row.
-STANDING: list[tuple[str, Migration]] = [
+# After the numbered ones, every time, in this order (the views read catalogue columns); no bookkeeping
+# row. Each returns what it made.
+STANDING: list[tuple[str, Callable[[Connection], list[str]]]] = [
     ("catalogue_columns", _catalogue_columns),
     ("query_views", _missing_views),
 ]
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What one :func:`upgrade` did: the numbered migrations applied, and what the standing steps made."""
+
+    numbered: list[str]
+    standing: list[str]
 
 
 def applied(conn: Connection) -> set[str]:
@@ -408,9 +419,15 @@ def applied(conn: Connection) -> set[str]:
 
 def migrate(engine: Engine) -> list[str]:
     """Apply pending numbered migrations in order, then the standing steps; return the numbered names
-    applied now (empty when up to date; what a standing step did is logged)."""
+    applied now (empty when up to date)."""
+    return upgrade(engine).numbered
+
+
+def upgrade(engine: Engine) -> Upgrade:
+    """:func:`migrate`, saying also what the standing steps made (``column samples.x``, ``view minutes``)."""
     check_order(MIGRATIONS)
     done: list[str] = []
+    made: list[str] = []
     try:
         with engine.begin() as conn:
             schema.migrations_table.create(conn, checkfirst=True)
@@ -421,9 +438,9 @@ def migrate(engine: Engine) -> list[str]:
                 step(conn)
                 conn.execute(schema.migrations_table.insert().values(name=name, applied_at=int(time.time())))
                 done.append(name)
-        for _, step in STANDING:
+        for _, standing in STANDING:
             with engine.begin() as conn:
-                step(conn)
+                made += standing(conn)
     except SQLAlchemyError as exc:
         raise storage_error("migrating the schema", exc) from None
-    return done
+    return Upgrade(done, made)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, inspect, text
 
+from app.cli import main
 from db import migrations, schema
 from db.engine import open_engine
 from db.migrations import MIGRATIONS, MigrationOrderError, check_order, migrate
@@ -84,9 +85,9 @@ def _apply(engine: Engine, names: list[str]) -> None:
         with engine.begin() as conn:
             steps[name](conn)
             conn.execute(schema.migrations_table.insert().values(name=name, applied_at=0))
-    for _, step in migrations.STANDING:
+    for _, standing in migrations.STANDING:
         with engine.begin() as conn:
-            step(conn)
+            standing(conn)
 
 
 def test_the_old_order_and_the_numbered_order_end_in_the_same_schema(tmp_path, new_shape):
@@ -135,14 +136,18 @@ def test_a_new_catalogue_column_reaches_an_old_database_without_a_migration(db_u
     engine.dispose()
 
 
-def test_a_missing_catalogue_column_is_added_typed_as_schema_types_it(tmp_path, new_shape):
+def test_a_missing_catalogue_column_is_added_typed_as_schema_types_it(tmp_path, new_shape, capsys):
     url = f"sqlite:///{tmp_path}/x.db"
     engine = open_engine(url)
     with engine.begin() as conn:  # a histogram's four columns: integer, float, float, blob
         for part in ("layout", "count", "sum", "buckets"):
             conn.execute(text(f"ALTER TABLE samples DROP COLUMN tpot_{part}"))
-    migrate(engine)
     engine.dispose()
+    assert main(["db", "migrate", "--db", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "schema up to date",
+        "added 4: column samples.tpot_layout, column samples.tpot_count, column samples.tpot_sum, column samples.tpot_buckets",
+    ]
     assert not _differences(_shape(url), new_shape)
 
 
