@@ -169,3 +169,20 @@ def test_a_list_out_of_order_refuses_to_load(db_url, monkeypatch):
     with pytest.raises(MigrationOrderError, match="'0098_merged_late' is listed after '0099_last'"):
         migrate(engine)  # before it ran either (each would fail the test)
     engine.dispose()
+
+
+def test_views_dropped_by_a_migration_are_made_again_from_the_code(db_url):
+    # a migration that changes a view drops them all; the standing step makes them again (PostgreSQL:
+    # its functions and aggregate are still there and are not created twice)
+    from db import query_views
+
+    engine = open_engine(db_url)
+    with engine.begin() as conn:
+        every = query_views.views_present(conn)
+        query_views.drop_views(conn)
+        assert query_views.views_present(conn) == []
+    assert migrations.upgrade(engine) == migrations.Upgrade([], [f"view {name}" for name in every])
+    with engine.connect() as conn:
+        assert query_views.views_present(conn) == every and "minutes" in every
+    assert migrations.upgrade(engine) == migrations.Upgrade([], [])
+    engine.dispose()
