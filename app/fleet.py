@@ -68,21 +68,21 @@ class ModelAggregate:
 
 
 def target_state(
-    figures: WindowFigures, rules: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
+    figures: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
     rule_defs: Sequence[Rule] | None = None,
 ) -> TargetState:  # fmt: skip
     """The state of one target over the window (the Fleet's and ``status --all``'s one judge):
     ``rule_defs`` the target's rule set (app.alerts.rules.rule_set; None: the default rules)."""
     if figures.up is False:
         return TargetState(DOWN, (figures.last_error or "the last scrape failed",), critical=True)
-    verdict = evaluate(figures, rules, recent, DEFAULT_RULES if rule_defs is None else rule_defs)
+    verdict = evaluate(figures, sweetspot, recent, DEFAULT_RULES if rule_defs is None else rule_defs)
     if verdict.state == NO_DATA:
         return TargetState(NO_DATA, (verdict.reason,), critical=True)
     return TargetState(verdict.state, tuple(c.text for c in verdict.clauses), verdict.severity == CRITICAL)
 
 
 def fleet(
-    reader: Any, rules: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None
+    reader: Any, sweetspot: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None
 ) -> list[FleetRow]:
     """Every stored target, worst first (state, then critical before warning, then lowest efficiency).
 
@@ -93,7 +93,7 @@ def fleet(
     figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
     rows = []
     for name, f in figures.items():
-        own = rules if settings is None else effective_sweetspot(settings, name)
+        own = sweetspot if settings is None else effective_sweetspot(settings, name)
         defs = None if settings is None else rule_set(settings, name)
         state = target_state(f.window, own, _recent(f.series, now - own.queue_growth_s - SPARK_STEP_S), defs)
         rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"])))

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import time
 
-NO_DATA = "—"
+MISSING = "—"  # a figure that is None (the state "no data" is app.alerts.model.NO_DATA)
 
 
 def number(value: float | None) -> str:
     """Few significant digits, no trailing zeros: 4.8, 3, 126, 0.93, 1,234."""
     if value is None:
-        return NO_DATA
+        return MISSING
     magnitude = abs(value)
     if magnitude >= 1000:
         return f"{value:,.0f}"
@@ -31,13 +31,13 @@ def number(value: float | None) -> str:
 def with_unit(value: float | None, unit: str) -> str:
     """``4.8 s``, ``93 %``; a bare number when ``unit`` is empty."""
     if value is None:
-        return NO_DATA
+        return MISSING
     return f"{number(value)} {unit}" if unit else number(value)
 
 
 def percent(fraction: float | None) -> str:
     """A 0–1 fraction as a whole percentage: 0.934 → ``93 %``."""
-    return NO_DATA if fraction is None else f"{fraction * 100:.0f} %"
+    return MISSING if fraction is None else f"{fraction * 100:.0f} %"
 
 
 GIB = 2**30
@@ -48,7 +48,7 @@ def gibibytes(n_bytes: float | None) -> str:
 
     (Bandwidth stays in GB/s, 10⁹ bytes a second, as NVIDIA's datasheets give it.)
     """
-    return NO_DATA if n_bytes is None else f"{number(n_bytes / GIB)} GiB"
+    return MISSING if n_bytes is None else f"{number(n_bytes / GIB)} GiB"
 
 
 def ago(ts: float | None, now: float | None = None) -> str:
@@ -82,13 +82,13 @@ def elapsed(seconds: float) -> str:
 
 def clock(ts: float | None) -> str:
     """Local wall-clock time with date: ``2026-11-30 09:24:17``."""
-    return NO_DATA if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return MISSING if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 def tokens(n: float | None) -> str:
     """A token count in few digits: ``1.2 M``, ``483 k``, ``950``."""
     if n is None:
-        return NO_DATA
+        return MISSING
     for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= size:
             return f"{number(n / size)} {unit}"

@@ -23,7 +23,7 @@ from core.settings import Settings, TargetSettings
 log = logging.getLogger(__name__)
 
 
-class RoundCollector:
+class RoundReader:
     """Reads every source of every target; keeps one HTTP fetcher and one NVML session between rounds."""
 
     def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:

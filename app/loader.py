@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from app.alerts.checks import check_alerts
-from core.settings import Settings
-from core.settings import load_settings as load_core_settings
+from core.settings import Settings, read_settings
 
 
 def load_settings(
@@ -21,7 +20,7 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """:func:`core.settings.load_settings`, then the alert rules and mute windows checked (ConfigError)."""
-    settings = load_core_settings(config_path, environ, overrides)
+    """:func:`core.settings.read_settings`, then the alert rules and mute windows checked (ConfigError)."""
+    settings = read_settings(config_path, environ, overrides)
     check_alerts(settings)
     return settings

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
+from app.alerts.model import CRITICAL, NO_DATA, WARNING
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
 from app.formatting import with_unit
 from core.durations import format_duration
@@ -21,12 +22,9 @@ from db.results import SeriesPoint, WindowFigures
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
+# A verdict's states; the third, NO_DATA, and the severities are the alert lifecycle's (app.alerts.model).
 IN_SWEET_SPOT = "in_sweet_spot"
 OUTSIDE = "outside"
-NO_DATA = "no_data"
-
-WARNING = "warning"
-CRITICAL = "critical"
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ class Verdict:
 
 def evaluate(
     figures: WindowFigures,
-    rules: SweetSpotSettings,
+    sweetspot: SweetSpotSettings,
     recent: Sequence[SeriesPoint] = (),
     alert_rules: Sequence[Rule] = DEFAULT_RULES,
 ) -> Verdict:
@@ -93,7 +91,7 @@ def evaluate(
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    names = Names(window_names(figures, rules, recent))
+    names = Names(window_names(figures, sweetspot, recent))
     held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept
@@ -119,7 +117,7 @@ def _clause(rule: Rule, o: Outcome, names: Names) -> Clause:
 def broken_since(
     name: str,
     points: Sequence[SeriesPoint],
-    rules: SweetSpotSettings,
+    sweetspot: SweetSpotSettings,
     window_s: float,
     ceiling: float | None = None,
     alert_rules: Sequence[Rule] = DEFAULT_RULES,
@@ -137,7 +135,7 @@ def broken_since(
     since: float | None = None
     newest = points[-1].ts
     for p in reversed(points):
-        status = outcome(rule, Names(step_names(p, rules, ceiling))).status
+        status = outcome(rule, Names(step_names(p, sweetspot, ceiling))).status
         if status == HOLDS:
             since = p.ts
         elif status == CLEAR and (since if since is not None else newest) - p.ts >= window_s:

@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/bench_collector.py [--rounds 200] [--pause-ms 0] [--db URL]
 [--dcgm-interval 30s] [--runs 1 --apart 20]``. The simulator runs as its own process (``python -m app sim --load 16``), so
 this process's CPU time is the collector's alone: HTTP GETs of the three endpoints (vLLM /metrics,
-gateway, 8 dcgm GPUs), sent at once and read as they arrive (``RoundCollector.collect_all``),
+gateway, 8 dcgm GPUs), sent at once and read as they arrive (``RoundReader.collect_all``),
 parsing, and the writer's transaction. Prints the whole round and each step,
 best and median CPU ms, for the demo target (vLLM + gateway + 8 GPUs) and for a vLLM-only target (no
 gateway, no GPUs), the plainest configuration. Whole rounds run back to back unless ``--pause-ms``
@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.commands.run import demo_target  # noqa: E402
-from app.jobs import RoundCollector  # noqa: E402
+from app.jobs import RoundReader  # noqa: E402
 from bench import prom_scrape  # noqa: E402
 from collectors.dcgm import parse_dcgm  # noqa: E402
 from collectors.fetch import fetch_text  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
         target = demo_target(urls)
         vllm_only = TargetSettings(name="vllm-only", vllm_url=urls["vllm_metrics"])
         settings = Settings(targets=(target, vllm_only))
-        rounds = RoundCollector(settings, clock=simulated_clock())
+        rounds = RoundReader(settings, clock=simulated_clock())
         with tempfile.TemporaryDirectory() as folder:
             writer = Writer(open_engine(args.db or f"sqlite:///{folder}/bench.db"))
             writer.register_target(target)
@@ -141,7 +141,7 @@ def main() -> None:
 
 
 def report(
-    rounds: RoundCollector, writer: Writer, target: TargetSettings, vllm_only: TargetSettings,
+    rounds: RoundReader, writer: Writer, target: TargetSettings, vllm_only: TargetSettings,
     urls: dict[str, str], n: int, pause_s: float, dcgm_interval: str,
 ) -> list[float]:
     """Print the whole rounds, their parts and each step; returns the whole rounds' medians (vLLM only, 3 sources)."""
@@ -211,7 +211,7 @@ def report(
 
 
 def runs(
-    rounds: RoundCollector, writer: Writer, targets: tuple[TargetSettings, TargetSettings], n: int, pause_s: float,
+    rounds: RoundReader, writer: Writer, targets: tuple[TargetSettings, TargetSettings], n: int, pause_s: float,
     count: int, apart_s: float, first: list[float],
 ) -> None:
     """The whole rounds measured ``count`` times in all (``first``: the medians of the run above),

@@ -7,7 +7,7 @@ Run: ``.venv/bin/python bench/bench_fleet.py [--targets 200] [--interval 5] [--d
   rendered once a second and served from memory on ``--targets`` ports (one asyncio server, HTTP/1.1
   keep-alive), so each target is its own endpoint with its own connections, and rendering 600 pages
   every 5 s does not take the CPU the collector is measured on;
-- the **collector** under test: ``CollectorService`` as ``python -m app collect`` runs it (the
+- the **collector** under test: ``CollectionService`` as ``python -m app collect`` runs it (the
   scheduler's collect, rollup and retention jobs, writing to a fresh SQLite file), with the collect
   job timed from the inside: how late each round started against its slot (first start + k ×
   interval), how long it took, and how many slots had no round;
@@ -92,7 +92,7 @@ def farm(count: int) -> None:
 # -- the collector under test --------------------------------------------------------------------------
 def collector(ports: list[int], interval_s: float, db_url: str, report: Path) -> None:
     """Run the collector service on the fleet until SIGTERM; write the collect job's timings to ``report``."""
-    from app.collector import CollectorService
+    from app.collection import CollectionService
     from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
     targets = tuple(
@@ -106,7 +106,7 @@ def collector(ports: list[int], interval_s: float, db_url: str, report: Path) ->
         for i, port in enumerate(ports)
     )
     settings = Settings(targets=targets, interval_s=interval_s, db_url=db_url)
-    service = CollectorService(settings)
+    service = CollectionService(settings)
     runs: list[tuple[float, float]] = []  # (started, took) in time.time() seconds
     collect = service._collect_logged
 

@@ -82,12 +82,12 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
-def overview(reader: Reader, target: str, now: float, rules: SweetSpotSettings) -> None:
+def overview(reader: Reader, target: str, now: float, sweetspot: SweetSpotSettings) -> None:
     """What the Overview asks for a 7-day range (app/ui/state.resolve: 1800 s steps for 7 d)."""
     step = 1800.0
     end = now // step * step
     reader.window(target, now, 300.0)
-    reader.series(target, now - rules.queue_growth_s - 30, now, 30.0, fields=QUEUE)
+    reader.series(target, now - sweetspot.queue_growth_s - 30, now, 30.0, fields=QUEUE)
     reader.series(target, end - 7 * 86400, end, step, fields=OTHERS + TTFT)
 
 
@@ -114,14 +114,14 @@ def main() -> int:
         engine.dispose()
         print(f"database: {args.targets} targets × {args.days:g} days on {url.split('@')[-1]}: {counts}; "
               f"one target written in {built['write_one_s']:.1f} s, copied in {built['clone_s']:.1f} s")
-        reader, rules = Reader(url), SweetSpotSettings()
-        rows = fleet(reader, rules, time.time(), 300.0)
+        reader, sweetspot = Reader(url), SweetSpotSettings()
+        rows = fleet(reader, sweetspot, time.time(), 300.0)
         assert len(rows) == args.targets and all(len(r.sparkline) == 60 for r in rows)
-        best, median = timed(lambda: fleet(reader, rules, time.time(), 300.0), args.repeat)
+        best, median = timed(lambda: fleet(reader, sweetspot, time.time(), 300.0), args.repeat)
         verdict = "met" if best <= FLEET_GOAL_MS else "NOT met"
         print(f"Fleet query ({args.targets} targets: window 5 min + last hour per minute each): "
               f"fastest {best:.0f} ms, median {median:.0f} ms (goal ≤ {FLEET_GOAL_MS:.0f} ms: {verdict})")
-        best, median = timed(lambda: overview(reader, fleet_db.name(args.targets // 2), time.time(), rules), args.repeat)
+        best, median = timed(lambda: overview(reader, fleet_db.name(args.targets // 2), time.time(), sweetspot), args.repeat)
         verdict = "met" if best <= OVERVIEW_GOAL_MS else "NOT met"
         print(f"one target's Overview over {args.days:g} days (window, queue steps, series at 30 min): "
               f"fastest {best:.0f} ms, median {median:.0f} ms (goal ≤ {OVERVIEW_GOAL_MS:.0f} ms: {verdict})")

@@ -4,7 +4,7 @@ Run: ``.venv/bin/python bench/bench_floors.py [--rounds 100] [--pause-ms 200]``.
 simulator in another process (as ``bench/bench_collector.py``), three things run in turn, round after
 round, ``--pause-ms`` apart (a live collector sleeps between rounds, so its caches are cold):
 
-- **our round**: ``RoundCollector.collect`` of the 3-source demo target (vLLM, gateway, 8 dcgm GPUs)
+- **our round**: ``RoundReader.collect`` of the 3-source demo target (vLLM, gateway, 8 dcgm GPUs)
   and ``Writer.write_round``, as the collector runs them;
 - **bare GETs**: the same three pages fetched on three kept-alive plain sockets: one send each, then
   each answer read by its Content-Length and decoded. No pooling, no timeouts, no error handling, no
@@ -19,7 +19,7 @@ round, ``--pause-ms`` apart (a live collector sleeps between rounds, so its cach
 
 Prints each one's median and best CPU ms, and the round's ratio to the two floors together. The
 differences split what is above the floors: our round minus the fourth line is our HTTP client and
-the round's orchestration (``RoundCollector.collect_all``); the fourth line minus the two floors is
+the round's orchestration (``RoundReader.collect_all``); the fourth line minus the two floors is
 parsing, the counter and histogram arithmetic, and the writer's own work.
 """
 
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.commands.run import demo_target  # noqa: E402
-from app.jobs import RoundCollector  # noqa: E402
+from app.jobs import RoundReader  # noqa: E402
 from bench.bench_collector import simulated_clock, start_simulator  # noqa: E402
 from collectors import dcgm, gateway, vllm  # noqa: E402
 from collectors.records import ScrapeRound, SourceResult  # noqa: E402
@@ -124,7 +124,7 @@ def parse_and_write(
     target: TargetSettings, pages: Callable[[], list[str]], writer: Writer, clock: Callable[[], float]
 ) -> Callable[[], None]:
     """A round of ``target`` from ``pages`` (its vLLM, gateway and dcgm pages), parsed by our
-    collectors and written by ``writer``, as ``RoundCollector`` would build it (durations aside)."""
+    collectors and written by ``writer``, as ``RoundReader`` would build it (durations aside)."""
     settings = gateway.resolve_preset(target.gateway)
     ok = SourceResult(True, None, 0.001)
 
@@ -162,7 +162,7 @@ def main() -> None:
         time.sleep(3)  # let the load fill the engine so the payloads have their full shape
         target = demo_target(urls)
         clock = simulated_clock()  # shared: both ways of writing a round add to the same target
-        rounds = RoundCollector(Settings(targets=(target,)), clock=clock)
+        rounds = RoundReader(Settings(targets=(target,)), clock=clock)
         with tempfile.TemporaryDirectory() as folder:
             path = f"{folder}/floors.db"
             writer = Writer(open_engine(f"sqlite:///{path}"))

@@ -5,7 +5,7 @@
    serving those pages in turn, one page per ``--period`` (5 s), out of step with each other.
 2. Start Debian's ``prometheus`` on 127.0.0.1 scraping them every ``--period``.
 3. For ``--seconds``, at the same time: Sweetspot scraping every target directly each period
-   (``RoundCollector``, as ``collect`` does) into one SQLite file, and Sweetspot reading the same
+   (``RoundReader``, as ``collect`` does) into one SQLite file, and Sweetspot reading the same
    targets through Prometheus (``PrometheusSource`` every half period) into another.
 4. Compare, per target, the figures of a window both cover (tok/s, TTFT P95, running, KV), and
    time one source round alone (the request, splitting, parsing, the rounds; then the write)
@@ -31,7 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.jobs import RoundCollector  # noqa: E402
+from app.jobs import RoundReader  # noqa: E402
 from app.prometheus_source import PrometheusSource  # noqa: E402
 from core.settings import PrometheusSettings, Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
@@ -94,7 +94,7 @@ def main() -> int:
         direct, through = Writer(direct_engine), Writer(through_engine)
         for t in targets:
             direct.register_target(t)
-        collector = RoundCollector(dataclasses_replace(settings, targets))
+        collector = RoundReader(dataclasses_replace(settings, targets))
         source = PrometheusSource(settings, PrometheusSettings(url=server.url))
         began = time.time()
         stop = time.monotonic() + args.seconds

@@ -1,4 +1,5 @@
-"""Which bandwidth figure to chart for one GPU reading, in the order GPU.md sets.
+"""Which bandwidth figure to show for a GPU, in the order GPU.md sets: of one reading (the
+collectors' tests) or of a window's averages (the GPUs page's table), by the one rule below.
 
 1. GPM ``DRAM_BW_UTIL`` (NVML, Hopper and newer) → GB/s = % × peak.
 2. dcgm-exporter ``DCGM_FI_PROF_DRAM_ACTIVE`` → GB/s = % × peak.
@@ -25,10 +26,18 @@ class BandwidthFigure:
 
 def bandwidth_figure(reading: GpuReading) -> BandwidthFigure | None:
     """The best bandwidth figure of ``reading``; None when it has none at all."""
-    if reading.dram_bw_util_pct is not None:
-        peak = reading.peak_bw_gbps
-        gbps = None if peak is None else reading.dram_bw_util_pct / 100.0 * peak
-        return BandwidthFigure(reading.dram_bw_util_pct, gbps, reading.dram_bw_source or "gpm", False)
-    if reading.memory_busy_pct is not None:
-        return BandwidthFigure(reading.memory_busy_pct, None, "memory-busy", True)
+    source = reading.dram_bw_source or "gpm"
+    return choose_bandwidth(reading.dram_bw_util_pct, reading.memory_busy_pct, reading.peak_bw_gbps, source)
+
+
+def choose_bandwidth(
+    dram_bw_util_pct: float | None, memory_busy_pct: float | None, peak_bw_gbps: float | None, source: str
+) -> BandwidthFigure | None:
+    """The best of a DRAM bandwidth share (``source``: "gpm" or "dcgm") and the memory-busy time share,
+    both 0–100; GB/s only from the first, with the peak. None when both are None."""
+    if dram_bw_util_pct is not None:
+        gbps = None if peak_bw_gbps is None else dram_bw_util_pct / 100.0 * peak_bw_gbps
+        return BandwidthFigure(dram_bw_util_pct, gbps, source, False)
+    if memory_busy_pct is not None:
+        return BandwidthFigure(memory_busy_pct, None, "memory-busy", True)
     return None

@@ -350,7 +350,7 @@ class QuerySettings:
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything the product reads; built once by :func:`load_settings`."""
+    """Everything the product reads; built once by ``app.loader.load_settings`` (on :func:`read_settings`)."""
 
     db_url: str = _setting(DEFAULT_DB_URL, "database URL: sqlite:///path or postgresql://user@host/db")
     interval_s: float = _setting(5.0, "scrape interval", kind="duration")
@@ -629,12 +629,13 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
-def load_settings(
+def read_settings(
     config_path: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Build the settings: file (``config_path`` or ``$SWEETSPOT_CONFIG``), then environment, then overrides."""
+    """Build the settings: file (``config_path`` or ``$SWEETSPOT_CONFIG``), then environment, then overrides, with
+    every check the ground floor can make alone. Entry points load through ``app.loader.load_settings``."""
     environ = environ or {}
     path = config_path or environ.get(ENV_CONFIG)
     data: dict[str, Any] = read_config_file(Path(path)) if path else {}

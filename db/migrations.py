@@ -1,7 +1,22 @@
 """Small named migrations, each applied in one transaction together with its bookkeeping row.
 
-Append new migrations to ``MIGRATIONS``; never edit or reorder an applied one. A migration is a
-function taking a Connection inside the open transaction.
+A numbered migration is a function taking a Connection inside the open transaction, registered by
+one line appended to ``MIGRATIONS`` under the next free number (``NNNN_what_it_does``). The list
+is checked when this module loads and again by :func:`migrate`: a duplicate or out-of-order number
+raises :class:`MigrationOrderError` (a merge that put a line out of place), so the order in which
+they run is the order their numbers say. Each one reads only what the migrations numbered before it
+made: it may run on a database at any earlier point. Never edit an applied one.
+
+Then two standing steps run on every migration, after the numbered ones and with no bookkeeping row,
+because they follow the code rather than history:
+
+- ``catalogue_columns``: the nullable columns of a catalogue figure (``schema.CATALOGUE_COLUMNS``)
+  that ``samples`` or ``model_rollups`` lack are added, typed as ``db/schema.py`` types them and
+  NULL in older rows (the figure was not scraped then): a new vLLM metric needs no migration. A
+  column that must be filled in for older rows (``covered_ms``, ``ttft_p95_s``) still needs one.
+- ``query_views``: the query views (``db/query_views.py``) that are missing are created, once the
+  tables and columns they read are there. A migration that changes a view, or rebuilds a table a view
+  reads, drops the views (``query_views.drop_views``); this step makes them again from the code.
 """
 
 from __future__ import annotations
@@ -9,9 +24,11 @@ from __future__ import annotations
 import binascii
 import json
 import logging
+import re
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
@@ -23,6 +40,10 @@ from db.engine import storage_error
 
 log = logging.getLogger(__name__)
 Migration = Callable[[Connection], None]
+
+
+class MigrationOrderError(Exception):
+    """``MIGRATIONS`` lists a name without its number, a number twice, or a number out of order."""
 
 
 def _initial(conn: Connection) -> None:
@@ -193,11 +214,9 @@ def _sweep_target(conn: Connection) -> None:
 
 
 def _query_views(conn: Connection) -> None:
-    # The stable views of ad-hoc queries (docs/query.md), the thresholds they judge minutes by and
-    # the saved queries. The views are built from db/query_views.py as it stands when this runs: a
-    # later change to a view is a new migration that drops and recreates it.
-    from db.query_views import create_views
-
+    # What the stable views of ad-hoc queries (docs/query.md) read besides the history: TTFT P95 per
+    # rollup, the thresholds they judge minutes by, and the saved queries. The views themselves are
+    # made by the standing step after every numbered migration (they read columns later ones add).
     if "ttft_p95_s" not in _columns(conn, "model_rollups"):
         conn.execute(text("ALTER TABLE model_rollups ADD COLUMN ttft_p95_s FLOAT"))
         for target in [int(t) for t in conn.execute(text("SELECT id FROM targets ORDER BY id")).scalars()]:
@@ -211,7 +230,6 @@ def _query_views(conn: Connection) -> None:
     defaults = SweetSpotSettings()
     row = {"target": EVERY_TARGET, **{f: float(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
     conn.execute(schema.sweetspot_thresholds.insert().values(**row))
-    log.info("migration 0008: query views %s", ", ".join(create_views(conn)))
 
 
 def _fill_ttft_p95(conn: Connection, target: int) -> None:
@@ -345,6 +363,7 @@ def _masked_query_tokens(conn: Connection) -> None:
                     conn.execute(table.update().where(column == value).values({column.name: masked(value)}))
 
 
+# One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -352,14 +371,69 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0004_covered_time", _covered_time),
     ("0005_alerts", _alerts),
     ("0007_notifications", _notifications),
-    ("0010_sweep_target", _sweep_target),
     ("0008_query_views", _query_views),
     ("0009_state_json", _state_json),
-    ("0012_engines", _engines),
+    ("0010_sweep_target", _sweep_target),
     ("0011_fleet", _fleet),
+    ("0012_engines", _engines),
     ("0013_masked_urls", _masked_urls),
     ("0014_masked_query_tokens", _masked_query_tokens),
 ]
+
+_NAME = re.compile(r"(\d{4})_[a-z0-9_]+")
+
+
+def check_order(migrations: list[tuple[str, Migration]]) -> None:
+    """Raise :class:`MigrationOrderError` unless every name is ``NNNN_words`` with numbers strictly ascending."""
+    before = ""
+    for name, _ in migrations:
+        match = _NAME.fullmatch(name)
+        if match is None:
+            raise MigrationOrderError(f"migration {name!r} has no four-digit number: name it NNNN_what_it_does")
+        if before and match.group(1) <= before[:4]:
+            how = "reuses the number of" if match.group(1) == before[:4] else "is listed after"
+            raise MigrationOrderError(
+                f"migration {name!r} {how} {before!r}: give it the next free number and list it last (db/migrations.py)"
+            )
+        before = name
+
+
+check_order(MIGRATIONS)
+
+
+def _catalogue_columns(conn: Connection) -> list[str]:
+    added = []
+    for table, names in schema.CATALOGUE_COLUMNS.items():
+        have = _columns(conn, table)
+        for name in names:
+            if name not in have:
+                kind = schema.metadata.tables[table].c[name].type.compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {name} {kind}"))
+                log.info("added the catalogue column %s.%s (NULL in older rows: not scraped then)", table, name)
+                added.append(f"column {table}.{name}")
+    return added
+
+
+def _missing_views(conn: Connection) -> list[str]:
+    from db.query_views import create_views
+
+    return [f"view {name}" for name in create_views(conn)]
+
+
+# After the numbered ones, every time, in this order (the views read catalogue columns); no bookkeeping
+# row. Each returns what it made.
+STANDING: list[tuple[str, Callable[[Connection], list[str]]]] = [
+    ("catalogue_columns", _catalogue_columns),
+    ("query_views", _missing_views),
+]
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What one :func:`upgrade` did: the numbered migrations applied, and what the standing steps made."""
+
+    numbered: list[str]
+    standing: list[str]
 
 
 def applied(conn: Connection) -> set[str]:
@@ -370,8 +444,16 @@ def applied(conn: Connection) -> set[str]:
 
 
 def migrate(engine: Engine) -> list[str]:
-    """Apply pending migrations in order; return the names applied now (empty when up to date)."""
+    """Apply pending numbered migrations in order, then the standing steps; return the numbered names
+    applied now (empty when up to date)."""
+    return upgrade(engine).numbered
+
+
+def upgrade(engine: Engine) -> Upgrade:
+    """:func:`migrate`, saying also what the standing steps made (``column samples.x``, ``view minutes``)."""
+    check_order(MIGRATIONS)
     done: list[str] = []
+    made: list[str] = []
     try:
         with engine.begin() as conn:
             schema.migrations_table.create(conn, checkfirst=True)
@@ -382,6 +464,9 @@ def migrate(engine: Engine) -> list[str]:
                 step(conn)
                 conn.execute(schema.migrations_table.insert().values(name=name, applied_at=int(time.time())))
                 done.append(name)
+        for _, standing in STANDING:
+            with engine.begin() as conn:
+                made += standing(conn)
     except SQLAlchemyError as exc:
         raise storage_error("migrating the schema", exc) from None
-    return done
+    return Upgrade(done, made)

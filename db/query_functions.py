@@ -10,7 +10,7 @@
 
 SQLite: Python functions registered on each connection (:func:`register`); a SQLite tool that does
 not register them can read every view column but these. PostgreSQL: SQL and PL/pgSQL functions in
-the ``sweetspot_query`` schema, created by migration ``0008_query_views`` (:data:`POSTGRES_DDL`).
+the ``sweetspot_query`` schema, created with the views by the standing step of :mod:`db.migrations` (:data:`POSTGRES_DDL`).
 """
 
 from __future__ import annotations

@@ -376,25 +376,27 @@ SQL: dict[str, str] = {
 
 
 def create_views(conn: Connection) -> list[str]:
-    """Create every view whose tables exist (PostgreSQL: with the functions, in ``sweetspot_query``)."""
+    """Create every missing view whose tables exist (PostgreSQL: in ``sweetspot_query``, with its
+    functions when they are not there yet); return the names created."""
+    present = set(views_present(conn))
+    missing = [v for v in VIEWS if v.name not in present and (not v.needs_table or _has_columns(conn, v))]
+    if not missing:
+        return []
     postgres = conn.dialect.name == "postgresql"
     if postgres:
         from db.query_functions import POSTGRES_DDL
 
-        for statement in POSTGRES_DDL:
-            conn.execute(text(statement))
+        if conn.execute(text(f"SELECT to_regtype('{SCHEMA}.histogram_state')")).scalar() is None:
+            for statement in POSTGRES_DDL:  # (its type and aggregate cannot be created twice)
+                conn.execute(text(statement))
         # names in the views resolve now (to the tables in public, the functions here) and stay bound
         conn.execute(text(f"SET LOCAL search_path TO {SCHEMA}, public"))
-    made = []
-    for view in VIEWS:
-        if view.needs_table and not _has_columns(conn, view):
-            continue
+    for view in missing:
         name = f"{SCHEMA}.{view.name}" if postgres else view.name
         conn.execute(text(f"CREATE VIEW {name} AS {SQL[view.name]}"))
-        made.append(view.name)
     if postgres:
         conn.execute(text("SET LOCAL search_path TO DEFAULT"))
-    return made
+    return [v.name for v in missing]
 
 
 def _has_columns(conn: Connection, view: View) -> bool:

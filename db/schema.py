@@ -43,8 +43,8 @@ from sqlalchemy import (
 from collectors import catalogue
 
 # The catalogue's figures stored as columns (the parser's ModelFigures keys), in catalogue order.
-# A new one costs its catalogue line plus a named migration that adds its columns to existing
-# databases (docs/architecture.md, "Adding a metric").
+# A new one costs its catalogue line: an existing database gets its columns from the standing step
+# of db/migrations.py (CATALOGUE_COLUMNS below), no migration (docs/architecture.md, "Adding a metric").
 COUNTERS = catalogue.keys("counter")
 GAUGES = catalogue.keys("gauge")
 HISTOGRAMS = catalogue.keys("histogram")
@@ -142,14 +142,28 @@ scrapes = Table(
     **_NO_ROWID,
 )
 
+def _raw_figure_columns() -> list[Column]:
+    return [*[Column(g, Float) for g in GAUGES], *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
+
+
+def _rollup_figure_columns() -> list[Column]:
+    gauges = [c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))]
+    return [*gauges, *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
+
+
+# The nullable columns each table has per catalogue figure: db/migrations.py adds those a database
+# lacks (NULL in its older rows: the figure was not scraped then, drawn as a gap).
+CATALOGUE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "samples": tuple(c.name for c in _raw_figure_columns()),
+    "model_rollups": tuple(c.name for c in _rollup_figure_columns()),
+}
+
 samples = Table(
     "samples",
     metadata,
     Column("model_id", Integer, primary_key=True),
     Column("ts", Integer, primary_key=True),
-    *[Column(g, Float) for g in GAUGES],
-    *[Column(c, Float) for c in COUNTERS],
-    *_hist_columns(),
+    *_raw_figure_columns(),
     # This row's share of the time its round's increases cover: milliseconds since the target's
     # previous successful scrape, split among the round's models (NULL when unknown). Rates divide
     # by the sum over a target's rows, not by the step's length: see docs/storage.md.
@@ -190,9 +204,7 @@ model_rollups = Table(
     Column("step", Integer, primary_key=True),
     Column("ts", Integer, primary_key=True),
     Column("samples", Integer, nullable=False),
-    *[c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))],
-    *[Column(c, Float) for c in COUNTERS],
-    *_hist_columns(),
+    *_rollup_figure_columns(),
     Column("covered_ms", Integer),  # Σ of the raw rows' covered_ms
     # TTFT P95 of the period, computed when it is rolled up (db/quantiles.py): the query views judge
     # every minute by it, and a Python call per row would cost seconds over a fleet's week.

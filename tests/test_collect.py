@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.collector import CollectorService
+from app.collection import CollectionService
 from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
@@ -59,7 +59,7 @@ def test_a_garbage_scrape_costs_one_round_not_the_collector(tmp_path):
     routes = {"/metrics": (200, "text/plain", "<html>oops</html>")}
     with serve(routes) as base:
         target = TargetSettings(name="t", vllm_url=f"{base}/metrics")
-        service = CollectorService(Settings(db_url=f"sqlite:///{tmp_path}/g.db", targets=(target,)))
+        service = CollectionService(Settings(db_url=f"sqlite:///{tmp_path}/g.db", targets=(target,)))
         try:
             first = service.collect_once()
             time.sleep(1.1)  # rounds are keyed by whole seconds
@@ -76,7 +76,7 @@ def test_a_vllm_restart_mid_run_gives_no_negative_or_spiking_figures(tmp_path):
     db = f"sqlite:///{tmp_path}/r.db"
     with start_simulator(SimOptions(port=0, load=4, speed=20.0, seed=5)) as sim:
         target = TargetSettings(name="r", vllm_url=sim.urls["vllm_metrics"])
-        service = CollectorService(Settings(db_url=db, targets=(target,)))
+        service = CollectionService(Settings(db_url=db, targets=(target,)))
         try:
             for i in range(6):
                 if i == 3:

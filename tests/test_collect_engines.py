@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.collector import CollectorService
+from app.collection import CollectionService
 from app.commands.status import render
 from core.settings import Settings, TargetSettings
 from db.queries import Reader
@@ -12,7 +12,7 @@ from simulator import SimOptions, start_simulator
 
 
 def _collect(db: str, target: TargetSettings, rounds: int, sim=None, restart_at: int | None = None) -> list[str]:
-    service = CollectorService(Settings(db_url=db, targets=(target,)))
+    service = CollectionService(Settings(db_url=db, targets=(target,)))
     lines: list[str] = []
     try:
         for i in range(rounds):

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from app.collector import CollectorService
-from app.jobs import RoundCollector
+from app.collection import CollectionService
+from app.jobs import RoundReader
 from collectors.fetch import Fetcher, Get
 from core.settings import GatewaySettings, GpuSettings, HttpSettings, Settings, TargetSettings
 from db.queries import Reader
@@ -45,7 +45,7 @@ def hanging_port() -> socket.socket:
 
 def test_slow_sources_are_waited_for_together_not_one_after_the_other(sources) -> None:
     server = sources({"/metrics": 1.5, "/gateway": 1.5})
-    collector = RoundCollector(Settings(targets=()))
+    collector = RoundReader(Settings(targets=()))
     try:
         start = time.monotonic()
         round_ = collector.collect(target("t", server))
@@ -68,7 +68,7 @@ def test_a_hanging_target_delays_neither_the_other_target_nor_its_write(sources,
         down = target("down", None, vllm=f"{address}/metrics", gateway=f"{address}/gateway", dcgm=closed_port_url())
         up = target("up", server)
         db = f"sqlite:///{tmp_path}/c.db"
-        service = CollectorService(Settings(db_url=db, scrape_timeout_s=1.0, targets=(down, up)))
+        service = CollectionService(Settings(db_url=db, scrape_timeout_s=1.0, targets=(down, up)))
         try:
             start = time.monotonic()
             lines = service.collect_once()
@@ -98,7 +98,7 @@ def test_a_connection_that_never_completes_times_out_without_holding_back_the_ot
         full.listen(0)
         filler = socket.create_connection(full.getsockname(), 1.0)
         address = f"http://127.0.0.1:{full.getsockname()[1]}"
-        collector = RoundCollector(Settings(scrape_timeout_s=1.0, targets=()))
+        collector = RoundReader(Settings(scrape_timeout_s=1.0, targets=()))
         try:
             start = time.monotonic()
             round_ = collector.collect(target("t", server, vllm=f"{address}/metrics", gateway=f"{address}/gateway"))
@@ -114,7 +114,7 @@ def test_a_connection_that_never_completes_times_out_without_holding_back_the_ot
 
 def test_each_origin_keeps_one_connection_per_source_across_rounds(sources) -> None:
     server = sources()
-    collector = RoundCollector(Settings(targets=()))
+    collector = RoundReader(Settings(targets=()))
     try:
         for _ in range(5):
             round_ = collector.collect(target("t", server))
@@ -150,7 +150,7 @@ def test_answers_are_read_in_the_order_they_arrive(sources) -> None:
 
 def test_a_round_left_unread_closes_its_connections(sources) -> None:
     server = sources({"/gateway": 0.3})
-    collector = RoundCollector(Settings(targets=()))
+    collector = RoundReader(Settings(targets=()))
     try:
         rounds = collector.collect_all((target("a", server), target("b", server)))
         next(rounds)
@@ -166,7 +166,7 @@ def test_a_target_changed_between_rounds_is_read_with_its_new_settings(sources) 
     server = sources()
     first = target("a", server)
     changed = dataclasses.replace(first, gateway=dataclasses.replace(first.gateway, metric="no_such_metric"))
-    collector = RoundCollector(Settings(targets=()))
+    collector = RoundReader(Settings(targets=()))
     try:
         rounds = [collector.collect(t) for t in (first, changed, first, target("a", server))]
     finally:
@@ -179,7 +179,7 @@ def test_a_target_changed_between_rounds_is_read_with_its_new_settings(sources) 
 def test_a_target_whose_write_fails_costs_neither_the_other_target_nor_the_next_round(sources, tmp_path) -> None:
     server = sources()
     db = f"sqlite:///{tmp_path}/w.db"
-    service = CollectorService(Settings(db_url=db, targets=(target("first", server), target("second", server))))
+    service = CollectionService(Settings(db_url=db, targets=(target("first", server), target("second", server))))
     write_round = service.writer.write_round
 
     def failing_for_first(round_):  # a fault injected into the first target's write, this round only
@@ -220,7 +220,7 @@ def test_an_unexpected_error_reading_a_source_costs_that_source_only(sources, tm
         return read_gateway_page(settings, text)
 
     monkeypatch.setattr(gateway, "gateway_from_page", failing_for_bad)
-    service = CollectorService(Settings(db_url=db, targets=(bad, good)))
+    service = CollectionService(Settings(db_url=db, targets=(bad, good)))
     try:
         lines = service.collect_once()
         time.sleep(1.05)  # rounds are keyed by whole seconds
@@ -238,6 +238,6 @@ def test_a_source_whose_tls_is_not_verified_is_a_warning_at_start(caplog) -> Non
     insecure = TargetSettings(name="t", vllm_url="https://127.0.0.1:9/metrics",
                               gpu=GpuSettings(source="dcgm", url="https://127.0.0.1:9/dcgm",
                                               http=HttpSettings(tls_verify=False)))
-    RoundCollector(Settings(targets=(insecure,))).close()
+    RoundReader(Settings(targets=(insecure,))).close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == ["t gpu: TLS certificates are not verified (http.tls_verify = false)"]

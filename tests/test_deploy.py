@@ -12,8 +12,9 @@ import yaml
 from app.cli import build_parser, main
 from app.commands.health import collector_health
 from app.commands.ui import refuse_open_public
+from app.loader import load_settings
 from core.errors import UsageError
-from core.settings import Settings, UiSettings, load_settings
+from core.settings import Settings, UiSettings
 from db.engine import open_engine
 from db.writer import Writer
 from tests.store_helpers import failed_round, vllm_round

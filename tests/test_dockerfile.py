@@ -29,7 +29,7 @@ def test_image_runs_as_non_root_with_a_data_volume_and_the_container_settings():
 
 
 def test_container_settings_load():
-    from core.settings import load_settings
+    from app.loader import load_settings
 
     settings = load_settings(ROOT / "deploy" / "container.toml", {})
     assert settings.ui.address == "0.0.0.0" and settings.db_url.endswith("/data/sweetspot.db")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.jobs import RoundCollector
+from app.jobs import RoundReader
 from collectors.nvml import NvmlCollector
 from core.settings import GpuSettings, Settings, TargetSettings
 from tests.support.http_server import started
@@ -40,7 +40,7 @@ def server() -> Iterator[Sources]:
 def test_a_hanging_nvml_call_costs_the_gpu_source_only_and_readings_resume(server: Sources) -> None:
     double = HangingNvml()
     target = TargetSettings(name="local", vllm_url=server.url("/metrics"), gpu=GpuSettings(source="nvml"))
-    collector = RoundCollector(Settings(targets=(target,), scrape_timeout_s=0.5))
+    collector = RoundReader(Settings(targets=(target,), scrape_timeout_s=0.5))
     collector._nvml = NvmlCollector(double, host="h")  # the double instead of the real library
     try:
         assert len(collector.collect(target).gpus) == 1  # a healthy reading
@@ -67,7 +67,7 @@ def test_closing_while_an_nvml_call_hangs_returns_at_once(server: Sources) -> No
     double = HangingNvml()
     double.hang.set()
     target = TargetSettings(name="local", vllm_url=server.url("/metrics"), gpu=GpuSettings(source="nvml"))
-    collector = RoundCollector(Settings(targets=(target,), scrape_timeout_s=0.2))
+    collector = RoundReader(Settings(targets=(target,), scrape_timeout_s=0.2))
     collector._nvml = NvmlCollector(double, host="h")
     round_ = collector.collect(target)
     start = time.monotonic()

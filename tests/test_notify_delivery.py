@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from app.alerts import lease
 from app.alerts.model import RESOLVED
-from app.collector import CollectorService
+from app.collection import CollectionService
 from app.notify.notifier import Notifier
 from core.settings import MuteWindowSettings
 from db import schema
@@ -143,7 +143,7 @@ def test_a_recurring_mute_window_holds_the_mail_back_until_it_ends(engine, db_ur
     with serve(mailbox) as port:
         settings = email_settings(port)
         settings = dataclasses.replace(settings, db_url=db_url, alerts=dataclasses.replace(settings.alerts, mute_windows=(window,)))
-        service = CollectorService(settings, clock)  # its notifier, muted as the collector mutes it
+        service = CollectionService(settings, clock)  # its notifier, muted as the collector mutes it
         try:
             lease.acquire(service.engine, lease.EVALUATOR, service.evaluator.holder, clock.now, 86400)
             write_states(engine, state("preemptions"))

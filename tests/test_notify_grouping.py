@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from app.alerts.model import FIRING, NO_DATA, RESOLVED
+from app.loader import load_settings
 from app.notify.grouping import plan
 from app.notify.outbox import GroupLog
-from core.settings import EmailRoute, EmailSettings, load_settings
+from core.settings import EmailRoute, EmailSettings
 from tests.notify_helpers import T0, state
 
 EMAIL = EmailSettings(host="h", from_address="f@x", to=("ops@x",))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.loader import load_settings
 from core.schedule import last_due, parse_schedule
-from core.settings import ConfigError, load_settings
+from core.settings import ConfigError
 
 ENV = {
     "SWEETSPOT_SMTP_HOST": "mail.example.test", "SWEETSPOT_SMTP_PORT": "2525", "SWEETSPOT_SMTP_USER": "bot",

@@ -105,10 +105,10 @@ def test_the_query_api_reads_the_same_as_federate(fleet, tmp_path):
 
 
 def test_the_job_stores_discovered_targets_with_the_form_of_their_names(fleet, tmp_path):
-    from app.collector import CollectorService
+    from app.collection import CollectionService
 
     server, sims = fleet
-    service = CollectorService(_settings(tmp_path, _source(server.url)))
+    service = CollectionService(_settings(tmp_path, _source(server.url)))
     try:
         for _ in range(3):
             lines = service.prometheus[0].run()
@@ -185,9 +185,9 @@ def test_a_target_that_disappears_is_down_after_gone_after_s(tmp_path):
     sims = [start_simulator(SimOptions(port=0, seed=i)) for i in range(2)]
     server = PrometheusServer(tmp_path, [s.urls["vllm_metrics"] for s in sims])
     settings = _settings(tmp_path, _source(server.url, gone_after_s=2.0))
-    from app.collector import CollectorService
+    from app.collection import CollectionService
 
-    service = CollectorService(settings)
+    service = CollectionService(settings)
     try:
         server.wait_for_targets(2)
         service.prometheus[0].run()
@@ -212,7 +212,7 @@ def test_a_target_that_disappears_is_down_after_gone_after_s(tmp_path):
 def test_a_target_that_vanished_while_the_collector_was_stopped_is_marked_down(tmp_path):
     """The targets an earlier run found are taken up from the database: one absent from the answers
     after the restart gets its down round after gone_after_s, as if the collector had never stopped."""
-    from app.collector import CollectorService
+    from app.collection import CollectionService
 
     def page(*instances: str) -> str:
         ms = int(time.time() * 1000)
@@ -222,13 +222,13 @@ def test_a_target_that_vanished_while_the_collector_was_stopped_is_marked_down(t
     routes: dict[str, tuple[int, object]] = {"/federate": (200, page("a:1", "b:1"))}
     with serve(routes) as url:
         settings = _settings(tmp_path, _source(url, gone_after_s=0.5))
-        first = CollectorService(settings)
+        first = CollectionService(settings)
         first.prometheus[0].run()
         first.close()
         routes["/federate"] = (200, page("a:1"))  # b:1 went away while no collector ran
         # past gone_after_s even from b:1's stored round, whose time is rounded to the second (up to 0.5 s later)
         time.sleep(1.2)
-        second = CollectorService(settings)
+        second = CollectionService(settings)
         try:
             lines = second.prometheus[0].run()
             again = second.prometheus[0].run()
@@ -397,11 +397,11 @@ def test_basic_auth_in_the_url_and_a_bearer_token_are_sent(tmp_path):
 
 
 def test_the_job_keeps_going_when_prometheus_is_down(tmp_path):
-    from app.collector import CollectorService
+    from app.collection import CollectionService
     from tests.support.http_server import closed_port_url
 
     url = closed_port_url().removesuffix("/metrics")
-    service = CollectorService(_settings(tmp_path, _source(url)))
+    service = CollectionService(_settings(tmp_path, _source(url)))
     try:
         lines = service.prometheus[0].run()
         assert lines == [f"prometheus {url}: cannot reach Prometheus at {url} (connection refused). "

@@ -1,7 +1,8 @@
 import pytest
 
+from app.loader import load_settings
 from core.durations import DurationError, format_duration, parse_duration
-from core.settings import ConfigError, HttpSettings, load_settings
+from core.settings import ConfigError, HttpSettings
 
 
 def write(tmp_path, text):

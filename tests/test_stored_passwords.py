@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from app.collector import CollectorService
+from app.collection import CollectionService
 from core.settings import GatewaySettings, GpuSettings, HttpSettings, Settings, TargetSettings
 from db import schema
 from db.engine import open_engine
@@ -49,7 +49,7 @@ def test_no_password_of_any_url_is_stored_or_logged(sources, tmp_path: Path, cap
     )
     db = tmp_path / "c.db"
     caplog.set_level(logging.DEBUG)
-    service = CollectorService(Settings(db_url=f"sqlite:///{db}", scrape_timeout_s=2.0, targets=(up, down)))
+    service = CollectionService(Settings(db_url=f"sqlite:///{db}", scrape_timeout_s=2.0, targets=(up, down)))
     try:
         lines = service.collect_once()
     finally:

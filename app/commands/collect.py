@@ -115,10 +115,10 @@ def _once_status(settings: Settings, flags: dict[str, str]) -> int:
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    from app.collector import CollectorService
+    from app.collection import CollectionService
 
     settings = effective_settings(args, settings)
-    service = CollectorService(settings)
+    service = CollectionService(settings)
     try:
         if args.once:
             # A target made from flags: its errors name the flag (the stored hints name the setting).

@@ -12,7 +12,7 @@ from core.redact import masked
 from core.settings import Settings
 from db import schema
 from db.engine import normalize_url, open_engine
-from db.migrations import MIGRATIONS, applied, migrate
+from db.migrations import MIGRATIONS, applied, upgrade
 from db.rollup import apply_retention, rollup
 
 HELP = "database upkeep: migrate the schema, fold rollups, prune old rows, or print table sizes"
@@ -26,8 +26,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     now = time.time()
     if args.action == "migrate":
-        names = migrate(open_engine(settings.db_url, migrate=False))
+        done = upgrade(open_engine(settings.db_url, migrate=False))
+        names = done.numbered
         print(f"applied {len(names)} migration(s): {', '.join(names)}" if names else "schema up to date")
+        if done.standing:  # what the code now describes and the database lacked (docs/storage.md, Migrations)
+            print(f"added {len(done.standing)}: {', '.join(done.standing)}")
     elif args.action == "rollup":
         written = rollup(open_engine(settings.db_url), now)
         print(f"rollups written: {written[60]} one-minute rows, {written[3600]} hourly rows")

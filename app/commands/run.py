@@ -26,7 +26,7 @@ from core.redact import masked
 from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
-    from app.collector import CollectorService
+    from app.collection import CollectionService
     from simulator import RunningSim
 
 HELP = "start the product: collector + dashboard (+ the simulator with a week of history when no target is set)"
@@ -63,7 +63,7 @@ def has_history(db_url: str, target: str) -> bool:
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    from app.collector import CollectorService
+    from app.collection import CollectionService
 
     backfill_s = parse_duration(args.backfill)  # a bad flag fails before anything starts
     if not args.no_ui:
@@ -74,7 +74,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
         settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
-    service = CollectorService(settings)
+    service = CollectionService(settings)
     ui = None
     try:
         if sim is not None:
@@ -106,7 +106,7 @@ def _start_simulator(settings: Settings, seed: int) -> RunningSim:
     return sim
 
 
-def _backfill_once(service: CollectorService, settings: Settings, span_s: float, seed: int) -> None:
+def _backfill_once(service: CollectionService, settings: Settings, span_s: float, seed: int) -> None:
     from app.backfill import backfill
 
     target = settings.targets[0]

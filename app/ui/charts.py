@@ -337,16 +337,16 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
-    rules: SweetSpotSettings, ceiling: CeilingInfo | None,
+    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None,
 ) -> alt.VConcatChart:  # fmt: skip
     """The Overview's seven panels on one time axis; TTFT and the finished requests may have a coarser
     step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request)."""
     return stack(
-        ttft_chart(ttft, ttft_frame, rules.ttft_p95_slo_s),
+        ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
         preemption_chart(points, frame),
-        concurrency_chart(points, frame, rules.concurrency),
-        kv_chart(points, frame, rules.kv_warning, rules.kv_critical),
+        concurrency_chart(points, frame, sweetspot.concurrency),
+        kv_chart(points, frame, sweetspot.kv_warning, sweetspot.kv_critical),
         prefix_cache_chart(points, frame),
         outcomes_chart(ttft, ttft_frame),
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.formatting import NO_DATA, number, with_unit
+from app.formatting import MISSING, number, with_unit
 from app.ui.charts import ENGINE_UUID
 from db.results import GpuFigures, GpuPoint, SeriesPoint, WindowFigures
 
@@ -34,7 +34,7 @@ def traffic_text(f: WindowFigures, gpus: Sequence[GpuFigures]) -> str:
     """One line: engine estimate · measured · peak, GB/s per GPU, each with where it came from."""
     measured, peak = measured_gbps(gpus), peak_gbps(gpus)
     source = next((g.dram_bw_source for g in gpus if g.dram_bw_gbps_avg is not None), None)
-    engine = with_unit(f.engine_bw_gbps, "GB/s") if f.engine_bw_gbps is not None else f"{NO_DATA} ({MFU_HINT})"
+    engine = with_unit(f.engine_bw_gbps, "GB/s") if f.engine_bw_gbps is not None else f"{MISSING} ({MFU_HINT})"
     parts = [
         f"**Memory traffic per GPU** over the last {number(f.window_s / 60)} min: engine-side {engine} (vLLM's estimate)",
         f"measured {with_unit(measured, 'GB/s')}" + (f" ({source}, average of {len(gpus)} GPUs)" if source else
@@ -55,7 +55,7 @@ def ceiling_check_text(f: WindowFigures) -> str:
     head = (f"Ceiling {number(c.tokens_per_s)} tok/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
             f"÷ {number(share)} GB of weights per GPU: it assumes each decode step reads that share once.")
     if f.engine_bw_gbps is None:
-        return f"{head} Engine-side traffic: {NO_DATA} ({MFU_HINT})."
+        return f"{head} Engine-side traffic: {MISSING} ({MFU_HINT})."
     text = (f"{head} The engine estimates {with_unit(f.engine_bw_gbps, 'GB/s')} per GPU, "
             f"{number(100 * f.engine_bw_gbps / c.bandwidth_gbps)} % of that bandwidth")
     if f.tokens_per_s:

@@ -15,10 +15,10 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import NO_DATA, ago, clock, gibibytes, number, percent, tokens, with_unit
+from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
-from app.verdict import CRITICAL, IN_SWEET_SPOT, Verdict
-from app.verdict import NO_DATA as STATE_NO_DATA
+from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
+from collectors.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
@@ -38,14 +38,14 @@ def since_text(ts: float | None, now: float, range_start: float) -> str:
 UNDER_LOADED = 0.8
 
 
-def load_note(f: WindowFigures, rules: SweetSpotSettings) -> str:
+def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
     """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
 
     ``under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)``.
     """
-    if f.running_avg is None or f.running_avg >= UNDER_LOADED * rules.concurrency:
+    if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
-    running = f"{number(f.running_avg)} running of {rules.concurrency}"
+    running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
     share = f" ({percent(f.efficiency)} of the ceiling)" if f.efficiency is not None else ""
     if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
         queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
@@ -97,7 +97,7 @@ def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float,
         why = f" — {note}." if note else "."
         st.success(f"**In the sweet spot** {over}: every rule holds{why}", icon=":material/check_circle:")
         return
-    if verdict.state == STATE_NO_DATA:
+    if verdict.state == NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
         st.error(f"**No data** {over}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
         return
@@ -117,7 +117,7 @@ class Tile:
     help: str
 
 
-def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
+def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
@@ -128,12 +128,12 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token."),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
-        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
+        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
-        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(rules.kv_warning)} · crit {percent(rules.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
+        Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
 
 
@@ -162,21 +162,23 @@ def show_tiles(tiles: Sequence[Tile]) -> None:
 
 def bandwidth_text(g: GpuFigures) -> str:
     """A true bandwidth figure when one exists; otherwise NVML's memory-busy %, named as time-based."""
-    if g.dram_bw_gbps_avg is not None:
-        return f"{number(g.dram_bw_gbps_avg)} GB/s ({g.dram_bw_source})"
-    if g.dram_bw_util_pct_avg is not None:
-        return f"{number(g.dram_bw_util_pct_avg)} % of peak ({g.dram_bw_source})"
-    if g.memory_busy_pct_avg is not None:
-        return f"{number(g.memory_busy_pct_avg)} % busy (time-based, not bandwidth)"
-    return NO_DATA
+    source = g.dram_bw_source or "unknown"
+    figure = choose_bandwidth(g.dram_bw_util_pct_avg, g.memory_busy_pct_avg, g.peak_bw_gbps, source)
+    if figure is None:
+        return MISSING
+    if figure.time_based:
+        return f"{number(figure.pct)} % busy (time-based, not bandwidth)"
+    if figure.gbps is not None:
+        return f"{number(figure.gbps)} GB/s ({figure.source})"
+    return f"{number(figure.pct)} % of peak ({figure.source})"
 
 
 def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
     return [
         {
             "GPU": f"#{g.index}" if g.index is not None else g.uuid[:12],
-            "name": g.name or NO_DATA,
-            "host": g.host or NO_DATA,
+            "name": g.name or MISSING,
+            "host": g.host or MISSING,
             "memory used / total": f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}",
             "bandwidth": bandwidth_text(g),
             "peak bandwidth": f"{with_unit(g.peak_bw_gbps, 'GB/s')} ({g.peak_bw_source or 'unknown'})",

@@ -15,7 +15,7 @@ OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "ru
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
 ctx = state.context()
-view, rules = ctx.view, ctx.sweetspot
+view, sweetspot = ctx.view, ctx.sweetspot
 st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else ""))
 
 
@@ -24,12 +24,12 @@ def live() -> None:
     span, now = view.span(state.now()), state.now()
     figures = ctx.verdict_window(span)
     # The queue-growth rule needs the last minutes step by step, not one window figure.
-    recent = ctx.series(span.at - rules.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
+    recent = ctx.series(span.at - sweetspot.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
     points, frame = ctx.series_drawn(span, OTHERS)
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
-    verdict = evaluate(figures, rules, recent, ctx.alert_rules)
+    verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules)
     since = {
-        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, rules, view.window_s,
+        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, sweetspot, view.window_s,
                              figures.ceiling_tokens_per_s, ctx.alert_rules)
         for c in verdict.clauses
     }  # fmt: skip
@@ -38,8 +38,8 @@ def live() -> None:
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
     over = state.over_text(span, view.window_s)
-    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, rules))
-    widgets.show_tiles(widgets.kpi_tiles(figures, rules))
+    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
+    widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(
@@ -48,7 +48,7 @@ def live() -> None:
         f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
-    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, rules, figures.ceiling, height="content")
+    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling, height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 
 live()

@@ -1,4 +1,6 @@
-"""The collector service: the one writer process. Wires collectors, the writer and the scheduler."""
+"""The collection service, ``python -m app collect``'s one writer process: each interval a round of
+every target (read by app.jobs.RoundReader, parsed by the collectors of ``collectors/``), stored by
+the writer; rollups, retention, alert evaluation and e-mail on the same scheduler."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from app import scheduler
 from app.alerts.model import AlertState
-from app.jobs import RoundCollector, describe_round
+from app.jobs import RoundReader, describe_round
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ def sweetspot_pairs(settings: Settings) -> list[tuple[str, SweetSpotSettings]]:
     return [(EVERY_TARGET, settings.sweetspot), *own]
 
 
-class CollectorService:
+class CollectionService:
     """Collect every target each interval, roll up each minute, apply retention each hour, evaluate the
     alert rules every ``alerts.evaluate_every_s`` (while this process holds the evaluator's lease)."""
 
@@ -60,7 +62,7 @@ class CollectorService:
         for target in settings.targets:
             self.writer.register_target(target)
         write_thresholds(self.engine, sweetspot_pairs(settings))
-        self.rounds = RoundCollector(settings, clock)
+        self.rounds = RoundReader(settings, clock)
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
