@@ -9,10 +9,10 @@ fails when a setting is missing from docs/configuration.md. Nothing below the en
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 import types
 import typing
-import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any
 
 from core.durations import DurationError, parse_duration
 from core.errors import SweetspotError
+from core.limits import MAX_DURATION_S, finite_problem, limit_problems
 from core.schedule import ScheduleError, parse_schedule, zone
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
@@ -431,9 +432,12 @@ def _convert(value: Any, tp: Any, kind: str, key: str) -> Any:
         return str(value)
     if kind == "duration":
         try:
-            return parse_duration(value)
+            seconds = parse_duration(value)
         except DurationError as exc:
             raise ConfigError(f"{key}: {exc}") from None
+        if seconds > MAX_DURATION_S:
+            raise ConfigError(f"{key}: {value!r} is out of range; a duration must be ≤ 3650d (write it like 5s, 5m or 2h)")
+        return seconds
     if _is_dataclass_type(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
@@ -457,6 +461,8 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a table of strings, got {value!r}")
         return dict(value)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if finite_problem(value):
+            raise ConfigError(f"{key}: {finite_problem(value)}; write a number such as 1.5")
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -465,12 +471,20 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
 
 
+# Other spellings of a table's keys, as users of other tools type them: alias → field.
+ALIASES: dict[type, dict[str, str]] = {
+    RuleSettings: {"for": "for_s", "keep_firing_for": "keep_firing_for_s"},  # Prometheus' names
+}
+
+
 def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("kind") != INTERNAL}
+    data = _resolve_aliases(data, ALIASES.get(cls, {}), prefix)
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown setting {prefix}{unknown[0]} (see docs/configuration.md)")
+        raise ConfigError(f"unknown setting {prefix}{unknown[0]}{_suggestion(unknown[0], [*fields, *ALIASES.get(cls, {})])} "
+                          "(see docs/configuration.md)")
     kwargs = {
         name: _convert(data[name], hints[name], fields[name].metadata.get("kind", ""), prefix + name)
         for name in data
@@ -478,6 +492,23 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     if cls is HttpSettings:
         kwargs["given"] = frozenset(data)
     return cls(**kwargs)
+
+
+def _resolve_aliases(data: Mapping[str, Any], aliases: Mapping[str, str], prefix: str) -> Mapping[str, Any]:
+    given = [alias for alias in aliases if alias in data]
+    if not given:
+        return data
+    out = dict(data)
+    for alias in given:
+        if aliases[alias] in out:
+            raise ConfigError(f"{prefix}{alias}: {prefix}{aliases[alias]} is given too; keep one of the two")
+        out[aliases[alias]] = out.pop(alias)
+    return out
+
+
+def _suggestion(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> GatewaySettings:
@@ -497,23 +528,13 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
     return dataclasses.replace(gateway, **resolved)
 
 
-def url_problem(value: str) -> str:
-    """Why ``value`` cannot be scraped as an http(s) URL with a host, or "" when it can."""
-    parts = urllib.parse.urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"{value!r} is not an http:// or https:// URL with a host (e.g. http://10.0.0.5:8000/metrics)"
-    return ""
-
-
-def _validate_urls(target: TargetSettings, key: str) -> None:
+def _check_target(target: TargetSettings, key: str) -> None:
+    if not target.name.strip():
+        raise ConfigError(f"{key}.name: {target.name!r} is empty; give each target a short name such as prod-70b")
     if not target.vllm_url:
         # without it the target has nothing to scrape; `run` used to start the demo simulator then
         raise ConfigError(f"{key}.vllm_url: required, vLLM's /metrics URL (e.g. http://10.0.0.5:8000/metrics); "
                           "leave out [[targets]] altogether for the demo")  # fmt: skip
-    for name, url in (("vllm_url", target.vllm_url), ("gateway.url", target.gateway.url), ("gpu.url", target.gpu.url)):
-        problem = url and url_problem(url)
-        if problem:
-            raise ConfigError(f"{key}.{name}: {problem}")
 
 
 def _validate(settings: Settings) -> Settings:
@@ -535,18 +556,19 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
         if target.gpu.source == "dcgm" and not target.gpu.url:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
-        if target.ceiling.tensor_parallel < 1 or target.ceiling.weight_gb <= 0:
-            raise ConfigError(f"{key}.ceiling: weight_gb must be > 0 and tensor_parallel ≥ 1")
-        _validate_urls(target, key)
+        _check_target(target, key)
+        thresholds = effective_sweetspot(settings, target.name)
+        if thresholds.kv_warning > thresholds.kv_critical:
+            raise ConfigError(f"{key}.sweetspot.kv_warning: {thresholds.kv_warning:g} must be ≤ the target's kv_critical "
+                              f"({thresholds.kv_critical:g}); lower kv_warning or raise kv_critical")
         targets.append(dataclasses.replace(target, gateway=gateway))
-    if settings.interval_s <= 0:
-        raise ConfigError("interval_s: must be greater than 0")
-    q = settings.query
-    if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
-        raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
+    problem = next(limit_problems(settings), "")
+    if problem:
+        raise ConfigError(problem)
+    if not settings.db_url.startswith(("sqlite:", "postgresql:", "postgresql+")):
+        raise ConfigError(f"db_url: {settings.db_url!r} is not a database URL; write sqlite:///data/sweetspot.db "
+                          "or postgresql://user@host/db")
     for i, source in enumerate(settings.prometheus):
-        if not source.url.startswith(("http://", "https://")):
-            raise ConfigError(f"prometheus[{i}].url: {source.url!r} is not an http(s) URL (e.g. http://prometheus:9090)")
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
@@ -643,6 +665,8 @@ def load_settings(
     _email_from_environment(data, environ)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = _build(Settings, data)
+    if "scrape_timeout_s" not in data:  # as Prometheus does: the default timeout never outlasts the interval
+        settings = dataclasses.replace(settings, scrape_timeout_s=min(settings.scrape_timeout_s, settings.interval_s))
     settings = dataclasses.replace(
         settings,
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
