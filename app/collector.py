@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundCollector, describe_round
-from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot, require_scrape_tokens
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -53,6 +53,7 @@ class CollectorService:
         from db.thresholds import write_thresholds
         from db.writer import Writer
 
+        require_scrape_tokens(settings)  # before anything is opened: a scrape without its token is refused
         self.settings = settings
         self.clock = clock
         self.engine = open_engine(settings.db_url)

@@ -621,17 +621,31 @@ def _validate_email(alerts: AlertsSettings) -> None:
 
 def _with_bearer_tokens(sources: tuple[PrometheusSettings, ...], environ: Mapping[str, str]) -> tuple[PrometheusSettings, ...]:
     """Each source's token read from the variable it names (the loader is the one reader of the environment)."""
-    out = []
-    for i, source in enumerate(sources):
-        name = source.http.bearer_token_env
-        if source.http.bearer_token:
-            raise ConfigError(f"prometheus[{i}].http.bearer_token: secrets are read from the environment only; "
-                              "name the variable in bearer_token_env")
-        if name and not environ.get(name):
-            raise ConfigError(f"prometheus[{i}].http.bearer_token_env: the variable {name} is not set")
-        http = dataclasses.replace(source.http, bearer_token=environ.get(name, "") if name else "")
-        out.append(dataclasses.replace(source, http=http))
-    return tuple(out)
+    return tuple(dataclasses.replace(source, http=_token(source.http, f"prometheus[{i}].http.bearer_token_env",
+                                                         f"prometheus[{i}].http", environ, required=False))
+                 for i, source in enumerate(sources))
+
+
+def http_tables(settings: Settings) -> Iterator[tuple[str, HttpSettings]]:
+    """``(key, settings)`` of every HTTP table of the file: the targets', their sources', the Prometheus ones."""
+    for i, target in enumerate(settings.targets):
+        yield f"targets[{i}].http", target.http
+        yield f"targets[{i}].gateway.http", target.gateway.http
+        yield f"targets[{i}].gpu.http", target.gpu.http
+    for i, source in enumerate(settings.prometheus):
+        yield f"prometheus[{i}].http", source.http
+
+
+def require_scrape_tokens(settings: Settings) -> None:
+    """Refuse to scrape while a ``bearer_token_env`` names an unset variable (ConfigError naming it).
+
+    Only what scrapes calls this (the collector, ``backfill``): reading commands (``status``, the UI)
+    never send a token, so they run without it.
+    """
+    for key, http in http_tables(settings):
+        if http.bearer_token_env and not http.bearer_token:
+            raise ConfigError(f"{key}.bearer_token_env: the environment variable {http.bearer_token_env} is not set "
+                              "(export it, or remove bearer_token_env)")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -691,16 +705,17 @@ def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
     return _token(http, "--bearer-token-env", "", environ)
 
 
-def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]) -> HttpSettings:
+def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str], required: bool = True) -> HttpSettings:
     """``http`` with its bearer token read from the variable ``bearer_token_env`` names (``env_key``
-    names that setting in errors; ``at`` the table, where a token written in the file is refused)."""
+    names that setting in errors; ``at`` the table, where a token written in the file is refused).
+    Not ``required``, an unset variable leaves the token empty (:func:`require_scrape_tokens` judges it)."""
     if http.bearer_token:
         raise ConfigError(f"{at}.bearer_token: secrets are read from the environment only; "
                           "set bearer_token_env to the variable's name instead")
     if not http.bearer_token_env:
         return http
     value = environ.get(http.bearer_token_env, "")
-    if not value:
+    if not value and required:
         raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
                           "(export it, or remove bearer_token_env)")
     return dataclasses.replace(http, bearer_token=value)
@@ -710,7 +725,7 @@ def _with_tokens(target: TargetSettings, key: str, environ: Mapping[str, str]) -
     """``target`` with each bearer token read from the environment variable its settings name."""
 
     def token(http: HttpSettings, at: str) -> HttpSettings:
-        return _token(http, f"{at}.bearer_token_env", at, environ)
+        return _token(http, f"{at}.bearer_token_env", at, environ, required=False)
 
     return dataclasses.replace(
         target, http=token(target.http, f"{key}.http"),
