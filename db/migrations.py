@@ -18,8 +18,9 @@ from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Tab
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.fetch import masked
+from core.errors import StorageError
 from db import schema
-from db.engine import storage_error
+from db.engine import storage_error, what_database
 
 log = logging.getLogger(__name__)
 Migration = Callable[[Connection], None]
@@ -343,12 +344,32 @@ def applied(conn: Connection) -> set[str]:
     return set(conn.execute(select(schema.migrations_table.c.name)).scalars())
 
 
+def newer_migrations(conn: Connection) -> list[str]:
+    """Applied migrations this version does not know: a newer Sweetspot wrote the database."""
+    known = {name for name, _ in MIGRATIONS}
+    return sorted(applied(conn) - known)
+
+
+def refuse_newer(conn: Connection, url: Any = None) -> None:
+    """Raise StorageError when a newer Sweetspot wrote this database: an older writer would write rows
+    the newer schema does not expect (and call it up to date)."""
+    newer = newer_migrations(conn)
+    if newer:
+        raise StorageError(f"{what_database(url)} was written by a newer Sweetspot (its schema has migration "
+                           f"{newer[-1]}, unknown to this version); nothing was written",
+                           "Upgrade Sweetspot to the version that wrote it (or point --db / db_url at another database)")
+
+
 def migrate(engine: Engine) -> list[str]:
-    """Apply pending migrations in order; return the names applied now (empty when up to date)."""
+    """Apply pending migrations in order; return the names applied now (empty when up to date).
+
+    A database a newer Sweetspot wrote is refused (StorageError), never migrated or written.
+    """
     done: list[str] = []
     try:
         with engine.begin() as conn:
             schema.migrations_table.create(conn, checkfirst=True)
+            refuse_newer(conn, engine.url)
         for name, step in MIGRATIONS:
             with engine.begin() as conn:
                 if name in applied(conn):
@@ -357,5 +378,5 @@ def migrate(engine: Engine) -> list[str]:
                 conn.execute(schema.migrations_table.insert().values(name=name, applied_at=int(time.time())))
                 done.append(name)
     except SQLAlchemyError as exc:
-        raise storage_error("migrating the schema", exc) from None
+        raise storage_error("migrating the schema", exc, engine.url) from None
     return done
