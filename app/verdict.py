@@ -93,7 +93,7 @@ def evaluate(
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    names = Names(window_names(figures, rules, recent))
+    names = Names(window_names(figures, rules, recent), figures.window_s)
     held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept
