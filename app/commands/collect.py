@@ -133,7 +133,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
                 lines = service.collect_once()
             for line in lines:
                 print(_name_flags(line, flags))
-            for job in service.prometheus:
+            for job in service.prometheus if service.turn.holding else ():
                 for line in job.run():
                     print(line)
             return _once_status(settings, flags)
