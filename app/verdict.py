@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
-from app.formatting import with_unit
+from app.formatting import compared
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
@@ -48,7 +48,8 @@ class Clause:
         """``TTFT P95 over 5m 4.8 s > 3 s``."""
         if self.summary:
             return self.summary
-        main = f"{self.label} {with_unit(self.value, self.unit)} {self.op} {with_unit(self.threshold, self.unit)}"
+        value, threshold = compared(self.value, self.threshold, self.unit)
+        main = f"{self.label} {value} {self.op} {threshold}"
         return f"{main} ({self.detail})" if self.detail else main
 
 

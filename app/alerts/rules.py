@@ -21,7 +21,7 @@ from typing import Any
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
-from app.formatting import number, with_unit
+from app.formatting import compared, number
 from core.durations import format_duration
 from core.settings import ConfigError, RuleSettings, Settings
 
@@ -249,12 +249,13 @@ def summary(rule: Rule, names: Names, value: float, threshold: float, holds: boo
     """``TTFT P95 over 5m 4.8 s > 3 s (detail)``: the clause as people read it (when it holds), or
     ``TTFT P95 over 5m 2.1 s (alerts when > 3 s)``."""
     label, detail = wording(rule, names)
-    op, shown = OP_TEXT.get(rule.op, rule.op), with_unit(threshold * rule.scale, rule.unit)
+    op = OP_TEXT.get(rule.op, rule.op)
+    spelled, shown = compared(value * rule.scale, threshold * rule.scale, rule.unit)
     if not rule.show_values:
         return label if holds else f"{rule.name} does not hold over {format_duration(names.window_of(rule))}"
     if not holds:
-        return f"{label} {with_unit(value * rule.scale, rule.unit)} (alerts when {op} {shown})"
-    main = f"{label} {with_unit(value * rule.scale, rule.unit)} {op} {shown}"
+        return f"{label} {spelled} (alerts when {op} {shown})"
+    main = f"{label} {spelled} {op} {shown}"
     return f"{main} ({detail})" if detail else main
 
 
