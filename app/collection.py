@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundReader, describe_round
-from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot, require_scrape_tokens
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -55,6 +55,7 @@ class CollectionService:
         from db.thresholds import write_thresholds
         from db.writer import Writer
 
+        require_scrape_tokens(settings)  # before anything is opened: a scrape without its token is refused
         self.settings = settings
         self.clock = clock
         self.engine = open_engine(settings.db_url)
@@ -70,6 +71,9 @@ class CollectionService:
 
         # Alerts are evaluated here, in the one writer process, never in the UI (docs/alerts.md).
         self.evaluator = Evaluator(self.engine, settings, clock, self.write_lock)
+        from app.write_turn import WriteTurn
+
+        self.turn = WriteTurn(self.engine, settings, clock, self.write_lock, self.evaluator.holder)
         self.collected = threading.Event()  # set once a round was stored: alerts wait for it
         from app.notify.notifier import Notifier
 
@@ -81,6 +85,8 @@ class CollectionService:
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
         (one line per target, in the targets' order), or nothing when ``describe`` is False."""
+        if not self.turn.take():  # another collector writes to this database (said once)
+            return [self.turn.standby_line()] if describe else []
         lines: dict[str, str] = {}
         failure: Exception | None = None
         # Every target's requests leave at once; each round is written as soon as its sources are in.
@@ -103,12 +109,16 @@ class CollectionService:
     def rollup(self) -> str:
         from db.rollup import rollup
 
+        if not self.turn.holding:
+            return "rollup: another collector writes to this database"
         with self.write_lock:
             return str(rollup(self.engine, self.clock()))
 
     def retention(self) -> str:
         from db.rollup import apply_retention
 
+        if not self.turn.holding:
+            return "retention: another collector writes to this database"
         with self.write_lock:
             return str(apply_retention(self.engine, self.clock(), self.settings))
 
@@ -120,7 +130,8 @@ class CollectionService:
             scheduler.Job("alerts", self.evaluate, self.settings.alerts.evaluate_every_s),
             scheduler.Job("notify", self.notify, NOTIFY_EVERY_S),
             scheduler.Job("digest", self.digest, DIGEST_EVERY_S),
-            *(scheduler.Job(f"prometheus {job.source.name}", job.run, self.settings.interval_s) for job in self.prometheus),
+            *(scheduler.Job(f"prometheus {job.source.name}", self._while_writing(job.run), self.settings.interval_s)
+              for job in self.prometheus),
         ]
 
     def notify(self) -> str:
@@ -163,7 +174,11 @@ class CollectionService:
     def run_forever(self, stop: threading.Event | None = None) -> None:
         scheduler.run_until_stopped(self.jobs(), stop)
 
+    def _while_writing(self, run: Callable[[], list[str]]) -> Callable[[], list[str]]:
+        return lambda: run() if self.turn.take() else []
+
     def close(self) -> None:
+        self.turn.release()
         self.evaluator.release()
         for job in self.prometheus:
             job.source.close()

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
+from app.formatting import MISSING
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
@@ -167,7 +168,7 @@ def rows_json(rows: Iterable[FleetRow]) -> list[dict[str, Any]]:
 
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
     if value is None or not math.isfinite(value):
-        return "-"
+        return MISSING  # as every page and e-mail spells a missing figure
     return f"{value * scale:.{digits}f}{unit}"
 
 

@@ -35,6 +35,18 @@ def with_unit(value: float | None, unit: str) -> str:
     return f"{number(value)} {unit}" if unit else number(value)
 
 
+def compared(value: float, threshold: float, unit: str) -> tuple[str, str]:
+    """``value`` and ``threshold`` spelled as :func:`with_unit` does, with more decimals where a value
+    that breaks its threshold would read equal to it (``16.02 requests > 16 requests``, never
+    ``16 requests > 16 requests``)."""
+    left, right = number(value), number(threshold)
+    digits = 1
+    while left == right and value != threshold and digits <= 9:
+        left, right = (f"{v:,.{digits}f}".rstrip("0").rstrip(".") for v in (value, threshold))
+        digits += 1
+    return (f"{left} {unit}", f"{right} {unit}") if unit else (left, right)
+
+
 def percent(fraction: float | None) -> str:
     """A 0–1 fraction as a whole percentage: 0.934 → ``93 %``."""
     return MISSING if fraction is None else f"{fraction * 100:.0f} %"

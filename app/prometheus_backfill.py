@@ -88,7 +88,7 @@ def backfill(
     try:
         steps_total = max(0, int(round((end - start) / step_s)))
         selector = wanted_selector(source.selector)
-        chunk = _chunk_steps(client, selector, source.selector)
+        chunk = _chunk_steps(client, selector, source.selector, start, end)
         progress = ProgressLine("backfill", steps_total, "steps", stream)
         at = start
         while at < end:
@@ -119,12 +119,13 @@ def backfill(
     return BackfillResult(written, len(known), start, end, resumed)
 
 
-def _chunk_steps(client: PrometheusClient, selector: str, asked: str) -> int:
-    """Steps per request: about SAMPLES_PER_REQUEST samples for the series the selector matches now."""
-    counted = client.query(f"count({selector})")
-    series = int(float(counted[0]["value"][1])) if counted else 0
+def _chunk_steps(client: PrometheusClient, selector: str, asked: str, start: float, end: float) -> int:
+    """Steps per request: about SAMPLES_PER_REQUEST samples for the series the selector matched over
+    the period backfilled (not at "now": the targets of a past incident may no longer be scraped)."""
+    series = len(client.series(selector, start, end))
     if series == 0:
         from collectors.prometheus import HINT_SELECTOR, PrometheusError
 
-        raise PrometheusError(f"the selector {asked} matches no series at {client.shown}", HINT_SELECTOR)
+        raise PrometheusError(f"the selector {asked} matches no series at {client.shown} over the period backfilled",
+                              HINT_SELECTOR)
     return max(1, min(MAX_POINTS, SAMPLES_PER_REQUEST // series))

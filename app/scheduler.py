@@ -17,6 +17,8 @@ from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from core.errors import SweetspotError
+
 log = logging.getLogger(__name__)
 
 
@@ -34,6 +36,8 @@ def _guarded(job: Job) -> Callable[[], None]:
     def run() -> None:
         try:
             job.func()
+        except SweetspotError as exc:  # a known failure (storage, a source) says itself in one line
+            log.warning("job %s failed: %s; it runs again in %g s", job.name, exc.one_line(), job.every_s)
         except Exception:
             log.exception("job %s failed; it runs again in %g s", job.name, job.every_s)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
 from app.alerts.model import CRITICAL, NO_DATA, WARNING
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
-from app.formatting import with_unit
+from app.formatting import compared
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.results import SeriesPoint, WindowFigures
@@ -46,7 +46,8 @@ class Clause:
         """``TTFT P95 over 5m 4.8 s > 3 s``."""
         if self.summary:
             return self.summary
-        main = f"{self.label} {with_unit(self.value, self.unit)} {self.op} {with_unit(self.threshold, self.unit)}"
+        value, threshold = compared(self.value, self.threshold, self.unit)
+        main = f"{self.label} {value} {self.op} {threshold}"
         return f"{main} ({self.detail})" if self.detail else main
 
 
@@ -91,7 +92,7 @@ def evaluate(
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    names = Names(window_names(figures, sweetspot, recent))
+    names = Names(window_names(figures, sweetspot, recent), figures.window_s)
     held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept

@@ -271,12 +271,17 @@ class PrometheusClient:
         """An instant query's result vector."""
         return self._api("/api/v1/query", {"query": promql})["result"]
 
+    def series(self, selector: str, start: float, end: float) -> list[dict[str, str]]:
+        """The label sets of the series ``selector`` matched at any time in [start, end] (/api/v1/series):
+        a target no longer scraped has none at "now", and still its history."""
+        return self._api("/api/v1/series", {"match[]": selector, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+
     def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[dict[str, Any]]:
         """A range query's result matrix (``values``: [[ts, "v"], ...] per series)."""
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         return self._api("/api/v1/query_range", params)["result"]
 
-    def _api(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
+    def _api(self, path: str, params: Mapping[str, str]) -> Any:
         answer = self._get(path, params)
         assert answer is not None
         try:

@@ -37,6 +37,10 @@ class ModelFigures:
     gauges: Mapping[str, float] = field(default_factory=dict)
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     created: Mapping[str, float] = field(default_factory=dict)
+    # counter/histogram key → the engines left out of its sum because their value was NaN, infinite
+    # or negative (e.g. "1"): the others still count, and the writer starts a new baseline whenever
+    # this set changes (the sum is then over other series).
+    partial: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,8 +90,11 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
             info[spec.key] = by_name.get(alias, [])
             continue
         for model, section, value in _read(spec, alias, by_name):
-            figures = models.get(model) or models.setdefault(model, ModelFigures({}, {}, {}, {}))
-            getattr(figures, section)[spec.key] = value
+            figures = models.get(model) or models.setdefault(model, ModelFigures({}, {}, {}, {}, {}))
+            if section == "partial":
+                cast(dict[str, str], figures.partial)[spec.key] = value
+            else:
+                getattr(figures, section)[spec.key] = value
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
     lora = _newest_labels(info.get("lora_requests", []))
@@ -163,16 +166,44 @@ def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
 def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable[tuple[str, str, Any]]:
     """Yield (model, ModelFigures section, value) for one metric under its chosen alias."""
     if spec.kind == "histogram":
-        for model, histogram in _histograms(alias, by_name).items():
+        for model, (histogram, left_out) in _histograms(alias, by_name).items():
             yield model, "histograms", histogram
+            if left_out:
+                yield model, "partial", left_out
     else:
         section = "counters" if spec.kind == "counter" else "gauges"
-        for model, values in _per_model(_where(spec, by_name.get(alias))).items():
-            yield model, section, _combine(values, spec.agg)
+        for model, rows in _per_model_rows(_where(spec, by_name.get(alias))).items():
+            # One engine's NaN, infinity or negative count costs that engine's share, not the figure:
+            # a sum with NaN in it hid every other engine's tokens, preemptions and TTFT.
+            good = [value for _, value in rows if _usable(value, spec)]
+            if good:
+                yield model, section, _combine(good, spec.agg)
+                left_out = _left_out(labels for labels, value in rows if not _usable(value, spec))
+                if left_out and spec.kind == "counter":
+                    yield model, "partial", left_out
     created = spec.created_name(alias)
     if created:
         for model, values in _per_model(_where(spec, by_name.get(created))).items():
             yield model, "created", _combine(values, "max")
+
+
+def _usable(value: float, spec: MetricSpec) -> bool:
+    """A value that can enter a sum or a mean: finite and not negative (no vLLM count or level is).
+    A NaN stays for ``max``, which lets it hide no other engine (see _max)."""
+    return math.isfinite(value) and value >= 0 or spec.agg == "max" and math.isnan(value)
+
+
+def _left_out(labels: Iterable[Mapping[str, str]]) -> str:
+    """The engines left out of a sum, as the writer keys its baseline (``"1"``, ``"0,3"``)."""
+    return ",".join(sorted({lbl.get("engine") or lbl.get("dp_rank") or "?" for lbl in labels}))
+
+
+def _per_model_rows(rows: Rows) -> dict[str, list[tuple[Mapping[str, str], float]]]:
+    """Each model's samples of one metric (its engines, any other label) with their labels, in page order."""
+    out: dict[str, list[tuple[Mapping[str, str], float]]] = {}
+    for _, labels, value in rows:
+        out.setdefault(labels.get("model_name", ""), []).append((labels, value))
+    return out
 
 
 def _per_model(rows: Rows) -> dict[str, list[float]]:
@@ -198,8 +229,9 @@ def _max(a: float, b: float) -> float:
     return a if math.isnan(b) or a >= b else b
 
 
-def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]:
-    """Per model, its series (engines) summed on the bounds they share (merge_histograms)."""
+def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, tuple[Histogram, str]]:
+    """Per model, its series (engines) summed on the bounds they share (merge_histograms), and the
+    engines left out because a bucket, the count or the sum was NaN, infinite or negative."""
     buckets: dict[SeriesKey, dict[float, float]] = {}
     models: dict[SeriesKey, str] = {}
     for _, labels, value in by_name.get(alias + "_bucket", []):
@@ -213,12 +245,22 @@ def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, Histogram]
     counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
     sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
     per_model: dict[str, list[Histogram]] = {}
+    bad: dict[str, list[Mapping[str, str]]] = {}
     for key in {*buckets, *counts, *sums}:
         histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
         if histogram is not None:
             model = models.get(key) or dict(key).get("model_name", "")
-            per_model.setdefault(model, []).append(histogram)
-    return {model: merged for model, series in per_model.items() if (merged := merge_histograms(series)) is not None}
+            if _usable_histogram(histogram):
+                per_model.setdefault(model, []).append(histogram)
+            else:
+                bad.setdefault(model, []).append(dict(key))
+    return {model: (merged, _left_out(bad.get(model, ()))) for model, series in per_model.items()
+            if (merged := merge_histograms(series)) is not None}
+
+
+def _usable_histogram(h: Histogram) -> bool:
+    numbers = [*h.cumulative, *(v for v in (h.count, h.sum) if v is not None)]
+    return all(math.isfinite(v) and v >= 0 for v in numbers)
 
 
 def _series_key(labels: Mapping[str, str]) -> SeriesKey:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from core.errors import SweetspotError
@@ -20,6 +21,8 @@ class DurationError(SweetspotError, ValueError):
 def parse_duration(text: str | float | int) -> float:
     """Return the duration in seconds; numbers pass through as seconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not math.isfinite(text):  # TOML's nan and inf
+            raise DurationError(f"{text} is not a finite duration (write it like 90s, 5m, 2h or 7d)")
         if text < 0:
             raise DurationError(f"duration must not be negative: {text}")
         return float(text)

@@ -9,6 +9,7 @@ fails when a setting is missing from docs/configuration.md. Nothing below the en
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
 import types
 import typing
@@ -20,6 +21,7 @@ from typing import Any
 
 from core.durations import DurationError, parse_duration
 from core.errors import SweetspotError
+from core.limits import MAX_DURATION_S, finite_problem, limit_problems
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 
@@ -437,9 +439,12 @@ def _convert(value: Any, tp: Any, kind: str, key: str) -> Any:
         return str(value)
     if kind == "duration":
         try:
-            return parse_duration(value)
+            seconds = parse_duration(value)
         except DurationError as exc:
             raise ConfigError(f"{key}: {exc}") from None
+        if seconds > MAX_DURATION_S:
+            raise ConfigError(f"{key}: {value!r} is out of range; a duration must be ≤ 3650d (write it like 5s, 5m or 2h)")
+        return seconds
     if _is_dataclass_type(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
@@ -463,6 +468,8 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a table of strings, got {value!r}")
         return dict(value)
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if finite_problem(value):
+            raise ConfigError(f"{key}: {finite_problem(value)}; write a number such as 1.5")
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -471,12 +478,20 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
 
 
+# Other spellings of a table's keys, as users of other tools type them: alias → field.
+ALIASES: dict[type, dict[str, str]] = {
+    RuleSettings: {"for": "for_s", "keep_firing_for": "keep_firing_for_s"},  # Prometheus' names
+}
+
+
 def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("kind") != INTERNAL}
+    data = _resolve_aliases(data, ALIASES.get(cls, {}), prefix)
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown setting {prefix}{unknown[0]} (see docs/configuration.md)")
+        raise ConfigError(f"unknown setting {prefix}{unknown[0]}{_suggestion(unknown[0], [*fields, *ALIASES.get(cls, {})])} "
+                          "(see docs/configuration.md)")
     kwargs = {
         name: _convert(data[name], hints[name], fields[name].metadata.get("kind", ""), prefix + name)
         for name in data
@@ -484,6 +499,23 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     if cls is HttpSettings:
         kwargs["given"] = frozenset(data)
     return cls(**kwargs)
+
+
+def _resolve_aliases(data: Mapping[str, Any], aliases: Mapping[str, str], prefix: str) -> Mapping[str, Any]:
+    given = [alias for alias in aliases if alias in data]
+    if not given:
+        return data
+    out = dict(data)
+    for alias in given:
+        if aliases[alias] in out:
+            raise ConfigError(f"{prefix}{alias}: {prefix}{aliases[alias]} is given too; keep one of the two")
+        out[aliases[alias]] = out.pop(alias)
+    return out
+
+
+def _suggestion(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> GatewaySettings:
@@ -503,23 +535,13 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
     return dataclasses.replace(gateway, **resolved)
 
 
-def url_problem(value: str) -> str:
-    """Why ``value`` cannot be scraped as an http(s) URL with a host, or "" when it can."""
-    parts = urllib.parse.urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"{masked(value)!r} is not an http:// or https:// URL with a host (e.g. http://10.0.0.5:8000/metrics)"
-    return ""
-
-
-def _validate_urls(target: TargetSettings, key: str) -> None:
+def _check_target(target: TargetSettings, key: str) -> None:
+    if not target.name.strip():
+        raise ConfigError(f"{key}.name: {target.name!r} is empty; give each target a short name such as prod-70b")
     if not target.vllm_url:
         # without it the target has nothing to scrape; `run` used to start the demo simulator then
         raise ConfigError(f"{key}.vllm_url: required, vLLM's /metrics URL (e.g. http://10.0.0.5:8000/metrics); "
                           "leave out [[targets]] altogether for the demo")  # fmt: skip
-    for name, url in (("vllm_url", target.vllm_url), ("gateway.url", target.gateway.url), ("gpu.url", target.gpu.url)):
-        problem = url and url_problem(url)
-        if problem:
-            raise ConfigError(f"{key}.{name}: {problem}")
 
 
 def _validate(settings: Settings) -> Settings:
@@ -541,18 +563,19 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
         if target.gpu.source == "dcgm" and not target.gpu.url:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
-        if target.ceiling.tensor_parallel < 1 or target.ceiling.weight_gb <= 0:
-            raise ConfigError(f"{key}.ceiling: weight_gb must be > 0 and tensor_parallel ≥ 1")
-        _validate_urls(target, key)
+        _check_target(target, key)
+        thresholds = effective_sweetspot(settings, target.name)
+        if thresholds.kv_warning > thresholds.kv_critical:
+            raise ConfigError(f"{key}.sweetspot.kv_warning: {thresholds.kv_warning:g} must be ≤ the target's kv_critical "
+                              f"({thresholds.kv_critical:g}); lower kv_warning or raise kv_critical")
         targets.append(dataclasses.replace(target, gateway=gateway))
-    if settings.interval_s <= 0:
-        raise ConfigError("interval_s: must be greater than 0")
-    q = settings.query
-    if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
-        raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
+    problem = next(limit_problems(settings), "")
+    if problem:
+        raise ConfigError(problem)
+    if not settings.db_url.startswith(("sqlite:", "postgresql:", "postgresql+")):
+        raise ConfigError(f"db_url: {settings.db_url!r} is not a database URL; write sqlite:///data/sweetspot.db "
+                          "or postgresql://user@host/db")
     for i, source in enumerate(settings.prometheus):
-        if not source.url.startswith(("http://", "https://")):
-            raise ConfigError(f"prometheus[{i}].url: {masked(source.url)!r} is not an http(s) URL (e.g. http://prometheus:9090)")
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
@@ -605,17 +628,31 @@ def _validate_email(alerts: AlertsSettings) -> None:
 
 def _with_bearer_tokens(sources: tuple[PrometheusSettings, ...], environ: Mapping[str, str]) -> tuple[PrometheusSettings, ...]:
     """Each source's token read from the variable it names (the loader is the one reader of the environment)."""
-    out = []
-    for i, source in enumerate(sources):
-        name = source.http.bearer_token_env
-        if source.http.bearer_token:
-            raise ConfigError(f"prometheus[{i}].http.bearer_token: secrets are read from the environment only; "
-                              "name the variable in bearer_token_env")
-        if name and not environ.get(name):
-            raise ConfigError(f"prometheus[{i}].http.bearer_token_env: the variable {name} is not set")
-        http = dataclasses.replace(source.http, bearer_token=environ.get(name, "") if name else "")
-        out.append(dataclasses.replace(source, http=http))
-    return tuple(out)
+    return tuple(dataclasses.replace(source, http=_token(source.http, f"prometheus[{i}].http.bearer_token_env",
+                                                         f"prometheus[{i}].http", environ, required=False))
+                 for i, source in enumerate(sources))
+
+
+def http_tables(settings: Settings) -> Iterator[tuple[str, HttpSettings]]:
+    """``(key, settings)`` of every HTTP table of the file: the targets', their sources', the Prometheus ones."""
+    for i, target in enumerate(settings.targets):
+        yield f"targets[{i}].http", target.http
+        yield f"targets[{i}].gateway.http", target.gateway.http
+        yield f"targets[{i}].gpu.http", target.gpu.http
+    for i, source in enumerate(settings.prometheus):
+        yield f"prometheus[{i}].http", source.http
+
+
+def require_scrape_tokens(settings: Settings) -> None:
+    """Refuse to scrape while a ``bearer_token_env`` names an unset variable (ConfigError naming it).
+
+    Only what scrapes calls this (the collector, ``backfill``): reading commands (``status``, the UI)
+    never send a token, so they run without it.
+    """
+    for key, http in http_tables(settings):
+        if http.bearer_token_env and not http.bearer_token:
+            raise ConfigError(f"{key}.bearer_token_env: the environment variable {http.bearer_token_env} is not set "
+                              "(export it, or remove bearer_token_env)")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -650,6 +687,8 @@ def read_settings(
     _email_from_environment(data, environ)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = _build(Settings, data)
+    if "scrape_timeout_s" not in data:  # as Prometheus does: the default timeout never outlasts the interval
+        settings = dataclasses.replace(settings, scrape_timeout_s=min(settings.scrape_timeout_s, settings.interval_s))
     settings = dataclasses.replace(
         settings,
         db_url=with_db_password(settings.db_url, environ.get(ENV_DB_PASSWORD, "")),
@@ -694,16 +733,17 @@ def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
     return _token(http, "--bearer-token-env", "", environ)
 
 
-def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]) -> HttpSettings:
+def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str], required: bool = True) -> HttpSettings:
     """``http`` with its bearer token read from the variable ``bearer_token_env`` names (``env_key``
-    names that setting in errors; ``at`` the table, where a token written in the file is refused)."""
+    names that setting in errors; ``at`` the table, where a token written in the file is refused).
+    Not ``required``, an unset variable leaves the token empty (:func:`require_scrape_tokens` judges it)."""
     if http.bearer_token:
         raise ConfigError(f"{at}.bearer_token: secrets are read from the environment only; "
                           "set bearer_token_env to the variable's name instead")
     if not http.bearer_token_env:
         return http
     value = environ.get(http.bearer_token_env, "")
-    if not value:
+    if not value and required:
         raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
                           "(export it, or remove bearer_token_env)")
     return dataclasses.replace(http, bearer_token=value)
@@ -713,7 +753,7 @@ def _with_tokens(target: TargetSettings, key: str, environ: Mapping[str, str]) -
     """``target`` with each bearer token read from the environment variable its settings name."""
 
     def token(http: HttpSettings, at: str) -> HttpSettings:
-        return _token(http, f"{at}.bearer_token_env", at, environ)
+        return _token(http, f"{at}.bearer_token_env", at, environ, required=False)
 
     return dataclasses.replace(
         target, http=token(target.http, f"{key}.http"),

@@ -124,6 +124,10 @@ def is_sqlite(engine: Engine) -> bool:
 
 # SQLite's and PostgreSQL's words for a table that is not there: a database never migrated.
 _NO_TABLE = ("no such table", "does not exist")
+# SQLite's words for a file whose pages are damaged, or that is no database at all.
+_DAMAGED = ("database disk image is malformed", "file is not a database")
+DAMAGED_HINT = ("Nothing was written to it. Restore it from a backup, or move it aside (a new one is made); "
+                "`sqlite3 FILE .recover` salvages what rows it can")
 MIGRATE_HINT = "Create the tables with `python -m app db migrate` (with the same --db or db_url); `run` and `collect` do it too"
 
 
@@ -134,12 +138,14 @@ def storage_error(action: str, exc: Exception, url: URL | str | None = None) -> 
     """
     detail = masked(str(getattr(exc, "orig", None) or exc).splitlines()[0])  # a driver may quote its DSN
     if any(words in detail for words in _NO_TABLE):
-        what = _what_database(url)
+        what = what_database(url)
         return StorageError(f"database error while {action}: {detail}: {what} has no Sweetspot tables", MIGRATE_HINT)
+    if any(words in detail for words in _DAMAGED):
+        return StorageError(f"{what_database(url)} is damaged ({detail}; met while {action})", DAMAGED_HINT)
     return StorageError(f"database error while {action}: {detail}", HINT)
 
 
-def _what_database(url: URL | str | None) -> str:
+def what_database(url: URL | str | None) -> str:
     parsed = make_url(url) if isinstance(url, str) else url
     if parsed is None:
         return "the database"

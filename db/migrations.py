@@ -34,9 +34,10 @@ from typing import Any
 from sqlalchemy import Column, Connection, Engine, Float, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from core.errors import StorageError
 from core.redact import masked
 from db import schema
-from db.engine import storage_error
+from db.engine import storage_error, what_database
 
 log = logging.getLogger(__name__)
 Migration = Callable[[Connection], None]
@@ -443,9 +444,26 @@ def applied(conn: Connection) -> set[str]:
     return set(conn.execute(select(schema.migrations_table.c.name)).scalars())
 
 
+def newer_migrations(conn: Connection) -> list[str]:
+    """Applied migrations this version does not know: a newer Sweetspot wrote the database."""
+    known = {name for name, _ in MIGRATIONS}
+    return sorted(applied(conn) - known)
+
+
+def refuse_newer(conn: Connection, url: Any = None) -> None:
+    """Raise StorageError when a newer Sweetspot wrote this database: an older writer would write rows
+    the newer schema does not expect (and call it up to date)."""
+    newer = newer_migrations(conn)
+    if newer:
+        raise StorageError(f"{what_database(url)} was written by a newer Sweetspot (its schema has migration "
+                           f"{newer[-1]}, unknown to this version); nothing was written",
+                           "Upgrade Sweetspot to the version that wrote it (or point --db / db_url at another database)")
+
+
 def migrate(engine: Engine) -> list[str]:
     """Apply pending numbered migrations in order, then the standing steps; return the numbered names
-    applied now (empty when up to date)."""
+    applied now (empty when up to date). A database a newer Sweetspot wrote is refused (StorageError),
+    never migrated or written."""
     return upgrade(engine).numbered
 
 
@@ -457,6 +475,7 @@ def upgrade(engine: Engine) -> Upgrade:
     try:
         with engine.begin() as conn:
             schema.migrations_table.create(conn, checkfirst=True)
+            refuse_newer(conn, engine.url)
         for name, step in MIGRATIONS:
             with engine.begin() as conn:
                 if name in applied(conn):
@@ -468,5 +487,5 @@ def upgrade(engine: Engine) -> Upgrade:
             with engine.begin() as conn:
                 made += standing(conn)
     except SQLAlchemyError as exc:
-        raise storage_error("migrating the schema", exc) from None
+        raise storage_error("migrating the schema", exc, engine.url) from None
     return Upgrade(done, made)

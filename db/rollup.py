@@ -211,15 +211,22 @@ def _gpu_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
 def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str, int]:
     """Delete raw rows older than ``raw_retention_s`` (only once rolled up), minute rollups older
     than ``rollup_retention_s`` and hourly ones older than ``hourly_retention_s``; rows deleted per table.
+
+    The loader refuses retentions out of order; settings built otherwise are still read in order: a
+    tier is kept at least as long as the one it is folded from, and raw rows at least a minute, so
+    a bad raw retention never costs a rollup.
     """
     deleted: dict[str, int] = {}
+    raw_keep = max(settings.raw_retention_s, 60.0)
+    minute_keep = max(settings.rollup_retention_s, raw_keep)
+    hour_keep = max(settings.hourly_retention_s, minute_keep)
     try:
         with engine.begin() as conn:
             rolled = sources.marks(conn).get(60, 0)
-            raw_cut = int(min(now - settings.raw_retention_s, rolled))
+            raw_cut = int(min(now - raw_keep, rolled))
             for table in (schema.scrapes, schema.samples, schema.gpu_samples):
                 deleted[table.name] = conn.execute(delete(table).where(table.c.ts < raw_cut)).rowcount
-            for step, keep in ((60, settings.rollup_retention_s), (3600, settings.hourly_retention_s)):
+            for step, keep in ((60, minute_keep), (3600, hour_keep)):
                 cut = int(now - keep)
                 for table in (schema.target_rollups, schema.model_rollups, schema.gpu_rollups):
                     n = conn.execute(delete(table).where(table.c.step == step, table.c.ts < cut)).rowcount

@@ -213,14 +213,16 @@ class Writer:
         row.update({key: figures.gauges.get(key) for key in schema.GAUGES})
         for key in schema.COUNTERS:
             value, created = figures.counters.get(key), figures.created.get(key)
-            row[key] = counter_increase(state, key, value, created, restarted, fresh)
+            row[key] = counter_increase(state, _state_key(state.counters, key, figures, value), value, created,
+                                        restarted, fresh)
         for key in schema.HISTOGRAMS:
             hist = figures.histograms.get(key)
             if hist is not None and len(hist.bounds) > histo.MAX_BUCKETS:
                 self._too_wide(model_id, key, len(hist.bounds))
                 hist = None
             layout = self._layout_id(conn, hist.bounds) if hist is not None else None
-            inc = histogram_increase(state, key, hist, layout, figures.created.get(key), restarted, fresh)
+            inc = histogram_increase(state, _state_key(state.hists, key, figures, hist), hist, layout,
+                                     figures.created.get(key), restarted, fresh)
             count, total, buckets = (None, None, None) if inc is None else (inc[0], inc[1], histo.pack(inc[2]))
             row.update({f"{key}_layout": layout, f"{key}_count": count, f"{key}_sum": total, f"{key}_buckets": buckets})
         state.ts = ts
@@ -364,3 +366,16 @@ def _scrape_row(target_id: int, ts: int, round_: ScrapeRound) -> Row:
         "gateway_error": gateway_status.error if gateway_status else None,
         "gpu_error": gpu_status.error if gpu_status else None,
     }
+
+
+def _state_key(kept: dict[str, Any], key: str, figures: ModelFigures, value: object) -> str:
+    """The state key of ``key`` this round: its own, or ``key~engines`` while those engines are left
+    out of the sum (their value was NaN, infinite or negative). The other spellings' states are
+    dropped, so a sum over another set of engines starts a baseline instead of reading as a reset
+    (whose increase would be a whole counter: a spike)."""
+    left_out = figures.partial.get(key, "")
+    own = f"{key}~{left_out}" if left_out else key
+    if value is not None:
+        for stale in [k for k in kept if k != own and k.split("~", 1)[0] == key]:
+            del kept[stale]
+    return own

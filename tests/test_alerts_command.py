@@ -116,6 +116,19 @@ def test_status_reports_the_verdict_first_and_state_and_reasons_in_json(db, caps
     assert "the target is down" in json.loads(out)["reasons"][0]
 
 
+def test_status_reasons_name_the_window_they_were_computed_over(db, capsys):
+    # the rules' own window is 5m; --window 3m computes every figure over 3m, and says so
+    code, out = run(capsys, "status", "--target", "t", "--window", "3m", "--db", db)
+    assert code == 0 and out.startswith("t: outside the sweet spot over 3m: preemptions over 3m "), out
+    assert "over 5m" not in out
+    code, out = run(capsys, "status", "--target", "t", "--window", "3m", "--json", "--db", db)
+    assert code == 0, out
+    reasons = json.loads(out)["reasons"]
+    assert any(r.startswith("preemptions over 3m ") for r in reasons) and not any("5m" in r for r in reasons)
+    code, out = run(capsys, "status", "--all", "--window", "3m", "--db", db)
+    assert "preemptions over 3m" in out and "over 5m" not in out
+
+
 def test_rules_show_each_targets_thresholds_and_where_they_come_from(db, capsys, tmp_path):
     config = tmp_path / "sweetspot.toml"
     config.write_text(

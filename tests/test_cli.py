@@ -86,3 +86,26 @@ def test_config_never_prints_a_password_a_token_or_a_header_value(tmp_path):
     assert target["gateway"]["url"] == "http://gw:***@gw.test/metrics"
     assert target["http"]["bearer_token_env"] == "CFG_TARGET_TOKEN" and target["http"]["bearer_token"] == "***"
     assert target["http"]["headers"] == {"X-Api-Key": "***"}
+
+
+def test_reading_commands_need_no_scrape_token_only_scraping_does(tmp_path):
+    import os
+
+    path = tmp_path / "tok.toml"
+    path.write_text('[[targets]]\nname = "t"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
+                    'http = { bearer_token_env = "SWEETSPOT_TEST_SCRAPE_TOKEN" }\n')
+    db = f"sqlite:///{tmp_path}/s.db"
+    env = {k: v for k, v in os.environ.items() if k != "SWEETSPOT_TEST_SCRAPE_TOKEN"}
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "app", "--config", str(path), *args, "--db", db], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, env={**env, **extra})
+
+    refused = run("collect", "--once")
+    assert refused.returncode == 2 and refused.stderr == (
+        "ERROR: targets[0].http.bearer_token_env: the environment variable SWEETSPOT_TEST_SCRAPE_TOKEN is not set "
+        "(export it, or remove bearer_token_env)\n")
+    assert run("collect", "--once", SWEETSPOT_TEST_SCRAPE_TOKEN="tok").returncode == 1  # target down, database made
+    done = run("status", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["target"] == "t"

@@ -121,3 +121,40 @@ def test_collect_without_target_names_the_fix(tmp_path):
     done = app("collect", "--once", "--db", f"sqlite:///{tmp_path}/x.db")
     assert done.returncode == 2
     assert done.stderr.startswith("ERROR: no target to collect from") and "--vllm-url" in done.stderr
+
+
+def test_a_second_collector_on_the_database_stands_by_in_one_line(tmp_path, caplog):
+    # Both stamp their rounds with the same clock: the second writer used to collide on (target, ts)
+    # every round it shared with the first, each time with a traceback, and count increases twice.
+    import logging
+
+    from sqlalchemy import func, select
+
+    from db import schema
+    from db.engine import open_reader
+
+    now = [1_800_000_000.0]
+    db = f"sqlite:///{tmp_path}/two.db"
+    with serve({"/metrics": (200, "text/plain", V1)}) as base:
+        settings = Settings(db_url=db, targets=(TargetSettings(name="t", vllm_url=f"{base}/metrics"),))
+        first, second = (CollectionService(settings, clock=lambda: now[0]) for _ in range(2))
+        try:
+            with caplog.at_level(logging.INFO):
+                for _ in range(4):
+                    assert "vLLM up" in first.collect_once()[0]
+                    (line,) = second.collect_once()
+                    assert line.startswith("collector: another collector (") and "Run one collector per database" in line
+                    assert second.rollup() == "rollup: another collector writes to this database"
+                    now[0] += 5
+            standby = [r for r in caplog.records if "another collector" in r.getMessage()]
+            assert len(standby) == 1 and standby[0].levelname == "WARNING"
+            assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+            first.close()  # a clean stop hands the lease back: the standby writes from its next round
+            assert "vLLM up" in second.collect_once()[0]
+        finally:
+            first.close()
+            second.close()
+    engine = open_reader(db)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schema.scrapes)).scalar() == 5
+    engine.dispose()

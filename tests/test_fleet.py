@@ -163,3 +163,14 @@ def test_a_sparkline_draws_a_missing_minute_as_a_gap_never_a_zero():
     assert [round((x - points[0][1]) / step * 2) for _, x, _ in points] == [0, 2, 3, 5]
     assert [y for _, _, y in points].count(SPARK_H - 2) == 1  # only the real 0 sits on the floor
     assert sparkline_svg([None, None]) is None  # no data at all: an empty cell, not a flat line
+
+
+def test_a_missing_figure_reads_as_a_dash_never_none(monkeypatch, fleet_db, capsys):
+    frame = _open(monkeypatch, fleet_db).dataframe[0].value
+    never = list(frame["target"]).index("d-never")  # never scraped: no figure at all
+    cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95", "preemptions", "running", "KV")]
+    assert cells == ["—"] * 5
+    assert "None" not in frame.astype(str).to_string() and "nan" not in frame.astype(str).to_string()
+    assert main(["status", "--all", "--db", fleet_db]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("d-never"))
+    assert "None" not in line and " — " in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import time
 from collections.abc import Iterator
 
@@ -154,3 +155,39 @@ def test_an_unreachable_prometheus_is_one_line(tmp_path, capsys):
     assert main(["backfill", "--prometheus", url, "--db", f"sqlite:///{tmp_path}/u.db"]) == 2
     assert capsys.readouterr().err.strip() == (f"ERROR: cannot reach Prometheus at {url} (connection refused). "
                                                "Is Prometheus running? Check prometheus[].url")
+
+
+def test_a_target_no_longer_scraped_is_still_backfilled(tmp_path, capsys):
+    # The incident is over and its target gone from Prometheus's config: an instant query at now finds
+    # none of its series once the lookback (5m by default, 2s here) has passed, which is exactly when
+    # its history is wanted.
+    with start_simulator(SimOptions(port=0, seed=7, speed=20, load=2)) as sim:
+        (tmp_path / "prom").mkdir()
+        server = PrometheusServer(tmp_path / "prom", [sim.urls["vllm_metrics"]], extra_flags=["--query.lookback-delta=2s"])
+        try:
+            server.wait_for_targets(1)
+            client = server.client
+            wait = time.time() + 60
+
+            def count(promql: str) -> int:
+                result = client.get("/api/v1/query", params={"query": promql}).json()["data"]["result"]
+                return int(float(result[0]["value"][1])) if result else 0
+
+            while count('count_over_time(up{job="vllm"}[1m])') < 5 and time.time() < wait:  # 5 scrapes of history
+                time.sleep(0.2)
+            # the target leaves the config (another job stays, for a valid one)
+            from tests.prometheus_server import scrape_config
+            from tests.support.http_server import closed_port_url
+
+            server.config.write_text(scrape_config([closed_port_url()], job="other"))
+            server.proc.send_signal(signal.SIGHUP)
+            while count('count({job="vllm"})') and time.time() < wait:
+                time.sleep(0.2)
+            assert count('count({job="vllm"})') == 0, "the target's series should be out of the lookback by now"
+            db = f"sqlite:///{tmp_path}/gone.db"
+            assert main(["backfill", "--prometheus", server.url, "--since", "1m", "--step", "1s", "--db", db]) == 0, \
+                capsys.readouterr().err
+            assert "of 1 target(s)" in capsys.readouterr().out
+            assert len(_rounds(db)) >= 4
+        finally:
+            server.stop()

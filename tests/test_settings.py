@@ -2,7 +2,7 @@ import pytest
 
 from app.loader import load_settings
 from core.durations import DurationError, format_duration, parse_duration
-from core.settings import ConfigError, HttpSettings
+from core.settings import ConfigError, HttpSettings, require_scrape_tokens
 
 
 def write(tmp_path, text):
@@ -116,8 +116,10 @@ def test_http_settings_per_target_and_per_source(tmp_path):
 def test_a_bearer_token_comes_from_its_variable_only(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(HTTP_CONFIG)
+    settings = load_settings(path, {"T_TOKEN": "tok-t"})  # reading needs no token: only scraping does
+    assert settings.targets[0].source_http("gpu").bearer_token == ""
     with pytest.raises(ConfigError, match=r"targets\[0\]\.gpu\.http\.bearer_token_env: the environment variable G_TOKEN is not set"):
-        load_settings(path, {"T_TOKEN": "tok-t"})
+        require_scrape_tokens(settings)
     path.write_text('[[targets]]\nname = "t"\nvllm_url = "http://v.test/metrics"\nhttp = { bearer_token = "x" }\n')
     with pytest.raises(ConfigError, match=r"targets\[0\]\.http\.bearer_token: secrets are read from the environment only"):
         load_settings(path, {})

@@ -167,3 +167,46 @@ def test_covered_time_is_filled_in_for_the_rows_of_an_old_database(db_url: str) 
         ]
         (index,) = [i for i in inspect(conn).get_indexes("model_rollups") if i["name"] == "ix_model_rollups_tokens"]
     assert index["column_names"][-2:] == ["generation_tokens", "covered_ms"]
+
+
+def _damaged(tmp_path: Path) -> str:
+    # a real database whose table pages are overwritten: sqlite_master (page 1) still reads
+    url = f"sqlite:///{tmp_path}/damaged.db"
+    engine = open_engine(url)
+    Writer(engine).write_rounds([vllm_round(T + 5 * i, 100.0 * i) for i in range(200)])
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    path = tmp_path / "damaged.db"
+    data = bytearray(path.read_bytes())
+    data[4096:] = b"\x07" * (len(data) - 4096)
+    path.write_bytes(bytes(data))
+    return url
+
+
+def test_a_damaged_database_is_one_line(tmp_path: Path) -> None:
+    from tests.test_cli import app
+
+    url = _damaged(tmp_path)
+    for args in (("db", "info"), ("db", "migrate"), ("collect", "--once", "--vllm-url", "http://127.0.0.1:1/metrics")):
+        done = app(*args, "--db", url)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"ERROR: the SQLite file {tmp_path}/damaged.db is damaged"), lines
+        assert "Restore it from a backup" in lines[0] and done.stdout == ""
+
+
+def test_a_database_of_a_newer_sweetspot_is_refused_never_up_to_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path}/newer.db"
+    engine = open_engine(url)
+    with engine.begin() as conn:
+        conn.execute(schema.migrations_table.insert().values(name="0099_from_the_future", applied_at=T))
+    engine.dispose()
+    for args in (["db", "migrate"], ["db", "info"], ["collect", "--once", "--vllm-url", "http://127.0.0.1:1/metrics"]):
+        assert main([*args, "--db", url]) == 2
+        out, err = capsys.readouterr()
+        assert "up to date" not in out and err.count("\n") == 1
+        assert "was written by a newer Sweetspot (its schema has migration 0099_from_the_future" in err
+        assert err.rstrip().endswith("Upgrade Sweetspot to the version that wrote it (or point --db / db_url at another database)")
+    with open_engine(url, migrate=False).connect() as conn:
+        assert conn.execute(select(schema.scrapes.c.ts)).first() is None  # the collector wrote nothing

@@ -371,3 +371,12 @@ def test_prefix_cache_hit_rate_and_queue_time_reach_the_facade_from_raw_rows_and
     rollup(engine, DAY0 + 150 + GRACE_S)
     assert [round(p.prefix_cache_hit_rate or 0, 6) for p in reader.series("t", DAY0, DAY0 + 120, 60)] == [0.2, 0.2]
     assert reader.window("t", DAY0 + 145, 300).prefix_cache_hit_rate is not None
+
+
+def test_retention_out_of_order_never_costs_a_rollup(db_url: str) -> None:
+    # Settings built in code skip the loader's order check: a raw retention longer than the
+    # rollups' keeps the rollups as long as the raw rows.
+    engine = _filled(db_url)
+    rollup(engine, DAY0 + 7200 + GRACE_S)
+    deleted = apply_retention(engine, DAY0 + 7200, Settings(raw_retention_s=3 * 3600, rollup_retention_s=1800))
+    assert deleted["model_rollups[60s]"] == 0 and deleted["samples"] == 0

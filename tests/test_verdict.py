@@ -183,3 +183,11 @@ def test_last_up_is_where_no_data_began():
     points = [point(END - 120), point(END - 60, up_ratio=0.0), point(END, up_ratio=None)]
     assert last_up(points) == END - 60
     assert last_up([point(END, up_ratio=0.0)]) is None
+
+
+@pytest.mark.parametrize(("running", "shown"), [(16.02, "16.02"), (16.0004, "16.0004"), (16.4, "16.4"), (130.3, "130.3"), (24.0, "24")])
+def test_a_value_never_reads_equal_to_the_threshold_it_breaks(running, shown):
+    rules = SweetSpotSettings(concurrency=16 if running < 100 else 130)
+    (clause,) = evaluate(window(running_avg=running, running_max=running), rules).clauses
+    threshold = "16" if running < 100 else "130"
+    assert clause.text == f"running requests (avg over 5m) {shown} requests > {threshold} requests (sweet-spot concurrency)"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -168,8 +167,13 @@ def test_garbage_raises_scrape_error(text, message):
         parse_vllm(text)
 
 
-def test_nan_counter_is_kept_not_zeroed():
-    assert math.isnan(parse_vllm("vllm:num_preemptions_total NaN\n").models[""].counters["preemptions"])
+def test_a_bad_counter_is_left_out_never_zeroed_and_costs_only_its_engine():
+    lone = parse_vllm("vllm:num_preemptions_total NaN\nvllm:num_requests_running 2\n").models[""]
+    assert "preemptions" not in lone.counters and lone.gauges["requests_running"] == 2
+    for bad in ("NaN", "+Inf", "-3"):
+        two = parse_vllm(f'vllm:num_preemptions_total{{engine="0"}} 7\nvllm:num_preemptions_total{{engine="1"}} {bad}\n')
+        figures = two.models[""]
+        assert figures.counters["preemptions"] == 7 and figures.partial == {"preemptions": "1"}
 
 
 # --- real HTTP on loopback ------------------------------------------------------------------------

@@ -168,7 +168,7 @@ class Evaluator:
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
             return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
-        names = {key: Names(window_names(f, sweetspot, recent)) for key, f in windows.items()}
+        names = {key: Names(window_names(f, sweetspot, recent), f.window_s) for key, f in windows.items()}
         return {
             (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
             for r in rules

@@ -21,7 +21,7 @@ from typing import Any
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
-from app.formatting import number, with_unit
+from app.formatting import compared, number
 from core.durations import format_duration
 from core.settings import ConfigError, RuleSettings, Settings
 
@@ -178,8 +178,11 @@ def _parsed(text: str) -> ast.AST:
 class Names:
     """The names of one window, ready to evaluate many rules' expressions over them."""
 
-    def __init__(self, names: Mapping[str, Any]) -> None:
+    def __init__(self, names: Mapping[str, Any], window_s: float | None = None) -> None:
         self.names = dict(names)
+        # the window the figures were computed over (status --window 3m judges every rule over 3m);
+        # None: each rule's own window_s, as the evaluator computes each rule's figures
+        self.window_s = window_s
         # a copy: simpleeval adds list, tuple, dict and set to the dict it is given
         self._eval = EvalWithCompoundTypes(names=self.names, functions=dict(FUNCTIONS))
         self._fields: dict[str, Any] | None = None
@@ -188,7 +191,11 @@ class Names:
         """Format fields for ``rule``'s texts; the names are spelled once per window, not per rule."""
         if self._fields is None:
             self._fields = _spelled(self.names)
-        return _Fields(self._fields, rule)
+        return _Fields(self._fields, self.window_of(rule))
+
+    def window_of(self, rule: Rule) -> float:
+        """The window ``rule``'s figures were computed over: its texts say this one."""
+        return rule.window_s if self.window_s is None else self.window_s
 
     def value(self, text: str) -> Any:
         return self._eval.eval(text, previously_parsed=_parsed(text))
@@ -242,12 +249,13 @@ def summary(rule: Rule, names: Names, value: float, threshold: float, holds: boo
     """``TTFT P95 over 5m 4.8 s > 3 s (detail)``: the clause as people read it (when it holds), or
     ``TTFT P95 over 5m 2.1 s (alerts when > 3 s)``."""
     label, detail = wording(rule, names)
-    op, shown = OP_TEXT.get(rule.op, rule.op), with_unit(threshold * rule.scale, rule.unit)
+    op = OP_TEXT.get(rule.op, rule.op)
+    spelled, shown = compared(value * rule.scale, threshold * rule.scale, rule.unit)
     if not rule.show_values:
-        return label if holds else f"{rule.name} does not hold over {format_duration(rule.window_s)}"
+        return label if holds else f"{rule.name} does not hold over {format_duration(names.window_of(rule))}"
     if not holds:
-        return f"{label} {with_unit(value * rule.scale, rule.unit)} (alerts when {op} {shown})"
-    main = f"{label} {with_unit(value * rule.scale, rule.unit)} {op} {shown}"
+        return f"{label} {spelled} (alerts when {op} {shown})"
+    main = f"{label} {spelled} {op} {shown}"
     return f"{main} ({detail})" if detail else main
 
 
@@ -274,9 +282,9 @@ def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
 class _Fields(dict[str, Any]):
     """Format fields: every name (numbers as people read them), ``window``, ``queue_growth``."""
 
-    def __init__(self, spelled: Mapping[str, Any], rule: Rule) -> None:
+    def __init__(self, spelled: Mapping[str, Any], window_s: float) -> None:
         super().__init__(spelled)
-        self["window"] = format_duration(rule.window_s)
+        self["window"] = format_duration(window_s)
 
     def __missing__(self, key: str) -> str:
         return "no data"

@@ -10,7 +10,7 @@ from app.commands.sweep import _duration  # the same rule: a duration longer tha
 from core.durations import format_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import PrometheusSettings, Settings
+from core.settings import PrometheusSettings, Settings, require_scrape_tokens
 
 HELP = "import the history a Prometheus holds (query_range at the scrape interval); resumable, no duplicates"
 
@@ -44,6 +44,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if not args.prometheus.startswith(("http://", "https://")):
         raise UsageError(f"--prometheus {args.prometheus!r} is not an http(s) URL", "e.g. --prometheus http://prometheus:9090")
     source = source_for(args, settings)
+    require_scrape_tokens(dataclasses.replace(settings, targets=(), prometheus=(source,)))
     engine = open_engine(settings.db_url)
     try:
         result = backfill(engine, source, since_s, step_s, time.time(), timeout_s=max(30.0, settings.scrape_timeout_s))

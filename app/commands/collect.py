@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from app import scheduler
 from core.durations import parse_duration
 from core.errors import UsageError
+from core.limits import LIMITS, url_problem
 from core.redact import masked
-from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings, url_problem
+from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)
@@ -58,7 +59,12 @@ def effective_settings(args: argparse.Namespace, settings: Settings) -> Settings
     if args.vllm_url:
         settings = dataclasses.replace(settings, targets=(quick_target(args),))
     if args.interval:
-        settings = dataclasses.replace(settings, interval_s=parse_duration(args.interval))
+        interval = parse_duration(args.interval)
+        if not LIMITS["interval_s"].allows(interval):
+            raise UsageError(f"--interval: {args.interval!r} is out of range; it must be {LIMITS['interval_s'].text()}")
+        # a scrape ends before the next round starts (as Prometheus caps scrape_timeout at the interval)
+        settings = dataclasses.replace(settings, interval_s=interval,
+                                       scrape_timeout_s=min(settings.scrape_timeout_s, interval))
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         raise UsageError(
             "no target to collect from",
@@ -128,7 +134,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
                 lines = service.collect_once()
             for line in lines:
                 print(_name_flags(line, flags))
-            for job in service.prometheus:
+            for job in service.prometheus if service.turn.holding else ():
                 for line in job.run():
                     print(line)
             return _once_status(settings, flags)

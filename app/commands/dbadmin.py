@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 
 from core.redact import masked
 from core.settings import Settings
 from db import schema
-from db.engine import normalize_url, open_engine
+from db.engine import normalize_url, open_engine, storage_error
 from db.migrations import MIGRATIONS, applied, upgrade
 from db.rollup import apply_retention, rollup
 
@@ -51,9 +52,14 @@ def _info(settings: Settings) -> None:
         path = Path(str(url.database))
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
         print(f"size on disk: {size / 1e6:.1f} MB (with WAL)")
-    with engine.connect() as conn:
-        done = applied(conn)
-        print(f"migrations: {len(done)} of {len(MIGRATIONS)} applied")
-        for table in schema.metadata.sorted_tables:
-            rows = conn.execute(select(func.count()).select_from(table)).scalar()
-            print(f"  {table.name:22} {rows:10d} rows")
+    counts = {}
+    try:  # a damaged page shows when its table is counted: one line, not the driver's traceback
+        with engine.connect() as conn:
+            done = applied(conn)
+            for table in schema.metadata.sorted_tables:
+                counts[table.name] = conn.execute(select(func.count()).select_from(table)).scalar()
+    except SQLAlchemyError as exc:
+        raise storage_error(f"counting the rows of {table.name}", exc, engine.url) from None
+    print(f"migrations: {len(done)} of {len(MIGRATIONS)} applied")
+    for name, rows in counts.items():
+        print(f"  {name:22} {rows:10d} rows")

@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 from app.fleet import STATE_LABELS, FleetRow, by_model, fleet, overview_link
-from app.formatting import clock
+from app.formatting import clock, number, percent, with_unit
 from app.ui import state, widgets
 
 ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
@@ -28,13 +28,14 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "target": [r.name for r in rows],
         "overview": [overview_link(r.name, len(ctx.targets)) for r in rows],
         "why": ["; ".join(r.state.reasons) for r in rows],
-        "tok/s": [x.tokens_per_s for x in f],
-        "of ceiling": [x.efficiency for x in f],
-        "TTFT P95 (s)": [x.ttft_p95_s for x in f],
-        "preemptions": [x.preemptions for x in f],
-        "running": [x.running_avg for x in f],
-        "queue": [x.queue_depth_max for x in f],
-        "KV": [None if x.kv_cache_usage_max is None else 100 * x.kv_cache_usage_max for x in f],
+        # spelled here, as every other page spells them: a missing figure reads "—", never "None"
+        "tok/s": [number(x.tokens_per_s) for x in f],
+        "of ceiling": [percent(x.efficiency) for x in f],
+        "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
+        "preemptions": [number(x.preemptions) for x in f],
+        "running": [number(x.running_avg) for x in f],
+        "queue": [number(x.queue_depth_max) for x in f],
+        "KV": [percent(x.kv_cache_usage_max) for x in f],
         "last hour tok/s": [widgets.sparkline_svg(r.sparkline) for r in rows],  # a missing minute is a gap
     }
 
@@ -48,18 +49,14 @@ def live() -> None:
     col = st.column_config
     st.dataframe(_table(rows), hide_index=True, width="stretch", column_config={
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
-        "tok/s": col.NumberColumn(format="%.1f"),
-        "of ceiling": col.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
-        "TTFT P95 (s)": col.NumberColumn(format="%.2f"),
-        "running": col.NumberColumn(format="%.1f", help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
-        "KV": col.NumberColumn(format="%.0f %%"),
+        "running": col.TextColumn(help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip
     st.subheader("Per model")
     st.dataframe([{
-        "model": m.model, "targets": m.targets, "outside or down": m.outside, "tok/s": m.tokens_per_s,
-        "ceiling tok/s": m.ceiling_tokens_per_s, "worst TTFT P95 (s)": m.ttft_p95_s_worst,
-        "preemptions": m.preemptions, "running": m.running,
+        "model": m.model, "targets": m.targets, "outside or down": m.outside, "tok/s": number(m.tokens_per_s),
+        "ceiling tok/s": number(m.ceiling_tokens_per_s), "worst TTFT P95": with_unit(m.ttft_p95_s_worst, "s"),
+        "preemptions": number(m.preemptions), "running": number(m.running),
     } for m in by_model(rows)], hide_index=True, width="stretch")  # fmt: skip
 
 

@@ -1,0 +1,198 @@
+"""The limits of the settings, in one table: each number's range, the pairs that must stay in order,
+and the URL settings with the schemes they take.
+
+:func:`check_limits` judges loaded settings against these tables (the loader calls it) and raises a
+one-line :class:`~core.errors.SweetspotError` naming the setting, the value and what is allowed;
+docs/configuration.md lists the same tables (a test keeps them in step). A key such as
+``targets[].ceiling.weight_gb`` stands for that field of every ``[[targets]]`` table; an unset
+optional value (None) is not judged.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from core.durations import format_duration
+from core.redact import masked
+
+DAY = 86400.0
+# The longest duration any setting may take (10 years): beyond, datetime arithmetic overflows and a
+# figure such as "every 1e308 s" means a typo, not a wish.
+MAX_DURATION_S = 3650 * DAY
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A closed range [low, high]; ``above`` makes low itself refused (the value must exceed it)."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    duration: bool = False  # shown as 5m, 1d rather than 300, 86400
+
+    def allows(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def show(self, value: float) -> str:
+        return format_duration(value) if self.duration else f"{value:g}"
+
+    def text(self) -> str:
+        """The range as the docs and the error line say it, e.g. ``> 0 and ≤ 1d``."""
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.above else '≥'} {self.show(self.low)}")
+        if self.high is not None:
+            parts.append(f"≤ {self.show(self.high)}")
+        return " and ".join(parts)
+
+
+def _seconds(low: float = 0, high: float = MAX_DURATION_S, above: bool = True) -> Limit:
+    return Limit(low, high, above, duration=True)
+
+
+_FRACTION = Limit(0, 1, above=True)  # a share of something: (0, 1]
+_PORT = Limit(1, 65535)
+_THRESHOLDS = {  # [sweetspot] and each target's [targets.sweetspot] overrides
+    "ttft_p95_slo_s": _seconds(0, 3600),
+    "concurrency": Limit(1, 1_000_000),
+    "kv_warning": _FRACTION,
+    "kv_critical": _FRACTION,
+    "min_efficiency": Limit(0, 1),
+    "queue_growth_s": _seconds(0, DAY, above=False),
+}
+_CEILING = {
+    "weight_gb": Limit(0, 100_000, above=True),
+    "tensor_parallel": Limit(1, 4096),
+    "bandwidth_gbps": Limit(0, 1_000_000, above=True),
+}
+
+LIMITS: dict[str, Limit] = {
+    "interval_s": _seconds(0, DAY),
+    "scrape_timeout_s": _seconds(0, 3600),
+    "raw_retention_s": _seconds(60, MAX_DURATION_S, above=False),
+    "rollup_retention_s": _seconds(3600, MAX_DURATION_S, above=False),
+    "hourly_retention_s": _seconds(DAY, MAX_DURATION_S, above=False),
+    **{f"targets[].ceiling.{k}": v for k, v in _CEILING.items()},
+    **{f"prometheus[].ceiling.{k}": v for k, v in _CEILING.items()},
+    **{f"sweetspot.{k}": v for k, v in _THRESHOLDS.items()},
+    **{f"targets[].sweetspot.{k}": v for k, v in _THRESHOLDS.items()},
+    "prometheus[].gone_after_s": _seconds(),
+    "ui.port": _PORT,
+    "ui.refresh_s": _seconds(0, DAY),
+    "alerts.evaluate_every_s": _seconds(0, DAY),
+    "alerts.lease_s": _seconds(0, DAY),
+    "alerts.rules[].window_s": _seconds(0, 90 * DAY),
+    "alerts.rules[].for_s": _seconds(0, 90 * DAY, above=False),
+    "alerts.rules[].keep_firing_for_s": _seconds(0, 90 * DAY, above=False),
+    "alerts.rules[].scale": Limit(0, 1e9, above=True),
+    "alerts.email.port": Limit(0, 65535),
+    **{f"alerts.email.{k}": _seconds() for k in (
+        "group_wait_s", "group_interval_s", "repeat_interval_s", "retry_initial_s", "retry_max_s",
+        "give_up_after_s", "timeout_s")},
+    "query.timeout_s": _seconds(0, 3600),
+    "query.max_timeout_s": _seconds(0, 3600),
+    "query.row_limit": Limit(1, 10_000_000),
+}
+
+
+@dataclass(frozen=True)
+class Order:
+    """``first`` must stay below ``second`` (or equal to it, when ``equal``) because of ``why``."""
+
+    first: str
+    second: str
+    why: str
+    equal: bool = False
+
+    def holds(self, a: float, b: float) -> bool:
+        return a <= b if self.equal else a < b
+
+
+ORDERS: tuple[Order, ...] = (
+    Order("scrape_timeout_s", "interval_s", "a scrape must end before the next round starts", equal=True),
+    Order("raw_retention_s", "rollup_retention_s", "minute rollups are folded from raw rows"),
+    Order("rollup_retention_s", "hourly_retention_s", "hourly rollups are folded from minute rollups"),
+    Order("sweetspot.kv_warning", "sweetspot.kv_critical", "the warning comes before the critical level", equal=True),
+    Order("alerts.evaluate_every_s", "alerts.lease_s", "the evaluator renews its lease each run"),
+    Order("query.timeout_s", "query.max_timeout_s", "no query may be given more than the most", equal=True),
+    Order("alerts.email.retry_initial_s", "alerts.email.retry_max_s", "retries wait longer each time", equal=True),
+)
+
+_HTTP = ("http", "https")
+_HTTP_TABLES = ("targets[].http", "targets[].gateway.http", "targets[].gpu.http", "prometheus[].http")
+
+# URL setting → (schemes it takes, an example shown in the error line)
+URLS: dict[str, tuple[tuple[str, ...], str]] = {
+    "targets[].vllm_url": (_HTTP, "http://10.0.0.5:8000/metrics"),
+    "targets[].gateway.url": (_HTTP, "http://10.0.0.5:4000/metrics"),
+    "targets[].gpu.url": (_HTTP, "http://10.0.0.5:9400/metrics"),
+    "prometheus[].url": (_HTTP, "http://prometheus:9090"),
+    "alerts.email.dashboard_url": (_HTTP, "http://dashboard-host:8501"),
+    **{f"{table}.proxy": (("http", "https", "socks5"), "http://proxy:3128") for table in _HTTP_TABLES},
+}
+
+
+def values(obj: Any, key: str, shown: str = "") -> Iterator[tuple[str, Any]]:
+    """``(concrete key, value)`` of every field ``key`` names in ``obj``: ``targets[].name`` gives
+    ``targets[0].name``, ``targets[1].name``, …"""
+    head, _, rest = key.partition(".")
+    name = head.removesuffix("[]")
+    value = getattr(obj, name)
+    at = f"{shown}.{name}" if shown else name
+    items = [(f"{at}[{i}]", v) for i, v in enumerate(value)] if head.endswith("[]") else [(at, value)]
+    for concrete, item in items:
+        if rest:
+            yield from values(item, rest, concrete)
+        else:
+            yield concrete, item
+
+
+def url_problem(value: str, schemes: tuple[str, ...] = _HTTP, example: str = "http://10.0.0.5:8000/metrics") -> str:
+    """Why ``value`` is not a URL of one of ``schemes`` with a host, or "" when it is (its secrets masked)."""
+    shown = masked(value)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError as exc:
+        return f"{shown!r} is not a URL ({exc}); write it like {example}"
+    if parts.scheme not in schemes or not parts.hostname:
+        wanted = ", ".join(f"{s}://" for s in schemes[:-1]) + f" or {schemes[-1]}://"
+        return f"{shown!r} is not an {wanted} URL with a host (e.g. {example})"
+    if parts.scheme == "socks5" and importlib.util.find_spec("socksio") is None:
+        return f"{shown!r}: a SOCKS proxy needs the socksio package (pip install 'httpx[socks]'), or use an http:// proxy"
+    return ""
+
+
+def limit_problems(settings: Any) -> Iterator[str]:
+    """One line per setting out of its range, pair out of order or URL that cannot be used."""
+    for key, limit in LIMITS.items():
+        for concrete, value in values(settings, key):
+            if value is not None and not limit.allows(value):
+                yield f"{concrete}: {limit.show(value)} is out of range; it must be {limit.text()}"
+    for order in ORDERS:
+        a, b = next(values(settings, order.first))[1], next(values(settings, order.second))[1]
+        if not order.holds(a, b):
+            sign = "≤" if order.equal else "<"
+            yield (f"{order.first}: {_shown(order.first, a)} must be {sign} {order.second} ({_shown(order.second, b)}): "
+                   f"{order.why}; lower {order.first} or raise {order.second}")
+    for key, (schemes, example) in URLS.items():
+        for concrete, value in values(settings, key):
+            problem = value and url_problem(value, schemes, example)
+            if problem:
+                yield f"{concrete}: {problem}"
+
+
+def _shown(key: str, value: float) -> str:
+    return LIMITS[key].show(value) if key in LIMITS else f"{value:g}"
+
+
+def finite_problem(value: float) -> str:
+    """Why a number read from the file cannot be a setting (NaN, ±inf), or ""."""
+    return "" if math.isfinite(value) else f"{value} is not a finite number"

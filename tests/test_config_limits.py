@@ -1,0 +1,99 @@
+"""Hostile and careless settings files (issue 21): each is refused when the settings load, with one
+line naming the setting, the bad value and what is allowed; nothing starts, nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.cli import main
+from core.limits import LIMITS, ORDERS, URLS
+from tests.test_cli import ROOT, app
+
+TARGET = '[[targets]]\nname = "prod"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
+
+HOSTILE = [
+    ("interval_s = nan\n", "interval_s: nan is not a finite duration"),
+    ("interval_s = inf\n", "interval_s: inf is not a finite duration"),
+    ("interval_s = 1e308\n", "interval_s: 1e+308 is out of range"),
+    ('interval_s = "2d"\n', "interval_s: 2d is out of range; it must be > 0s and ≤ 1d"),
+    ("[ui]\nport = 70000\n", "ui.port: 70000 is out of range; it must be ≥ 1 and ≤ 65535"),
+    ('scrape_timeout_s = "10s"\n', "scrape_timeout_s: 10s must be ≤ interval_s (5s)"),
+    (TARGET + "ceiling = { bandwidth_gbps = -900 }\n", "targets[0].ceiling.bandwidth_gbps: -900 is out of range"),
+    (TARGET + "ceiling = { weight_gb = nan }\n", "targets[0].ceiling.weight_gb: nan is not a finite number"),
+    (TARGET + "ceiling = { tensor_parallel = 0 }\n", "targets[0].ceiling.tensor_parallel: 0 is out of range"),
+    ("[sweetspot]\nkv_critical = -1\n", "sweetspot.kv_critical: -1 is out of range; it must be > 0 and ≤ 1"),
+    ("[sweetspot]\nkv_warning = 1.5\n", "sweetspot.kv_warning: 1.5 is out of range"),
+    ("[sweetspot]\nmin_efficiency = -0.1\n", "sweetspot.min_efficiency: -0.1 is out of range"),
+    (TARGET + "sweetspot = { kv_warning = 0.99 }\n", "targets[0].sweetspot.kv_warning: 0.99 must be ≤ the target's kv_critical"),
+    ('[[targets]]\nname = "  "\nvllm_url = "http://127.0.0.1:1/metrics"\n', "targets[0].name: '  ' is empty"),
+    (TARGET + TARGET, "targets: the name 'prod' is used twice"),
+    ("raw_retention_s = 0\n", "raw_retention_s: 0s is out of range; it must be ≥ 1m"),
+    ('raw_retention_s = "100d"\n', "raw_retention_s: 100d must be < rollup_retention_s (90d)"),
+    ('hourly_retention_s = "30d"\n', "rollup_retention_s: 90d must be < hourly_retention_s (30d)"),
+    (TARGET + 'http = { proxy = "notaurl" }\n', "targets[0].http.proxy: 'notaurl' is not an http://, https:// or socks5:// URL"),
+    (TARGET + 'gpu = { source = "dcgm", url = "http://h:1/m", http = { proxy = "ftp://p:21" } }\n',
+     "targets[0].gpu.http.proxy: 'ftp://p:21' is not an http://"),
+    ('[[targets]]\nname = "p"\nvllm_url = "http://127.0.0.1:99999/metrics"\n', "targets[0].vllm_url: 'http://127.0.0.1:99999/metrics' is not a URL"),
+    ('[[prometheus]]\nurl = "prometheus:9090"\n', "prometheus[0].url: 'prometheus:9090' is not an http://"),
+    ('[alerts.email]\ndashboard_url = "dashboard"\n', "alerts.email.dashboard_url: 'dashboard' is not an http://"),
+    ('db_url = "mysql://db/x"\n', "db_url: 'mysql://db/x' is not a database URL"),
+    ('[alerts]\nevaluate_every_s = "1m"\nlease_s = "30s"\n', "alerts.evaluate_every_s: 1m must be < alerts.lease_s (30s)"),
+    ("intervl_s = 5\n", "unknown setting intervl_s; did you mean interval_s?"),
+    (TARGET + 'ceiling = { wieght_gb = 40 }\n', "unknown setting targets[0].ceiling.wieght_gb; did you mean weight_gb?"),
+    ('[[alerts.rules]]\nname = "not_serving"\nfro = "3m"\n', "unknown setting alerts.rules[0].fro; did you mean for?"),
+    ('[[alerts.rules]]\nname = "not_serving"\nfor = "3m"\nfor_s = "2m"\n', "alerts.rules[0].for: alerts.rules[0].for_s is given too"),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), HOSTILE)
+def test_config_refuses_the_file_in_one_line(tmp_path, capsys, text, line):
+    path = tmp_path / "sweetspot.toml"
+    path.write_text(text)
+    assert main(["--config", str(path), "config"]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"ERROR: {line}"), err
+    assert err.count("\n") == 1 and out == ""
+
+
+@pytest.mark.parametrize(("text", "line"), [HOSTILE[0], HOSTILE[5], HOSTILE[18], HOSTILE[15]])
+def test_collect_once_refuses_it_before_anything_starts(tmp_path, text, line):
+    path = tmp_path / "sweetspot.toml"
+    path.write_text(text if "targets" in text else text + TARGET)
+    db = tmp_path / "s.db"
+    done = app("--config", str(path), "collect", "--once", "--db", f"sqlite:///{db}")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"ERROR: {line}") and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and not db.exists()
+
+
+def test_collect_interval_flag_is_judged_too(tmp_path):
+    done = app("collect", "--once", "--vllm-url", "http://127.0.0.1:1/metrics", "--interval", "0s",
+               "--db", f"sqlite:///{tmp_path}/s.db")
+    assert done.returncode == 2 and done.stderr.startswith("ERROR: --interval: '0s' is out of range; it must be > 0s")
+
+
+def test_prometheus_names_for_and_keep_firing_for_are_accepted(tmp_path):
+    from app.loader import load_settings
+
+    path = tmp_path / "sweetspot.toml"
+    path.write_text('[[alerts.rules]]\nname = "not_serving"\nfor = "3m"\nkeep_firing_for = "5m"\n')
+    (rule,) = load_settings(path, {}).alerts.rules
+    assert (rule.for_s, rule.keep_firing_for_s) == (180.0, 300.0)
+
+
+def test_a_short_interval_caps_the_default_scrape_timeout(tmp_path):
+    from app.loader import load_settings
+
+    path = tmp_path / "sweetspot.toml"
+    path.write_text('interval_s = "1s"\n')
+    assert load_settings(path, {}).scrape_timeout_s == 1.0
+
+
+def test_every_limit_is_documented():
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    for key, limit in LIMITS.items():
+        assert f"| `{key}` | {limit.text()} |" in doc, f"limit of {key} is missing from docs/configuration.md"
+    for order in ORDERS:
+        assert f"`{order.first}` {'≤' if order.equal else '<'} `{order.second}`" in doc
+    for key in URLS:
+        assert f"`{key}`" in doc
