@@ -106,16 +106,18 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
-    print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
-    child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
-    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server.
+    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server: the
+    # handler is in place before the start line is printed, so a TERM right after it stops both.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
+    child: subprocess.Popen[bytes] | None = None
     try:
+        child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
         return child.wait()
     except KeyboardInterrupt:
         return 130
     finally:
-        if child.poll() is None:
+        if child is not None and child.poll() is None:
             child.terminate()
             try:
                 child.wait(10)
