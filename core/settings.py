@@ -343,6 +343,14 @@ class QuerySettings:
 
 
 @dataclass(frozen=True)
+class TelemetrySettings:
+    """The collector process's own ``/metrics`` (docs/deploy.md): how it runs, for a Prometheus to scrape."""
+
+    address: str = _setting("127.0.0.1", "address the collector's /metrics binds to (0.0.0.0: every interface)")
+    port: int = _setting(9494, "port of the collector's /metrics; 0 = off")
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the product reads; built once by :func:`load_settings`."""
 
@@ -361,6 +369,7 @@ class Settings:
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
     alerts: AlertsSettings = _setting(None, "alert rules, their evaluator, e-mail and the digest", factory=AlertsSettings)
     query: QuerySettings = _setting(None, "ad-hoc query limits", factory=QuerySettings)
+    telemetry: TelemetrySettings = _setting(None, "the collector's own /metrics", factory=TelemetrySettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
 
@@ -541,6 +550,8 @@ def _validate(settings: Settings) -> Settings:
         targets.append(dataclasses.replace(target, gateway=gateway))
     if settings.interval_s <= 0:
         raise ConfigError("interval_s: must be greater than 0")
+    if not 0 <= settings.telemetry.port <= 65535:
+        raise ConfigError(f"telemetry.port: {settings.telemetry.port} is not a port (1-65535, or 0 for off)")
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")

@@ -12,6 +12,7 @@ a failed e-mail is a row with its error.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -53,6 +54,7 @@ class Notifier:
         # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
         self.lock: Any = lock or contextlib.nullcontext()
         self._reader: Any = None
+        self.delivered: collections.Counter[tuple[str, str]] = collections.Counter()  # (channel, sent|failed) → count
 
     def run_once(self) -> str:
         """Queue due notifications, then send what the outbox holds; one line saying what happened."""
@@ -125,6 +127,7 @@ class Notifier:
                     with self.lock, self.engine.begin() as conn:
                         outbox.mark_sent(conn, item, int(self.clock()), answer)
                     log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
+                    self.delivered["email", "sent"] += 1
                     sent += 1
         except smtp.MailError as exc:  # the server could not be reached: every due one waits
             for item in due[sent + failed :]:
@@ -133,6 +136,7 @@ class Notifier:
         return sent, failed
 
     def _failed(self, item: outbox.Notification, exc: smtp.MailError) -> None:
+        self.delivered["email", "failed"] += 1
         now = int(self.clock())
         wait = min(self.email.retry_max_s, self.email.retry_initial_s * 2**item.attempts)
         give_up = now - item.created_at >= self.email.give_up_after_s

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.alerts.model import AlertState
 from db import schema
@@ -154,3 +154,9 @@ def mark_failed(conn: Connection, notification: Notification, now: int, error: s
 def exists(conn: Connection, group_key: str) -> bool:
     """Whether any notification of ``group_key`` was recorded (a scheduled digest's instant, say)."""
     return conn.execute(select(_N.c.id).where(_N.c.group_key == group_key).limit(1)).first() is not None
+
+
+def backlog(conn: Connection) -> list[tuple[str, int, float | None]]:
+    """``(channel, queued, oldest created_at)`` of the queued notifications (the collector's /metrics)."""
+    row = conn.execute(select(func.count(), func.min(_N.c.created_at)).where(_N.c.status == QUEUED)).one()
+    return [("email", int(row[0]), None if row[1] is None else float(row[1]))]
