@@ -172,7 +172,7 @@ class CollectorService:
         from app.notify.outbox import backlog
 
         with self.engine.connect() as conn:
-            return backlog(conn)
+            return backlog(conn, self.notifier.channels())
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         """Run every job until stopped, serving the process's own /metrics meanwhile (telemetry.port)."""
@@ -184,6 +184,7 @@ class CollectorService:
 
     def close(self) -> None:
         self.evaluator.release()
+        self.notifier.close()
         for job in self.prometheus:
             job.source.close()
         self.rounds.close()

@@ -320,6 +320,12 @@ def _masked_urls(conn: Connection) -> None:
             conn.execute(runs.update().where(runs.c.id == run_id).values(url=masked(url)))
 
 
+def _notification_channel(conn: Connection) -> None:
+    # Which receiver a notification goes to (email, alertmanager, webhook); rows before it were e-mail.
+    if "channel" not in _columns(conn, "notifications"):
+        conn.execute(text("ALTER TABLE notifications ADD COLUMN channel TEXT NOT NULL DEFAULT 'email'"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -333,6 +339,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0012_engines", _engines),
     ("0011_fleet", _fleet),
     ("0013_masked_urls", _masked_urls),
+    ("0016_notification_channel", _notification_channel),
 ]
 
 
