@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 
 
 def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
-                     clock: Callable[[], float]) -> list[PrometheusJob]:  # fmt: skip
+                     clock: Callable[[], float], observe: Callable[[Any], object]) -> list[PrometheusJob]:  # fmt: skip
     from app.prometheus_source import PrometheusJob, PrometheusSource
 
-    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock) for s in settings.prometheus]
+    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock, observe) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
@@ -74,10 +74,10 @@ class CollectorService:
         # silences and mute windows hold notifications back; the lease holder alone delivers
         self.notifier = Notifier(self.engine, settings, clock, self._muted, self.write_lock, self._leading)
         self._silences: tuple[float, list[Any]] = (math.nan, [])
-        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock)
         from app.telemetry import Telemetry
 
         self.telemetry = Telemetry(clock)
+        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock, self.telemetry.observe_round)
         self.telemetry.read_at_scrape(self.writer.rows_written, self.notifier.delivered, lambda: self.evaluator.derived,
                                       self._backlog)  # fmt: skip
 

@@ -201,6 +201,7 @@ class Evaluator:
             }
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
+            self._names.pop(target, None)  # its figures are not known now: /metrics shows none, and no data
             return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
         names = {key: Names(window_names(f, sweetspot, recent)) for key, f in windows.items()}
         self._names[target] = names[(min(w for w, _ in names), "")].names

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from collectors.fetch import masked, split_userinfo
 from core.errors import SweetspotError
 from core.settings import AlertmanagerSettings, WebhookSettings
 
+log = logging.getLogger(__name__)
 ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
 API_PATH = "/api/v2/alerts"
 USER_AGENT = "sweetspot-notifier"
@@ -49,8 +51,18 @@ def endpoint(channel: str, settings: WebhookSettings) -> str:
     return settings.url.rstrip("/") + API_PATH if channel == ALERTMANAGER else settings.url
 
 
+def shown(channel: str, settings: WebhookSettings) -> str:
+    """Where notifications go, as stored, logged and shown: a webhook's path often is its secret (a
+    Slack incoming webhook's is), so only its origin is shown; Alertmanager's API URL, without a password."""
+    url = masked(endpoint(channel, settings))
+    if channel == ALERTMANAGER:
+        return url
+    parts = httpx.URL(url)
+    return f"{parts.scheme}://{parts.netloc.decode()}" + ("/…" if parts.path not in ("", "/") else "")
+
+
 def grouper(channel: str, settings: WebhookSettings) -> Grouper:
-    to = (masked(endpoint(channel, settings)),)
+    to = (shown(channel, settings),)
     return lambda state: grouped(state, settings.group_by, to, prefix(channel))
 
 
@@ -129,6 +141,8 @@ class Sender:
         if settings.http.bearer_token:
             headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
         verify: Any = (settings.http.ca_file or True) if settings.http.tls_verify else False
+        if not settings.http.tls_verify:
+            log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel)
         # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
         self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=settings.timeout_s,
                                    proxy=settings.http.proxy or None, trust_env=False)  # fmt: skip
@@ -136,7 +150,7 @@ class Sender:
     def send(self, item: Notification, now: float) -> str:
         """POST ``item``; the receiver's answer (``HTTP 200 …``), or :class:`HookError`."""
         payload = json.dumps(body(self.channel, item, self.settings, self.dashboard_url, now))
-        where, key = masked(self.url), f"alerts.{self.channel}"
+        where, key = shown(self.channel, self.settings), f"alerts.{self.channel}"
         try:
             answer = self.client.post(self.url, content=payload, headers={"Content-Type": "application/json"})
         except httpx.TimeoutException:
