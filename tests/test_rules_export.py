@@ -132,3 +132,39 @@ def test_prometheus_fires_the_same_alerts_as_the_evaluator_on_a_recorded_storm(t
             "tests": [{"interval": f"{STEP_S}s", "input_series": series, "alert_rule_test": tests}]}  # fmt: skip
     (tmp_path / "storm_test.yml").write_text(yaml.safe_dump(spec, width=1 << 20))
     run_promtool("test", "rules", str(tmp_path / "storm_test.yml"))
+
+
+def test_a_rule_changed_or_disabled_for_one_target_gets_its_own_copy(tmp_path):
+    from core.settings import load_settings
+
+    path = tmp_path / "s.toml"
+    path.write_text("""
+[[targets]]
+name = "batch"
+vllm_url = "http://batch:8000/metrics"
+
+[[targets]]
+name = "chat"
+vllm_url = "http://chat:8000/metrics"
+
+[[alerts.rules]]
+name = "kv_cache"
+targets = ["batch"]
+enabled = false
+
+[[alerts.rules]]
+name = "concurrency"
+targets = ["batch"]
+for_s = "10m"
+""")
+    text = export(load_settings(path, {}), Options())
+    (tmp_path / "rules.yml").write_text(text)
+    assert "SUCCESS" in run_promtool("check", "rules", str(tmp_path / "rules.yml"))
+    rules = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
+    by_name = {}
+    for r in rules:
+        by_name.setdefault(r["alert"], []).append((r["expr"], r.get("for")))
+    assert by_name["kv_cache"] == [('sweetspot:kv_cache_usage_max:5m{instance!~"batch"} >= 0.9', "1m")]
+    assert by_name["concurrency"] == [('sweetspot:running_avg:5m{instance!~"batch"} > 16', "5m"),
+                                      ('sweetspot:running_avg:5m{instance="batch"} > 16', "10m")]  # fmt: skip
+    assert by_name["preemptions"] == [("sweetspot:preemptions:5m > 0", None)]
