@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.alerts.model import RESOLVED
 from app.notify.notifier import Notifier
-from core.settings import load_settings
+from core.settings import Settings, load_settings
 from db import schema
 from db.engine import open_engine
 from tests.alertmanager_server import AlertmanagerServer
@@ -214,3 +214,12 @@ def test_a_silence_in_alertmanager_does_not_break_delivery(engine, tmp_path, ale
     assert alert["status"]["state"] == "suppressed" and alert["status"]["silencedBy"]
     notifier.close()
     assert [(r["channel"], r["status"], r["answer"]) for r in rows(engine)] == [("alertmanager", "sent", "HTTP 200")]
+
+
+def test_status_and_the_alerts_page_say_where_notifications_go(tmp_path):
+    from app.notify.grouping import delivery_line
+
+    cfg = settings(tmp_path, "webhook", "https://hooks.example.test/services/T0/B0/secret")
+    line = delivery_line(cfg.alerts.email, cfg.alerts)
+    assert line == "e-mail off: notifications go to webhook https://hooks.example.test/…"
+    assert delivery_line(Settings().alerts.email, Settings().alerts).startswith("e-mail off: alerts are evaluated and stored but not sent")

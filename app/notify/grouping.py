@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
 from app.notify.outbox import GroupLog, alert_key
-from core.settings import EmailSettings, WebhookSettings
+from core.settings import AlertsSettings, EmailSettings, WebhookSettings
 
 Muted = Callable[[AlertState, float], bool]
 Timing = EmailSettings | WebhookSettings  # group_by, group_wait_s, group_interval_s, repeat_interval_s, send_resolved
@@ -78,11 +78,18 @@ def all_recipients(email: EmailSettings) -> list[str]:
     return sorted({*email.to, *(r for route in email.routes for r in route.to)})
 
 
-def delivery_line(email: EmailSettings) -> str:
-    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off."""
+def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) -> str:
+    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off, and
+    where else notifications go (``alerts``: its Alertmanager and webhook, when on)."""
+    from app.notify.hooks import destinations
+
+    others = destinations(alerts) if alerts is not None else []
+    also = f"; also to {', '.join(others)}" if others else ""
+    if not email.enabled and others:
+        return f"e-mail off{also.replace('; also to', ': notifications go to')}"
     if not email.enabled:
         return "e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST, docs/configuration.md)"
-    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}"
+    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}{also}"
 
 
 def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:

@@ -25,7 +25,7 @@ from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
 from collectors.fetch import masked, split_userinfo
 from core.errors import SweetspotError
-from core.settings import AlertmanagerSettings, WebhookSettings
+from core.settings import AlertmanagerSettings, AlertsSettings, WebhookSettings
 
 log = logging.getLogger(__name__)
 ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
@@ -59,6 +59,12 @@ def shown(channel: str, settings: WebhookSettings) -> str:
         return url
     parts = httpx.URL(url)
     return f"{parts.scheme}://{parts.netloc.decode()}" + ("/…" if parts.path not in ("", "/") else "")
+
+
+def destinations(alerts: AlertsSettings) -> list[str]:
+    """``alertmanager http://…`` and ``webhook https://host/…`` for the channels that are on."""
+    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
+    return [f"{channel} {shown(channel, settings)}" for channel, settings in hooks if settings.enabled]
 
 
 def grouper(channel: str, settings: WebhookSettings) -> Grouper:
