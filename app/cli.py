@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "config": "config",
     "db": "dbadmin",
     "alerts": "alerts",
+    "rules": "rules",
     "digest": "digest",
     "query": "query",
     "health": "health",

@@ -26,10 +26,10 @@ log = logging.getLogger(__name__)
 
 
 def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
-                     clock: Callable[[], float]) -> list[PrometheusJob]:  # fmt: skip
+                     clock: Callable[[], float], observe: Callable[[Any], object]) -> list[PrometheusJob]:  # fmt: skip
     from app.prometheus_source import PrometheusJob, PrometheusSource
 
-    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock) for s in settings.prometheus]
+    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock, observe) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
@@ -80,7 +80,12 @@ class CollectionService:
         # silences and mute windows hold notifications back; the lease holder alone delivers
         self.notifier = Notifier(self.engine, settings, clock, self._muted, self.write_lock, self._leading)
         self._silences: tuple[float, list[Any]] = (math.nan, [])
-        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock)
+        from app.telemetry import Telemetry
+
+        self.telemetry = Telemetry(clock)
+        self.prometheus = _prometheus_jobs(settings, self.writer, self.engine, self.write_lock, clock, self.telemetry.observe_round)
+        self.telemetry.read_at_scrape(self.writer.rows_written, self.notifier.delivered, lambda: self.evaluator.derived,
+                                      self._backlog)  # fmt: skip
 
     def collect_once(self, describe: bool = True) -> list[str]:
         """One round for every target, each written in its own transaction; returns what was stored
@@ -100,6 +105,7 @@ class CollectionService:
                 log.warning("%s: this round was not stored: %s", round_.target, exc)
                 failure = failure or exc
                 continue
+            self.telemetry.observe_round(round_)
             if describe:
                 lines[round_.target] = describe_round(round_)
         if failure is not None:
@@ -169,10 +175,25 @@ class CollectionService:
         a "never scraped" no_data spell for every rule (the jobs all start at once)."""
         if not self.collected.is_set():
             return "alert evaluator: waiting for the first round"
-        return self.evaluator.run()
+        self.evaluator.last_duration_s = None
+        line = self.evaluator.run()
+        if self.evaluator.last_duration_s is not None:
+            self.telemetry.observe_evaluation(self.evaluator.last_duration_s)
+        return line
+
+    def _backlog(self) -> list[tuple[str, int, float | None]]:
+        from app.notify.outbox import backlog
+
+        with self.engine.connect() as conn:
+            return backlog(conn, self.notifier.channels())
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
-        scheduler.run_until_stopped(self.jobs(), stop)
+        """Run every job until stopped, serving the process's own /metrics meanwhile (telemetry.port)."""
+        stop_serving = self.telemetry.serve(self.settings.telemetry)
+        try:
+            scheduler.run_until_stopped(self.jobs(), stop, self.telemetry)
+        finally:
+            stop_serving()
 
     def _while_writing(self, run: Callable[[], list[str]]) -> Callable[[], list[str]]:
         return lambda: run() if self.turn.take() else []
@@ -180,6 +201,7 @@ class CollectionService:
     def close(self) -> None:
         self.turn.release()
         self.evaluator.release()
+        self.notifier.close()
         for job in self.prometheus:
             job.source.close()
         self.rounds.close()

@@ -209,8 +209,10 @@ def _up_value(page: TargetPage) -> float | None:
 class PrometheusJob:
     """Runs a source each interval and writes its rounds with the collector's Writer, under its lock."""
 
-    def __init__(self, source: PrometheusSource, writer: Writer, engine: Engine, lock: threading.Lock) -> None:
+    def __init__(self, source: PrometheusSource, writer: Writer, engine: Engine, lock: threading.Lock,
+                 observe: Callable[[ScrapeRound], object] = lambda _round: None) -> None:  # fmt: skip
         self.source, self.writer, self.engine, self.lock = source, writer, engine, lock
+        self.observe = observe  # each round written (the collector's /metrics counts its sources)
         self.resumed = False
 
     def run(self) -> list[str]:
@@ -234,5 +236,7 @@ class PrometheusJob:
                 log.info("prometheus %s: %d new target(s): %s", self.source.name, len(read.discovered),
                          ", ".join(t.name for t in read.discovered[:10]))
             self.writer.write_rounds(read.rounds)
+        for round_ in read.rounds:
+            self.observe(round_)
         lines += [describe_round(r) for r in read.rounds]
         return lines

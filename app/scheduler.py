@@ -10,11 +10,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Any, Protocol
 
+from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from core.errors import SweetspotError
@@ -31,9 +34,19 @@ class Job:
     every_s: float
 
 
-def _guarded(job: Job) -> Callable[[], None]:
+class JobObserver(Protocol):
+    """Told of every run (how late it started after its scheduled time, how long it took, in
+    seconds) and of every run that did not happen (the previous one still running, or too late)."""
+
+    def ran(self, job: str, lateness_s: float, duration_s: float) -> None: ...
+
+    def missed(self, job: str) -> None: ...
+
+
+def _guarded(job: Job, started: dict[str, float]) -> Callable[[], None]:
     # One failing run must never stop the schedule: log it and wait for the next period.
     def run() -> None:
+        started[job.name] = time.time()
         try:
             job.func()
         except SweetspotError as exc:  # a known failure (storage, a source) says itself in one line
@@ -44,12 +57,27 @@ def _guarded(job: Job) -> Callable[[], None]:
     return run
 
 
-def start(jobs: list[Job]) -> BackgroundScheduler:
+def _watch(scheduler: BackgroundScheduler, observer: JobObserver, started: dict[str, float]) -> None:
+    # APScheduler's events carry the scheduled time; the guarded run noted when it really began.
+    def listen(event: Any) -> None:
+        if event.code == EVENT_JOB_EXECUTED:
+            began = started.get(event.job_id, time.time())
+            observer.ran(event.job_id, max(0.0, began - event.scheduled_run_time.timestamp()), time.time() - began)
+        else:
+            observer.missed(event.job_id)
+
+    scheduler.add_listener(listen, EVENT_JOB_EXECUTED | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+
+
+def start(jobs: list[Job], observer: JobObserver | None = None) -> BackgroundScheduler:
     """Start every job now and then every ``every_s`` seconds, in background threads."""
     scheduler = BackgroundScheduler(timezone="UTC")
+    started: dict[str, float] = {}
+    if observer is not None:
+        _watch(scheduler, observer, started)
     for job in jobs:
         scheduler.add_job(
-            _guarded(job),
+            _guarded(job, started),
             "interval",
             seconds=job.every_s,
             id=job.name,
@@ -68,11 +96,11 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None) -> None:
+def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, observer: JobObserver | None = None) -> None:
     """Run the jobs until SIGTERM/SIGINT (or ``stop`` is set); the round in flight finishes first."""
     stop = stop or threading.Event()
     install_signal_handlers(stop)
-    scheduler = start(jobs)
+    scheduler = start(jobs, observer)
     try:
         stop.wait()
     finally:

@@ -330,6 +330,44 @@ class DigestSettings:
 
 
 @dataclass(frozen=True)
+class WebhookSettings:
+    """A generic JSON webhook for alert notifications ([alerts.webhook]): Alertmanager's webhook body
+    with a Slack-compatible ``text``, grouped and timed as e-mail is (docs/alerts.md, Webhooks)."""
+
+    url: str = _setting("", "URL the notifications are POSTed to; empty = off")
+    http: HttpSettings = _setting(None, "HTTP settings (headers, bearer token from the environment, CA file, TLS, proxy)",
+                                  factory=HttpSettings)
+    group_by: tuple[str, ...] = _setting(("target",), "alerts with equal values of these go in one notification (rule, target, model, severity)",
+                                         factory=lambda: ("target",))
+    group_wait_s: float = _setting(30.0, "wait this long after a group's first alert fires, to gather the others", kind="duration")
+    group_interval_s: float = _setting(300.0, "at most one notification per group this often for changes", kind="duration")
+    repeat_interval_s: float = _setting(4 * 3600.0, "send alerts still firing again this often", kind="duration")
+    send_resolved: bool = _setting(True, "send a notification when a group's alerts resolve")
+    retry_initial_s: float = _setting(10.0, "first retry of a failed POST (5xx, timeout, refused) after this long; doubles each time", kind="duration")
+    retry_max_s: float = _setting(300.0, "longest wait between two retries", kind="duration")
+    give_up_after_s: float = _setting(86400.0, "a notification still not accepted this long after it was queued is marked failed", kind="duration")
+    timeout_s: float = _setting(10.0, "timeout of one POST", kind="duration")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+
+@dataclass(frozen=True)
+class AlertmanagerSettings(WebhookSettings):
+    """An Alertmanager ([alerts.alertmanager]): alerts POSTed to its v2 API as Prometheus sends them,
+    one alert a group, repeated every minute so that it keeps them (its own routes then group them)."""
+
+    url: str = _setting("", "Alertmanager's base URL, e.g. http://alertmanager:9093; empty = off")
+    group_by: tuple[str, ...] = _setting(("rule", "target", "model"), "alerts with equal values of these go in one POST",
+                                         factory=lambda: ("rule", "target", "model"))
+    group_wait_s: float = _setting(0.0, "wait this long after an alert fires before the first POST", kind="duration")
+    group_interval_s: float = _setting(0.0, "at most one POST per group this often for changes", kind="duration")
+    repeat_interval_s: float = _setting(60.0, "firing alerts are POSTed again this often (Prometheus' resend delay); "
+                                              "each says it ends 4 times this later unless repeated", kind="duration")
+
+
+@dataclass(frozen=True)
 class AlertsSettings:
     """The alert evaluator (docs/alerts.md), e-mail delivery and the digest."""
 
@@ -339,6 +377,8 @@ class AlertsSettings:
     mute_windows: tuple[MuteWindowSettings, ...] = _setting(None, "recurring mute windows ([[alerts.mute_windows]])", factory=tuple)
     email: EmailSettings = _setting(None, "alert e-mail ([alerts.email])", factory=EmailSettings)
     digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
+    alertmanager: AlertmanagerSettings = _setting(None, "an Alertmanager's v2 API ([alerts.alertmanager])", factory=AlertmanagerSettings)
+    webhook: WebhookSettings = _setting(None, "a generic JSON webhook ([alerts.webhook])", factory=WebhookSettings)
 
 
 @dataclass(frozen=True)
@@ -348,6 +388,14 @@ class QuerySettings:
     timeout_s: float = _setting(2.0, "time limit of one query (--timeout may ask for up to max_timeout_s)", kind="duration")
     max_timeout_s: float = _setting(30.0, "the most time any query may be given", kind="duration")
     row_limit: int = _setting(10000, "rows returned at most; more are cut off and reported as truncated")
+
+
+@dataclass(frozen=True)
+class TelemetrySettings:
+    """The collector process's own ``/metrics`` (docs/deploy.md): how it runs, for a Prometheus to scrape."""
+
+    address: str = _setting("127.0.0.1", "address the collector's /metrics binds to (0.0.0.0: every interface)")
+    port: int = _setting(9494, "port of the collector's /metrics; 0 = off")
 
 
 @dataclass(frozen=True)
@@ -369,6 +417,7 @@ class Settings:
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
     alerts: AlertsSettings = _setting(None, "alert rules, their evaluator, e-mail and the digest", factory=AlertsSettings)
     query: QuerySettings = _setting(None, "ad-hoc query limits", factory=QuerySettings)
+    telemetry: TelemetrySettings = _setting(None, "the collector's own /metrics", factory=TelemetrySettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
 
@@ -573,8 +622,13 @@ def _validate(settings: Settings) -> Settings:
     if problem:
         raise ConfigError(problem)
     if not settings.db_url.startswith(("sqlite:", "postgresql:", "postgresql+")):
-        raise ConfigError(f"db_url: {settings.db_url!r} is not a database URL; write sqlite:///data/sweetspot.db "
+        raise ConfigError(f"db_url: {masked(settings.db_url)!r} is not a database URL; write sqlite:///data/sweetspot.db "
                           "or postgresql://user@host/db")
+    if not 0 <= settings.telemetry.port <= 65535:
+        raise ConfigError(f"telemetry.port: {settings.telemetry.port} is not a port (1-65535, or 0 for off)")
+    q = settings.query
+    if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
+        raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
     for i, source in enumerate(settings.prometheus):
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
@@ -619,6 +673,13 @@ def _validate_email(alerts: AlertsSettings) -> None:
     if email.enabled and not email.to and not email.routes:
         raise ConfigError("alerts.email.to: no recipient; name one (or SWEETSPOT_ALERT_TO, comma-separated)")
 
+    for key, hook in (("alertmanager", alerts.alertmanager), ("webhook", alerts.webhook)):
+        problem = hook.url and url_problem(hook.url)
+        if problem:
+            raise ConfigError(f"alerts.{key}.url: {problem}")
+        unknown = [k for k in hook.group_by if k not in GROUP_BY_KEYS]
+        if unknown:
+            raise ConfigError(f"alerts.{key}.group_by: {unknown[0]!r} is not one of {', '.join(GROUP_BY_KEYS)}")
     try:
         parse_schedule(digest.schedule)
         zone(digest.timezone)
@@ -696,6 +757,7 @@ def read_settings(
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
         prometheus=_with_bearer_tokens(settings.prometheus, environ),
+        alerts=_hooks_with_tokens(settings.alerts, environ),
     )
     return _validate(settings)
 
@@ -747,6 +809,15 @@ def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]
         raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
                           "(export it, or remove bearer_token_env)")
     return dataclasses.replace(http, bearer_token=value)
+
+
+def _hooks_with_tokens(alerts: AlertsSettings, environ: Mapping[str, str]) -> AlertsSettings:
+    """The Alertmanager's and the webhook's bearer tokens, read from the variables they name."""
+    hooks = {key: getattr(alerts, key) for key in ("alertmanager", "webhook")}
+    return dataclasses.replace(alerts, **{
+        key: dataclasses.replace(hook, http=_token(hook.http, f"alerts.{key}.http.bearer_token_env", f"alerts.{key}.http", environ))
+        for key, hook in hooks.items()
+    })  # fmt: skip
 
 
 def _with_tokens(target: TargetSettings, key: str, environ: Mapping[str, str]) -> TargetSettings:

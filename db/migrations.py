@@ -364,6 +364,12 @@ def _masked_query_tokens(conn: Connection) -> None:
                     conn.execute(table.update().where(column == value).values({column.name: masked(value)}))
 
 
+def _notification_channel(conn: Connection) -> None:
+    # Which receiver a notification goes to (email, alertmanager, webhook); rows before it were e-mail.
+    if "channel" not in _columns(conn, "notifications"):
+        conn.execute(text("ALTER TABLE notifications ADD COLUMN channel TEXT NOT NULL DEFAULT 'email'"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -379,6 +385,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0012_engines", _engines),
     ("0013_masked_urls", _masked_urls),
     ("0014_masked_query_tokens", _masked_query_tokens),
+    ("0016_notification_channel", _notification_channel),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

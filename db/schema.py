@@ -368,6 +368,7 @@ notifications = Table(
     Column("last_error", Text),
     Column("sent_at", Integer),
     Column("answer", Text),  # the server's answer to the message, once accepted
+    Column("channel", Text, nullable=False, server_default="email"),  # email, alertmanager, webhook
 )
 
 # Every attempt to send a notification, with the server's answer or the error: the retries of the log.

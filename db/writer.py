@@ -68,6 +68,7 @@ class Writer:
         # gave it, None when loaded from the database, which keeps whole seconds only)
         self._last_up: dict[int, tuple[int, float | None] | None] = {}
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
+        self.rows_written = dict.fromkeys(_TABLES, 0)  # rows committed per table since start (the collector's /metrics)
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
 
     def close(self) -> None:
@@ -120,6 +121,8 @@ class Writer:
                     if rows[name]:
                         conn.execute(insert(table), rows[name])
                 self._save_states(conn)
+            for name, written in rows.items():
+                self.rows_written[name] += len(written)
         except SQLAlchemyError as exc:
             self._forget()
             raise storage_error("writing a scrape round", exc) from None

@@ -54,7 +54,40 @@ def scrape_config(urls: Sequence[str], job: str = "vllm", interval: str = "1s") 
     return "\n".join(lines) + "\n"
 
 
-class PrometheusServer:
+class LocalServer:
+    """A server process the tests started (``proc``, writing ``work/<name>.log``), and an HTTP
+    client of it; waits on conditions and stops it."""
+
+    name = "prometheus"
+    work: Path
+    proc: subprocess.Popen[bytes]
+    client: httpx.Client
+
+    def _wait(self, ready: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {(self.work / f'{self.name}.log').read_text()[-800:]}")
+            try:
+                value = ready()
+                if value:
+                    return value
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.name} did not {what} within {timeout_s:g} s")
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class PrometheusServer(LocalServer):
     """A running ``prometheus``; :meth:`scrape` changes what it scrapes (config reload by SIGHUP)."""
 
     def __init__(self, work: Path, urls: Sequence[str], interval: str = "1s", extra_flags: Sequence[str] = ()) -> None:
@@ -86,25 +119,3 @@ class PrometheusServer:
         """Until ``count`` targets have been scraped successfully (``up == 1``)."""
         self._wait(lambda: len(self.query("up == 1")) == count and len(self.query("vllm_num_requests_running or "
                    "{__name__=\"vllm:num_requests_running\"}")) >= count, f"scrape {count} targets", timeout_s)  # fmt: skip
-
-    def _wait(self, ready: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {(self.work / 'prometheus.log').read_text()[-800:]}")
-            try:
-                if ready():
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus did not {what} within {timeout_s:g} s")
-
-    def stop(self) -> None:
-        self.client.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()

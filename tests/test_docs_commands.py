@@ -41,6 +41,8 @@ def runs_alone(args) -> bool:
         return args.alerts_command in READS_ALERTS or getattr(args, "silence_action", None) == "list"
     if args.command == "digest":
         return args.print and not (args.html or args.send)
+    if args.command == "rules":  # to stdout; -o writes a file elsewhere
+        return not args.output
     return args.command in RUNS_ALONE or (args.command == "sim" and args.calibrate)
 
 

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -24,7 +25,8 @@ from app.alerts import lease, store
 from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
-from app.alerts.rules import Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 from core.settings import Settings, effective_sweetspot
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
@@ -33,6 +35,17 @@ log = logging.getLogger(__name__)
 
 QUEUE_NAMES = frozenset({"queue_growing", "queue_before", "queue_now"})
 QUEUE_STEP_S = 30.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """What the last evaluation found for one whole target, for the collector's ``/metrics``: every
+    name over its shortest rule window, the verdict (the banner's states, without the ``for`` timers)
+    and how many of its alerts fire, by severity."""
+
+    names: dict[str, Any]
+    verdict: str  # in_sweet_spot, outside or no_data
+    firing: dict[str, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +74,9 @@ class Evaluator:
         self.lock = lock or threading.Lock()  # the collector's write lock: SQLite takes one writer
         self.holder = holder or lease.holder_id()
         self._leading: bool | None = None
+        self.derived: dict[str, Derived] = {}  # target → the last evaluation's figures (replaced whole)
+        self.last_duration_s: float | None = None  # of the last evaluate_once run by :meth:`run`
+        self._names: dict[str, dict[str, Any]] = {}
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self) -> str:
@@ -78,7 +94,9 @@ class Evaluator:
         if self._leading is not True:
             log.info("alert evaluator: this process (%s) holds the lease and evaluates the rules", self.holder)
         self._leading = True
+        began = time.perf_counter()
         transitions = self.evaluate_once(now)
+        self.last_duration_s = time.perf_counter() - began
         for t in transitions:
             log.info("alert %s on %s: %s → %s (%s)", t.rule, t.target, t.from_state, t.to_state, t.summary)
         return f"alert evaluator: {len(transitions)} transition(s)"
@@ -99,19 +117,35 @@ class Evaluator:
         states: list[AlertState] = []
         transitions: list[Transition] = []
         batch = self._read_all(at)
+        derived = {}
         for target, rules in self.rules.items():
-            for (name, model), (out, text) in self._outcomes(target, rules, at, batch).items():
+            outcomes = self._outcomes(target, rules, at, batch)
+            for (name, model), (out, text) in outcomes.items():
                 rule = next(r for r in rules if r.name == name)
                 prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
                 state, change = advance(prev, rule, out, at, text)
                 states.append(state)
                 transitions += [change] if change else []
+            derived[target] = self._derived(target, outcomes, states)
         states_, retired = self._retired(stored, at)
         states += states_
         transitions += retired
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
+        self.derived = derived
         return transitions
+
+    def _derived(self, target: str, outcomes: dict[tuple[str, str], tuple[Outcome, str]], states: list[AlertState]) -> Derived:
+        names = self._names.get(target, {})
+        if names.get("no_data", 1.0):
+            verdict = NO_DATA
+        else:
+            verdict = OUTSIDE if any(out.status == HOLDS for (_, m), (out, _) in outcomes.items() if not m) else IN_SWEET_SPOT
+        firing: dict[str, int] = {}
+        for s in states:
+            if s.target == target and s.state == FIRING:
+                firing[s.severity] = firing.get(s.severity, 0) + 1
+        return Derived(names, verdict, firing)
 
     def _take_up_discovered(self) -> None:
         """Targets a ``[[prometheus]]`` source found are judged by the same rules (the global
@@ -167,8 +201,10 @@ class Evaluator:
             }
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
+            self._names.pop(target, None)  # its figures are not known now: /metrics shows none, and no data
             return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
         names = {key: Names(window_names(f, sweetspot, recent), f.window_s) for key, f in windows.items()}
+        self._names[target] = names[(min(w for w, _ in names), "")].names
         return {
             (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
             for r in rules

@@ -154,7 +154,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         from app.fleet import fleet, rows_json, table
 
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
-        email = {"email": delivery_line(settings.alerts.email)}  # as in one target's object
+        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
         print(json.dumps(_finite([{**row, **email} for row in rows_json(rows)]), indent=2, allow_nan=False)
               if args.json else table(rows))  # fmt: skip
         return 0
@@ -164,12 +164,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     verdict = judge(reader, settings, fig)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
     if args.json:
-        email = {"email": delivery_line(settings.alerts.email)}
+        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **email}, indent=2, allow_nan=False))
     else:
         print(verdict.headline)
         print(render(fig))
-        print(f"  alert {delivery_line(settings.alerts.email)}")
+        print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
     return 0
 
 

@@ -26,9 +26,11 @@ from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
 from app.notify.outbox import GroupLog, alert_key
-from core.settings import EmailSettings
+from core.settings import AlertsSettings, EmailSettings, WebhookSettings
 
 Muted = Callable[[AlertState, float], bool]
+Timing = EmailSettings | WebhookSettings  # group_by, group_wait_s, group_interval_s, repeat_interval_s, send_resolved
+Grouper = Callable[[AlertState], tuple[str, str, tuple[str, ...]]]  # state → (group key, label, recipients)
 _ENDED = (RESOLVED, INACTIVE, PENDING)  # no longer firing; no_data and error are not an end
 
 
@@ -76,28 +78,44 @@ def all_recipients(email: EmailSettings) -> list[str]:
     return sorted({*email.to, *(r for route in email.routes for r in route.to)})
 
 
-def delivery_line(email: EmailSettings) -> str:
-    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off."""
+def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) -> str:
+    """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off, and
+    where else notifications go (``alerts``: its Alertmanager and webhook, when on)."""
+    from app.notify.hooks import destinations
+
+    others = destinations(alerts) if alerts is not None else []
+    also = f"; also to {', '.join(others)}" if others else ""
+    if not email.enabled and others:
+        return f"e-mail off{also.replace('; also to', ': notifications go to')}"
     if not email.enabled:
         return "e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST, docs/configuration.md)"
-    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}"
+    return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}{also}"
 
 
 def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:
     """``(group key, label, recipients)``; the key names the group_by values and the recipients."""
-    to = recipients(state, email)
-    values = [(key, str(getattr(state, key)) or "-") for key in email.group_by]
+    return grouped(state, email.group_by, recipients(state, email))
+
+
+def grouped(state: AlertState, group_by: Iterable[str], to: tuple[str, ...], prefix: str = "") -> tuple[str, str, tuple[str, ...]]:
+    """``(group key, label, recipients)`` of ``state`` grouped by ``group_by``; ``prefix`` keeps the
+    keys of each channel apart (e-mail's have none: they are the keys stored before the others)."""
+    values = [(key, str(getattr(state, key)) or "-") for key in group_by]
     label = " ".join(v for _, v in values) or "all"
-    key = " ".join(f"{k}={v}" for k, v in values) + " to " + ",".join(to)
+    key = prefix + " ".join(f"{k}={v}" for k, v in values) + " to " + ",".join(to)
     return key, label, to
 
 
-def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: EmailSettings, muted: Muted, now: float) -> Plan:
-    """Decide, for every group with something firing or logged, what to send now and what to log."""
+def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: Timing, muted: Muted, now: float,
+         group: Grouper | None = None) -> Plan:  # fmt: skip
+    """Decide, for every group with something firing or logged, what to send now and what to log.
+    ``email`` gives the timing; ``group`` the grouping (default: e-mail's routes and ``group_by``);
+    ``logs`` are the group logs of this channel only."""
     members: dict[str, list[AlertState]] = {}
     labels: dict[str, tuple[str, tuple[str, ...]]] = {}
+    by = group or (lambda s: group_of(s, email))  # type: ignore[arg-type]
     for state in states:
-        key, label, to = group_of(state, email)
+        key, label, to = by(state)
         log = logs.get(key) or GroupLog(key, to)
         if state.state == FIRING or alert_key(state) in log.firing or alert_key(state) in log.held:
             members.setdefault(key, []).append(state)
@@ -111,7 +129,7 @@ def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: EmailSe
 
 
 def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], states: list[AlertState],
-                email: EmailSettings, muted: Muted, now: float) -> None:  # fmt: skip
+                email: Timing, muted: Muted, now: float) -> None:  # fmt: skip
     by_key = {alert_key(s): s for s in states}
     quiet = {k for k, s in by_key.items() if muted(s, now)}
     firing = [s for k, s in by_key.items() if s.state == FIRING and k not in quiet]
@@ -145,7 +163,7 @@ def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], state
 
 
 def _due_at(log: GroupLog, new: list[AlertState], resolved: list[AlertState],
-            firing: list[AlertState], email: EmailSettings) -> float | None:  # fmt: skip
+            firing: list[AlertState], email: Timing) -> float | None:  # fmt: skip
     """When the group's next e-mail is due, or None when there is nothing to send."""
     if not log.firing or log.last_notified_at is None:  # a new group (or one all of whose alerts ended)
         if not new:

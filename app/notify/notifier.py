@@ -12,6 +12,7 @@ a failed e-mail is a row with its error.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -24,10 +25,11 @@ from sqlalchemy import Engine
 
 from app.alerts import store
 from app.alerts.model import AlertState
-from app.notify import grouping, message, outbox, smtp
+from app.notify import grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
-from core.settings import Settings
+from core.errors import SweetspotError
+from core.settings import EmailSettings, Settings, WebhookSettings
 
 log = logging.getLogger(__name__)
 Muted = Callable[[AlertState, float], bool]
@@ -53,34 +55,61 @@ class Notifier:
         # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
         self.lock: Any = lock or contextlib.nullcontext()
         self._reader: Any = None
+        self.delivered: collections.Counter[tuple[str, str]] = collections.Counter()  # (channel, sent|failed) → count
+        self._senders: dict[str, hooks.Sender] = {}
+
+    def hooks(self) -> list[tuple[str, WebhookSettings]]:
+        """The HTTP channels that are on: (channel, its settings)."""
+        alerts = self.settings.alerts
+        return [(c, h) for c, h in ((hooks.ALERTMANAGER, alerts.alertmanager), (hooks.WEBHOOK, alerts.webhook)) if h.enabled]
+
+    def channels(self) -> list[str]:
+        return [*([outbox.EMAIL] if self.email.enabled else []), *(c for c, _ in self.hooks())]
 
     def run_once(self) -> str:
         """Queue due notifications, then send what the outbox holds; one line saying what happened."""
-        if not self.email.enabled:
-            return "e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST): alerts are stored, not sent"
+        if not self.channels():
+            return ("e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST) and no alerts.alertmanager.url or "
+                    "alerts.webhook.url: alerts are stored, not sent")
         if not self.leading():
-            return "another process holds the evaluator's lease and delivers the e-mail"
+            return "another process holds the evaluator's lease and delivers the notifications"
         queued = self.queue(self.clock())
-        sent, failed = self.deliver(self.clock())
+        sent, failed = self.deliver(self.clock()) if self.email.enabled else (0, 0)
+        for channel, settings in self.hooks():
+            s, f = self.deliver_hook(channel, settings, self.clock())
+            sent, failed = sent + s, failed + f
         return f"{queued} queued, {sent} sent, {failed} failed"
 
     # -- queueing ---------------------------------------------------------------------------------
     def queue(self, now: float) -> int:
-        """Record the notifications the states call for now; returns how many were queued."""
+        """Record the notifications the states call for now, on every channel that is on; returns
+        how many were queued."""
         with self.engine.connect() as conn:
             states = list(store.load_states(conn).values())
             logs = outbox.read_groups(conn)
-        plan = grouping.plan(states, logs, self.email, self.muted, now)
-        if not plan.due and not plan.held and not plan.groups:
+        prefixes = tuple(hooks.prefix(c) for c in (hooks.ALERTMANAGER, hooks.WEBHOOK))
+        outgoing: list[Outgoing] = []
+        groups: list[outbox.GroupLog] = []
+        if self.email.enabled:
+            own = {k: v for k, v in logs.items() if not k.startswith(prefixes)}
+            plan = grouping.plan(states, own, self.email, self.muted, now)
+            # composing (charts: about a second each) happens before the transaction, outside the lock
+            outgoing += [message.compose(due, self.email, now, lambda s: self._chart(s, now)) for due in plan.due]
+            outgoing += [_held_entry(held, outbox.EMAIL) for held in plan.held]
+            groups += plan.groups
+        for channel, settings in self.hooks():
+            own = {k: v for k, v in logs.items() if k.startswith(hooks.prefix(channel))}
+            plan = grouping.plan(states, own, settings, self.muted, now, hooks.grouper(channel, settings))
+            outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now) for due in plan.due]
+            outgoing += [_held_entry(held, channel) for held in plan.held]
+            groups += plan.groups
+        if not outgoing and not groups:
             return 0
-        # composing (charts: about a second each) happens before the transaction, outside the lock
-        outgoing = [message.compose(due, self.email, now, lambda s: self._chart(s, now)) for due in plan.due]
-        outgoing += [_held_entry(held) for held in plan.held]
         with self.lock, self.engine.begin() as conn:
-            outbox.record(conn, outgoing, plan.groups, int(now))
+            outbox.record(conn, outgoing, groups, int(now))
         for item in outgoing:
             log.info("%s: %s %s", item.group_key, "queued" if item.status != SUPPRESSED else "held back:", item.subject)
-        return len(plan.due)
+        return sum(item.status != SUPPRESSED for item in outgoing)
 
     def enqueue(self, item: Outgoing, hold_s: float = 0.0) -> int:
         """Queue one message outside the alert groups (the digest, a test); returns its id. ``hold_s``:
@@ -125,6 +154,7 @@ class Notifier:
                     with self.lock, self.engine.begin() as conn:
                         outbox.mark_sent(conn, item, int(self.clock()), answer)
                     log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
+                    self.delivered[outbox.EMAIL, "sent"] += 1
                     sent += 1
         except smtp.MailError as exc:  # the server could not be reached: every due one waits
             for item in due[sent + failed :]:
@@ -132,10 +162,42 @@ class Notifier:
                 failed += 1
         return sent, failed
 
-    def _failed(self, item: outbox.Notification, exc: smtp.MailError) -> None:
+    def deliver_hook(self, channel: str, settings: WebhookSettings, now: float) -> tuple[int, int]:
+        """POST every due notification of ``channel``, oldest first; returns (sent, failed attempts)."""
+        with self.engine.connect() as conn:
+            due = outbox.due(conn, int(now), channel=channel)
+        if not due:
+            return 0, 0
+        sender = self._senders.get(channel)
+        if sender is None:
+            sender = self._senders[channel] = hooks.Sender(channel, settings, self.email.dashboard_url)
+        sent = failed = 0
+        for item in due:
+            try:
+                answer = sender.send(item, self.clock())
+            except hooks.HookError as exc:
+                self._failed(item, exc, settings)
+                failed += 1
+                continue
+            with self.lock, self.engine.begin() as conn:
+                outbox.mark_sent(conn, item, int(self.clock()), answer)
+            log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel, answer)
+            self.delivered[channel, "sent"] += 1
+            sent += 1
+        return sent, failed
+
+    def close(self) -> None:
+        for sender in self._senders.values():
+            sender.close()
+
+    def _failed(self, item: outbox.Notification, exc: SweetspotError, timing: EmailSettings | WebhookSettings | None = None) -> None:
+        """One failed attempt: retried with the channel's doubling backoff, or given up (after
+        ``give_up_after_s``, or at once when retrying cannot help: a webhook's 4xx)."""
+        timing = timing or self.email
+        self.delivered[item.channel, "failed"] += 1
         now = int(self.clock())
-        wait = min(self.email.retry_max_s, self.email.retry_initial_s * 2**item.attempts)
-        give_up = now - item.created_at >= self.email.give_up_after_s
+        wait = min(timing.retry_max_s, timing.retry_initial_s * 2**item.attempts)
+        give_up = now - item.created_at >= timing.give_up_after_s or not getattr(exc, "retry", True)
         retry_at = None if give_up else int(now + wait)
         with self.lock, self.engine.begin() as conn:
             outbox.mark_failed(conn, item, now, exc.one_line(), retry_at)
@@ -152,13 +214,14 @@ def _message(item: outbox.Notification, sender: str) -> EmailMessage:
         raise smtp.MailError(f"notification {item.id} cannot be built into a message: {type(exc).__name__}: {exc}") from None
 
 
-def _held_entry(held: Held) -> Outgoing:
+def _held_entry(held: Held, channel: str) -> Outgoing:
     names = ", ".join(dict.fromkeys(message.title(s) for s in held.alerts))
     why = "resolved while silenced: nothing is sent" if held.resolved else "held back by a silence or mute window"
     text = f"{names} on {held.label}: {why}"
     alerts = tuple(message.summary_of(s) for s in held.alerts)
     kind = outbox.RESOLVED_KIND if held.resolved else outbox.FIRING_KIND
-    return Outgoing(held.group_key, kind, held.recipients, f"[SILENCED] {text}", text, "", {}, alerts, status=SUPPRESSED)
+    return Outgoing(held.group_key, kind, held.recipients, f"[SILENCED] {text}", text, "", {}, alerts, status=SUPPRESSED,
+                    channel=channel)  # fmt: skip
 
 
 def digest_once(notifier: Notifier) -> str:

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 
 from app.alerts.model import AlertState
 from db import schema
 
 QUEUED, SENT, FAILED, SUPPRESSED = "queued", "sent", "failed", "suppressed"
+EMAIL = "email"  # the channel of e-mail (and of every row written before there were others)
 FIRING_KIND, RESOLVED_KIND, DIGEST_KIND = "firing", "resolved", "digest"
 _N, _A, _G = schema.notifications, schema.notification_attempts, schema.notification_groups
 
@@ -52,6 +53,7 @@ class Outgoing:
     images: dict[str, str] = field(default_factory=dict)  # content id → base64 PNG
     alerts: tuple[dict[str, Any], ...] = ()
     status: str = QUEUED
+    channel: str = EMAIL
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class Notification:
     last_error: str | None
     sent_at: int | None
     answer: str | None
+    channel: str = EMAIL
 
 
 def read_groups(conn: Connection) -> dict[str, GroupLog]:
@@ -112,18 +115,19 @@ def _insert(conn: Connection, item: Outgoing, now: int, due_at: int) -> int:
     result = conn.execute(insert(_N).values(
         group_key=item.group_key, kind=item.kind, status=item.status, recipients=json.dumps(list(item.recipients)),
         subject=item.subject, body_text=item.body_text, body_html=item.body_html, images=json.dumps(item.images),
-        alerts=json.dumps(list(item.alerts)), created_at=now, due_at=due_at, attempts=0,
+        alerts=json.dumps(list(item.alerts)), created_at=now, due_at=due_at, attempts=0, channel=item.channel,
     ))  # fmt: skip
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
 
 
-def due(conn: Connection, now: int, limit: int = 20, ids: Sequence[int] | None = None) -> list[Notification]:
-    """Queued notifications whose next attempt is due, oldest first; with ``ids``, those of them
-    still queued, due or not."""
+def due(conn: Connection, now: int, limit: int = 20, ids: Sequence[int] | None = None,
+        channel: str = EMAIL) -> list[Notification]:  # fmt: skip
+    """Queued notifications of ``channel`` whose next attempt is due, oldest first; with ``ids``,
+    those of them still queued, due or not."""
     when = _N.c.due_at <= now if ids is None else _N.c.id.in_(ids)
-    query = select(_N).where(_N.c.status == QUEUED, when).order_by(_N.c.id).limit(limit)
+    query = select(_N).where(_N.c.status == QUEUED, _N.c.channel == channel, when).order_by(_N.c.id).limit(limit)
     return [_notification(row) for row in conn.execute(query).mappings()]
 
 
@@ -154,3 +158,11 @@ def mark_failed(conn: Connection, notification: Notification, now: int, error: s
 def exists(conn: Connection, group_key: str) -> bool:
     """Whether any notification of ``group_key`` was recorded (a scheduled digest's instant, say)."""
     return conn.execute(select(_N.c.id).where(_N.c.group_key == group_key).limit(1)).first() is not None
+
+
+def backlog(conn: Connection, channels: Iterable[str] = (EMAIL,)) -> list[tuple[str, int, float | None]]:
+    """``(channel, queued, oldest created_at)`` of the queued notifications of each of ``channels``
+    and of any other channel that has some (the collector's /metrics)."""
+    query = select(_N.c.channel, func.count(), func.min(_N.c.created_at)).where(_N.c.status == QUEUED).group_by(_N.c.channel)
+    found = {row[0]: (int(row[1]), float(row[2])) for row in conn.execute(query)}
+    return [(channel, *found.get(channel, (0, None))) for channel in sorted({EMAIL, *channels, *found})]

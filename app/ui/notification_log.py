@@ -39,7 +39,7 @@ def _outcome(e: Any) -> str:
 
 def render(ctx: state.Context, now: float) -> None:
     st.subheader("E-mail")
-    line = delivery_line(ctx.settings.alerts.email)
+    line = delivery_line(ctx.settings.alerts.email, ctx.settings.alerts)
     (st.caption if ctx.settings.alerts.email.enabled else st.info)(line)
     entries = state.guard("the notification log", ctx.reader.notifications, now - DAY_S)
     if not entries:

@@ -1,0 +1,278 @@
+"""The effective rule set as a Prometheus rule file (``python -m app rules export``, docs/alerts.md).
+
+Each figure a rule reads becomes a recording rule over the engine's series as Prometheus stores
+them (:data:`FIGURES`: the PromQL form of one figure of the query facade; the metric names and
+their renames across versions come from collectors/catalogue.py, an ``or`` over old and new names,
+the preferred first). Each rule becomes an alerting rule with its ``for``, ``keep_firing_for``,
+severity, labels and its recommendation as an annotation; per target where its thresholds differ
+(the target's series are those whose target label equals its name). A rule over a name PromQL
+cannot be given (the gateway's queue, the bandwidth ceiling, the engine's sleep state, "no data")
+is left out, with a comment naming it and why.
+
+The file is written as YAML by hand (JSON-quoted scalars, which YAML reads as they are): the
+product has no YAML library, and comments must survive.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import string
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+
+from app.alerts.figures import THRESHOLDS
+from app.alerts.rules import Rule, names_in, rule_set
+from collectors.catalogue import CATALOGUE, MetricSpec
+from core.durations import format_duration
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+
+PREFIX = "sweetspot"
+# names that only say whether the engine exposes a figure: in PromQL a series that is absent makes
+# no alert anyway, so the guard is always true there
+EXPOSURE_GUARDS = frozenset({"errors_exposed", "aborts_exposed"})
+_SPECS = {s.key: s for s in CATALOGUE}
+_RATES = {s.rate: s for s in CATALOGUE if s.rate}
+_QUANTILES = {name: (q, s) for s in CATALOGUE for q, name in s.quantiles}
+# figure → (catalogue key, how a window of it is taken: over_time function, then aggregation)
+_GAUGES = {
+    "running_avg": ("requests_running", "avg_over_time", "sum"),
+    "running_max": ("requests_running", "max_over_time", "sum"),
+    "waiting_max": ("requests_waiting", "max_over_time", "sum"),
+    "kv_cache_usage_max": ("kv_cache_usage", "max_over_time", "max"),
+}
+WHY_NOT = {
+    "queued": "the gateway's queue is not among the engine's series",
+    "queue_depth_max": "the gateway's queue is not among the engine's series",
+    "queue_growing": "queue growth is judged on Sweetspot's own series of the gateway queue",
+    "queue_before": "queue growth is judged on Sweetspot's own series of the gateway queue",
+    "queue_now": "queue growth is judged on Sweetspot's own series of the gateway queue",
+    "ceiling_tokens_per_s": "the bandwidth ceiling is computed from NVML or the settings, not a series",
+    "efficiency": "the bandwidth ceiling is computed from NVML or the settings, not a series",
+    "engine_bw_gbps": "GPU bandwidth is per GPU and per engine in Sweetspot; export it from its /metrics instead",
+    "asleep": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
+    "sleep_state": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
+    "no_data": "no data is Sweetspot's judgement of its own scrapes (alert on up == 0 in Prometheus)",
+    "up": "use Prometheus' own up series",
+}
+
+
+class Unsupported(Exception):
+    """A rule Prometheus cannot express; the message says why."""
+
+
+@dataclass(frozen=True)
+class Options:
+    names: str = "colon"  # "colon": vllm:x as vLLM exposes it; "underscore": vllm_x (an OpenMetrics-escaping scrape)
+    target_label: str = "instance"
+
+
+def metric_name(name: str, options: Options) -> str:
+    return name.replace(":", "_") if options.names == "underscore" else name
+
+
+def record_name(figure: str, window_s: float) -> str:
+    return f"{PREFIX}:{figure}:{format_duration(window_s)}"
+
+
+def _split_by_label(spec: MetricSpec, name: str) -> bool:
+    # a family several catalogue rows split by a label (vLLM's request_success_total by reason): the
+    # row's label matchers select its part; another engine's own name for the figure has no such label
+    return bool(spec.where) and sum(name in s.names for s in CATALOGUE) > 1
+
+
+def _selector(spec: MetricSpec, name: str, options: Options, suffix: str = "") -> str:
+    matchers = ",".join(f'{k}="{v}"' for k, v in spec.where) if _split_by_label(spec, name) else ""
+    return metric_name(name, options) + suffix + (f"{{{matchers}}}" if matchers else "")
+
+
+def _over(function: str, spec: MetricSpec, options: Options, window: str, suffix: str = "") -> str:
+    """``f(a[5m]) or f(b[5m])``: the first exposed name wins where both are (a version in between)."""
+    return " or ".join(f"{function}({_selector(spec, n, options, suffix)}[{window}])" for n in spec.names)
+
+
+def figure_expr(figure: str, window_s: float, options: Options) -> str:
+    """The PromQL of one figure over a window, per target; raises :class:`Unsupported`."""
+    by, window = options.target_label, format_duration(window_s)
+    if figure == "preemptions":  # a count in the window, as the facade gives it
+        return f"sum by ({by}) ({_over('increase', _SPECS['preemptions'], options, window)})"
+    if figure in _RATES:
+        return f"sum by ({by}) ({_over('rate', _RATES[figure], options, window)})"
+    if figure in _QUANTILES:
+        q, spec = _QUANTILES[figure]
+        return f"histogram_quantile({q:g}, sum by ({by}, le) ({_over('rate', spec, options, window, '_bucket')}))"
+    if figure in _GAUGES:
+        key, function, agg = _GAUGES[figure]
+        return f"{agg} by ({by}) ({_over(function, _SPECS[key], options, window)})"
+    raise Unsupported(f"needs {figure}: {WHY_NOT.get(figure, 'not a series of the engine')}")
+
+
+# -- rules ------------------------------------------------------------------------------------------
+_OPS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<=", ast.Eq: "==", ast.NotEq: "!="}
+_ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+class _Translator:
+    """A rule expression as PromQL: figures → their recording rules (with the target matchers),
+    thresholds → the target's numbers, arithmetic and comparisons as they are."""
+
+    def __init__(self, window_s: float, thresholds: SweetSpotSettings, matchers: str) -> None:
+        self.window_s, self.thresholds, self.matchers = window_s, asdict(thresholds), matchers
+        self.figures: set[str] = set()
+
+    def __call__(self, text: str) -> str:
+        return self.node(ast.parse(text, mode="eval").body)
+
+    def node(self, n: ast.AST) -> str:
+        if isinstance(n, ast.Constant) and isinstance(n.value, int | float) and not isinstance(n.value, bool):
+            return repr(float(n.value)) if isinstance(n.value, float) else str(n.value)
+        if isinstance(n, ast.Name):
+            return self.name(n.id)
+        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
+            return f"({self.node(n.left)} {_ARITH[type(n.op)]} {self.node(n.right)})"
+        if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _OPS:
+            return f"{self.node(n.left)} {_OPS[type(n.ops[0])]} {self.node(n.comparators[0])}"
+        if isinstance(n, ast.BoolOp):
+            parts = [self.node(v) for v in n.values if not (isinstance(v, ast.Name) and v.id in EXPOSURE_GUARDS)]
+            word = " and " if isinstance(n.op, ast.And) else " or "
+            return word.join(f"({p})" for p in parts)
+        raise Unsupported(f"{ast.unparse(n)!r} has no PromQL form here")
+
+    def name(self, name: str) -> str:
+        if name in self.thresholds:
+            return f"{float(self.thresholds[name]):g}"
+        figure_expr(name, self.window_s, Options())  # raises Unsupported for a name without a series
+        self.figures.add(name)
+        return record_name(name, self.window_s) + self.matchers
+
+
+def _guard(rule: Rule) -> str:
+    """The rule's ``when`` without its exposure guards ("" when nothing is left)."""
+    tree = ast.parse(rule.when, mode="eval").body if rule.when else None
+    if tree is None or (isinstance(tree, ast.Name) and tree.id in EXPOSURE_GUARDS):
+        return ""
+    return rule.when
+
+
+@dataclass(frozen=True)
+class Alerting:
+    rule: Rule
+    expr: str
+    targets: tuple[str, ...]  # () = every target not named by another entry of the same rule
+    thresholds: SweetSpotSettings
+
+
+def _alerting(rule: Rule, thresholds: SweetSpotSettings, matchers: str) -> tuple[str, set[str]]:
+    tr = _Translator(rule.window_s, thresholds, matchers)
+    expr = f"{tr(rule.expr)} {rule.op} {tr(rule.threshold)}"
+    guard = _guard(rule)
+    if guard:
+        expr = f"({expr}) and ({tr(guard)})"
+    return expr, tr.figures
+
+
+def _matchers(label: str, targets: Sequence[str], exclude: Sequence[str]) -> str:
+    if targets:
+        return f'{{{label}="{targets[0]}"}}'
+    if exclude:
+        return f'{{{label}!~"{"|".join(_regex_quote(t) for t in exclude)}"}}'
+    return ""
+
+
+def _regex_quote(value: str) -> str:
+    return "".join(f"\\\\{c}" if c in r".^$*+?()[]{}|\\" else c for c in value)
+
+
+Entry = tuple[Rule, tuple[str, ...], SweetSpotSettings, tuple[str, ...]]  # rule, its targets, thresholds, targets left out
+
+
+def entries(settings: Settings) -> list[Entry]:
+    """The alerting rules to write: each rule as every target without its own version sees it (the
+    global thresholds; no target named), and one copy per target whose rule or thresholds differ
+    (an ``[[alerts.rules]]`` entry with ``targets``, a ``[targets.sweetspot]`` key the rule reads).
+    A rule disabled for a target leaves that target out of the global copy."""
+    names = [t.name for t in settings.targets]
+    own = {n: {r.name: r for r in rule_set(settings, n)} for n in names}
+
+    def key(rule: Rule | None, thresholds: SweetSpotSettings) -> tuple[Rule | None, tuple[float, ...]]:
+        used = sorted(names_in(rule) & set(THRESHOLDS)) if rule else []
+        return (dataclasses.replace(rule, source="") if rule else None), tuple(getattr(thresholds, k) for k in used)
+
+    out: list[Entry] = []
+    base = {r.name: r for r in rule_set(settings, "")}
+    for name in dict.fromkeys([*base, *(r for rules in own.values() for r in rules)]):
+        shared = key(base.get(name), settings.sweetspot)
+        apart = [n for n in names if key(own[n].get(name), effective_sweetspot(settings, n)) != shared]
+        if name in base:
+            out.append((base[name], (), settings.sweetspot, tuple(apart)))
+        out += [(own[n][name], (n,), effective_sweetspot(settings, n), ()) for n in apart if name in own[n]]
+    return out
+
+
+def export(settings: Settings, options: Options) -> str:
+    """The rule file of the effective rule set (one copy of a rule per target where it differs)."""
+    out: list[str] = [
+        "# Generated by `python -m app rules export --format prometheus` from Sweetspot's effective rule set.",
+        f"# Series as Prometheus stores them ({'vllm_x' if options.names == 'underscore' else 'vllm:x'}), one target per value of {options.target_label}.",
+    ]  # fmt: skip
+    records: dict[tuple[str, float], str] = {}
+    alerts: list[str] = []
+    left_out: dict[str, str] = {}
+    for rule, targets, thresholds, exclude in entries(settings):
+        try:
+            expr, figures = _alerting(rule, thresholds, _matchers(options.target_label, targets, exclude))
+        except Unsupported as exc:
+            left_out.setdefault(rule.name, f"#   {rule.name}: {exc}")
+            continue
+        for f in figures:
+            records[(f, rule.window_s)] = figure_expr(f, rule.window_s, options)
+        alerts += _alert_lines(rule, expr, thresholds, targets, options.target_label)
+    out += ["groups:", f"  - name: {PREFIX}-figures", "    rules:"]
+    for (figure, window_s), expr in sorted(records.items()):
+        out += [f"      - record: {record_name(figure, window_s)}", f"        expr: {json.dumps(expr)}"]
+    out += [f"  - name: {PREFIX}-alerts", "    rules:", *alerts]
+    if left_out:
+        out += ["# Left out: Prometheus cannot express these rules over the engine's series:", *left_out.values()]
+    return "\n".join(out) + "\n"
+
+
+class _Fill(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
+    fields = _Fill({k: f"{v:g}" for k, v in asdict(thresholds).items()}, window=format_duration(rule.window_s))
+    fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
+    fields["min_efficiency_pct"] = f"{thresholds.min_efficiency * 100:g}"
+    return string.Formatter().vformat(template, (), fields)
+
+
+def _alert_lines(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: tuple[str, ...], label: str) -> list[str]:
+    # a target's own rule names it in its labels too: the series have it already, and two rules of
+    # one name with the same labels are a lint error for promtool
+    labels = {"severity": rule.severity, **rule.labels, **({label: targets[0]} if targets else {})}
+    limit = asdict(thresholds).get(rule.threshold, rule.threshold)
+    summary = f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit * rule.scale:g}{rule.unit and ' ' + rule.unit}" if not isinstance(limit, str) \
+        else f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit}"
+    annotations = {"summary": summary, "recommendation": _text(rule.recommendation, rule, thresholds)}
+    lines = [f"      - alert: {json.dumps(rule.name)}", f"        expr: {json.dumps(expr)}"]
+    if targets:
+        lines.insert(0, f"      # {rule.name} for {targets[0]}: its own rule or thresholds")
+    if rule.for_s:
+        lines.append(f"        for: {format_duration(rule.for_s)}")
+    if rule.keep_firing_for_s:
+        lines.append(f"        keep_firing_for: {format_duration(rule.keep_firing_for_s)}")
+    lines.append("        labels:")
+    lines += [f"          {json.dumps(k)}: {json.dumps(v)}" for k, v in labels.items()]
+    lines.append("        annotations:")
+    lines += [f"          {json.dumps(k)}: {json.dumps(v)}" for k, v in annotations.items() if v]
+    return lines
+
+
+def alert_names(text: str) -> Iterator[str]:
+    """The alert names of an exported file (for its checks)."""
+    for line in text.splitlines():
+        if line.strip().startswith("- alert: "):
+            yield json.loads(line.split("- alert: ", 1)[1])

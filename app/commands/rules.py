@@ -1,0 +1,37 @@
+"""``python -m app rules export``: the effective alert rules for another system (a Prometheus rule file)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from core.errors import UsageError
+from core.settings import Settings
+
+HELP = "export the effective alert rules (rules export --format prometheus: a Prometheus rule file)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="rules_command", metavar="SUBCOMMAND", required=True)
+    export = sub.add_parser("export", help="write the rule set as a Prometheus rule file (recording and alerting rules)")
+    export.add_argument("--format", choices=("prometheus",), default="prometheus", help="the file's format (prometheus)")
+    export.add_argument("--names", choices=("colon", "underscore"), default="colon",
+                        help="metric names as Prometheus stores them: vllm:x (colon, default) or vllm_x (underscore)")
+    export.add_argument("--target-label", default="instance", metavar="LABEL",
+                        help="the label whose every value is one target (default: instance)")
+    export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+
+
+def execute(args: argparse.Namespace, settings: Settings) -> int:
+    from app.alerts.promql import Options, export
+
+    if not args.target_label.isidentifier():
+        raise UsageError(f"--target-label {args.target_label!r} is not a Prometheus label name", "e.g. --target-label instance")
+    text = export(settings, Options(names=args.names, target_label=args.target_label))
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}: check it with promtool check rules {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

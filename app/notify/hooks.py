@@ -1,0 +1,185 @@
+"""Notifications over HTTP beside e-mail, through the same outbox: an Alertmanager's v2 API and a
+generic JSON webhook (docs/alerts.md, Alertmanager and webhooks).
+
+A group's notification is composed when it is queued (:func:`compose`: the alerts as Prometheus
+labels and annotations, kept in the outbox row) and turned into its body when it is sent
+(:func:`body`), so an Alertmanager alert's ``endsAt`` counts from the POST that carries it, not
+from the queueing. Alertmanager gets the list of alerts Prometheus would POST; the webhook gets
+Alertmanager's own webhook body (version 4) with a Slack-compatible ``text``. A 2xx answer is
+delivery; a 5xx, a 429, a timeout or a refused connection is retried with the channel's backoff;
+any other 4xx is a clear error, not retried (the request itself is wrong: URL, token, headers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+import httpx
+
+from app.alerts.model import RESOLVED, AlertState
+from app.notify import message
+from app.notify.grouping import Due, Grouper, grouped
+from app.notify.outbox import Notification, Outgoing
+from collectors.fetch import masked, split_userinfo
+from core.errors import SweetspotError
+from core.settings import AlertmanagerSettings, AlertsSettings, WebhookSettings
+
+log = logging.getLogger(__name__)
+ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
+API_PATH = "/api/v2/alerts"
+USER_AGENT = "sweetspot-notifier"
+
+
+class HookError(SweetspotError):
+    """A POST the receiver did not accept; ``retry`` False when sending it again cannot help."""
+
+    def __init__(self, message: str, hint: str = "", retry: bool = True) -> None:
+        super().__init__(message, hint)
+        self.retry = retry
+
+
+def prefix(channel: str) -> str:
+    """What starts the group keys of ``channel`` (e-mail's keys have no prefix)."""
+    return f"{channel}: "
+
+
+def endpoint(channel: str, settings: WebhookSettings) -> str:
+    """The URL POSTed to: Alertmanager's v2 alerts API under its base URL, a webhook's URL as given."""
+    return settings.url.rstrip("/") + API_PATH if channel == ALERTMANAGER else settings.url
+
+
+def shown(channel: str, settings: WebhookSettings) -> str:
+    """Where notifications go, as stored, logged and shown: a webhook's path often is its secret (a
+    Slack incoming webhook's is), so only its origin is shown; Alertmanager's API URL, without a password."""
+    url = masked(endpoint(channel, settings))
+    if channel == ALERTMANAGER:
+        return url
+    parts = httpx.URL(url)
+    return f"{parts.scheme}://{parts.netloc.decode()}" + ("/…" if parts.path not in ("", "/") else "")
+
+
+def destinations(alerts: AlertsSettings) -> list[str]:
+    """``alertmanager http://…`` and ``webhook https://host/…`` for the channels that are on."""
+    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
+    return [f"{channel} {shown(channel, settings)}" for channel, settings in hooks if settings.enabled]
+
+
+def grouper(channel: str, settings: WebhookSettings) -> Grouper:
+    to = (shown(channel, settings),)
+    return lambda state: grouped(state, settings.group_by, to, prefix(channel))
+
+
+def compose(channel: str, due: Due, dashboard_url: str, now: float) -> Outgoing:
+    """The notification of ``due``: its alerts as Prometheus labels and annotations, and its text."""
+    alerts = tuple(_alert(s, dashboard_url, now) for s in (*due.firing, *due.resolved))
+    subject = message.subject(due)
+    lines = [subject, *(f"- {message.title(s)} ({s.severity}) on {_where(s)}: {s.summary}" for s in due.firing),
+             *(f"- resolved: {message.title(s)} on {_where(s)}" for s in due.resolved)]  # fmt: skip
+    return Outgoing(due.group_key, due.kind, due.recipients, subject, "\n".join(lines), "", {}, alerts, channel=channel)
+
+
+def _where(state: AlertState) -> str:
+    return f"{state.target} / {state.model}" if state.model else state.target
+
+
+def _alert(state: AlertState, dashboard_url: str, now: float) -> dict[str, Any]:
+    labels = {**state.labels, "alertname": state.rule, "severity": state.severity, "target": state.target}
+    if state.model:
+        labels["model"] = state.model
+    description = f"{message.title(state)} ({state.severity}) on {_where(state)}: {state.summary}"
+    annotations = {"summary": state.summary, "description": description}
+    if state.recommendation:
+        annotations["recommendation"] = state.recommendation
+    return {
+        "labels": labels, "annotations": annotations, "state": state.state,
+        "starts_at": state.firing_since or state.pending_since or int(now),
+        "ends_at": state.resolved_at if state.state == RESOLVED else None,
+        "generator_url": message.dashboard_link(dashboard_url, state, now),
+    }  # fmt: skip
+
+
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _prometheus_alert(a: dict[str, Any], valid_s: float, now: float) -> dict[str, Any]:
+    """One alert as Prometheus POSTs it: a firing one ends ``valid_s`` after this POST unless repeated."""
+    ends = a["ends_at"] if a["ends_at"] is not None else now + valid_s
+    out = {"labels": a["labels"], "annotations": a["annotations"], "startsAt": _iso(a["starts_at"]), "endsAt": _iso(ends)}
+    if a["generator_url"]:
+        out["generatorURL"] = a["generator_url"]
+    return out
+
+
+def body(channel: str, item: Notification, settings: WebhookSettings, dashboard_url: str, now: float) -> Any:
+    """What is POSTed for a stored notification, at ``now``."""
+    valid_s = 4 * max(settings.repeat_interval_s, 60.0)  # Prometheus: 4 × max(resend delay, evaluation interval)
+    alerts = [_prometheus_alert(a, valid_s, now) for a in item.alerts]
+    if channel == ALERTMANAGER:
+        return alerts
+    for a, stored in zip(alerts, item.alerts, strict=True):
+        a["status"] = "resolved" if stored["state"] == RESOLVED else "firing"
+    common = {k: v for k, v in alerts[0]["labels"].items() if all(a["labels"].get(k) == v for a in alerts)} if alerts else {}
+    return {
+        "version": "4", "receiver": "sweetspot", "groupKey": item.group_key,
+        "status": "firing" if item.kind == "firing" else "resolved", "truncatedAlerts": 0,
+        "groupLabels": {k: v for k, v in common.items() if k in settings.group_by or k == "alertname" and "rule" in settings.group_by},
+        "commonLabels": common, "commonAnnotations": {}, "externalURL": dashboard_url, "alerts": alerts,
+        "text": slack_escape(item.body_text),
+    }  # fmt: skip
+
+
+def slack_escape(text: str) -> str:
+    """Slack reads ``&``, ``<`` and ``>`` as markup (links, mentions): alert text is data, never markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class Sender:
+    """One kept-alive HTTP client for one channel (the headers, token, CA, proxy of its settings)."""
+
+    def __init__(self, channel: str, settings: WebhookSettings | AlertmanagerSettings, dashboard_url: str) -> None:
+        self.channel, self.settings, self.dashboard_url = channel, settings, dashboard_url
+        self.url, auth = split_userinfo(endpoint(channel, settings))
+        headers = {"User-Agent": USER_AGENT, **settings.http.headers}
+        if settings.http.bearer_token:
+            headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
+        verify: Any = (settings.http.ca_file or True) if settings.http.tls_verify else False
+        if not settings.http.tls_verify:
+            log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel)
+        # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
+        self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=settings.timeout_s,
+                                   proxy=settings.http.proxy or None, trust_env=False)  # fmt: skip
+
+    def send(self, item: Notification, now: float) -> str:
+        """POST ``item``; the receiver's answer (``HTTP 200 …``), or :class:`HookError`."""
+        payload = json.dumps(body(self.channel, item, self.settings, self.dashboard_url, now))
+        where, key = shown(self.channel, self.settings), f"alerts.{self.channel}"
+        try:
+            answer = self.client.post(self.url, content=payload, headers={"Content-Type": "application/json"})
+        except httpx.TimeoutException:
+            raise HookError(f"{where} did not answer within {self.settings.timeout_s:g} s", f"Check {key}.url; {key}.timeout_s") from None
+        except (httpx.HTTPError, OSError) as exc:
+            raise HookError(f"cannot reach {where} ({_reason(exc)})", f"Check {key}.url") from None
+        text = f"HTTP {answer.status_code} {answer.text.strip()[:200]}".strip()
+        if answer.is_success:
+            return text
+        if answer.status_code >= 500 or answer.status_code == 429:
+            raise HookError(f"{where} answered {text}", f"the receiver failed; retried with backoff ({key}.retry_initial_s)")
+        hint = (f"Check the token ({key}.http.bearer_token_env) and headers ({key}.http.headers)"
+                if answer.status_code in (401, 403) else f"Check {key}.url (and for a webhook what it expects)")  # fmt: skip
+        raise HookError(f"{where} refused the notification: {text}", f"{hint}; not retried", retry=False)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _reason(exc: BaseException) -> str:
+    cause: BaseException = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:
+        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    return (str(cause) or type(cause).__name__).splitlines()[0][:200]
