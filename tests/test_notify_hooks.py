@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.alerts.model import RESOLVED
 from app.notify.notifier import Notifier
-from core.settings import Settings, load_settings
+from core.settings import Settings
 from db import schema
 from db.engine import open_engine
 from tests.alertmanager_server import AlertmanagerServer

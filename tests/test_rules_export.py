@@ -135,7 +135,7 @@ def test_prometheus_fires_the_same_alerts_as_the_evaluator_on_a_recorded_storm(t
 
 
 def test_a_rule_changed_or_disabled_for_one_target_gets_its_own_copy(tmp_path):
-    from core.settings import load_settings
+    from app.loader import load_settings
 
     path = tmp_path / "s.toml"
     path.write_text("""

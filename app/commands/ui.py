@@ -101,18 +101,28 @@ def child_environment(args: argparse.Namespace, settings: Settings, environ: dic
     return env
 
 
+def _term_unblocked() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
     address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
-    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server: the
-    # handler is in place before the start line is printed, so a TERM right after it stops both.
+    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server. It is held
+    # back while the server starts (a TERM inside Popen left it running with no one to stop it) and
+    # delivered once `child` is known; the server itself starts with TERM unblocked.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
     child: subprocess.Popen[bytes] | None = None
     try:
-        child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env,
+                                     preexec_fn=_term_unblocked)  # safe: this process runs one thread
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
         return child.wait()
     except KeyboardInterrupt:
         return 130
