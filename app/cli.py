@@ -13,6 +13,7 @@ from types import ModuleType
 from app.loader import load_settings
 from core.errors import SweetspotError
 from core.settings import ENV_CONFIG
+from core.text import LogFormatter, escaped
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {
@@ -73,11 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_requested_command(argv))
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     # Per-request and per-run lines of these libraries drown the collector's own log at INFO.
     for noisy in ("httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -87,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.environ = os.environ  # for flags that name a secret's variable (inspect --bearer-token-env)
         return int(_load(args.command).execute(args, settings) or 0)
     except SweetspotError as exc:
-        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
+        print(f"ERROR: {escaped(exc.one_line())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -1,0 +1,74 @@
+"""Names from outside made safe for each place they are written to. Pure.
+
+A model name read from a ``/metrics`` page, a target or rule name from a configuration file, a
+label value, a URL: each is data, whatever characters it holds. Each sink has its own rule:
+
+- :func:`visible` for a terminal, a log line, a plain-text body: control characters (C0, DEL, C1,
+  the Unicode line separators and bidirectional overrides) are shown as escapes (``\\n``, ``\\r``,
+  ``\\x1b``), so a name cannot move the cursor, clear the screen, start a new log line or hide text;
+- :func:`header` for an e-mail header or subject: :func:`visible` (so no CR or LF is left to break
+  the header) and a bounded length;
+- :func:`csv_cell` for a cell of a CSV download (OWASP's CSV injection advice): a text beginning
+  with ``=``, ``+``, ``-``, ``@``, a tab or a CR is prefixed with ``'``, so a spreadsheet reads it as
+  text, never as a formula;
+- every function bounds the length (:data:`MAX_NAME` characters unless told), so one huge name costs
+  its own field, never a page or an e-mail.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+MAX_NAME = 200  # characters of a name shown anywhere; longer ones are cut with "…"
+MAX_HEADER = 250  # characters of an e-mail subject or header value (RFC 5322 folds it; readers cut it)
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# C0 controls, DEL, C1 controls; U+2028/2029 (line breaks to JavaScript and some terminals); the
+# bidirectional embeddings, overrides and isolates (text that reads in another order than it runs)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group(0)
+    return _SHORT.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters shown as escapes, whatever its length (a log message)."""
+    return _CONTROL.sub(_escape, text)
+
+
+def bounded(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def visible(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as text for a terminal, a log or a plain-text body: control characters escaped, bounded.
+
+    ``visible("llama\\r\\n\\x1b[2J")`` is ``llama\\\\r\\\\n\\\\x1b[2J``: one line, drawn as typed.
+    """
+    return bounded(escaped(str(value)), limit)
+
+
+def header(value: Any, limit: int = MAX_HEADER) -> str:
+    """``value`` for an e-mail header or subject: no CR, LF or other control character, bounded."""
+    return visible(value, limit)
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet reads as the text it is: a text starting like a formula gets a
+    leading ``'`` (numbers and None pass unchanged, so ``-3`` stored as a number stays a number)."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+class LogFormatter(logging.Formatter):
+    """Escapes control characters in a log line's message (a name holding CR/LF cannot forge a
+    second line, nor an escape sequence reach the terminal); a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return escaped(super().formatMessage(record))
