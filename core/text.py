@@ -8,6 +8,9 @@ label value, a URL: each is data, whatever characters it holds. Each sink has it
   ``\\x1b``), so a name cannot move the cursor, clear the screen, start a new log line or hide text;
 - :func:`header` for an e-mail header or subject: :func:`visible` (so no CR or LF is left to break
   the header) and a bounded length;
+- :func:`markdown` for a name inside Markdown (the dashboard's texts): :func:`visible`, then every
+  ASCII punctuation character backslash-escaped (CommonMark), so ``![x](http://host/x.png)`` is
+  shown as typed and the viewer's browser fetches nothing, ``**`` stays two asterisks;
 - :func:`csv_cell` for a cell of a CSV download (OWASP's CSV injection advice): a text beginning
   with ``=``, ``+``, ``-``, ``@``, a tab or a CR is prefixed with ``'``, so a spreadsheet reads it as
   text, never as a formula;
@@ -27,6 +30,8 @@ _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls; U+2028/2029 (line breaks to JavaScript and some terminals); the
 # bidirectional embeddings, overrides and isolates (text that reads in another order than it runs)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_MARKUP = re.compile(r"[\\`*_\[\]<>!:$&~|]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -53,9 +58,39 @@ def visible(value: Any, limit: int = MAX_NAME) -> str:
     return bounded(escaped(str(value)), limit)
 
 
+def terminal(text: str) -> str:
+    """A text of several lines for a terminal: every control character but LF shown as an escape
+    (names in it should have been made :func:`visible` already, so that their own LFs are escaped too)."""
+    return "\n".join(escaped(line) for line in text.split("\n"))
+
+
 def header(value: Any, limit: int = MAX_HEADER) -> str:
     """``value`` for an e-mail header or subject: no CR, LF or other control character, bounded."""
     return visible(value, limit)
+
+
+def markdown(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as literal text inside Markdown: control characters escaped, bounded, and every
+    ASCII punctuation character backslash-escaped (no link, image, emphasis, code, HTML or
+    Streamlit directive such as ``:red[...]`` can start in it)."""
+    return _PUNCTUATION.sub(r"\\\1", visible(value, limit))
+
+
+def reads_the_same_in_markdown(value: str) -> bool:
+    """Whether ``value`` shown as Markdown reads as the text it is: no control character, no
+    character that starts markup, no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
+    does; ``![x](http://host/x.png)`` does not). For widgets whose labels are Markdown and cannot be
+    escaped without changing the value they stand for."""
+    return visible(value) == value and not _MARKUP.search(value)
+
+
+def markdown_code(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as a Markdown code span: fenced by one backtick more than the longest run of
+    backticks in it (CommonMark), so nothing in it can close the span early."""
+    text = visible(value, limit)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def csv_cell(value: Any) -> Any:

@@ -16,8 +16,10 @@ A refusal or failure is a :class:`core.errors.QueryError` whose message names th
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +32,17 @@ from db.engine import normalize_url
 
 MAX_VALUE_BYTES = 10_000_000  # a text or blob bigger than this is an error, not gigabytes of memory
 PROGRESS_EVERY = 1000  # SQLite virtual-machine steps between two looks at the clock
+KILL_GRACE_S = 0.5  # after the time limit, a query still inside one long function call is killed
+# Each SQLite query runs in a process of its own. A process running one thread (the CLI) forks itself:
+# a few milliseconds. A threaded one (the UI's server) never forks itself (another thread may hold a
+# lock the child would wait on forever): its queries fork from a small server process started once,
+# which has imported only this module.
+_FORKSERVER = multiprocessing.get_context("forkserver")
+_FORKSERVER.set_forkserver_preload([__name__])
+
+
+def _processes() -> Any:
+    return multiprocessing.get_context("fork") if threading.active_count() == 1 else _FORKSERVER
 
 
 @dataclass(frozen=True)
@@ -100,8 +113,44 @@ def _authorizer(denied: list[str]) -> Any:
 
 
 def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The query in a process of its own, killed ``KILL_GRACE_S`` after the time limit: the progress
+    handler stops a query between virtual-machine steps, but one function call can do all its work
+    in a single step (``printf('%.*c', 2147483647, 'x')`` took 31 s, ``instr`` and ``replace`` of two
+    long texts grow with the square of their lengths) and only the process's end stops that."""
     if not path.exists():
         raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
+    processes = _processes()
+    receive, send = processes.Pipe(duplex=False)
+    child = processes.Process(target=_sqlite_child, args=(send, path, sql, limits, params), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(limits.timeout_s + KILL_GRACE_S):
+            raise _timeout(limits)
+        answer = receive.recv()
+    except EOFError:  # the process died without answering: out of memory, killed from outside
+        raise QueryError("the query's process ended without an answer (out of memory?)",
+                         "Narrow the query: fewer rows, smaller values", "sql-error") from None  # fmt: skip
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+    if isinstance(answer, QueryError):
+        raise answer
+    return answer
+
+
+def _sqlite_child(send: Any, path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> None:
+    try:
+        answer: Any = _sqlite_in_process(path, sql, limits, params)
+    except QueryError as exc:
+        answer = exc
+    send.send(answer)
+    send.close()
+
+
+def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
     denied: list[str] = []
     deadline = time.monotonic() + limits.timeout_s
@@ -121,12 +170,32 @@ def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tup
         conn.close()
 
 
+# What SQLite's authorizer refused, said in the user's terms: the guard lets no write through, so a
+# write to sqlite_master comes from SQLite itself declaring a virtual table for a table-valued function.
+_DENIED_TEXT = {
+    "UPDATE sqlite_master": "table-valued functions that declare a virtual table (json_each, json_tree, pragma_*) "
+    "are not allowed on the read-only query connection",
+    "INSERT": "the query would write rows ({0}), and queries only read",
+    "UPDATE": "the query would change rows ({0}), and queries only read",
+    "DELETE": "the query would delete rows ({0}), and queries only read",
+    "ATTACH": "attaching another database file is not allowed",
+    "PRAGMA": "PRAGMA {0} is not allowed (PRAGMAs read and change the database's own settings)",
+}
+
+
+def _denied_text(what: str) -> str:
+    action, _, rest = what.partition(" ")
+    for key in (f"{action} {rest.split(' ')[0]}", action):
+        if key in _DENIED_TEXT:
+            return _DENIED_TEXT[key].format(rest or "?")
+    return f"{what} is not allowed (queries may only read tables and call functions)"
+
+
 def _sqlite_error(exc: sqlite3.Error, denied: list[str], limits: Limits) -> QueryError:
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if denied:
-        return QueryError(
-            f"refused by rule read-only-authorizer: {denied[0]} is not allowed", query_guard.HINT, "read-only-authorizer"
-        )
+        return QueryError(f"refused by rule read-only-authorizer: {_denied_text(denied[0])}", query_guard.HINT,
+                          "read-only-authorizer")  # fmt: skip
     if detail == "interrupted":
         return _timeout(limits)
     return QueryError(f"the query failed: {detail}", "Check the SQL against docs/query.md's views", "sql-error")

@@ -5,12 +5,18 @@ headers hold only what the product put there, and every name is shown as the tex
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
+import time
 from pathlib import Path
+
+import pytest
 
 from app.cli import main
 from app.collector import CollectorService
 from app.loader import load_settings
+from core.settings import Settings, TargetSettings
 from core.text import LogFormatter, csv_cell, header, visible
 from tests.support.http_server import serve as serve_http
 from tests.support.smtp_server import Mailbox
@@ -125,3 +131,53 @@ def test_each_sink_gets_the_name_as_the_text_it_is():
         "'=cmd|' /C calc'!A0", "'@SUM(A1)", "'+1", "'-2", "'\tx", "'\rx", "ok", -3, None]  # fmt: skip
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "target %s down", (name,), None)
     assert LogFormatter("%(message)s").format(record) == "target llama\\r\\n\\x1b[2J\\x07\\u202e down"
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory):
+    """A database written by the real collector from a page serving the hostile model name, for a
+    target whose name holds CR/LF and a clear-screen sequence; the page stays served for inspect."""
+    db_url = f"sqlite:///{tmp_path_factory.mktemp('hostile')}/h.db"
+    routes = {"/metrics": (200, "text/plain; version=0.0.4", page(3.0))}
+    with serve_http(routes) as base:
+        target = TargetSettings(name=SCREEN_TARGET, vllm_url=f"{base}/metrics")
+        now = [time.time() - 60]
+        service = CollectorService(Settings(db_url=db_url, targets=(target,)), clock=lambda: now[0])
+        try:
+            for step in range(3):
+                now[0] += 5
+                routes["/metrics"] = (200, "text/plain; version=0.0.4", page(3.0 + step))
+                service.collect_once(describe=False)
+        finally:
+            service.close()
+        yield db_url, f"{base}/metrics"
+
+
+SCREEN_TARGET = "prod\r\n\x1b[2Jx"
+
+
+def run_cli(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out, out
+    return out
+
+
+def test_terminal_escapes_in_names_are_shown_not_run(hostile_db, capsys):
+    db_url, page_url = hostile_db
+    shown = "prod\\r\\n\\x1b[2Jx"
+    out = run_cli(capsys, "status", "--db", db_url)
+    assert out.startswith(f"{shown}: ") and f"\n{shown}: figures over 5m" in out
+    assert shown in run_cli(capsys, "status", "--db", db_url, "--all")
+    table = run_cli(capsys, "query", "--db", db_url, "SELECT target, models FROM target_info")
+    assert table.splitlines()[2].startswith(shown)
+    models = run_cli(capsys, "inspect", page_url)
+    assert "models   evil\\r\\nBcc: victim@example.test\\n\\x1b[2J\n" in models
+
+
+def test_query_csv_neutralises_formula_cells(hostile_db, capsys):
+    db_url, _ = hostile_db
+    sql = "SELECT '=cmd|'' /C calc''!A0' AS f, '@SUM(A1:A9)' AS g, -3 AS n, target FROM target_info"
+    assert main(["query", "--db", db_url, "--format", "csv", sql]) == 0
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out, newline="")))
+    assert rows[1] == ["'=cmd|' /C calc'!A0", "'@SUM(A1:A9)", "-3", SCREEN_TARGET]  # the name kept exactly, quoted
