@@ -9,7 +9,7 @@ label value, a URL: each is data, whatever characters it holds. Each sink has it
 - :func:`header` for an e-mail header or subject: :func:`visible` (so no CR or LF is left to break
   the header) and a bounded length;
 - :func:`markdown` for a name inside Markdown (the dashboard's texts): :func:`visible`, then every
-  ASCII punctuation character backslash-escaped (CommonMark), so ``![x](http://host/x.png)`` is
+  character that can begin markup backslash-escaped (CommonMark), so ``![x](http://host/x.png)`` is
   shown as typed and the viewer's browser fetches nothing, ``**`` stays two asterisks;
 - :func:`csv_cell` for a cell of a CSV download (OWASP's CSV injection advice): a text beginning
   with ``=``, ``+``, ``-``, ``@``, a tab or a CR is prefixed with ``'``, so a spreadsheet reads it as
@@ -30,8 +30,13 @@ _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls; U+2028/2029 (line breaks to JavaScript and some terminals); the
 # bidirectional embeddings, overrides and isolates (text that reads in another order than it runs)
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
-_MARKUP = re.compile(r"[\\`*_\[\]<>!:$&~|]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
+# the characters that can begin markup anywhere in a line, and those that do at its start
+_MARKUP_CHARACTER = re.compile(r"([\\`*_\[\]<>&$~|:!])")
+_BLOCK_START = re.compile(r"^(\s*|\s*\d+)([-+#.)])")
+# What can start markup in Markdown as Streamlit reads it: escapes, code, emphasis, links and images,
+# HTML and entities, math, strikethrough, tables, its directives (:red[...], :material/icon:, emoji),
+# and block markers at the start (lists, quotes, headings)
+_MARKUP = re.compile(r"[\\`*_\[\]<&$~|]|:[\w/-]+[\[:]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -71,9 +76,13 @@ def header(value: Any, limit: int = MAX_HEADER) -> str:
 
 def markdown(value: Any, limit: int = MAX_NAME) -> str:
     """``value`` as literal text inside Markdown: control characters escaped, bounded, and every
-    ASCII punctuation character backslash-escaped (no link, image, emphasis, code, HTML or
-    Streamlit directive such as ``:red[...]`` can start in it)."""
-    return _PUNCTUATION.sub(r"\\\1", visible(value, limit))
+    character that can begin markup backslash-escaped (no link, image, emphasis, code, HTML, math
+    or Streamlit directive such as ``:red[...]`` can start in it, nor a list or heading). Text without markup is returned
+    as it is (escaping would not change how it reads)."""
+    text = visible(value, limit)
+    if not _MARKUP.search(text):
+        return text
+    return _BLOCK_START.sub(r"\1\\\2", _MARKUP_CHARACTER.sub(r"\\\1", text))
 
 
 def reads_the_same_in_markdown(value: str) -> bool:

@@ -17,7 +17,7 @@ from app.cli import main
 from app.collector import CollectorService
 from app.loader import load_settings
 from core.settings import Settings, TargetSettings
-from core.text import LogFormatter, csv_cell, header, visible
+from core.text import LogFormatter, csv_cell, header, markdown, markdown_code, reads_the_same_in_markdown, visible
 from tests.support.http_server import serve as serve_http
 from tests.support.smtp_server import Mailbox
 from tests.support.smtp_server import serve as serve_smtp
@@ -129,6 +129,10 @@ def test_each_sink_gets_the_name_as_the_text_it_is():
     assert visible("x" * 500) == "x" * 199 + "…" and len(header("y" * 900)) == 250
     assert [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "@SUM(A1)", "+1", "-2", "\tx", "\rx", "ok", -3, None)] == [
         "'=cmd|' /C calc'!A0", "'@SUM(A1)", "'+1", "'-2", "'\tx", "'\rx", "ok", -3, None]  # fmt: skip
+    assert markdown("![x](http://127.0.0.1:9/x.png) :red[y]") == r"\!\[x\](http\://127.0.0.1\:9/x.png) \:red\[y\]"
+    assert markdown("12. b") == r"12\. b" and markdown("- a") == r"\- a"
+    assert markdown("meta-llama/Llama-3.3-70B (5m: 12 > 0)") == "meta-llama/Llama-3.3-70B (5m: 12 > 0)"  # no markup: as is
+    assert markdown_code("a`b``c") == "```a`b``c```" and reads_the_same_in_markdown("- x") is False
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "target %s down", (name,), None)
     assert LogFormatter("%(message)s").format(record) == "target llama\\r\\n\\x1b[2J\\x07\\u202e down"
 
