@@ -80,7 +80,7 @@ vllm_url = "{url}"
     return path
 
 
-def test_hostile_names_cost_no_alert_email(tmp_path):
+def test_hostile_names_cost_no_alert_email(tmp_path, capsys):
     routes = {"/metrics": (200, "text/plain; version=0.0.4", page(3.0))}
     mailbox = Mailbox()
     with serve_http(routes) as base, serve_smtp(mailbox) as smtp_port:
@@ -108,6 +108,11 @@ def test_hostile_names_cost_no_alert_email(tmp_path):
     assert "storm\\r\\nX-Injected: rule" in text
     assert "evil\\r\\nBcc: victim@example.test\\n\\x1b[2J" in text
     assert "\x1b" not in text and "\nBcc:" not in text and "\nX-Injected" not in text
+    # the same alerts in the terminal: each on its own lines, the per-model one naming its model
+    path = str(tmp_path / "hostile.toml")
+    listed = run_cli(capsys, "--config", path, "alerts", "list") + run_cli(capsys, "--config", path, "alerts", "history")
+    assert "prod\\r\\nX-Injected: target / model evil\\r\\nBcc: victim@example.test\\n\\x1b[2J storm\\r\\nX-Injected: rule" in listed
+    assert "\nX-Injected" not in listed and "\nBcc" not in listed
 
 
 def test_a_line_break_in_the_recipients_is_one_line_naming_the_setting(monkeypatch, capsys):
