@@ -5,6 +5,8 @@ fetches nothing from that server, and the names read as typed."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import time
 from http.server import BaseHTTPRequestHandler
@@ -128,4 +130,20 @@ def test_a_shared_link_to_a_one_step_query_stops_at_the_limit(browser, hostile):
     # 2 s limit, 0.5 s grace, the query process's start and the page's own load on a busy machine
     # (the function alone ran 31 s before it was bounded)
     assert time.monotonic() - started < 20
+    page.close()
+
+
+def test_the_query_pages_csv_neutralises_formula_cells(browser, hostile):
+    from tests.browser import new_page
+
+    ui, _, model, target = hostile
+    sql = "SELECT '=cmd|'' /C calc''!A0' AS f, '@SUM(A1:A9)' AS g, -3 AS n, target FROM target_info"
+    page = new_page(browser)
+    page.goto(ui + "/query?sql=" + quote(sql, safe=""))
+    button = page.get_by_text("Download CSV").first
+    button.wait_for(timeout=30000)
+    with page.expect_download() as download:
+        button.click()
+    rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text(), newline="")))
+    assert rows == [["f", "g", "n", "target"], ["'=cmd|' /C calc'!A0", "'@SUM(A1:A9)", "-3", target]]
     page.close()
