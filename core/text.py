@@ -9,13 +9,16 @@ label value, a URL: each is data, whatever characters it holds. Each sink has it
 - :func:`header` for an e-mail header or subject: :func:`visible` (so no CR or LF is left to break
   the header) and a bounded length;
 - :func:`markdown` for a name inside Markdown (the dashboard's texts): :func:`visible`, then every
-  character that can begin markup backslash-escaped (CommonMark), so ``![x](http://host/x.png)`` is
-  shown as typed and the viewer's browser fetches nothing, ``**`` stays two asterisks;
+  character that can begin markup backslash-escaped (CommonMark) when it holds markup, so
+  ``![x](http://host/x.png)`` is shown as typed and the viewer's browser fetches nothing, ``**``
+  stays two asterisks; :func:`markdown_code` puts a value in a code span that nothing in it can
+  close;
 - :func:`csv_cell` for a cell of a CSV download (OWASP's CSV injection advice): a text beginning
   with ``=``, ``+``, ``-``, ``@``, a tab or a CR is prefixed with ``'``, so a spreadsheet reads it as
   text, never as a formula;
-- every function bounds the length (:data:`MAX_NAME` characters unless told), so one huge name costs
-  its own field, never a page or an e-mail.
+- every function but :func:`csv_cell` (which keeps the data whole) bounds the length
+  (:data:`MAX_NAME` characters unless told), so one huge name costs its own field, never a page or
+  an e-mail.
 """
 
 from __future__ import annotations
