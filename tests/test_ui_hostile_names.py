@@ -147,3 +147,14 @@ def test_the_query_pages_csv_neutralises_formula_cells(browser, hostile):
     rows = list(csv.reader(io.StringIO(Path(download.value.path()).read_text(), newline="")))
     assert rows == [["f", "g", "n", "target"], ["'=cmd|' /C calc'!A0", "'@SUM(A1:A9)", "-3", target]]
     page.close()
+
+
+def test_a_shared_links_error_quoting_a_name_fetches_nothing(browser, hostile):
+    from tests.browser import new_page
+
+    ui, attacker, model, _ = hostile
+    page = new_page(browser)
+    page.goto(ui + "/query?sql=" + quote(f'SELECT * FROM "{model}"', safe=""))
+    page.get_by_text(f"no such table: {model}").first.wait_for(timeout=30000)
+    page.close()
+    assert attacker.fetched == []
