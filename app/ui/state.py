@@ -183,12 +183,13 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return call(*args, **kwargs)
     except SweetspotError as exc:
-        st.error(f"Could not read {what}: {exc.one_line()}", icon=":material/error:")
+        # an error may quote a name from outside: plain text
+        st.error(f"Could not read {what}: {markdown(exc.one_line(), 1000)}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the page must show one line, never a traceback
         settings = st.session_state.get("_settings")
         url = settings.db_url if settings else "db_url"
         st.error(
-            f"Could not read {what}: {type(exc).__name__}: {exc}. Check that the database at {url} exists "
+            f"Could not read {what}: {type(exc).__name__}: {markdown(str(exc), 1000)}. Check that the database at {url} exists "
             "and the collector has written to it (python -m app run), or set db_url / SWEETSPOT_DB_URL.",
             icon=":material/error:",
         )
