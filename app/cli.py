@@ -12,8 +12,8 @@ from types import ModuleType
 
 from app.loader import load_settings
 from core.errors import SweetspotError
-from core.redact import MaskingFormatter
 from core.settings import ENV_CONFIG
+from core.text import LogFormatter, escaped
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {
@@ -76,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_requested_command(argv))
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
-    # every log line masked (core/redact.py): a library's message may name a URL with its credentials
-    handler.setFormatter(MaskingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # every log line masked (core/redact.py: a library's message may name a URL with its credentials)
+    # and its message's control characters escaped (core/text.py: a name from outside is data)
+    handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     # Per-request and per-run lines of these libraries drown the collector's own log at INFO.
     for noisy in ("httpx", "httpcore", "apscheduler"):
@@ -88,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.environ = os.environ  # for flags that name a secret's variable (inspect --bearer-token-env)
         return int(_load(args.command).execute(args, settings) or 0)
     except SweetspotError as exc:
-        print(f"ERROR: {exc.one_line()}", file=sys.stderr)
+        print(f"ERROR: {escaped(exc.one_line())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

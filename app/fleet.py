@@ -19,6 +19,7 @@ from app.formatting import MISSING
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.text import terminal, visible
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 DOWN = "down"
@@ -179,7 +180,7 @@ def table(rows: Sequence[FleetRow]) -> str:
     for r in rows:
         f = r.figures
         lines.append(
-            f"{r.name[:28]:28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.ceiling_tokens_per_s, digits=0):>7} "
+            f"{visible(r.name, 28):28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.ceiling_tokens_per_s, digits=0):>7} "
             f"{_cell(f.ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
             f"{_cell(f.queue_depth_max, digits=0):>5} {_cell(f.kv_cache_usage_max, 100, 0, '%'):>5}  {'; '.join(r.state.reasons)}"
         )
@@ -188,7 +189,7 @@ def table(rows: Sequence[FleetRow]) -> str:
         lines.append("")
         lines.append(f"{'model':28} {'targets':>7} {'outside':>7} {'tok/s':>8} {'ceiling':>8} {'worst TTFT P95':>14} {'preempt':>7}")
         for m in models:
-            lines.append(f"{m.model[:28]:28} {m.targets:>7} {m.outside:>7} {_cell(m.tokens_per_s):>8} "
+            lines.append(f"{visible(m.model, 28):28} {m.targets:>7} {m.outside:>7} {_cell(m.tokens_per_s):>8} "
                          f"{_cell(m.ceiling_tokens_per_s, digits=0):>8} {_cell(m.ttft_p95_s_worst, digits=2, unit=' s'):>14} "
                          f"{_cell(m.preemptions, digits=0):>7}")  # fmt: skip
-    return "\n".join(lines)
+    return terminal("\n".join(lines))

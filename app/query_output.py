@@ -2,7 +2,10 @@
 
 Values are made plain first (:func:`plain`): a PostgreSQL ``numeric`` becomes a float, a timestamp
 ISO 8601 text with its zone (the query session runs in UTC), a blob its hex digits, a value that
-is not finite ``None``. JSON is a list of row objects (``null`` = no data); CSV has a header row.
+is not finite ``None``. JSON is a list of row objects (``null`` = no data); CSV has a header row,
+and a text cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR
+first) starts with ``'`` (OWASP's advice against CSV injection). The table is for a terminal: its
+cells show control characters as escapes (a stored name cannot clear the screen or move the cursor).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import math
 from typing import Any
 
+from core.text import csv_cell, visible
 from db.query_runner import Result
 
 FORMATS = ("table", "csv", "json")
@@ -45,9 +49,11 @@ def to_json(result: Result) -> str:
 
 def to_csv(result: Result) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(result.columns)
-    writer.writerows([["" if v is None else v for v in map(plain, row)] for row in result.rows])
+    # RFC 4180's CRLF: Python's writer quotes a cell holding a character of the line terminator only,
+    # so with "\n" a bare CR in a cell went out unquoted and a spreadsheet started a new row there
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([csv_cell(c) for c in result.columns])
+    writer.writerows([["" if v is None else csv_cell(v) for v in map(plain, row)] for row in result.rows])
     return out.getvalue()
 
 
@@ -57,15 +63,15 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, float):
         return f"{value:.6g}"
-    text = str(value).replace("\n", " ")
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+    return visible(value, MAX_CELL)
 
 
 def to_table(result: Result) -> str:
     cells = [[_cell(v) for v in row] for row in result.rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(result.columns)]
+    columns = [visible(c, MAX_CELL) for c in result.columns]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()  # noqa: E731
-    body = [line(result.columns), line(["-" * w for w in widths]), *(line(r) for r in cells)]
+    body = [line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)]
     return "\n".join([*body, summary(result)])
 
 

@@ -18,6 +18,7 @@ from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcom
 from app.formatting import compared
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
+from core.text import visible
 from db.results import SeriesPoint, WindowFigures
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
@@ -73,12 +74,12 @@ class Verdict:
     @property
     def headline(self) -> str:
         """One line for a banner or an e-mail subject."""
-        window = format_duration(self.window_s)
+        window, target = format_duration(self.window_s), visible(self.target)
         if self.state == NO_DATA:
-            return f"{self.target}: no data over {window}: {self.reason}"
+            return f"{target}: no data over {window}: {self.reason}"
         if self.state == IN_SWEET_SPOT:
-            return f"{self.target}: in the sweet spot over {window}"
-        return f"{self.target}: outside the sweet spot over {window}: " + "; ".join(c.text for c in self.clauses)
+            return f"{target}: in the sweet spot over {window}"
+        return f"{target}: outside the sweet spot over {window}: " + "; ".join(c.text for c in self.clauses)
 
 
 def evaluate(

@@ -24,6 +24,7 @@ from core.errors import SweetspotError
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
+from core.text import escaped, visible
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 
@@ -668,6 +669,10 @@ def _validate_email(alerts: AlertsSettings) -> None:
             raise ConfigError(f"alerts.email.routes[{i}].severity: {route.severity!r} is not warning or critical")
         if not route.to:
             raise ConfigError(f"alerts.email.routes[{i}].to: a route needs at least one recipient")
+    _check_addresses("alerts.email.from_address", (email.from_address,), "SWEETSPOT_ALERT_FROM")
+    _check_addresses("alerts.email.to", email.to, "SWEETSPOT_ALERT_TO")
+    for i, route in enumerate(email.routes):
+        _check_addresses(f"alerts.email.routes[{i}].to", route.to, "")
     if email.enabled and not email.from_address:
         raise ConfigError("alerts.email.from_address: required once alerts.email.host is set (or SWEETSPOT_ALERT_FROM)")
     if email.enabled and not email.to and not email.routes:
@@ -685,6 +690,16 @@ def _validate_email(alerts: AlertsSettings) -> None:
         zone(digest.timezone)
     except ScheduleError as exc:
         raise ConfigError(f"alerts.digest.{exc.key}: {exc}") from None
+
+
+def _check_addresses(key: str, addresses: tuple[str, ...], variable: str) -> None:
+    """An address goes into a mail header: a line break or other control character in it is refused
+    here, with the setting's name, rather than failing every e-mail later."""
+    for address in addresses:
+        if escaped(address) != address:
+            where = f" (or {variable}, comma-separated)" if variable else ""
+            raise ConfigError(f"{key}: '{visible(address)}' holds a line break or control character; "
+                              f"give one e-mail address per entry{where}")  # fmt: skip
 
 
 def _with_bearer_tokens(sources: tuple[PrometheusSettings, ...], environ: Mapping[str, str]) -> tuple[PrometheusSettings, ...]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from core.errors import QueryError
 
 HINT = "See docs/query.md for what a query may do"
+PRAGMA_HINT = "The views' columns and units are listed in docs/query.md and in the Query page's schema browser"
 STARTS = ("select", "with", "values")
 
 # rule name → (what it refuses, the words refused). Words are compared outside literals and comments.
@@ -189,6 +190,9 @@ def check(sql: str, dialect: str) -> str:
         first = toks[0].text.upper()
         raise refuse("select-only", f"a query starts with SELECT, WITH or VALUES, not {first}")
     for tok in toks:
+        if tok.kind in ("word", "quoted") and tok.text.startswith("pragma_"):
+            raise refuse("no-settings", f"{tok.text}() runs a PRAGMA, and PRAGMAs are refused (they read and change "
+                         "the database's own settings, not the data)", PRAGMA_HINT)  # fmt: skip
         if tok.kind in ("word", "quoted") and is_denied_function(tok.text.lower()):
             raise refuse("no-file-or-setting-functions", f"{tok.text}() touches files, settings or other sessions")
         if tok.kind != "word":

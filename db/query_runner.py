@@ -16,8 +16,15 @@ A refusal or failure is a :class:`core.errors.QueryError` whose message names th
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
 import re
+import select
 import sqlite3
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,10 +34,19 @@ from typing import Any
 from core.errors import QueryError
 from core.redact import masked
 from db import query_functions, query_guard
-from db.engine import normalize_url
+
+_ROOT = Path(__file__).resolve().parents[1]  # the child process imports this module from here
 
 MAX_VALUE_BYTES = 10_000_000  # a text or blob bigger than this is an error, not gigabytes of memory
 PROGRESS_EVERY = 1000  # SQLite virtual-machine steps between two looks at the clock
+KILL_GRACE_S = 0.5  # after the time limit, a query still inside one long function call is killed
+STARTUP_S = 30.0  # the most a spawned query process may take to start (imports, on a loaded machine)
+# Each SQLite query runs in a process of its own. A process running one thread (the CLI) forks itself:
+# a few milliseconds. A threaded one (the dashboard's server) never forks (another thread may hold a
+# lock, SQLite's or the allocator's, that the child would wait on forever) and does not use
+# multiprocessing's spawn either (it re-runs the parent's __main__, which Streamlit sets to the page
+# script): it starts ``python -m db.query_runner``, about 0.3 s, which reads the query on stdin.
+_READY = b"R"
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,8 @@ class Result:
 
 def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None) -> Result:
     """Run one read-only query. ``params`` bind ``:name`` placeholders (canned queries)."""
+    from db.engine import normalize_url  # here: the query's child process (below) need not import SQLAlchemy
+
     limits = limits.checked()
     url = normalize_url(db_url)
     dialect = url.get_backend_name()
@@ -101,8 +119,104 @@ def _authorizer(denied: list[str]) -> Any:
 
 
 def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The query in a process of its own, killed ``KILL_GRACE_S`` after the time limit: the progress
+    handler stops a query between virtual-machine steps, but one function call can do all its work
+    in a single step (``printf('%.*c', 2147483647, 'x')`` took 31 s, ``instr`` and ``replace`` of two
+    long texts grow with the square of their lengths) and only the process's end stops that."""
     if not path.exists():
         raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
+    run = _forked if threading.active_count() == 1 else _spawned
+    answer = run(path, sql, limits, params)
+    if isinstance(answer, QueryError):
+        raise answer
+    return answer
+
+
+def _ended() -> QueryError:  # the process died without answering: out of memory, killed from outside
+    return QueryError("the query's process ended without an answer (out of memory?)",
+                      "Narrow the query: fewer rows, smaller values", "sql-error")  # fmt: skip
+
+
+def _forked(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
+    processes = multiprocessing.get_context("fork")
+    receive, send = processes.Pipe(duplex=False)
+    child = processes.Process(target=_sqlite_child, args=(send, path, sql, limits, params), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(limits.timeout_s + KILL_GRACE_S):
+            raise _timeout(limits)
+        return receive.recv()
+    except EOFError:
+        raise _ended() from None
+    finally:
+        receive.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def _spawned(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(_ROOT), os.environ.get("PYTHONPATH"))))}
+    child = subprocess.Popen([sys.executable, "-m", __spec__.name if __spec__ else "db.query_runner"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(pickle.dumps((path, sql, limits, params)))
+        child.stdin.close()
+        data, timed_out = _answer(child.stdout.fileno(), limits.timeout_s + KILL_GRACE_S)
+        if timed_out:
+            raise _timeout(limits)
+        if not data.startswith(_READY) or len(data) == 1:
+            raise _ended()
+        return pickle.loads(data[1:])  # noqa: S301 - our own child's answer
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def _answer(fd: int, limit_s: float) -> tuple[bytes, bool]:
+    """All the child writes until it exits; the limit runs from its first byte (it has started).
+    ``(what it wrote, True)`` when the limit or ``STARTUP_S`` passed first."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            return b"".join(chunks), True
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks), False
+        if not chunks:
+            deadline = time.monotonic() + limit_s
+        chunks.append(chunk)
+
+
+def _serve_one() -> None:
+    """``python -m db.query_runner``: one query read from stdin, its answer written to stdout."""
+    path, sql, limits, params = pickle.load(sys.stdin.buffer)  # noqa: S301 - from the parent process
+    out = sys.stdout.buffer
+    out.write(_READY)
+    out.flush()
+    try:
+        answer: Any = _sqlite_in_process(path, sql, limits, params)
+    except QueryError as exc:
+        answer = exc
+    out.write(pickle.dumps(answer))
+    out.flush()
+
+
+def _sqlite_child(send: Any, path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> None:
+    try:
+        answer: Any = _sqlite_in_process(path, sql, limits, params)
+    except QueryError as exc:
+        answer = exc
+    send.send(answer)
+    send.close()
+
+
+def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
     denied: list[str] = []
     deadline = time.monotonic() + limits.timeout_s
@@ -122,12 +236,32 @@ def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tup
         conn.close()
 
 
+# What SQLite's authorizer refused, said in the user's terms: the guard lets no write through, so a
+# write to sqlite_master comes from SQLite itself declaring a virtual table for a table-valued function.
+_DENIED_TEXT = {
+    "UPDATE sqlite_master": "table-valued functions that declare a virtual table (json_each, json_tree, pragma_*) "
+    "are not allowed on the read-only query connection",
+    "INSERT": "the query would write rows ({0}), and queries only read",
+    "UPDATE": "the query would change rows ({0}), and queries only read",
+    "DELETE": "the query would delete rows ({0}), and queries only read",
+    "ATTACH": "attaching another database file is not allowed",
+    "PRAGMA": "PRAGMA {0} is not allowed (PRAGMAs read and change the database's own settings)",
+}
+
+
+def _denied_text(what: str) -> str:
+    action, _, rest = what.partition(" ")
+    for key in (f"{action} {rest.split(' ')[0]}", action):
+        if key in _DENIED_TEXT:
+            return _DENIED_TEXT[key].format(rest or "?")
+    return f"{what} is not allowed (queries may only read tables and call functions)"
+
+
 def _sqlite_error(exc: sqlite3.Error, denied: list[str], limits: Limits) -> QueryError:
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if denied:
-        return QueryError(
-            f"refused by rule read-only-authorizer: {denied[0]} is not allowed", query_guard.HINT, "read-only-authorizer"
-        )
+        return QueryError(f"refused by rule read-only-authorizer: {_denied_text(denied[0])}", query_guard.HINT,
+                          "read-only-authorizer")  # fmt: skip
     if detail == "interrupted":
         return _timeout(limits)
     return QueryError(f"the query failed: {detail}", "Check the SQL against docs/query.md's views", "sql-error")
@@ -182,3 +316,7 @@ def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any]
 
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+if __name__ == "__main__":
+    _serve_one()

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from app.alerts.model import RESOLVED
+from app.loader import load_settings
 from app.notify.notifier import Notifier
 from core.settings import Settings
 from db import schema

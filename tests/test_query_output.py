@@ -81,3 +81,23 @@ def test_overview_chart_data_as_csv():
     rows = list(csv.reader(io.StringIO(widgets.series_csv([point], ["tokens_per_s", "ttft_p95_s", "queue_depth_max"]))))
     assert rows == [["time", "ts", "tokens_per_s", "ttft_p95_s", "queue_depth_max"],
                     ["2027-01-15T08:00:00Z", "1800000000", "100.0", "2.5", ""]]  # fmt: skip
+
+
+HOSTILE = Result(
+    ("=HYPERLINK(\"http://x\")", "n"),
+    [("=cmd|' /C calc'!A0", -3), ("@SUM(A1:A9)", 2.5), ("+1+1", None), ("-2+3", 0), ("\tx", 1), ("\rx", 1),
+     ("plain", 1), ("llama\r\n\x1b[2J", 1)],
+    truncated=False, elapsed_s=0.01, row_limit=100,
+)  # fmt: skip
+
+
+def test_csv_cells_that_would_be_formulas_start_with_a_quote():
+    rows = list(csv.reader(io.StringIO(query_output.to_csv(HOSTILE), newline="")))
+    assert rows[0] == ["'=HYPERLINK(\"http://x\")", "n"]
+    assert [r[0] for r in rows[1:7]] == ["'=cmd|' /C calc'!A0", "'@SUM(A1:A9)", "'+1+1", "'-2+3", "'\tx", "'\rx"]
+    assert rows[7][0] == "plain" and [r[1] for r in rows[1:3]] == ["-3", "2.5"]  # numbers stay numbers
+
+
+def test_the_table_shows_control_characters_as_escapes():
+    text = query_output.to_table(HOSTILE)
+    assert "\x1b" not in text and "\r" not in text and "llama\\r\\n\\x1b[2J" in text

@@ -24,6 +24,7 @@ NOW = float(int(time.time()))
 ROOT = Path(__file__).resolve().parents[1]
 SPY = Path(tempfile.gettempdir()) / f"sweetspot-hostile-{os.getpid()}"
 
+TEXT_9M = "printf('%.*c', 9000000, 'x')"  # a 9 MB text, under the 10 MB value cap
 # (name, SQL, the rule expected to refuse it: "guard:<rule>", or a rule name any layer may report)
 HOSTILE = [
     ("insert", "INSERT INTO targets (name) VALUES ('x')", "select-only"),
@@ -36,7 +37,8 @@ HOSTILE = [
     ("attach", f"ATTACH DATABASE '{SPY}.db' AS spy", "select-only"),
     ("attach-in-select", f"SELECT 1 FROM (SELECT 1) WHERE 0 AND (ATTACH '{SPY}')", "no-files"),
     ("pragma", "PRAGMA journal_mode=DELETE", "select-only"),
-    ("pragma-function", "SELECT * FROM pragma_table_info('samples')", "read-only-authorizer|sql-error"),
+    ("pragma-function", "SELECT * FROM pragma_table_info('samples')", "no-settings"),
+    ("pragma-function-quoted", 'SELECT * FROM "PRAGMA_DATABASE_LIST"', "no-settings"),
     ("vacuum-into", f"VACUUM INTO '{SPY}.db'", "select-only"),
     ("load-extension", "SELECT load_extension('/tmp/evil.so')", "no-file-or-setting-functions"),
     ("load-extension-quoted", "SELECT \"LOAD_EXTENSION\"('/tmp/evil.so')", "no-file-or-setting-functions"),
@@ -69,8 +71,20 @@ HOSTILE = [
     ("runaway-recursive-cte", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", "time-limit"),
     ("runaway-cross-join", "SELECT count(*) FROM minutes a, minutes b, minutes c, minutes d", "time-limit"),
     ("huge-value", "SELECT length(zeroblob(2000000000))", "sql-error|time-limit"),
+    # work done inside one function call, between two looks at the clock (SQLite) or inside the server
+    ("printf-width", "SELECT printf('%.*c', 2147483647, 'x')", "sql-error|time-limit"),
+    ("format-width", "SELECT length(format('%.*c', 2147483647, 'x'))", "sql-error|time-limit"),
+    ("randomblob", "SELECT length(randomblob(2000000000))", "sql-error|time-limit"),
+    ("replace-amplified", f"SELECT length(replace(replace(replace({TEXT_9M}, 'x', 'xxxx'), 'x', 'xxxx'), 'x', 'xxxx'))",
+     "sql-error|time-limit"),
+    ("instr-quadratic", f"SELECT instr({TEXT_9M}, substr({TEXT_9M}, 1, 4500000) || 'y')", "sql-error|time-limit"),
+    ("substr-huge", f"SELECT length(substr({TEXT_9M} || {TEXT_9M}, 1, 2147483647))", "sql-error|time-limit"),
+    ("pg-repeat", "SELECT length(repeat(repeat('x', 100000000), 10))", "sql-error|time-limit"),
+    ("pg-lpad", "SELECT sum(length(md5(lpad('x', 10000000 + g, 'y')))) FROM generate_series(1, 10000) g", "time-limit"),
 ]
-DIALECT_ONLY = {"pg-ls-dir": "postgresql", "huge-value": "sqlite"}
+DIALECT_ONLY = {"pg-ls-dir": "postgresql", "huge-value": "sqlite", "printf-width": "sqlite", "pg-repeat": "postgresql",
+                "pg-lpad": "postgresql", "instr-quadratic": "sqlite", "replace-amplified": "sqlite",
+                "substr-huge": "sqlite", "randomblob": "sqlite"}  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -110,7 +124,8 @@ def test_hostile_sql_is_refused_or_stopped_and_nothing_changes(url, name, sql, r
     started = time.monotonic()
     with pytest.raises(QueryError) as caught:
         run_query(url, sql, Limits(timeout_s=0.5))
-    assert time.monotonic() - started < 10
+    # the limit, the kill's grace (SQLite) and the start of a process or connection on a loaded machine
+    assert time.monotonic() - started < 5
     assert caught.value.rule in rule.split("|"), caught.value.one_line()
     assert "\n" not in caught.value.one_line()
     assert fingerprint(url) == before

@@ -12,6 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app.ui import state
+from db.results import WindowFigures
 from tests.fake_reader import BrokenReader, FakeReader
 
 MAIN = Path(__file__).resolve().parents[1] / "app" / "ui" / "main.py"
@@ -187,3 +188,13 @@ def test_overview_judges_by_the_targets_own_thresholds_and_rules(app, tmp_path, 
     body = texts(at)
     assert "In the sweet spot" in body and not at.error, body
     assert "TTFT P95 over 5m" not in body and "preemptions over 5m" not in body
+
+
+def test_an_error_quoting_a_name_is_plain_text(app):
+    class Quoting(BrokenReader):
+        def window(self, *args: object, **kwargs: object) -> WindowFigures:
+            raise RuntimeError("no such model: ![x](http://127.0.0.1:9/x.png)")
+
+    at = run_page(app(Quoting(time.time())), PAGES[0])
+    (error,) = at.error
+    assert r"no such model\: \!\[x\](http\://127.0.0.1\:9/x.png)" in error.body

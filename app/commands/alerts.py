@@ -26,6 +26,7 @@ from app.formatting import clock, number
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.text import visible
 
 HELP = "alerts firing and pending now, their history, the effective rules, a backtest, silences"
 
@@ -88,10 +89,12 @@ def _run_list(args: argparse.Namespace, settings: Settings) -> int:
         print("no alert firing or pending")
     for a in alerts:
         held = f" [silenced: {a['silenced_by']}]" if a["silenced"] else ""
-        print(f"{a['state'].upper():8} {a['severity']:8} {a['target']} {a['rule']} since {clock(a['since'])}{held}")
-        print(f"         {a['summary']}")
+        # names come from outside (model from /metrics, target and rule from the settings): escaped
+        where = visible(a["target"]) + (f" / model {visible(a['model'])}" if a["model"] else "")
+        print(f"{a['state'].upper():8} {a['severity']:8} {where} {visible(a['rule'])} since {clock(a['since'])}{held}")
+        print(f"         {visible(a['summary'], 1000)}")
         if a["recommendation"]:
-            print(f"         → {a['recommendation']}")
+            print(f"         → {visible(a['recommendation'], 1000)}")
     return 0
 
 
@@ -122,7 +125,8 @@ def _run_history(args: argparse.Namespace, settings: Settings) -> int:
     if not rows:
         print(f"no transition in the last {args.since}")
     for r in rows:
-        print(f"{clock(r['at'])} {r['target']} {r['rule']}: {r['from']} → {r['to']} ({r['summary']})")
+        where = visible(r["target"]) + (f" / model {visible(r['model'])}" if r["model"] else "")
+        print(f"{clock(r['at'])} {where} {visible(r['rule'])}: {r['from']} → {r['to']} ({visible(r['summary'], 1000)})")
     return 0
 
 

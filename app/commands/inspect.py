@@ -18,6 +18,7 @@ from collectors.vllm import parse_vllm, total_figures
 from core.errors import ScrapeError, UsageError
 from core.redact import masked
 from core.settings import HttpSettings, Settings, http_from_flags
+from core.text import terminal, visible
 
 HELP = "read a vLLM /metrics URL or a file of exposition text and print what the collector reads"
 
@@ -203,7 +204,7 @@ def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
              for a, b, c, d, e in rows]
     incomplete = report.get("incomplete_histograms", [])
     names = dict.fromkeys([*report["model_names"], *(h["model"] for h in incomplete)])
-    models = [name or "(no model_name label)" for name in names]
+    models = [visible(name) if name else "(no model_name label)" for name in names]
     engines = report["engines"]
     head = [
         f"source   {report['source']}",
@@ -220,12 +221,12 @@ def render_table(report: dict[str, Any], scrape: VllmScrape) -> str:
     tail = ["", f"missing  {', '.join(report['missing']) or '(none)'}", *map(_incomplete_line, incomplete)]
     if report["cache_config"]:
         tail.insert(1, "cache    " + ", ".join(f"{k}={v}" for k, v in sorted(report["cache_config"].items())))
-    return "\n".join(head + table + tail)
+    return terminal("\n".join(head + table + tail))
 
 
 def _incomplete_line(h: dict[str, Any]) -> str:
     """``WARNING  ttft (vllm:…) model llama engine="0": buckets le=0.5: 4, le=1.0: 9; no +Inf bucket, no _count …``"""
-    labels = "".join(f' {k}="{v}"' for k, v in sorted(h["labels"].items()))
+    labels = "".join(f' {visible(k)}="{visible(v)}"' for k, v in sorted(h["labels"].items()))
     buckets = ", ".join(f"le={le}: {_fmt(n)}" for le, n in h["buckets"]) or "none"
     if "+Inf bucket" in h["missing"] and "_count" in h["missing"]:
         effect = "quantiles unknown (the collector leaves this series out)"
@@ -234,7 +235,7 @@ def _incomplete_line(h: dict[str, Any]) -> str:
     else:
         effect = "the +Inf bucket stands in for the count"
     missing = ", ".join(f"no {m}" for m in h["missing"])
-    return f"WARNING  {h['figure']} ({h['metric']}) model {h['model'] or '(none)'}{labels}: buckets {buckets}; {missing}: {effect}"
+    return f"WARNING  {h['figure']} ({h['metric']}) model {visible(h['model']) if h['model'] else '(none)'}{labels}: buckets {buckets}; {missing}: {effect}"
 
 
 def _started(unix_s: Any) -> str:

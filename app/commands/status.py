@@ -16,6 +16,7 @@ from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
+from core.text import terminal, visible
 from db.queries import Reader
 from db.results import WindowFigures
 
@@ -118,7 +119,7 @@ def render(fig: WindowFigures) -> str:
     """The readable table: one line per figure with its unit, and the window."""
     over = format_duration(fig.window_s)
     lines = [
-        f"{fig.target}{f' / {fig.model}' if fig.model else ''}: figures over {over} "
+        f"{visible(fig.target)}{f' / {visible(fig.model)}' if fig.model else ''}: figures over {over} "
         f"({fig.scrapes} scrapes, {fig.failed_scrapes} failed)"
     ]
     data = figures_json(fig)
@@ -138,8 +139,8 @@ def render(fig: WindowFigures) -> str:
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"
         lines.append(f"  GPU {g.index if g.index is not None else '?'} {g.uuid}: memory {used}, memory busy {busy}")
     if fig.last_error:
-        lines.append(f"  last error: {fig.last_error}")
-    return "\n".join(lines)
+        lines.append(f"  last error: {visible(fig.last_error, 500)}")
+    return terminal("\n".join(lines))
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
@@ -167,7 +168,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **email}, indent=2, allow_nan=False))
     else:
-        print(verdict.headline)
+        print(terminal(verdict.headline))
         print(render(fig))
         print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
     return 0

@@ -28,6 +28,7 @@ from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
 from core.schedule import zone
 from core.settings import Settings, effective_sweetspot
+from core.text import visible
 from db import schema
 from db.results import SeriesPoint, WindowFigures
 
@@ -174,17 +175,17 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
         f"incidents: {len(d.incidents) or 'none'}",
     ]
     for i in d.incidents:
-        where = f" ({i.model})" if i.model else ""
+        where = f" ({visible(i.model)})" if i.model else ""
         state = "" if i.ended_at is not None else ", still firing"
         lines.append(f"  - {_when(i.started_at, timezone)} for {elapsed(i.duration_s(end))}{state}: "
-                     f"{i.rule}{where} [{i.severity}] {i.summary}")  # fmt: skip
+                     f"{visible(i.rule)}{where} [{i.severity}] {visible(i.summary, 1000)}")  # fmt: skip
     return lines
 
 
 def render_text(digest: Digest) -> str:
     out = [subject(digest), f"from {_when(digest.start, digest.timezone)} to {_when(digest.end, digest.timezone)}", ""]
     for d in digest.targets:
-        out += [f"{d.target}:", *(f"  {line}" for line in _lines(d, digest.end, digest.timezone)), ""]
+        out += [f"{visible(d.target)}:", *(f"  {line}" for line in _lines(d, digest.end, digest.timezone)), ""]
     if not digest.targets:
         out.append("no target stored yet")
     return "\n".join(out) + "\n"
@@ -199,7 +200,7 @@ def render_html(digest: Digest, charts: Charts, inline: bool) -> tuple[str, dict
     images: dict[str, str] = {}
     parts = [f"<h1 style='font-size:18px'>{e(subject(digest))}</h1>"]
     for d in digest.targets:
-        parts.append(f"<h2>{e(d.target)}</h2><ul>" + "".join(f"<li>{e(line.strip())}</li>" for line in _lines(d, digest.end, digest.timezone)) + "</ul>")
+        parts.append(f"<h2>{e(visible(d.target))}</h2><ul>" + "".join(f"<li>{e(line.strip())}</li>" for line in _lines(d, digest.end, digest.timezone)) + "</ul>")
         for png in charts(d.target):
             cid = f"chart{len(images) + 1}"
             data = base64.b64encode(png).decode()

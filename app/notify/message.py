@@ -4,6 +4,10 @@ Subject ``[FIRING:2] prod-70b: preemptions, TTFT P95`` (``[RESOLVED] …`` once 
 firing). For each alert: the clause that broke (value against threshold and window, as the
 evaluator's summary says it), since when, the recommendation and a link to the dashboard's
 Overview over the incident (``dashboard_url`` + the URL parameters of app/ui/state.py).
+
+Every name in it (rule, target, model, group values) comes from outside: it is written as
+:mod:`core.text` makes it safe for its place (a CR/LF or escape sequence shown as ``\r\n``,
+``\x1b``, lengths bounded), so a hostile name costs its own field, never the e-mail.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from app.alerts.model import AlertState
 from app.notify.grouping import Due
 from app.notify.outbox import Notification, Outgoing
 from core.settings import EmailSettings
+from core.text import header, visible
 
 # short names of the default rules for subjects; another rule is named by its own name
 TITLES = {
@@ -36,11 +41,12 @@ TITLES = {
     "target_down": "target down",
 }
 LEAD_S = 1800.0  # the dashboard link starts this long before the alert's condition first held
+SUMMARY_LIMIT = 1000  # characters of an alert's summary or recommendation in an e-mail
 Chart = Callable[[AlertState], bytes | None]
 
 
 def title(state: AlertState) -> str:
-    return TITLES.get(state.rule, state.rule.replace("_", " "))
+    return visible(TITLES.get(state.rule, state.rule.replace("_", " ")))
 
 
 def when(ts: float | None) -> str:
@@ -66,7 +72,7 @@ def _local(ts: float) -> str:
 def subject(due: Due) -> str:
     names = list(dict.fromkeys(title(s) for s in (due.firing or due.resolved)))
     head = f"[FIRING:{len(due.firing)}]" if due.firing else "[RESOLVED]"
-    return f"{head} {due.label}: {', '.join(names)}"
+    return header(f"{head} {visible(due.label)}: {', '.join(names)}")
 
 
 def compose(due: Due, email: EmailSettings, now: float, chart: Chart) -> Outgoing:
@@ -105,10 +111,10 @@ def summary_of(state: AlertState) -> dict[str, Any]:
 
 
 def _text(state: AlertState, resolved: bool, link: str) -> list[str]:
-    lines = [f"- {title(state)} ({state.severity}) on {_where(state)}: {state.summary}"]
+    lines = [f"- {title(state)} ({state.severity}) on {_where(state)}: {_summary(state)}"]
     lines.append(f"  firing since {when(state.firing_since)}" + (f", resolved at {when(state.resolved_at)}" if resolved else ""))
     if state.recommendation and not resolved:
-        lines.append(f"  What to do: {state.recommendation}")
+        lines.append(f"  What to do: {visible(state.recommendation, SUMMARY_LIMIT)}")
     if link:
         lines.append(f"  Dashboard: {link}")
     return [*lines, ""]
@@ -119,12 +125,12 @@ def _html(state: AlertState, resolved: bool, link: str, cid: str) -> str:
     colour = "#2ca02c" if resolved else ("#d62728" if state.severity == "critical" else "#ff7f0e")
     parts = [
         f"<div style='border-left:4px solid {colour};padding-left:10px;margin:12px 0'>",
-        f"<p><b>{e(title(state))}</b> ({e(state.severity)}) on {e(_where(state))}<br>{e(state.summary)}</p>",
+        f"<p><b>{e(title(state))}</b> ({e(state.severity)}) on {e(_where(state))}<br>{e(_summary(state))}</p>",
         f"<p>Firing since {e(when(state.firing_since))}"
         + (f", resolved at {e(when(state.resolved_at))}" if resolved else "") + "</p>",
     ]  # fmt: skip
     if state.recommendation and not resolved:
-        parts.append(f"<p><b>What to do:</b> {e(state.recommendation)}</p>")
+        parts.append(f"<p><b>What to do:</b> {e(visible(state.recommendation, SUMMARY_LIMIT))}</p>")
     if cid:
         parts.append(f"<p><img src='cid:{cid}' alt='{e(title(state))}, last hour' width='560'></p>")
     if link:
@@ -133,19 +139,24 @@ def _html(state: AlertState, resolved: bool, link: str, cid: str) -> str:
 
 
 def _where(state: AlertState) -> str:
-    return f"{state.target} / {state.model}" if state.model else state.target
+    return f"{visible(state.target)} / {visible(state.model)}" if state.model else visible(state.target)
+
+
+def _summary(state: AlertState) -> str:
+    return visible(state.summary, SUMMARY_LIMIT)
 
 
 def mime(notification: Notification, sender: str, domain: str = "sweetspot.local") -> EmailMessage:
     """The RFC 5322 message of a stored notification. Its Message-ID is derived from the outbox id,
     so the one duplicate a crash can cause (docs/alerts.md) carries the same id as the first copy."""
     msg = EmailMessage()
-    msg["Subject"] = notification.subject
+    # header() again: a notification queued before names were made safe must still be deliverable
+    msg["Subject"] = header(notification.subject)
     msg["From"] = sender
     msg["To"] = ", ".join(notification.recipients)
     msg["Date"] = formatdate(notification.created_at, localtime=True)
     msg["Message-ID"] = f"<sweetspot.{notification.created_at}.{notification.id}@{domain}>"
-    msg["X-Sweetspot-Group"] = notification.group_key
+    msg["X-Sweetspot-Group"] = header(notification.group_key)
     msg.set_content(notification.body_text)
     msg.add_alternative(notification.body_html, subtype="html")
     html_part = msg.get_body(("html",))

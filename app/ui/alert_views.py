@@ -27,7 +27,7 @@ def overview_link(s: AlertState, now: float) -> str:
 def alert_rows(alerts: Sequence[tuple[AlertState, str | None]], now: float) -> list[dict[str, str]]:
     return [
         {
-            "state": s.state, "severity": s.severity, "target": s.target, "rule": s.rule,
+            "state": s.state, "severity": s.severity, "target": s.target, "model": s.model, "rule": s.rule,
             "since": f"{clock(since(s))} ({ago(since(s), now)})", "what": s.summary,
             "silenced": held or "", "recommendation": s.recommendation, "overview": overview_link(s, now),
         }
@@ -40,7 +40,7 @@ def timeline_rows(history: Sequence[Transition], start: float, end: float) -> pd
     rows = []
     by_alert: dict[str, list[Transition]] = {}
     for t in history:
-        by_alert.setdefault(f"{t.target} · {t.rule}", []).append(t)
+        by_alert.setdefault(" · ".join(x for x in (t.target, t.model, t.rule) if x), []).append(t)
     for name, changes in by_alert.items():
         spans = [(start, changes[0].from_state)] + [(float(t.at), t.to_state) for t in changes]
         for (begin, state), (finish, _) in zip(spans, [*spans[1:], (end, "")], strict=True):

@@ -19,10 +19,12 @@ import streamlit as st
 from app import query_output
 from core.errors import QueryError, SweetspotError
 from core.settings import Settings
+from core.text import markdown
 from db import canned, query_runner, query_views, saved_queries
 
 PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
 NONE = "(none)"
+ERROR_LIMIT = 2000  # characters of an error shown on the page
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def param_inputs(sql: str, name: str | None) -> dict[str, str]:
 
 def show_result(outcome: Outcome) -> None:
     if outcome.error:
-        st.error(outcome.error, icon=":material/block:")
+        # the error quotes the query (a shared ?sql= link's): plain text, never Markdown
+        st.error(markdown(outcome.error, ERROR_LIMIT), icon=":material/block:")
         return
     result = outcome.result
     assert result is not None
@@ -135,9 +138,9 @@ def save_box(db_url: str, sql: str) -> None:
         if st.form_submit_button("Save"):
             try:
                 saved_queries.save(db_url, name, sql)
-                st.success(f"Saved {name!r}.")
+                st.success(f"Saved {markdown(repr(name))}.")
             except QueryError as exc:
-                st.error(exc.one_line())
+                st.error(markdown(exc.one_line(), ERROR_LIMIT))
 
 
 def schema_browser() -> None:

@@ -34,6 +34,7 @@ from core.settings import (
     SweetSpotSettings,
     effective_sweetspot,
 )
+from core.text import markdown, markdown_code, reads_the_same_in_markdown
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 T = TypeVar("T")
@@ -183,12 +184,13 @@ def guard(what: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return call(*args, **kwargs)
     except SweetspotError as exc:
-        st.error(f"Could not read {what}: {exc.one_line()}", icon=":material/error:")
+        # an error may quote a name from outside: plain text
+        st.error(f"Could not read {what}: {markdown(exc.one_line(), 1000)}", icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the page must show one line, never a traceback
         settings = st.session_state.get("_settings")
         url = masked(settings.db_url) if settings else "db_url"
         st.error(
-            f"Could not read {what}: {type(exc).__name__}: {masked(str(exc))}. Check that the database at {url} exists "
+            f"Could not read {what}: {type(exc).__name__}: {markdown(masked(str(exc)), 1000)}. Check that the database at {url} exists "
             "and the collector has written to it (python -m app run), or set db_url / SWEETSPOT_DB_URL.",
             icon=":material/error:",
         )
@@ -215,7 +217,7 @@ def url_notices(params: Mapping[str, str], choices: Mapping[str, Sequence[str]])
         if key in choices and (notice := choice_notice(key, value, choices[key])):
             notices.append(notice)
         elif key not in choices and key not in PAGE_PARAMS and not key.startswith(PAGE_PARAM_PREFIXES):
-            notices.append(f"URL parameter `{key}` is unknown and ignored (known: {', '.join([*choices, *PAGE_PARAMS])}).")
+            notices.append(f"URL parameter {markdown_code(key)} is unknown and ignored (known: {', '.join([*choices, *PAGE_PARAMS])}).")
     return notices
 
 
@@ -225,9 +227,9 @@ def choice_notice(key: str, value: str, values: Sequence[str]) -> str | None:
     (:data:`FALLBACKS`) or the first value."""
     if value in values or not values:
         return None
-    known = ", ".join(values[:8]) + (", …" if len(values) > 8 else "")
+    known = ", ".join(markdown(v) for v in values[:8]) + (", …" if len(values) > 8 else "")
     fallback = FALLBACKS.get(key, values[0])
-    return f"URL parameter `{key}={value}` is not one of {known}: showing `{fallback}`."
+    return f"URL parameter {markdown_code(f'{key}={value}')} is not one of {known}: showing {markdown_code(fallback)}."
 
 
 def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float] | None = None) -> View:
@@ -264,7 +266,9 @@ RADIO_MAX = 6  # up to this many choices are radio buttons (one click, all in si
 
 
 def _choice(label: str, options: list[str], key: str) -> Any:
-    if len(options) <= RADIO_MAX:
+    # A radio's labels are Markdown, a drop-down's plain text; a format_func would also change the
+    # values the URL carries. So a name from outside that would not read as typed gets a drop-down.
+    if len(options) <= RADIO_MAX and all(map(reads_the_same_in_markdown, options)):
         return st.sidebar.radio(label, options, key=key, bind="query-params")
     return st.sidebar.selectbox(label, options, key=key, bind="query-params")
 

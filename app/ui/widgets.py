@@ -21,6 +21,7 @@ from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from collectors.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
+from core.text import markdown
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
 
 
@@ -32,6 +33,8 @@ def since_text(ts: float | None, now: float, range_start: float) -> str:
         return f" — since before {clock(range_start)} (the whole chosen range)"
     return f" — since {clock(ts)} ({ago(ts, now).removesuffix(' ago')})"
 
+
+TEXT_LIMIT = 1000  # characters of a reason or clause shown in the banner
 
 # Running below this share of the sweet spot, with nothing queued, is under-loaded: the rules hold
 # because little is asked, not because the deployment is tuned.
@@ -99,9 +102,9 @@ def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float,
         return
     if verdict.state == NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
-        st.error(f"**No data** {over}: {verdict.reason}{no_data}.", icon=":material/cloud_off:")
+        st.error(f"**No data** {over}: {markdown(verdict.reason, TEXT_LIMIT)}{no_data}.", icon=":material/cloud_off:")
         return
-    lines = "\n".join(f"- {c.text}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
+    lines = "\n".join(f"- {markdown(c.text, TEXT_LIMIT)}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
     body = f"**Outside the sweet spot** {over}:\n{lines}"
     if verdict.severity == CRITICAL:
         st.error(body, icon=":material/error:")
@@ -174,11 +177,12 @@ def bandwidth_text(g: GpuFigures) -> str:
 
 
 def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
+    """Rows for ``st.table``, whose cells are Markdown: names read from exporters are escaped."""
     return [
         {
-            "GPU": f"#{g.index}" if g.index is not None else g.uuid[:12],
-            "name": g.name or MISSING,
-            "host": g.host or MISSING,
+            "GPU": f"#{g.index}" if g.index is not None else markdown(g.uuid[:12]),
+            "name": markdown(g.name) if g.name else MISSING,
+            "host": markdown(g.host) if g.host else MISSING,
             "memory used / total": f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}",
             "bandwidth": bandwidth_text(g),
             "peak bandwidth": f"{with_unit(g.peak_bw_gbps, 'GB/s')} ({g.peak_bw_source or 'unknown'})",
@@ -235,8 +239,8 @@ def engine_text(info: TargetInfo) -> str:
     if size:
         parts.append(f"- KV capacity: {tokens(float(size))} tokens per engine (cache_config_info)")
     if info.lora:
-        running = info.lora.get("running_lora_adapters") or "none"
-        waiting = info.lora.get("waiting_lora_adapters") or "none"
+        running = markdown(info.lora.get("running_lora_adapters") or "none")
+        waiting = markdown(info.lora.get("waiting_lora_adapters") or "none")
         parts.append(f"- LoRA adapters: running {running}; waiting {waiting} (max {info.lora.get('max_lora', '?')})")
     return "\n".join(parts)
 

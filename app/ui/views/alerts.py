@@ -13,6 +13,7 @@ from app.alerts.store import board
 from app.formatting import clock
 from app.ui import alert_views, notification_log, state
 from core.errors import SweetspotError
+from core.text import markdown, markdown_code
 
 ctx = state.context()
 st.header("Alerts")
@@ -25,8 +26,12 @@ if not data.alerts:
 for row in alert_views.alert_rows(data.alerts, now):
     with st.container(border=True):
         held = f" · silenced by {row['silenced']}" if row["silenced"] else ""
-        st.markdown(f"**{row['state'].upper()}** · {row['severity']} · **{row['target']}** · `{row['rule']}` · since {row['since']}{held}")
-        st.markdown(f"{row['what']}  \n→ {row['recommendation']}  \n[Open the Overview at that window]({row['overview']})")
+        # names come from outside (model from /metrics, target and rule from the settings): plain text
+        where = markdown(row["target"]) + (f" / model {markdown(row['model'])}" if row["model"] else "")
+        st.markdown(f"**{row['state'].upper()}** · {row['severity']} · **{where}** · {markdown_code(row['rule'])} · "
+                    f"since {row['since']}{held}")  # fmt: skip
+        st.markdown(f"{markdown(row['what'], 1000)}  \n→ {markdown(row['recommendation'], 1000)}  \n"
+                    f"[Open the Overview at that window]({row['overview']})")  # fmt: skip
 
 rows = alert_views.timeline_rows(data.history, data.start, data.end)
 if rows.empty:

@@ -7,10 +7,11 @@ import streamlit as st
 from app.formatting import GIB
 from app.ui import charts, state, traffic, widgets
 from core.durations import format_duration
+from core.text import markdown
 
 ctx = state.context()
 view = ctx.view
-st.header(f"GPUs · {view.target}")
+st.header(f"GPUs · {markdown(view.target)}")
 TABLE_WINDOW_S = 60.0
 # the gpu the URL asked for, read before the radio button resets a value it cannot show: the
 # notice then stays through the fragment's refreshes, as the sidebar's notices do

@@ -7,10 +7,11 @@ import streamlit as st
 from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
 from app.ui import charts, state
 from core.durations import format_duration
+from core.text import markdown
 
 ctx = state.context()
 view, rules = ctx.view, ctx.sweetspot
-st.header(f"Operating point · {view.target}")
+st.header(f"Operating point · {markdown(view.target)}")
 
 span = view.span(state.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.

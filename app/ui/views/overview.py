@@ -7,6 +7,7 @@ import streamlit as st
 from app.formatting import clock
 from app.ui import alert_views, charts, state, widgets
 from app.verdict import broken_since, evaluate, last_up
+from core.text import markdown
 
 QUEUE = ("queue_depth_max",)
 # Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
@@ -16,7 +17,7 @@ OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "ru
 
 ctx = state.context()
 view, sweetspot = ctx.view, ctx.sweetspot
-st.header(f"Overview · {view.target}" + (f" · {view.model}" if view.model else ""))
+st.header(f"Overview · {markdown(view.target)}" + (f" · {markdown(view.model)}" if view.model else ""))
 
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app.fleet import names_form
 from app.ui import state, widgets
+from core.text import markdown, markdown_code
 
 ctx = state.context()
 st.header("Targets")
@@ -13,24 +14,24 @@ now = state.now()
 
 for info in ctx.targets:
     with st.container(border=True):
-        st.subheader(info.name)
+        st.subheader(markdown(info.name))
         st.markdown(widgets.health_text(info, now))
         if info.last_error:
-            st.error(f"Last error: {info.last_error}", icon=":material/error:")
+            st.error(f"Last error: {markdown(info.last_error, 500)}", icon=":material/error:")
         if info.discovered_by:
             form = names_form(info)
-            st.caption(f"Discovered through Prometheus {info.discovered_by}"
-                       + (f" · vLLM names stored there as `{form}`" if form else ""))
+            st.caption(f"Discovered through Prometheus {markdown(info.discovered_by)}"
+                       + (f" · vLLM names stored there as {markdown_code(form)}" if form else ""))
         left, right = st.columns(2)
         left.markdown(
-            f"- metrics endpoint: `{info.vllm_url or 'built-in simulator'}`\n"
-            f"- models: {', '.join(info.models) or '—'}\n"
-            f"- gateway queue source: `{info.gateway_source}`\n"
-            f"- GPU source: `{info.gpu_source}` · GPUs seen: {len(info.gpus)}"
+            f"- metrics endpoint: {markdown_code(info.vllm_url or 'built-in simulator')}\n"
+            f"- models: {', '.join(markdown(m) for m in info.models) or '—'}\n"
+            f"- gateway queue source: {markdown_code(info.gateway_source)}\n"
+            f"- GPU source: {markdown_code(info.gpu_source)} · GPUs seen: {len(info.gpus)}"
         )
         right.markdown(f"Ceiling: {widgets.ceiling_text(info)}\n\n{widgets.engine_text(info)}")
         rows = widgets.metric_rows(info)
         if rows:
             st.table(rows, hide_index=True)
         if info.gpus:
-            st.caption("GPU UUIDs: " + ", ".join(info.gpus))
+            st.caption("GPU UUIDs: " + ", ".join(markdown(g) for g in info.gpus))

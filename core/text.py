@@ -1,0 +1,124 @@
+"""Names from outside made safe for each place they are written to. Pure.
+
+A model name read from a ``/metrics`` page, a target or rule name from a configuration file, a
+label value, a URL: each is data, whatever characters it holds. Each sink has its own rule:
+
+- :func:`visible` for a terminal, a log line, a plain-text body: control characters (C0, DEL, C1,
+  the Unicode line separators and bidirectional overrides) are shown as escapes (``\\n``, ``\\r``,
+  ``\\x1b``), so a name cannot move the cursor, clear the screen, start a new log line or hide text;
+- :func:`header` for an e-mail header or subject: :func:`visible` (so no CR or LF is left to break
+  the header) and a bounded length;
+- :func:`markdown` for a name inside Markdown (the dashboard's texts): :func:`visible`, then every
+  character that can begin markup backslash-escaped (CommonMark) when it holds markup, so
+  ``![x](http://host/x.png)`` is shown as typed and the viewer's browser fetches nothing, ``**``
+  stays two asterisks; :func:`markdown_code` puts a value in a code span that nothing in it can
+  close;
+- :func:`csv_cell` for a cell of a CSV download (OWASP's CSV injection advice): a text beginning
+  with ``=``, ``+``, ``-``, ``@``, a tab or a CR is prefixed with ``'``, so a spreadsheet reads it as
+  text, never as a formula;
+- every function but :func:`csv_cell` (which keeps the data whole) bounds the length
+  (:data:`MAX_NAME` characters unless told), so one huge name costs its own field, never a page or
+  an e-mail.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from core.redact import MaskingFormatter
+
+MAX_NAME = 200  # characters of a name shown anywhere; longer ones are cut with "…"
+MAX_HEADER = 250  # characters of an e-mail subject or header value (RFC 5322 folds it; readers cut it)
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# C0 controls, DEL, C1 controls; U+2028/2029 (line breaks to JavaScript and some terminals); the
+# bidirectional embeddings, overrides and isolates (text that reads in another order than it runs)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# the characters that can begin markup anywhere in a line, and those that do at its start
+_MARKUP_CHARACTER = re.compile(r"([\\`*_\[\]<>&$~|:!])")
+_BLOCK_START = re.compile(r"^(\s*|\s*\d+)([-+#.)])")
+# What can start markup in Markdown as Streamlit reads it: escapes, code, emphasis, links and images,
+# HTML and entities, math, strikethrough, tables, its directives (:red[...], :material/icon:, emoji),
+# and block markers at the start (lists, quotes, headings)
+_MARKUP = re.compile(r"[\\`*_\[\]<&$~|]|:[\w/-]+[\[:]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group(0)
+    return _SHORT.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters shown as escapes, whatever its length (a log message)."""
+    return _CONTROL.sub(_escape, text)
+
+
+def bounded(text: str, limit: int = MAX_NAME) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when anything was cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def visible(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as text for a terminal, a log or a plain-text body: control characters escaped, bounded.
+
+    ``visible("llama\\r\\n\\x1b[2J")`` is ``llama\\\\r\\\\n\\\\x1b[2J``: one line, drawn as typed.
+    """
+    return bounded(escaped(str(value)), limit)
+
+
+def terminal(text: str) -> str:
+    """A text of several lines for a terminal: every control character but LF shown as an escape
+    (names in it should have been made :func:`visible` already, so that their own LFs are escaped too)."""
+    return "\n".join(escaped(line) for line in text.split("\n"))
+
+
+def header(value: Any, limit: int = MAX_HEADER) -> str:
+    """``value`` for an e-mail header or subject: no CR, LF or other control character, bounded."""
+    return visible(value, limit)
+
+
+def markdown(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as literal text inside Markdown: control characters escaped, bounded, and every
+    character that can begin markup backslash-escaped (no link, image, emphasis, code, HTML, math
+    or Streamlit directive such as ``:red[...]`` can start in it, nor a list or heading). Text without markup is returned
+    as it is (escaping would not change how it reads)."""
+    text = visible(value, limit)
+    if not _MARKUP.search(text):
+        return text
+    return _BLOCK_START.sub(r"\1\\\2", _MARKUP_CHARACTER.sub(r"\\\1", text))
+
+
+def reads_the_same_in_markdown(value: str) -> bool:
+    """Whether ``value`` shown as Markdown reads as the text it is: no control character, no
+    character that starts markup, no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
+    does; ``![x](http://host/x.png)`` does not). For widgets whose labels are Markdown and cannot be
+    escaped without changing the value they stand for."""
+    return visible(value) == value and not _MARKUP.search(value)
+
+
+def markdown_code(value: Any, limit: int = MAX_NAME) -> str:
+    """``value`` as a Markdown code span: fenced by one backtick more than the longest run of
+    backticks in it (CommonMark), so nothing in it can close the span early."""
+    text = visible(value, limit)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet reads as the text it is: a text starting like a formula gets a
+    leading ``'`` (numbers and None pass unchanged, so ``-3`` stored as a number stays a number)."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+class LogFormatter(MaskingFormatter):
+    """Escapes control characters in a log line's message (a name holding CR/LF cannot forge a
+    second line, nor an escape sequence reach the terminal); a traceback keeps its lines. Every
+    line is masked as well (core.redact.MaskingFormatter)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return escaped(super().formatMessage(record))
