@@ -2,6 +2,7 @@
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -121,3 +122,54 @@ def test_collect_without_target_names_the_fix(tmp_path):
     done = app("collect", "--once", "--db", f"sqlite:///{tmp_path}/x.db")
     assert done.returncode == 2
     assert done.stderr.startswith("ERROR: no target to collect from") and "--vllm-url" in done.stderr
+
+
+def test_a_hanging_proxy_costs_its_source_and_sigterm_stops_the_collector(sim, tmp_path):
+    # A proxy that accepts and never answers: the round ends at its deadline with the source failed
+    # and logged, the other target is stored every round, and SIGTERM ends the process.
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen()
+        db = f"sqlite:///{tmp_path}/p.db"
+        cfg = tmp_path / "sweetspot.toml"
+        cfg.write_text(f"""db_url = "{db}"
+interval_s = "1s"
+scrape_timeout_s = "0.5s"
+
+[[targets]]
+name = "proxied"
+vllm_url = "http://vllm.invalid:8000/metrics"
+http = {{ proxy = "http://127.0.0.1:{proxy.getsockname()[1]}" }}
+
+[[targets]]
+name = "direct"
+vllm_url = "{sim.urls['vllm_metrics']}"
+""")
+        log = tmp_path / "collector.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "app", "--config", str(cfg), "collect"], cwd=ROOT,
+                                    stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            wait_until(lambda: scrapes(db, "proxied") >= 2 and scrapes(db, "direct") >= 2, "two rounds of each")
+            assert "proxied vllm: cannot reach http://vllm.invalid:8000/metrics (no answer within 0.5 s)" in log.read_text()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)  # the round in flight ends at its deadline, then the process
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, log.read_text()
+    assert "stopped cleanly" in log.read_text()
+    assert Reader(db).window("proxied", time.time() + 1, 600).up is False
+
+
+def scrapes(db: str, target: str) -> int:
+    try:
+        return Reader(db).window(target, time.time() + 1, 600).scrapes
+    except Exception:  # the database is not made yet
+        return 0
+
+
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
