@@ -320,6 +320,15 @@ def _masked_urls(conn: Connection) -> None:
             conn.execute(runs.update().where(runs.c.id == run_id).values(url=masked(url)))
 
 
+def _series_limit(conn: Connection) -> None:
+    # What a target's last page left out over its max_series, for the Targets page and `status`.
+    # A fresh database got both columns from 0001 (built from the current schema).
+    have = _columns(conn, "targets")
+    for name in ("series_dropped", "series_limit"):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} INTEGER"))
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
     ("0002_chart_covering_indexes", _chart_indexes),
@@ -333,6 +342,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0012_engines", _engines),
     ("0011_fleet", _fleet),
     ("0013_masked_urls", _masked_urls),
+    ("0015_series_limit", _series_limit),
 ]
 
 

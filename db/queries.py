@@ -278,6 +278,8 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 cache_config=json.loads(row.cache_config or "{}"),
                 lora=json.loads(row.lora or "{}"),
                 discovered_by=row.discovered_by,
+                series_dropped=row.series_dropped or 0,
+                series_limit=row.series_limit,
             )
         )
     return out

@@ -14,6 +14,7 @@ from app.collector import CollectorService
 from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
+from tests.support.collector_process import collector, two_targets, wait_until
 from tests.support.http_server import closed_port_url, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,24 +132,11 @@ def test_a_hanging_proxy_costs_its_source_and_sigterm_stops_the_collector(sim, t
         proxy.bind(("127.0.0.1", 0))
         proxy.listen()
         db = f"sqlite:///{tmp_path}/p.db"
-        cfg = tmp_path / "sweetspot.toml"
-        cfg.write_text(f"""db_url = "{db}"
-interval_s = "1s"
-scrape_timeout_s = "0.5s"
-
-[[targets]]
-name = "proxied"
-vllm_url = "http://vllm.invalid:8000/metrics"
-http = {{ proxy = "http://127.0.0.1:{proxy.getsockname()[1]}" }}
-
-[[targets]]
-name = "direct"
-vllm_url = "{sim.urls['vllm_metrics']}"
-""")
+        cfg = two_targets(tmp_path / "sweetspot.toml", f'db_url = "{db}"\ninterval_s = "1s"\nscrape_timeout_s = "0.5s"',
+                          ("proxied", "http://vllm.invalid:8000/metrics"), ("direct", sim.urls["vllm_metrics"]),
+                          f'http = {{ proxy = "http://127.0.0.1:{proxy.getsockname()[1]}" }}')  # fmt: skip
         log = tmp_path / "collector.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "app", "--config", str(cfg), "collect"], cwd=ROOT,
-                                    stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = collector(cfg, log)
         try:
             wait_until(lambda: scrapes(db, "proxied") >= 2 and scrapes(db, "direct") >= 2, "two rounds of each")
             assert "proxied vllm: cannot reach http://vllm.invalid:8000/metrics (no answer within 0.5 s)" in log.read_text()
@@ -166,10 +154,3 @@ def scrapes(db: str, target: str) -> int:
         return Reader(db).window(target, time.time() + 1, 600).scrapes
     except Exception:  # the database is not made yet
         return 0
-
-
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)

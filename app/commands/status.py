@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from app.alerts.rules import rule_set
+from app.formatting import series_limit_warning
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from core.durations import DurationError, format_duration, parse_duration
@@ -162,12 +163,18 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     fig = reader.window(name, now, window_s)
     verdict = judge(reader, settings, fig)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
+    info = next((t for t in reader.targets() if t.name == name), None)
+    dropped, limit = (info.series_dropped, info.series_limit) if info else (0, None)
     if args.json:
         email = {"email": delivery_line(settings.alerts.email)}
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **email}, indent=2, allow_nan=False))
+        over = {"series_dropped": dropped, "series_limit": limit}
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **over, **email},
+                         indent=2, allow_nan=False))  # fmt: skip
     else:
         print(verdict.headline)
         print(render(fig))
+        if warning := series_limit_warning(dropped, limit):
+            print(f"  warning: {warning}")
         print(f"  alert {delivery_line(settings.alerts.email)}")
     return 0
 
