@@ -142,7 +142,9 @@ class Reader:
         level: int | None = None,
         gpus: bool = True,
     ) -> WindowFigures:
-        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed).
+        """Every ``status`` figure over (end − window_s, end] for ``model`` (None = all models summed):
+        the rounds stamped in those whole seconds, one stamped exactly at ``end`` included (a series'
+        step counts [ts, ts + step) instead: the window of exactly one step ends at ts + step − 1).
 
         ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
         rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
