@@ -154,3 +154,21 @@ def scrapes(db: str, target: str) -> int:
         return Reader(db).window(target, time.time() + 1, 600).scrapes
     except Exception:  # the database is not made yet
         return 0
+
+
+def test_sigterm_ends_the_process_even_when_a_job_never_returns(tmp_path):
+    # The last resort behind every source's deadline: a job stuck for good is named and left behind.
+    script = ("import logging, sys, threading\n"
+              "from app import scheduler\n"
+              "logging.basicConfig(level=logging.INFO)\n"
+              "def stuck():\n    print('stuck', flush=True); threading.Event().wait()\n"
+              "scheduler.run_until_stopped([scheduler.Job('stuck', stuck, 100.0)], grace_s=0.5)\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "stuck\n"  # the job is under way
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "job stuck still running 0.5 s after the stop signal; exiting without waiting for it" in err
