@@ -106,3 +106,11 @@ def tokens(n: float | None) -> str:
             return f"{number(n / size)} {unit}"
     return number(n)
 
+
+
+def series_limit_warning(dropped: int, limit: int | None) -> str | None:
+    """What a target's last page left out over its ``max_series`` (Targets page, ``status``); None: nothing."""
+    if not dropped:
+        return None
+    return (f"{dropped:,} series over max_series = {limit:,} were dropped: only the page's first {limit:,} "
+            "model × engine label sets are stored. Raise targets[].max_series if they are all wanted.")  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 from app.gpu_reader import GpuReader
 from collectors import dcgm, gateway, vllm
 from collectors.fetch import Answer, Fetcher, Get
-from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult
+from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult, VllmScrape
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import Settings, TargetSettings
@@ -61,7 +61,7 @@ class RoundReader:
         rounds: list[_Round] = []
         gets: list[Get] = []
         for target in targets:
-            round_ = _Round(target, self.clock())
+            round_ = _Round(target, self.clock(), self.settings.series_limit(target))
             rounds.append(round_)
             for source, get in _http_sources(target):
                 round_.left += 1
@@ -104,8 +104,23 @@ class RoundReader:
             round_.results[source] = None, SourceResult(False, error, time.perf_counter() - began)
         else:
             self._log_change(round_.target, source, "")
+            if source == "vllm":
+                self._log_series_limit(round_.target, value)
             round_.results[source] = value, SourceResult(True, None, time.perf_counter() - began)
         round_.left -= 1
+
+    def _log_series_limit(self, target: TargetSettings, scrape: VllmScrape) -> None:
+        # Once when a target's page goes over its limit (and once when it is back under), not every round.
+        key = (target.name, "series")
+        over = f"over {scrape.series_limit}" if scrape.series_dropped else ""
+        if self._last_error.get(key, "") != over:
+            if over:
+                log.warning("%s vllm: %d series over max_series = %d dropped (the page's first %d are kept; raise"
+                            " targets[].max_series to keep them all)", target.name, scrape.series_dropped,
+                            scrape.series_limit, scrape.series_limit)  # fmt: skip
+            else:
+                log.info("%s vllm: the page is within max_series again", target.name)
+            self._last_error[key] = over
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
         # Log a source going down or coming back once, not on every round.
@@ -144,7 +159,7 @@ def _parse(source: str, answer: Answer) -> Any:
     round_ = answer.key[0]  # type: ignore[index]
     target: TargetSettings = round_.target
     if source == "vllm":
-        return vllm.vllm_from_page(masked(target.vllm_url), answer.text, target.engine)
+        return vllm.vllm_from_page(masked(target.vllm_url), answer.text, target.engine, round_.max_series)
     if source == "gateway":
         return gateway.gateway_from_page(gateway.resolve_preset(target.gateway), answer.text)
     return dcgm.dcgm_from_page(masked(target.gpu.url), answer.text, target.ceiling.bandwidth_gbps)
@@ -153,9 +168,10 @@ def _parse(source: str, answer: Answer) -> Any:
 class _Round:
     """One target's round while its sources are read: what each gave, and how many are still to come."""
 
-    def __init__(self, target: TargetSettings, ts: float) -> None:
+    def __init__(self, target: TargetSettings, ts: float, max_series: int | None = None) -> None:
         self.target = target
         self.ts = ts
+        self.max_series = max_series  # series kept from its vLLM page (Settings.series_limit)
         self.results: dict[str, tuple[Any, SourceResult]] = {}
         self.left = 0  # sources started and not recorded yet (collect_all counts them as it starts them)
 

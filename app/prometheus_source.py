@@ -71,6 +71,7 @@ class PrometheusSource:
         self.source = source
         self.clock = clock
         self.client = PrometheusClient(source, settings.scrape_timeout_s)
+        self.max_series = settings.max_series  # the targets it finds have no table of their own
         self.known: set[str] = set()
         self.seen: dict[str, float] = {}  # target → clock time it was last in an answer
         self.last_ts: dict[str, float] = {}  # target → the last round's time handed out
@@ -140,7 +141,7 @@ class PrometheusSource:
             return None
         self.last_ts[target] = ts
         self.down.discard(target)
-        return round_from_page(target, ts, page, self.name, duration_s)
+        return round_from_page(target, ts, page, self.name, duration_s, self.max_series)
 
     def resume(self, last_rounds: dict[str, tuple[int, bool]]) -> None:
         """Take up the targets an earlier run found (name → last round's time, up): one that vanished
@@ -185,14 +186,16 @@ class PrometheusSource:
             return {}, SourceResult(False, exc.one_line())
 
 
-def round_from_page(target: str, ts: float, page: TargetPage, where: str, duration_s: float = 0.0) -> ScrapeRound:
-    """The round one target's page makes (live or backfilled): up, or down with the reason."""
+def round_from_page(target: str, ts: float, page: TargetPage, where: str, duration_s: float = 0.0,
+                    max_series: int | None = None) -> ScrapeRound:  # fmt: skip
+    """The round one target's page makes (live or backfilled): up, or down with the reason; only the
+    page's first ``max_series`` series are read (collectors.vllm.parse_vllm)."""
     up = _up_value(page)
     if up == 0.0:
         error = f"Prometheus cannot scrape it (up = 0 at {time.strftime('%H:%M:%S', time.localtime(ts))})"
         return ScrapeRound(target, ts, None, SourceResult(False, error, duration_s))
     try:
-        scrape = with_names_form(parse_vllm(page.text, source=f"{where} {target}"), page)
+        scrape = with_names_form(parse_vllm(page.text, source=f"{where} {target}", max_series=max_series), page)
     except ScrapeError as exc:
         return ScrapeRound(target, ts, None, SourceResult(False, f"through {where}: {exc.one_line()}", duration_s))
     return ScrapeRound(target, ts, scrape, SourceResult(True, None, duration_s))

@@ -8,6 +8,7 @@ one, and missed runs collapse into one instead of a catch-up burst.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -43,16 +44,22 @@ class JobObserver(Protocol):
     def missed(self, job: str) -> None: ...
 
 
+_running: dict[str, int] = {}  # job name → runs under way (named when a stop has to leave one behind)
+
+
 def _guarded(job: Job, started: dict[str, float]) -> Callable[[], None]:
     # One failing run must never stop the schedule: log it and wait for the next period.
     def run() -> None:
         started[job.name] = time.time()
+        _running[job.name] = _running.get(job.name, 0) + 1
         try:
             job.func()
         except SweetspotError as exc:  # a known failure (storage, a source) says itself in one line
             log.warning("job %s failed: %s; it runs again in %g s", job.name, exc.one_line(), job.every_s)
         except Exception:
             log.exception("job %s failed; it runs again in %g s", job.name, job.every_s)
+        finally:
+            _running[job.name] -= 1
 
     return run
 
@@ -96,8 +103,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, observer: JobObserver | None = None) -> None:
-    """Run the jobs until SIGTERM/SIGINT (or ``stop`` is set); the round in flight finishes first."""
+# How long a stop waits for the jobs in flight. Every source of a round has its deadline, so a round
+# ends well within it; a job stuck past it (a call with no timeout of its own) must not keep the
+# process from stopping: a SIGTERM always ends it.
+STOP_GRACE_S = 60.0
+
+
+def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, observer: JobObserver | None = None,
+                      grace_s: float = STOP_GRACE_S) -> None:
+    """Run the jobs until SIGTERM/SIGINT (or ``stop`` is set); the round in flight finishes first.
+
+    A job still running ``grace_s`` after the stop is left behind: one line says which, and the
+    process exits at once (status 1), as nothing else could end it.
+    """
     stop = stop or threading.Event()
     install_signal_handlers(stop)
     scheduler = start(jobs, observer)
@@ -105,7 +123,14 @@ def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, obse
         stop.wait()
     finally:
         # wait=True: a round in flight completes its one transaction, so nothing partial is written.
-        scheduler.shutdown(wait=True)
+        stopping = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, name="sweetspot-stop", daemon=True)
+        stopping.start()
+        stopping.join(grace_s)
+        if stopping.is_alive():
+            running = ", ".join(sorted(name for name, runs in _running.items() if runs)) or "?"
+            log.error("job %s still running %g s after the stop signal; exiting without waiting for it", running, grace_s)
+            logging.shutdown()
+            os._exit(1)
         log.info("scheduler stopped cleanly")
 
 

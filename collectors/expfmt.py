@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, islice
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
 
@@ -29,6 +30,7 @@ from core.errors import ScrapeError
 
 # (sample name, labels, value). Labels are read-only and shared between the samples of one page.
 Sample = tuple[str, Mapping[str, str], float]
+Columns = tuple[tuple[str, ...], list[Mapping[str, str]], list[float]]  # names, labels, values
 
 _NAME_CHARS = "A-Za-z0-9_:"
 _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -40,6 +42,7 @@ _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
 _RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
+_REST = itemgetter(1)  # of a (name, rest of the line) hit
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 # The careful path takes any wanted line the fast pattern does not (blanks inside the label block,
@@ -64,8 +67,12 @@ class SelectiveParser:
     Build once and reuse: the constructor compiles the pattern for the set of names.
     """
 
-    def __init__(self, wanted: Iterable[str]) -> None:
+    def __init__(self, wanted: Iterable[str], series_labels: Iterable[str] = ()) -> None:
         self.wanted = frozenset(wanted)
+        # A series, for parse_limited: the values of these labels on a line (vLLM's model × engine).
+        # Read from the raw line by one C-level search, before any label block is parsed.
+        series = "|".join(map(re.escape, sorted(series_labels))) or "(?!)"
+        self._series_re = re.compile(rf'(?<![A-Za-z0-9_])(?:{series})="(?:[^"\\\n]|\\.)*"')
         names = _trie_pattern(sorted(self.wanted))
         # Each hit is (name, rest of the line). A literal "\n" anchor (the text gets one in front)
         # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
@@ -82,14 +89,38 @@ class SelectiveParser:
         names, labels, values = self.parse_columns(text)
         return list(zip(names, labels, values, strict=True))
 
-    def parse_columns(self, text: str) -> tuple[tuple[str, ...], list[Mapping[str, str]], list[float]]:
+    def parse_columns(self, text: str) -> Columns:
         """``parse`` as columns: (names, labels, values), one entry per sample."""
+        return self.parse_limited(text, None)[0]
+
+    def parse_limited(self, text: str, max_series: int | None) -> tuple[Columns, int]:
+        """``parse_columns`` of the samples of the page's first ``max_series`` series only (distinct
+        values of ``series_labels``, in page order; None: all), and how many series were left out.
+
+        As Prometheus' ``sample_limit``, a page cannot make its reader hold more than it allows:
+        the cut is made on the raw lines, so the samples left out never have their labels or values
+        read. The same page keeps the same series; a series that first appears later is left out.
+        """
         text = "\n" + text
-        fast = _fast(self._re.findall(text))
+        rows = self._re.findall(text)
+        kept: set[frozenset[str]] | None = None
+        dropped = 0
+        if max_series is not None and len(rows) > max_series:  # fewer samples than that: nothing to cut
+            keys = list(map(frozenset, map(self._series_re.findall, map(_REST, rows))))
+            series = dict.fromkeys(keys)  # in page order
+            if len(series) > max_series:
+                kept = set(islice(series, max_series))
+                dropped = len(series) - max_series
+                rows = list(compress(rows, map(kept.__contains__, keys)))
+        fast = _fast(rows)
         if fast is not None:
-            return fast
-        samples = list(_careful_pass(self._re.finditer(text), text))
-        return tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))
+            return fast, dropped
+        matches = self._re.finditer(text)
+        if kept is not None:
+            is_kept, find = kept.__contains__, self._series_re.findall
+            matches = (m for m in matches if is_kept(frozenset(find(m.group(2)))))
+        samples = list(_careful_pass(matches, text))
+        return (tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))), dropped
 
 
 def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
@@ -97,7 +128,7 @@ def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     return SelectiveParser(wanted).parse(text)
 
 
-def _fast(rows: list[tuple[str, str]]) -> tuple[tuple[str, ...], list[Mapping[str, str]], list[float]] | None:
+def _fast(rows: list[tuple[str, str]]) -> Columns | None:
     """Columns (names, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
 
     Column-wise with map/zip so the per-sample work runs in C: this is the hot loop. Anything

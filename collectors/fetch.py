@@ -35,6 +35,10 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 MAX_REDIRECTS = 10  # as many hops as Prometheus' scraper follows
 # httpx closes a connection idle this long; servers that close sooner are noticed before reuse.
 KEEPALIVE_S = 60.0
+# Past its timeout a GET is given up by the round even when its own deadline did not fire (an event
+# loop held by a blocking call, a client stuck in its making); the grace lets a GET's own, more
+# precise error ("the answer began but...") arrive first.
+DEADLINE_GRACE_S = 1.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
 
 
@@ -93,22 +97,38 @@ class Fetcher:
 
         Closing the iterator early cancels the GETs still under way.
         """
-        arrived: queue.SimpleQueue[Answer] = queue.SimpleQueue()
-        futures = [asyncio.run_coroutine_threadsafe(self._get(get, timeout_s, arrived), self._loop) for get in gets]
+        arrived: queue.SimpleQueue[tuple[int, Answer]] = queue.SimpleQueue()
+        deadline = time.perf_counter() + timeout_s + DEADLINE_GRACE_S
+        pending = dict(enumerate(gets))
+        futures = [asyncio.run_coroutine_threadsafe(self._get(get, timeout_s, arrived, i), self._loop)
+                   for i, get in pending.items()]  # fmt: skip
         try:
-            for _ in futures:
-                yield arrived.get()
+            while pending:
+                try:  # an answer already in is always taken, however late the caller comes back for it
+                    marker, answer = arrived.get(timeout=max(0.0, deadline - time.perf_counter()))
+                except queue.Empty:
+                    break
+                if pending.pop(marker, None) is not None:
+                    yield answer
+            # The round's deadline passed with GETs still out (a stuck event loop, a lookup or a
+            # client that never returns): each is that source's failure, and the round goes on.
+            for get in pending.values():
+                yield Answer(get.key, None, ScrapeError(f"cannot reach {masked(get.url)} (no answer within {timeout_s:g} s)",
+                                                        get.hint), timeout_s + DEADLINE_GRACE_S)  # fmt: skip
         finally:
             for future in futures:
                 future.cancel()
 
-    async def _get(self, get: Get, timeout_s: float, arrived: queue.SimpleQueue[Answer]) -> None:
+    async def _get(self, get: Get, timeout_s: float, arrived: queue.SimpleQueue[tuple[int, Answer]], marker: int) -> None:
         start = time.perf_counter()
         try:
             text, error = await self._text(get, timeout_s), None
         except ScrapeError as exc:
             text, error = None, exc
-        arrived.put(Answer(get.key, text, error, time.perf_counter() - start))
+        except Exception as exc:  # a client that cannot be built from the settings, or a bug: this GET's failure
+            text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc)})",
+                                            "Check the target's http settings (http.proxy, http.ca_file)")  # fmt: skip
+        arrived.put((marker, Answer(get.key, text, error, time.perf_counter() - start)))
 
     async def _text(self, get: Get, timeout_s: float) -> str:
         url, began = masked(get.url), False

@@ -56,6 +56,9 @@ class VllmScrape:
     engine: str = "vllm"  # "vllm" or "sglang": whose names the page used
     # the newest vllm:lora_requests_info labels (running_lora_adapters, waiting_lora_adapters, max_lora)
     lora: Mapping[str, str] = field(default_factory=dict)
+    # Series (model × engine label sets) beyond the target's max_series: their samples were dropped
+    series_dropped: int = 0
+    series_limit: int | None = None  # the limit applied (None: none)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,8 @@ from core.redact import masked
 from core.settings import HttpSettings
 
 HINT = "Is vLLM running? Check targets[].vllm_url"
-_PARSER = SelectiveParser(wanted_sample_names())
+# A series: one model on one engine (SGLang's data-parallel rank is its engine)
+_PARSER = SelectiveParser(wanted_sample_names(), series_labels=("model_name", "engine", "dp_rank"))
 # Samples by name while reading: (name, labels, value), in page order.
 Rows = list[tuple[str, Mapping[str, str], float]]
 SeriesKey = frozenset[tuple[str, str]]
@@ -52,14 +53,15 @@ def scrape_vllm(url: str, timeout_s: float, fetcher: Fetcher | None = None, http
     return vllm_from_page(masked(url), fetch_text(url, timeout_s, fetcher, HINT, http))
 
 
-def vllm_from_page(url: str, text: str, engine: str = "auto") -> VllmScrape:
+def vllm_from_page(url: str, text: str, engine: str = "auto", max_series: int | None = None) -> VllmScrape:
     """Parse the page fetched from ``url``; a parse failure raises ScrapeError naming the URL.
 
     ``engine`` ("vllm" or "sglang"; "auto": either) is the target's setting: a page of the other
-    engine's names is refused rather than read as if it were the one configured.
+    engine's names is refused rather than read as if it were the one configured. ``max_series``:
+    see :func:`parse_vllm`.
     """
     try:
-        scrape = parse_vllm(text, source=url)
+        scrape = parse_vllm(text, source=url, max_series=max_series)
     except ScrapeError as exc:
         if str(exc).startswith("no vLLM metrics"):
             raise
@@ -70,13 +72,15 @@ def vllm_from_page(url: str, text: str, engine: str = "auto") -> VllmScrape:
     return scrape
 
 
-def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
+def parse_vllm(text: str, *, source: str = "this input", max_series: int | None = None) -> VllmScrape:
     """Read one exposition page into a VllmScrape (see the module docstring for the rules).
 
+    With ``max_series``, only the samples of the page's first ``max_series`` series (model × engine
+    label sets, in page order) are read; the others are dropped and counted in ``series_dropped``.
     Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
     at all (the page is not vLLM's).
     """
-    names, labels, values = _PARSER.parse_columns(text)
+    (names, labels, values), dropped = _PARSER.parse_limited(text, max_series)
     by_name = _group(list(zip(names, labels, values, strict=True)))
     models: dict[str, ModelFigures] = {}
     used: dict[str, str] = {}
@@ -114,7 +118,10 @@ def parse_vllm(text: str, *, source: str = "this input") -> VllmScrape:
         cache_config=_info_labels(info.get("cache_config", [])),
         engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
         lora=lora,
+        series_dropped=dropped,
+        series_limit=max_series,
     )
+
 
 
 def _group(rows: Rows) -> dict[str, Rows]:

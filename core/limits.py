@@ -99,6 +99,9 @@ LIMITS: dict[str, Limit] = {
     "query.timeout_s": _seconds(0, 3600),
     "query.max_timeout_s": _seconds(0, 3600),
     "query.row_limit": Limit(1, 10_000_000),
+    "max_series": Limit(1, 10_000_000),
+    "targets[].max_series": Limit(1, 10_000_000),
+    "telemetry.port": Limit(0, 65535),
 }
 
 

@@ -27,6 +27,9 @@ from core.schedule import ScheduleError, parse_schedule, zone
 from core.text import escaped, visible
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
+# Prometheus' sample_limit idea: a page with more model × engine label sets than this keeps its first
+# ones. A vLLM server has one series per engine and served model (a data-parallel 64 counts 64).
+DEFAULT_MAX_SERIES = 1000
 
 # Environment variables the loader honours (documented in docs/configuration.md).
 ENV_CONFIG = "SWEETSPOT_CONFIG"
@@ -162,6 +165,7 @@ class TargetSettings:
         factory=lambda: SweetSpotOverrides(),  # defined below, with the thresholds it overrides
     )
     http: HttpSettings = _setting(None, "HTTP settings of every source of this target", factory=HttpSettings)
+    max_series: int | None = _setting(None, "this target's own limit on series (unset: the global max_series)")
 
     def source_http(self, source: str) -> HttpSettings:
         """The HTTP settings of ``source`` (vllm, gateway or gpu): its own over the target's."""
@@ -406,6 +410,9 @@ class Settings:
     db_url: str = _setting(DEFAULT_DB_URL, "database URL: sqlite:///path or postgresql://user@host/db")
     interval_s: float = _setting(5.0, "scrape interval", kind="duration")
     scrape_timeout_s: float = _setting(3.0, "timeout of one HTTP scrape", kind="duration")
+    max_series: int = _setting(
+        DEFAULT_MAX_SERIES, "series (model × engine label sets) kept from one vLLM page; the page's first ones are kept"
+    )
     raw_retention_s: float = _setting(48 * 3600.0, "how long per-scrape rows are kept", kind="duration")
     rollup_retention_s: float = _setting(90 * 86400.0, "how long 1-minute rollups are kept", kind="duration")
     hourly_retention_s: float = _setting(400 * 86400.0, "how long hourly rollups are kept", kind="duration")
@@ -421,6 +428,10 @@ class Settings:
     telemetry: TelemetrySettings = _setting(None, "the collector's own /metrics", factory=TelemetrySettings)
     ui_password: str = _setting("", f"UI password; only from the environment ({ENV_UI_PASSWORD})", kind="secret")
     smtp_password: str = _setting("", f"SMTP password; only from the environment ({ENV_SMTP_PASSWORD})", kind="secret")
+
+    def series_limit(self, target: TargetSettings) -> int:
+        """The most series kept from ``target``'s vLLM page: its own ``max_series``, else the global one."""
+        return self.max_series if target.max_series is None else target.max_series
 
     def target(self, name: str | None) -> TargetSettings:
         """The named target, or the only/first one when ``name`` is None."""
@@ -625,8 +636,6 @@ def _validate(settings: Settings) -> Settings:
     if not settings.db_url.startswith(("sqlite:", "postgresql:", "postgresql+")):
         raise ConfigError(f"db_url: {masked(settings.db_url)!r} is not a database URL; write sqlite:///data/sweetspot.db "
                           "or postgresql://user@host/db")
-    if not 0 <= settings.telemetry.port <= 65535:
-        raise ConfigError(f"telemetry.port: {settings.telemetry.port} is not a port (1-65535, or 0 for off)")
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")

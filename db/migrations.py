@@ -370,6 +370,15 @@ def _notification_channel(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE notifications ADD COLUMN channel TEXT NOT NULL DEFAULT 'email'"))
 
 
+def _series_limit(conn: Connection) -> None:
+    # What a target's last page left out over its max_series, for the Targets page and `status`.
+    # A fresh database got both columns from 0001 (built from the current schema).
+    have = _columns(conn, "targets")
+    for name in ("series_dropped", "series_limit"):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} INTEGER"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -385,6 +394,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0012_engines", _engines),
     ("0013_masked_urls", _masked_urls),
     ("0014_masked_query_tokens", _masked_query_tokens),
+    ("0015_series_limit", _series_limit),
     ("0016_notification_channel", _notification_channel),
 ]
 

@@ -142,7 +142,9 @@ class Reader:
         level: int | None = None,
         gpus: bool = True,
     ) -> WindowFigures:
-        """Every ``status`` figure over [end − window_s, end) for ``model`` (None = all models summed).
+        """Every ``status`` figure over (end − window_s, end] for ``model`` (None = all models summed):
+        the rounds stamped in those whole seconds, one stamped exactly at ``end`` included (a series'
+        step counts [ts, ts + step) instead: the window of exactly one step ends at ts + step − 1).
 
         ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
         rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
@@ -278,6 +280,8 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 cache_config=json.loads(row.cache_config or "{}"),
                 lora=json.loads(row.lora or "{}"),
                 discovered_by=row.discovered_by,
+                series_dropped=row.series_dropped or 0,
+                series_limit=row.series_limit,
             )
         )
     return out

@@ -202,3 +202,5 @@ class TargetInfo:
     cache_config: dict[str, str] = field(default_factory=dict)
     lora: dict[str, str] = field(default_factory=dict)  # newest vllm:lora_requests_info labels
     discovered_by: str | None = None  # the Prometheus source that found it; None: configured
+    series_dropped: int = 0  # series of the last successful page left out over series_limit
+    series_limit: int | None = None  # the max_series that page was read with

@@ -92,6 +92,10 @@ targets = Table(
     Column("engine", Text),  # "vllm" or "sglang", from the last successful scrape's names (0012_engines)
     Column("lora", Text),  # JSON object: the newest vllm:lora_requests_info labels (0012_engines)
     Column("discovered_by", Text),  # the Prometheus source that found it; NULL: configured
+    # series of the last successful page beyond the target's max_series (dropped), and that limit
+    # (0015_series_limit); 0 / NULL: within it
+    Column("series_dropped", Integer),
+    Column("series_limit", Integer),
 )
 
 models = Table(

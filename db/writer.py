@@ -61,7 +61,7 @@ class Writer:
         self._gpus: dict[tuple[int, str], tuple[int, tuple[Any, ...]]] = {}  # (target, uuid) → (id, meta stored)
         self._layouts: dict[tuple[float, ...], int] = {}
         self._states: dict[int, SeriesState] = {}
-        self._target_meta: dict[int, tuple[Any, ...]] = {}  # (used, missing, cache_config, engine, lora)
+        self._target_meta: dict[int, tuple[Any, ...]] = {}  # (used, missing, cache_config, engine, lora, series)
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
         # target → its last round that stored model rows: (row ts, the round's start as the clock
@@ -317,9 +317,11 @@ class Writer:
             "cache_config": json.dumps(cache, sort_keys=True),
             "engine": scrape.engine,
             "lora": json.dumps(dict(scrape.lora), sort_keys=True) if scrape.lora else None,
+            "series_dropped": scrape.series_dropped,
+            "series_limit": scrape.series_limit,
         }
         conn.execute(update(t).where(t.c.id == target_id).values(**values))
-        self._target_meta[target_id] = (used, missing, cache, scrape.engine, dict(scrape.lora))
+        self._target_meta[target_id] = (used, missing, cache, scrape.engine, dict(scrape.lora), _series(scrape))
 
 
 def _meta_unchanged(seen: tuple[Any, ...] | None, scrape: VllmScrape) -> bool:
@@ -331,7 +333,12 @@ def _meta_unchanged(seen: tuple[Any, ...] | None, scrape: VllmScrape) -> bool:
         and seen[2] == scrape.cache_config
         and seen[3] == scrape.engine
         and seen[4] == scrape.lora
+        and seen[5] == _series(scrape)
     )
+
+
+def _series(scrape: VllmScrape) -> tuple[int, int | None]:
+    return scrape.series_dropped, scrape.series_limit
 
 
 def _gpu_meta(gpu: GpuReading) -> tuple[Any, ...]:

@@ -50,7 +50,7 @@ def _first_preemption(metrics_url: str, timeout: float = 120) -> float:
     raise AssertionError("the simulator never preempted")
 
 
-def config(tmp_path: Path, urls: dict[str, str], db_url: str) -> Path:
+def config(tmp_path: Path, urls: dict[str, str], db_url: str, lease_s: str = "3s") -> Path:
     path = tmp_path / "sweetspot.toml"
     path.write_text(f"""
 db_url = "{db_url}"
@@ -58,7 +58,7 @@ interval_s = "1s"
 
 [alerts]
 evaluate_every_s = "1s"
-lease_s = "3s"
+lease_s = "{lease_s}"
 
 [[alerts.rules]]   # holds whenever data comes in, and waits an hour: a pending timer to keep
 name = "long_pending"
@@ -142,7 +142,10 @@ def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url
 def test_two_collectors_one_evaluator(storm, tmp_path):
     urls = storm
     db_url = f"sqlite:///{tmp_path}/two.db"
-    cfg = config(tmp_path, urls, db_url)
+    # A lease longer than a loaded machine can hold back the holder's next run (with 3 s, one late
+    # evaluation let the second collector take it first, and it never stood by); the takeover after
+    # the kill waits it out.
+    cfg = config(tmp_path, urls, db_url, lease_s="20s")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     first = collector(cfg, logs[0])
     wait_for(lambda: alert(db_url, "target_down"), 90, "the first evaluation")

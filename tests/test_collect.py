@@ -2,6 +2,7 @@
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from app.collection import CollectionService
 from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
+from tests.support.collector_process import collector, two_targets, wait_until
 from tests.support.http_server import closed_port_url, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,3 +160,50 @@ def test_a_second_collector_on_the_database_stands_by_in_one_line(tmp_path, capl
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(schema.scrapes)).scalar() == 5
     engine.dispose()
+def test_a_hanging_proxy_costs_its_source_and_sigterm_stops_the_collector(sim, tmp_path):
+    # A proxy that accepts and never answers: the round ends at its deadline with the source failed
+    # and logged, the other target is stored every round, and SIGTERM ends the process.
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen()
+        db = f"sqlite:///{tmp_path}/p.db"
+        cfg = two_targets(tmp_path / "sweetspot.toml", f'db_url = "{db}"\ninterval_s = "1s"\nscrape_timeout_s = "0.5s"',
+                          ("proxied", "http://vllm.invalid:8000/metrics"), ("direct", sim.urls["vllm_metrics"]),
+                          f'http = {{ proxy = "http://127.0.0.1:{proxy.getsockname()[1]}" }}')  # fmt: skip
+        log = tmp_path / "collector.log"
+        proc = collector(cfg, log)
+        try:
+            wait_until(lambda: scrapes(db, "proxied") >= 2 and scrapes(db, "direct") >= 2, "two rounds of each")
+            assert "proxied vllm: cannot reach http://vllm.invalid:8000/metrics (no answer within 0.5 s)" in log.read_text()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)  # the round in flight ends at its deadline, then the process
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, log.read_text()
+    assert "stopped cleanly" in log.read_text()
+    assert Reader(db).window("proxied", time.time() + 1, 600).up is False
+
+
+def scrapes(db: str, target: str) -> int:
+    try:
+        return Reader(db).window(target, time.time() + 1, 600).scrapes
+    except Exception:  # the database is not made yet
+        return 0
+
+
+def test_sigterm_ends_the_process_even_when_a_job_never_returns(tmp_path):
+    # The last resort behind every source's deadline: a job stuck for good is named and left behind.
+    script = ("import logging, sys, threading\n"
+              "from app import scheduler\n"
+              "logging.basicConfig(level=logging.INFO)\n"
+              "def stuck():\n    print('stuck', flush=True); threading.Event().wait()\n"
+              "scheduler.run_until_stopped([scheduler.Job('stuck', stuck, 100.0)], grace_s=0.5)\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "stuck\n"  # the job is under way
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1
+    assert "job stuck still running 0.5 s after the stop signal; exiting without waiting for it" in err

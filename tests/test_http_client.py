@@ -463,3 +463,35 @@ def test_a_proxy_that_refuses_is_named_in_the_error() -> None:
     with pytest.raises(ScrapeError, match=r"through the proxy http://127\.0\.0\.1:\d+") as caught:
         fetch_text("http://127.0.0.1:9/metrics", 2.0, http=HttpSettings(proxy=dead))
     assert "http.proxy" in caught.value.one_line()
+
+
+def test_a_client_that_cannot_be_made_fails_its_get_only(serve, fetcher) -> None:
+    # httpx refuses such a proxy with a ValueError while making the client: before, the GET's answer
+    # never came and the round waited for good
+    server = serve("length")
+    gets = [Get("bad", "http://127.0.0.1:9/metrics", HttpSettings(proxy="notaurl")), Get("ok", url(server), HttpSettings())]
+    answers = {a.key: a for a in fetcher.fetch_many(gets, 2.0)}
+    assert answers["ok"].text == PAGE.decode()
+    bad = answers["bad"].error
+    assert bad is not None and "notaurl" in bad.one_line() and "http.proxy" in bad.one_line()
+
+
+def test_a_get_stuck_on_the_event_loop_is_given_up_at_the_rounds_deadline(serve, fetcher, monkeypatch) -> None:
+    # A blocking call inside the loop (here loading a CA file on a hung disk) stops every GET's own
+    # timeout from firing: the round still ends, with that source failed
+    release = threading.Event()
+    real_context = ssl.create_default_context
+
+    def hung_context(*args: object, **kwargs: object) -> ssl.SSLContext:
+        release.wait(30)
+        return real_context()
+
+    monkeypatch.setattr(ssl, "create_default_context", hung_context)
+    gets = [Get("hung", "https://127.0.0.1:9/metrics", HttpSettings(ca_file="/hung/ca.pem"), "hint")]
+    try:
+        (answer,) = list(fetcher.fetch_many(gets, 0.3))
+        assert not release.is_set()  # given up while the call was still stuck
+    finally:
+        release.set()
+    assert answer.key == "hung" and answer.error is not None
+    assert answer.error.one_line() == "cannot reach https://127.0.0.1:9/metrics (no answer within 0.3 s). hint"

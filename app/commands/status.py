@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from app.alerts.rules import rule_set
+from app.formatting import series_limit_warning
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from core.durations import DurationError, format_duration, parse_duration
@@ -18,7 +19,7 @@ from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
 from db.queries import Reader
-from db.results import WindowFigures
+from db.results import TargetInfo, WindowFigures
 
 HELP = "print the figures of a target over the window ending now (TTFT, tok/s, preemptions, ceiling...)"
 
@@ -156,22 +157,33 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
-        print(json.dumps(_finite([{**row, **email} for row in rows_json(rows)]), indent=2, allow_nan=False)
-              if args.json else table(rows))  # fmt: skip
+        cut = {t.name: _series_json(t) for t in reader.targets()}
+        print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows)]), indent=2,
+                         allow_nan=False) if args.json else table(rows))  # fmt: skip
         return 0
     name = _target_name(args, settings, reader)
     now = time.time()
     fig = reader.window(name, now, window_s)
     verdict = judge(reader, settings, fig)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
+    info = next((t for t in reader.targets() if t.name == name), None)
+    over = _series_json(info)
     if args.json:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **email}, indent=2, allow_nan=False))
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **over, **email},
+                         indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig))
+        if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
+            print(f"  warning: {warning}")
         print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
     return 0
+
+
+def _series_json(info: TargetInfo | None) -> dict[str, Any]:
+    """What the target's last page left out over its max_series (0 and null for a target never read)."""
+    return {"series_dropped": info.series_dropped if info else 0, "series_limit": info.series_limit if info else None}
 
 
 def judge(reader: Reader, settings: Settings, fig: WindowFigures) -> Verdict:

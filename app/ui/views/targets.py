@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.fleet import names_form
+from app.formatting import series_limit_warning
 from app.ui import state, widgets
 from core.text import markdown, markdown_code
 
@@ -18,6 +19,8 @@ for info in ctx.targets:
         st.markdown(widgets.health_text(info, now))
         if info.last_error:
             st.error(f"Last error: {markdown(info.last_error, 500)}", icon=":material/error:")
+        if over := series_limit_warning(info.series_dropped, info.series_limit):
+            st.warning(over, icon=":material/content_cut:")
         if info.discovered_by:
             form = names_form(info)
             st.caption(f"Discovered through Prometheus {markdown(info.discovered_by)}"

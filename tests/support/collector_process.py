@@ -1,0 +1,34 @@
+"""``python -m app collect`` as a process on a config file of two targets, and waiting on a condition."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def two_targets(path: Path, head: str, first: tuple[str, str], second: tuple[str, str], first_extra: str = "") -> Path:
+    """A config file: ``head`` (top-level settings), then two ``[[targets]]`` given as (name, vllm_url)."""
+    (a, a_url), (b, b_url) = first, second
+    path.write_text(f'{head}\n[[targets]]\nname = "{a}"\nvllm_url = "{a_url}"\n{first_extra}\n'
+                    f'[[targets]]\nname = "{b}"\nvllm_url = "{b_url}"\n')  # fmt: skip
+    return path
+
+
+def collector(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``collect`` on ``config``, its output (stdout and stderr) into ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "app", "--config", str(config), "collect"], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
+    """Poll ``condition`` until it holds (the timeout only ends a test that would wait for good)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)

@@ -1,0 +1,156 @@
+"""One target's huge page cannot starve the others: a limit on series per target (Prometheus'
+``sample_limit`` idea), the excess dropped with one logged line and a warning on the Targets page."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from app.collector import CollectorService
+
+from collectors.vllm import parse_vllm
+from core.settings import DEFAULT_MAX_SERIES, Settings, TargetSettings
+from db.queries import Reader
+from simulator import SimOptions, start_simulator
+from tests.support.collector_process import collector, two_targets, wait_until
+from tests.support.http_server import serve
+from tests.test_ui_app import open_app
+
+ROOT = Path(__file__).resolve().parent.parent
+V1 = (ROOT / "tests" / "data" / "vllm_v1.txt").read_text()
+MODELS = 50_000
+
+
+def models_page(models: int, engines: int = 1, families: tuple[str, ...] = ("num_requests_running", "generation_tokens_total")) -> str:
+    """vLLM's page of one model, then ``models`` more (a gauge and a counter each, per engine)."""
+    lines = [f'vllm:{name}{{model_name="m{m:05d}",engine="{e}"}} {m}'
+             for name in families for m in range(models) for e in range(engines)]  # fmt: skip
+    return V1 + "\n".join(lines) + "\n"
+
+
+def test_the_first_series_of_the_page_are_kept_and_the_rest_counted():
+    # the page's own 5 series (its model on engines 0 and 1, cache_config_info on each, the process
+    # start), then 10: five models on two engines
+    page = models_page(5, engines=2)
+    whole = parse_vllm(page)
+    cut = parse_vllm(page, max_series=8)
+    assert (len(whole.models), whole.series_dropped) == (6, 0)
+    assert list(cut.models) == ["m00000", "m00001", "meta-llama/Llama-3.3-70B-Instruct-AWQ"]
+    assert (cut.series_dropped, cut.series_limit) == (7, 8)
+    assert cut.models["m00001"].gauges["requests_running"] == 1.0  # engine 0 only: engine 1 was the 9th
+    assert cut.models["m00000"].counters["generation_tokens"] == 0.0
+    assert cut.models["meta-llama/Llama-3.3-70B-Instruct-AWQ"] == whole.models["meta-llama/Llama-3.3-70B-Instruct-AWQ"]
+    assert parse_vllm(page, max_series=8) == cut  # the same page keeps the same series
+    assert parse_vllm(V1, max_series=DEFAULT_MAX_SERIES).models == parse_vllm(V1).models
+
+
+def test_an_over_the_limit_page_is_logged_once_not_every_round(tmp_path, caplog):
+    with serve({"/metrics": (200, "text/plain", models_page(30))}) as base:
+        settings = Settings(db_url=f"sqlite:///{tmp_path}/s.db", max_series=10,
+                            targets=(TargetSettings(name="wide", vllm_url=f"{base}/metrics"),
+                                     TargetSettings(name="own", vllm_url=f"{base}/metrics", max_series=40)))  # fmt: skip
+        service = CollectorService(settings)
+        try:
+            with caplog.at_level(logging.INFO, logger="app.jobs"):
+                for _ in range(3):
+                    service.collect_once()
+        finally:
+            service.close()
+    lines = [r.getMessage() for r in caplog.records if "max_series" in r.getMessage()]
+    assert lines == ["wide vllm: 25 series over max_series = 10 dropped (the page's first 10 are kept; raise"
+                     " targets[].max_series to keep them all)"]  # fmt: skip
+    info = {t.name: t for t in Reader(settings.db_url).targets()}
+    assert (info["wide"].series_dropped, info["wide"].series_limit, len(info["wide"].models)) == (25, 10, 6)
+    assert (info["own"].series_dropped, len(info["own"].models)) == (0, 31)  # its own limit holds them all
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with start_simulator(SimOptions(port=0, load=2, speed=10.0, seed=3)) as running:
+        yield running
+
+
+def test_a_50000_series_target_starves_no_other(sim, tmp_path, monkeypatch):
+    # The collector as users run it: the 50,000-model page (3 MB) costs its own target the models
+    # over the limit; every round stores the healthy target beside it, and a round's work fits in
+    # its interval many times over. Work is the collector's CPU time per round (from /proc), which a
+    # loaded machine stretches far less than the wall time: without the limit it was over 10 s.
+    db = f"sqlite:///{tmp_path}/wide.db"
+    with serve({"/metrics": (200, "text/plain", models_page(MODELS, families=("num_requests_running",)))}) as base:
+        cfg = two_targets(tmp_path / "sweetspot.toml", f'db_url = "{db}"\ninterval_s = "3s"',
+                          ("wide", f"{base}/metrics"), ("healthy", sim.urls["vllm_metrics"]))  # fmt: skip
+        log = tmp_path / "collector.log"
+        proc = collector(cfg, log)
+        try:
+            wait_until(lambda: len(round_times(db, "wide")) >= 2, "the first rounds")  # the start's work done
+            before = (cpu_s(proc.pid), len(round_times(db, "wide")))
+            wait_until(lambda: len(round_times(db, "wide")) >= before[1] + 4, "four more rounds", timeout=300)
+            after = (cpu_s(proc.pid), len(round_times(db, "wide")))
+            peak_kib = int(proc_status(proc.pid)["VmHWM"].split()[0])
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        finally:
+            proc.kill()
+    wide, healthy = round_times(db, "wide"), round_times(db, "healthy")
+    assert [ts for ts in wide if ts <= healthy[-1]] == healthy  # every round stored the healthy target
+    per_round_s = (after[0] - before[0]) / (after[1] - before[1])
+    assert per_round_s < 1.0, f"{per_round_s:.2f} s of CPU a round"
+    info = {t.name: t for t in Reader(db).targets()}
+    assert info["wide"].up and info["healthy"].up
+    kept = len(info["wide"].models)  # the page's own model, then one series a model up to the limit
+    assert kept == DEFAULT_MAX_SERIES - 4 and info["wide"].series_dropped == MODELS - (kept - 1)
+    assert peak_kib < 600 * 1024, f"the collector peaked at {peak_kib / 1024:.0f} MiB"
+    text = log.read_text()
+    assert text.count("series over max_series") == 1 and "Traceback" not in text
+    status = subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--target", "wide", "--json"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert json.loads(status.stdout)["series_dropped"] == info["wide"].series_dropped
+    at = open_app(monkeypatch, db)
+    at.switch_page("views/targets.py").run()
+    assert not at.exception, at.exception
+    assert any(f"{info['wide'].series_dropped:,} series over max_series = 1,000" in w.body for w in at.warning)
+
+
+def proc_status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.strip() for key, _, value in (line.partition(":") for line in lines)}
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def round_times(db: str, target: str) -> list[int]:
+    """The stored rounds' times of ``target``, oldest first ([] before the database is made)."""
+    from sqlalchemy import text
+
+    from db.engine import open_reader
+
+    try:
+        engine = open_reader(db)
+    except Exception:
+        return []
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(text("SELECT s.ts FROM scrapes s JOIN targets t ON t.id = s.target_id"
+                                          " WHERE t.name = :n ORDER BY s.ts"), {"n": target}).scalars())  # fmt: skip
+    except Exception:
+        return []
+    finally:
+        engine.dispose()
+
+
+def test_the_careful_pass_keeps_the_same_series():
+    # a timestamp on one line sends the whole page through the careful pass: the same cut
+    page = models_page(5, engines=2)
+    careful = page.replace('engine="1"} 4\n', 'engine="1"} 4 1700000000000\n', 1)
+    assert careful != page
+    assert parse_vllm(careful, max_series=8) == parse_vllm(page, max_series=8)
