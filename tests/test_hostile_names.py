@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from app.collector import CollectorService
 
 from app.cli import main
+from app.collection import CollectionService
 from app.loader import load_settings
 from core.settings import Settings, TargetSettings
 from core.text import LogFormatter, csv_cell, header, markdown, markdown_code, reads_the_same_in_markdown, visible
@@ -86,7 +86,7 @@ def test_hostile_names_cost_no_alert_email(tmp_path, capsys):
     with serve_http(routes) as base, serve_smtp(mailbox) as smtp_port:
         settings = load_settings(config(tmp_path, f"{base}/metrics", smtp_port), {})
         now = [T0]
-        service = CollectorService(settings, clock=lambda: now[0])
+        service = CollectionService(settings, clock=lambda: now[0])
         try:
             for step in range(8):
                 now[0] = T0 + 5 * step
@@ -151,7 +151,7 @@ def hostile_db(tmp_path_factory):
     with serve_http(routes) as base:
         target = TargetSettings(name=SCREEN_TARGET, vllm_url=f"{base}/metrics")
         now = [time.time() - 60]
-        service = CollectorService(Settings(db_url=db_url, targets=(target,)), clock=lambda: now[0])
+        service = CollectionService(Settings(db_url=db_url, targets=(target,)), clock=lambda: now[0])
         try:
             for step in range(3):
                 now[0] += 5

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from app.collector import CollectorService
 
+from app.collection import CollectionService
 from collectors.vllm import parse_vllm
 from core.settings import DEFAULT_MAX_SERIES, Settings, TargetSettings
 from db.queries import Reader
@@ -55,7 +55,7 @@ def test_an_over_the_limit_page_is_logged_once_not_every_round(tmp_path, caplog)
         settings = Settings(db_url=f"sqlite:///{tmp_path}/s.db", max_series=10,
                             targets=(TargetSettings(name="wide", vllm_url=f"{base}/metrics"),
                                      TargetSettings(name="own", vllm_url=f"{base}/metrics", max_series=40)))  # fmt: skip
-        service = CollectorService(settings)
+        service = CollectionService(settings)
         try:
             with caplog.at_level(logging.INFO, logger="app.jobs"):
                 for _ in range(3):

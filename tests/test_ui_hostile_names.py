@@ -14,8 +14,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from app.collector import CollectorService
 
+from app.collection import CollectionService
 from app.loader import load_settings
 from tests.browser import CHROMIUM
 from tests.support.http_server import serving
@@ -83,7 +83,7 @@ vllm_url = "{base}/metrics"
 """)
         settings = load_settings(config, {})
         now = [time.time() - 60]
-        service = CollectorService(settings, clock=lambda: now[0])
+        service = CollectionService(settings, clock=lambda: now[0])
         try:
             for step in range(4):
                 now[0] += 10

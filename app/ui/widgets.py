@@ -18,7 +18,7 @@ import streamlit as st
 from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
-from collectors.bandwidth import choose_bandwidth
+from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from core.text import markdown
