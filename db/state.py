@@ -20,32 +20,38 @@ class HistState:
     count: float
     sum: float | None
     created: float | None
+    # increases of skipped rounds not stored yet: [Δcount, Δsum, Δcumulative], same layout
+    carried: list[Any] | None = None
 
 
 @dataclass
 class SeriesState:
-    """Last stored cumulative values (``counters``: key → (value, created))."""
+    """Last seen cumulative values (``counters``: key → (value, created)); ``carried``: counter
+    increases of skipped rounds (see :func:`counter_increase`), key → increase."""
 
     ts: int | None = None
     process_start: float | None = None
     counters: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     hists: dict[str, HistState] = field(default_factory=dict)
+    carried: dict[str, float] = field(default_factory=dict)
 
     def restarted(self, process_start: float | None) -> bool:
         """True when vLLM's process start time changed since the last scrape."""
         return self.process_start is not None and process_start is not None and process_start != self.process_start
 
     def to_json(self) -> str:
-        """The stored form (``series_state.state``): plain JSON; NaN and infinities as Python's json writes them."""
-        return json.dumps(
-            {
-                "ts": self.ts,
-                "ps": self.process_start,
-                "c": {k: list(v) for k, v in self.counters.items()},
-                "h": {k: [h.layout, h.cumulative, h.count, h.sum, h.created] for k, h in self.hists.items()},
-            },
-            separators=(",", ":"),
-        )
+        """The stored form (``series_state.state``): plain JSON; NaN and infinities as Python's json
+        writes them. Carried increases only while there are some (rarely: after a skipped round)."""
+        data: dict[str, Any] = {
+            "ts": self.ts,
+            "ps": self.process_start,
+            "c": {k: list(v) for k, v in self.counters.items()},
+            "h": {k: [h.layout, h.cumulative, h.count, h.sum, h.created] + ([h.carried] if h.carried else [])
+                  for k, h in self.hists.items()},
+        }
+        if self.carried:
+            data["k"] = self.carried
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> SeriesState:
@@ -55,6 +61,7 @@ class SeriesState:
             process_start=data.get("ps"),
             counters={k: (v[0], v[1]) for k, v in data.get("c", {}).items()},
             hists={k: HistState(*v) for k, v in data.get("h", {}).items()},
+            carried=data.get("k", {}),
         )
 
 
@@ -70,22 +77,35 @@ def _created_changed(old: float | None, new: float | None) -> bool:
 
 
 def counter_increase(
-    state: SeriesState, key: str, value: float | None, created: float | None, restarted: bool, fresh: bool
+    state: SeriesState,
+    key: str,
+    value: float | None,
+    created: float | None,
+    restarted: bool,
+    fresh: bool,
+    skipped: bool = False,
 ) -> float | None:
     """Increase of a counter since the last scrape; None when unknown (absent or baseline).
 
-    A decrease, a ``created`` change or ``restarted`` → the new value is the increase.
+    A decrease, a ``created`` change or ``restarted`` → the new value is the increase. A ``skipped``
+    scrape (not stored) still moves the state on, its increase carried into the next stored one:
+    a reset after it is then measured from its value, not from the last stored one's, which would
+    lose what was counted between the two.
     """
     if value is None:
         return None
     prev = state.counters.get(key)
     state.counters[key] = (value, created)
+    carried = state.carried.pop(key, 0.0)
     if prev is None or fresh:
         return None
     old, old_created = prev
-    if restarted or _created_changed(old_created, created) or value < old:
-        return value
-    return value - old
+    reset = restarted or _created_changed(old_created, created) or value < old
+    increase = (value if reset else value - old) + carried
+    if skipped:
+        state.carried[key] = increase
+        return None
+    return increase
 
 
 def histogram_increase(
@@ -96,19 +116,21 @@ def histogram_increase(
     created: float | None,
     restarted: bool,
     fresh: bool,
+    skipped: bool = False,
 ) -> tuple[float, float | None, list[int]] | None:
     """``(Δcount, Δsum, packed bucket increases)`` since the last scrape; None when unknown.
 
     Packed increases are ``increase << 8 | bucket_index`` for the buckets that grew (see
     :mod:`db.histo`). Unknown: histogram absent, first observation, after a long gap, or bucket
-    layout changed (no increase for that scrape; the new layout counts from the next one).
+    layout changed (no increase for that scrape; the new layout counts from the next one). A
+    ``skipped`` scrape's increase is carried into the next stored one, as a counter's is.
     """
     if hist is None or layout is None:
         return None
     cumulative = list(hist.cumulative)
     count = hist.count if hist.count is not None else (cumulative[-1] if cumulative else 0.0)
     prev = state.hists.get(key)
-    state.hists[key] = HistState(layout, cumulative, count, hist.sum, created)
+    now = state.hists[key] = HistState(layout, cumulative, count, hist.sum, created)
     if prev is None or fresh or prev.layout != layout or len(prev.cumulative) != len(cumulative):
         return None
     delta = [c - p for c, p in zip(cumulative, prev.cumulative, strict=True)]
@@ -119,6 +141,14 @@ def histogram_increase(
     else:
         d_count = count - prev.count
         d_sum = None if hist.sum is None or prev.sum is None else hist.sum - prev.sum
+    if prev.carried:
+        c_count, c_sum, c_delta = prev.carried
+        delta = [d + c for d, c in zip(delta, c_delta, strict=True)]
+        d_count += c_count
+        d_sum = None if d_sum is None or c_sum is None else d_sum + c_sum
+    if skipped:
+        now.carried = [d_count, d_sum, delta]
+        return None
     packed = pack_increases(delta)
     return None if packed is None else (d_count, d_sum, packed)
 

@@ -143,8 +143,9 @@ class Writer:
         """Queue the round's rows; False (nothing queued) when the target already has a round at or after it.
 
         Rows are keyed by whole seconds: a second round in the same second (``collect --once`` run
-        twice, a clock step back) is skipped with a warning rather than failing the batch. Its
-        counter increases are not lost: the next stored round's increase covers them.
+        twice, a clock step back, two scrapes of a Prometheus less than a second apart) is skipped
+        with a warning rather than failing the batch. Its increases are not lost: it moves its
+        models' states on, and the next stored rows carry them (a reset after it is measured from its values).
         """
         target_id = self._target_id(conn, round_.target)
         ts = int(round(round_.ts))
@@ -162,24 +163,29 @@ class Writer:
             if skipped == 1:
                 log.warning("%s: a round at %d is already stored (latest %d); this one is skipped, and so "
                             "will be any until the clock passes it", round_.target, ts, self._last_ts[target_id])
+            self._model_rows(conn, target_id, ts, round_, skipped=True)
             return False
         if self._skipped.get(target_id):
             log.info("%s: storing rounds again after %d skipped", round_.target, self._skipped.pop(target_id))
         self._last_ts[target_id] = ts
         rows["scrapes"].append(_scrape_row(target_id, ts, round_))
         if round_.vllm_status.ok and round_.vllm is not None:
-            scrape = round_.vllm
-            self._update_target_meta(conn, target_id, scrape)
-            # (a page without models stores no row: the next round's rows cover its time as well)
-            shares = _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models)) if scrape.models else []
-            for (name, figures), share in zip(scrape.models.items(), shares, strict=True):
-                model_id = self._model_id(conn, target_id, name)
-                rows["samples"].append(self._sample_row(conn, model_id, ts, figures, scrape.process_start_time_s, share))
+            self._update_target_meta(conn, target_id, round_.vllm)
+            rows["samples"] += self._model_rows(conn, target_id, ts, round_)
         for gpu in round_.gpus:
             gpu_row = {f: getattr(gpu, f) for f in schema.GPU_FIELDS}
             rows["gpu_samples"].append({"target_id": target_id, "ts": ts, "gpu_id": self._gpu_id(conn, target_id, gpu, ts),
                                         **gpu_row})
         return True
+
+    def _model_rows(self, conn: Connection, target_id: int, ts: int, round_: ScrapeRound, skipped: bool = False) -> list[Row]:
+        """The round's ``samples`` rows; a ``skipped`` round's only move the states on (not stored)."""
+        scrape = round_.vllm
+        if not round_.vllm_status.ok or scrape is None or not scrape.models:
+            return []  # (a page without models stores no row: the next round's rows cover its time as well)
+        shares = [None] * len(scrape.models) if skipped else _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models))
+        return [self._sample_row(conn, self._model_id(conn, target_id, name), ts, figures, scrape.process_start_time_s, share, skipped)
+                for (name, figures), share in zip(scrape.models.items(), shares, strict=True)]
 
     def _covered_ms(self, target_id: int, ts: int, started: float) -> int | None:
         """Milliseconds from the target's previous round that stored model rows (its previous
@@ -205,10 +211,13 @@ class Writer:
         figures: ModelFigures,
         process_start: float | None,
         covered_ms: int | None,
+        skipped: bool = False,
     ) -> Row:
         """The model's ``samples`` row; advances its state.
 
-        ``covered_ms``: the model's share of the time the round's increases cover (see _shares)."""
+        ``covered_ms``: the model's share of the time the round's increases cover (see _shares).
+        ``skipped``: the row is not stored; its increases are carried in the state instead, whose
+        time stays that of the last stored row (the gap to the next one is measured from it)."""
         state = self._state(conn, model_id)
         fresh = state.ts is None or ts - state.ts > self.max_gap_s
         restarted = state.restarted(process_start)
@@ -217,7 +226,7 @@ class Writer:
         for key in schema.COUNTERS:
             value, created = figures.counters.get(key), figures.created.get(key)
             row[key] = counter_increase(state, _state_key(state.counters, key, figures, value), value, created,
-                                        restarted, fresh)
+                                        restarted, fresh, skipped)
         for key in schema.HISTOGRAMS:
             hist = figures.histograms.get(key)
             if hist is not None and len(hist.bounds) > histo.MAX_BUCKETS:
@@ -225,10 +234,11 @@ class Writer:
                 hist = None
             layout = self._layout_id(conn, hist.bounds) if hist is not None else None
             inc = histogram_increase(state, _state_key(state.hists, key, figures, hist), hist, layout,
-                                     figures.created.get(key), restarted, fresh)
+                                     figures.created.get(key), restarted, fresh, skipped)
             count, total, buckets = (None, None, None) if inc is None else (inc[0], inc[1], histo.pack(inc[2]))
             row.update({f"{key}_layout": layout, f"{key}_count": count, f"{key}_sum": total, f"{key}_buckets": buckets})
-        state.ts = ts
+        if not skipped:
+            state.ts = ts
         state.process_start = process_start
         self._dirty.add(model_id)
         return row

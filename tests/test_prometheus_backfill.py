@@ -26,17 +26,26 @@ HISTORY_S = 8.0
 
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory) -> Iterator[tuple[PrometheusServer, float]]:
-    """Two loaded simulators scraped every second; yields the server and an instant with history before it."""
+    """Two loaded simulators scraped every second; yields the server and an instant with history before it
+    (the newest instant at which every target has over HISTORY_S + 1 s of scrapes before it)."""
     sims = [start_simulator(SimOptions(port=0, seed=i, speed=20, load=2)) for i in range(2)]
     server = PrometheusServer(tmp_path_factory.mktemp("prom"), [s.urls["vllm_metrics"] for s in sims])
     try:
         server.wait_for_targets(2)
-        time.sleep(HISTORY_S + 1)
-        yield server, time.time()
+        deadline = time.monotonic() + 120  # a safety net: ends once the history is there
+        while min(last - first for first, last in _scraped_spans(server)) <= HISTORY_S + 1:
+            assert time.monotonic() < deadline, f"no {HISTORY_S + 1:g} s of history: {_scraped_spans(server)}"
+            time.sleep(0.5)
+        yield server, min(last for _, last in _scraped_spans(server))
     finally:
         server.stop()
         for sim in sims:
             sim.stop()
+
+
+def _scraped_spans(server: PrometheusServer) -> list[tuple[float, float]]:
+    """(first, last) scrape time of every target, from Prometheus's own ``up`` samples."""
+    return [(float(r["values"][0][0]), float(r["values"][-1][0])) for r in server.query("up[5m]")]
 
 
 def _rounds(url: str) -> list[tuple[int, int]]:
@@ -114,24 +123,34 @@ def test_live_collection_continues_the_backfill_with_no_gap_and_no_duplicate(scr
     source = PrometheusSource(Settings(), PrometheusSettings(url=server.url))
     writer = Writer(engine)
     latest: dict[str, float] = {}  # target → its cumulative tokens in the last live round stored
-    for _ in range(6):
-        read = source.read()
-        writer.write_rounds(read.rounds)
-        latest.update({r.target: sum(m.counters["generation_tokens"] for m in r.vllm.models.values())
-                       for r in read.rounds if r.vllm is not None})  # fmt: skip
-        time.sleep(0.6)
+    live: dict[str, int] = {}  # target → live rounds read
+    deadline = time.monotonic() + 60  # a safety net: ends once each target has 3 live rounds
+    while (len(live) < 2 or min(live.values()) < 3) and time.monotonic() < deadline:
+        for r in source.read().rounds:
+            # (a round in the second of the target's last one is not stored: its tokens are not in the sum yet)
+            if writer.write_rounds([r]) and r.vllm is not None:
+                latest[r.target] = sum(m.counters["generation_tokens"] for m in r.vllm.models.values())
+            live[r.target] = live.get(r.target, 0) + 1
+        time.sleep(0.6)  # Prometheus scrapes every second: a read in between gives no round
     last_total = sum(latest.values())
     writer.close()
     source.close()
+    s, m = schema.samples, schema.models
     with engine.connect() as conn:
-        stored = conn.execute(select(func.sum(schema.samples.c.generation_tokens))).scalar()
-        nulls = conn.execute(select(func.count()).where(schema.samples.c.covered_ms.is_(None))).scalar()
+        stored = conn.execute(select(func.sum(s.c.generation_tokens))).scalar()
+        nulls = conn.execute(select(func.count()).where(s.c.covered_ms.is_(None))).scalar()
+        covered = conn.execute(select(m.c.target_id, s.c.ts, s.c.covered_ms).join(m, s.c.model_id == m.c.id)
+                               .order_by(m.c.target_id, s.c.ts)).all()
     engine.dispose()
     rows = _rounds(url)
     assert len(rows) == len(set(rows)) and len(rows) > len(backfilled)
-    for target in {t for t, _ in rows}:
-        stamps = [ts for t, ts in rows if t == target]
-        assert max(b - a for a, b in zip(stamps, stamps[1:], strict=False)) <= 2  # no gap at the seam
+    assert min(live.values()) >= 3, live
+    # no gap at the seam: the first live row covers the time since the last backfilled one (however
+    # long the backfill took; rows are 1 s apart only where the live reads kept up with the scrapes)
+    for target in {t for t, _ in backfilled}:
+        last_backfilled = max(ts for t, ts in backfilled if t == target)
+        (ts, covered_ms), *_ = [(ts, c) for t, ts, c in covered if t == target and ts > last_backfilled]
+        assert covered_ms == (ts - last_backfilled) * 1000
     assert nulls == 2  # only each target's very first row is a baseline
     # every token between the first backfilled step and the last live round, counted once
     assert stored == pytest.approx(last_total - start_total)

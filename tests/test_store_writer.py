@@ -151,6 +151,40 @@ def test_a_second_round_in_the_same_second_is_skipped_not_fatal(db_url: str) -> 
     assert Writer(engine).write_rounds([vllm_round(T + 5, 170)]) == 0
 
 
+@pytest.mark.parametrize("restart", ["created", "process_start", "decrease"])
+@pytest.mark.parametrize("collector_restarts", [False, True])
+def test_a_reset_after_a_skipped_round_keeps_the_skipped_rounds_increase(db_url: str, restart: str,
+                                                                          collector_restarts: bool) -> None:
+    # Prometheus scrapes at T+0.45 late (T+0.55 rounds to T+1), then at T+1.45 on time (T+1 again:
+    # skipped), then vLLM restarts before the scrape at T+2.45. The 60 tokens and 3 observations
+    # counted between the first and the skipped scrape are in no stored row unless the reset is
+    # measured from the skipped round's values.
+    def at(ts: float, gen: float, hist: tuple[float, ...], started: float) -> Any:
+        if restart == "created":
+            return vllm_round(ts, gen, hist=hist, created={"generation_tokens": started, "ttft": started})
+        return vllm_round(ts, gen, hist=hist, process_start=started if restart == "process_start" else None)
+
+    # (tokens, cumulative buckets, bucket increases) after the restart: past 100 already, or not
+    after = (170, (1, 2, 3, 3), [1, 1, 1, 0]) if restart != "decrease" else (30, (1, 1, 2, 2), [1, 0, 1, 0])
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    assert writer.write_rounds([at(T + 0.55, 100, (1, 2, 2, 2), 10.0), at(T + 1.45, 160, (2, 4, 5, 5), 10.0)]) == 1
+    if collector_restarts:  # what is carried lives in series_state
+        writer = Writer(engine)
+    writer.write_round(at(T + 2.45, after[0], after[1], 20.0))
+    assert _samples(engine, "generation_tokens") == [None, 60 + after[0]]
+    assert _samples(engine, "ttft_count") == [None, 3 + after[1][-1]]
+    assert histo.decode(_samples(engine, "ttft_buckets")[1], 4) == [a + b for a, b in zip((1, 1, 1, 0), after[2], strict=True)]
+
+
+def test_a_skipped_round_that_restarted_is_not_counted_twice(db_url: str) -> None:
+    # the reset lies between the stored round and the skipped one: the next stored round must not
+    # see it again (against the stored round's process start)
+    engine = _write(db_url, vllm_round(T + 0.55, 100, process_start=10.0), vllm_round(T + 1.45, 20, process_start=20.0),
+                    vllm_round(T + 2.45, 50, process_start=20.0))
+    assert _samples(engine, "generation_tokens") == [None, 50]
+
+
 def _rows(engine: Any, table: Any, key: str) -> list[tuple]:
     with engine.connect() as conn:
         rows = conn.execute(select(table).order_by(table.c[key], table.c.ts)).mappings().all()
