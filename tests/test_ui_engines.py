@@ -79,6 +79,6 @@ def test_targets_rows_name_the_versions_and_the_engine():
     rows = widgets.metric_rows(info)
     assert rows[0]["version hint"].startswith("vLLM <= 0.10.2")
     assert rows[1] == {"figure": "engine_read_bytes", "exposed as": "missing",
-                       "version hint": "vLLM 0.33 with --enable-mfu-metrics"}
+                       "version hint": "vLLM >= 0.32 with --enable-mfu-metrics"}
     text = widgets.engine_text(info)
     assert "engine: vLLM" in text and "483 k tokens" in text and "running sql-lora; waiting none (max 4)" in text
