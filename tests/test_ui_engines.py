@@ -82,3 +82,9 @@ def test_targets_rows_name_the_versions_and_the_engine():
                        "version hint": "vLLM >= 0.32 with --enable-mfu-metrics"}
     text = widgets.engine_text(info)
     assert "engine: vLLM" in text and "483 k tokens" in text and "running sql-lora; waiting none (max 4)" in text
+
+
+def test_the_ttft_tile_hover_names_the_engines_bucket():
+    (ttft, *_) = widgets.kpi_tiles(window(quantile_buckets={"ttft_p95_s": (0.25, 0.5)}), RULES)
+    assert "bucket (0.25, 0.5] s" in ttft.help
+    assert "bucket" not in widgets.kpi_tiles(window(), RULES)[0].help  # no value, no bucket

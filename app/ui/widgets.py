@@ -117,6 +117,15 @@ class Tile:
     help: str
 
 
+def held_in(f: WindowFigures, name: str) -> str:
+    """The hover's note on where a quantile lies in the engine's buckets (docs/metrics.md): a client's
+    own figure for the same requests differs, inside or near that bucket."""
+    bucket = f.quantile_buckets.get(name)
+    if bucket is None:
+        return ""
+    return f" vLLM's histogram puts it in the bucket ({bucket[0]:g}, {bucket[1]:g}] s; a client timing the same requests measures its own figure."
+
+
 def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
@@ -128,7 +137,7 @@ def kpi_tiles(f: WindowFigures, rules: SweetSpotSettings) -> list[Tile]:
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token."),
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(rules.ttft_p95_slo_s)} s", "95th percentile time to first token." + held_in(f, "ttft_p95_s")),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {rules.concurrency}", "Running requests in vLLM (concurrency)."),
