@@ -32,7 +32,7 @@ from app.jobs import RoundCollector  # noqa: E402
 from core.settings import Settings, TargetSettings  # noqa: E402
 from db.engine import open_engine  # noqa: E402
 from db.writer import Writer  # noqa: E402
-from tests.vllm_engine import VllmServer  # noqa: E402
+from tests.vllm_engine import EngineUnavailable, VllmServer  # noqa: E402
 
 ENGINE_FIGURES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
                   "vllm:kv_cache_usage_perc": "kv", "vllm:generation_tokens": "tokens",
@@ -56,7 +56,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         started = time.monotonic()
-        server = VllmServer(work)
+        try:
+            server = VllmServer(work)  # installs the engine first if need be (minutes, once)
+        except EngineUnavailable as exc:
+            print(f"ERROR: {exc}", file=sys.stderr)
+            return 2
         print(f"vLLM 0.32 (CPU) up in {time.monotonic() - started:.0f} s on {server.base_url}")
         try:
             return measure(server, work, args)
