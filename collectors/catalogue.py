@@ -113,11 +113,11 @@ NAME_VERSIONS: dict[str, str] = {
     "vllm:inter_token_latency_seconds": "vLLM >= 0.10.2",
     "vllm:request_time_per_output_token_seconds": "vLLM >= 0.11",
     "vllm:num_requests_swapped": "vLLM V0 (<= 0.10)",
-    "vllm:admission_rejections_total": "vLLM 0.33",
-    "vllm:num_requests_waiting_by_reason": "vLLM 0.33",
-    "vllm:engine_sleep_state": "vLLM 0.33",
-    "vllm:estimated_read_bytes_per_gpu_total": "vLLM 0.33 with --enable-mfu-metrics",
-    "vllm:estimated_write_bytes_per_gpu_total": "vLLM 0.33 with --enable-mfu-metrics",
+    "vllm:admission_rejections_total": "vLLM >= 0.32",
+    "vllm:num_requests_waiting_by_reason": "vLLM >= 0.32",
+    "vllm:engine_sleep_state": "vLLM >= 0.32",
+    "vllm:estimated_read_bytes_per_gpu_total": "vLLM >= 0.32 with --enable-mfu-metrics",
+    "vllm:estimated_write_bytes_per_gpu_total": "vLLM >= 0.32 with --enable-mfu-metrics",
 }
 
 

@@ -90,3 +90,18 @@ def quantile_matrix(q: float, bounds: Sequence[float], counts: np.ndarray) -> tu
         value = np.where(count > 0, lower + (upper - lower) * (rank - below) / np.where(count > 0, count, 1), lower)
     value = np.where(in_inf, bounds[-2], value)
     return np.where(total > 0, value, np.nan), in_inf & (total > 0)
+
+
+def holding_buckets(values: np.ndarray, in_inf: np.ndarray, bounds: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The bucket ``(lower, upper]`` that holds each quantile of :func:`quantile_matrix`: the finest
+    statement the histogram supports (the value inside it is an interpolation). A value clamped to
+    the largest finite bound (``in_inf``) lies in ``(largest finite bound, +Inf]``; NaN stays NaN."""
+    if len(bounds) < 2 or bounds[-1] != INF:
+        return np.full(len(values), np.nan), np.full(len(values), np.nan)
+    finite = np.asarray(bounds[:-1], dtype=np.float64)
+    at = np.searchsorted(finite, np.nan_to_num(values, nan=0.0), side="left")  # first bound >= value
+    lower = np.concatenate(([0.0], finite))[at]
+    upper = np.concatenate((finite, [INF]))[at]
+    lower, upper = np.where(in_inf, finite[-1], lower), np.where(in_inf, INF, upper)
+    missing = np.isnan(values)
+    return np.where(missing, np.nan, lower), np.where(missing, np.nan, upper)

@@ -30,7 +30,7 @@ from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_ver
 from db import aggregate, derived, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
-from db.quantiles import quantile_matrix
+from db.quantiles import holding_buckets, quantile_matrix
 from db.results import CeilingInfo, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
 
@@ -432,9 +432,12 @@ def _quantile_figures(
             if h != hist or name not in want:
                 continue
             values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
+            lower, upper = np.full(groups, np.nan), np.full(groups, np.nan)
             for keys, bounds, counts in parts:
                 values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
+                lower[keys], upper[keys] = holding_buckets(values[keys], inf[keys], bounds)
             out[name], out[name + "_inf"] = values, inf
+            out[name + "_lower"], out[name + "_upper"] = lower, upper
     return out
 
 
@@ -559,7 +562,18 @@ def window_from(
         admission_rejections_per_min=None if rejections is None else rejections * 60.0,
         requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
                                            if point[f"{k}_per_s"] is not None},
+        quantile_buckets=_holding(f),
     )
+
+
+def _holding(f: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Each quantile's bucket (lower, upper] of a one-step window, where the arrays have it."""
+    out = {}
+    for _, _, name in _QUANTILES:
+        lower, upper = f.get(name + "_lower"), f.get(name + "_upper")
+        if lower is not None and upper is not None and lower[0] == lower[0]:  # NaN: no value
+            out[name] = (float(lower[0]), float(upper[0]))
+    return out
 
 
 def _window_up(last: Any, lo: int, f: dict[str, np.ndarray]) -> bool | None:

@@ -140,6 +140,9 @@ class WindowFigures(EngineFigures):
     sleep_state: str | None = None  # at the window's last scrape: awake, weights_offloaded, discard_all
     admission_rejections_per_min: float | None = None
     requests_finished_per_s_by_reason: dict[str, float | None] = field(default_factory=dict)
+    # The histogram bucket (lower, upper] holding each quantile ("ttft_p95_s" → (0.25, 0.5)): the
+    # engine's buckets are all the server side knows; a client's own figure may differ within it.
+    quantile_buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

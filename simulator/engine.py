@@ -217,5 +217,7 @@ class Engine:
             first = seq.first_token_at if seq.first_token_at is not None else now
             hists["prefill"].observe(first - scheduled)
             hists["decode"].observe(now - first)
+            if seq.generated > 1:  # as vLLM: decode time over the tokens after the first
+                hists["tpot"].observe((now - first) / (seq.generated - 1))
         if seq.on_finish is not None:
             seq.on_finish(seq, reason, now)

@@ -108,6 +108,7 @@ _HISTOGRAMS = (
     ("vllm:request_prefill_time_seconds", "prefill", "Histogram of time spent in PREFILL phase for request."),
     ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
     ("vllm:iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
+    ("vllm:request_time_per_output_token_seconds", "tpot", "Histogram of time_per_output_token_seconds per request."),
 )
 _V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
 START_DOC = "Start time of the process since unix epoch in seconds."
@@ -219,7 +220,13 @@ def vllm_layout(view: VllmView, sink: Sink) -> None:
     reasons = [([*values, reason], count) for reason, count in success.items()]
     sink.counter("vllm:request_success", "Count of successfully processed requests.", [*names, "finished_reason"],
                  reasons, created)
+    if not v0:  # registered whatever the setting: with prefix caching off (the simulated engine) they stay at 0
+        for name, doc in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."),
+                          ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")):
+            sink.counter(name, doc, names, [(values, 0.0)], created)
     for name, key, doc in _HISTOGRAMS:
+        if v0 and key == "tpot":
+            continue  # vLLM >= 0.11
         if v0 and key == "itl":
             name, doc = "vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds."
         bounds = _V0_BOUNDS.get(key) if v0 else None
@@ -298,9 +305,10 @@ def _cache_config(view: VllmView, labels: dict[str, str]) -> dict[str, str]:
         "gpu_memory_utilization": str(view.gpu_memory_utilization),
         "num_cpu_blocks": "0",
         "num_gpu_blocks": str(view.num_gpu_blocks),
-        "swap_space": "4",
     }
-    if "engine" in labels:
+    if "engine" not in labels:
+        info["swap_space"] = "4"  # V0's CPU swap; V1 has none
+    else:
         info["engine"] = labels["engine"]
         tokens = view.num_gpu_blocks * view.block_size  # 0.33 states the capacity itself
         info["kv_cache_size_tokens"] = str(tokens)

@@ -30,6 +30,7 @@ HISTOGRAM_BOUNDS = {
     "prefill": REQUEST_BUCKETS_V1,
     "decode": REQUEST_BUCKETS_V1,
     "iteration": ITERATION_BUCKETS,
+    "tpot": ITL_BUCKETS_V1,  # each finished request's mean time per output token (vLLM >= 0.11)
 }
 
 

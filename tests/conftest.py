@@ -123,7 +123,7 @@ def browser() -> Iterator[object]:
 # first. `make test` spreads whole files over workers (pytest-xdist --dist loadfile, in collection
 # order): started first, none of them is left to run alone at the end. Only the run's length
 # depends on this list.
-LONGEST_FIRST = ("test_ui_every_range.py", "test_notify_e2e.py", "test_ui_browser.py", "test_prometheus_source.py",
+LONGEST_FIRST = ("test_real_engine.py", "test_ui_every_range.py", "test_notify_e2e.py", "test_ui_browser.py", "test_prometheus_source.py",
                  "test_alerts_e2e.py", "test_ui_app.py", "test_docs_commands.py", "test_fleet.py")  # fmt: skip
 
 

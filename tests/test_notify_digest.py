@@ -163,3 +163,8 @@ def test_each_step_is_judged_as_the_facades_window_of_that_step_would_be(filled)
         assert [s for i, s in enumerate(states) if i not in partial] == [w for i, w in enumerate(windows) if i not in partial]
         assert len(partial) == (1 if name == "edge" and NOW % step else 0)  # a step's first round failed: no data in both
         assert {"in_sweet_spot", "outside"} & set(states)
+
+
+def test_the_ttft_p95_line_names_the_engines_bucket():
+    target = digest.TargetDigest("demo", 0.5, 0.0, 0.29, 120.0, 150.0, 180.0, 0.0, (), ttft_p95_bucket=(0.25, 0.5))
+    assert "TTFT P95: 0.29 s (vLLM's bucket (0.25, 0.5] s)" in digest.render_text(digest.Digest(NOW - 86400, NOW, "UTC", (target,)))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from db import histo
-from db.quantiles import histogram_quantile, quantile_matrix
+from db.quantiles import histogram_quantile, holding_buckets, quantile_matrix
 
 INF = float("inf")
 B = (0.1, 0.5, 1.0, INF)
@@ -84,3 +84,19 @@ def test_huge_increase_is_split_into_entries() -> None:
     assert histo.decode(blob, 2) == [0, big]
     acc = histo.accumulate(1, [(0, 1, blob)], {1: (1.0, INF)})
     assert acc is not None and acc[1][0].tolist() == [0, big]
+
+
+@pytest.mark.parametrize(
+    ("increases", "q", "bucket"),
+    [
+        ((2, 6, 2, 0), 0.95, (0.5, 1.0)),  # 0.875 interpolated inside (0.5, 1]
+        ((5, 5, 0, 0), 0.5, (0.0, 0.1)),  # exactly on a bound: the bucket it closes
+        ((10, 0, 0, 0), 0.5, (0.0, 0.1)),  # the first bucket starts at 0
+        ((1, 1, 0, 8), 0.5, (1.0, INF)),  # clamped to the largest finite bound: it lies in +Inf
+    ],
+)
+def test_the_bucket_holding_a_quantile(increases: tuple[int, ...], q: float, bucket: tuple[float, float]) -> None:
+    values, inf = quantile_matrix(q, B, np.asarray([increases, (0, 0, 0, 0)]))
+    lower, upper = holding_buckets(values, inf, B)
+    assert (lower[0], upper[0]) == bucket
+    assert lower[1] != lower[1] and upper[1] != upper[1]  # no requests: no value, no bucket

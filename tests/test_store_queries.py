@@ -271,9 +271,12 @@ def test_status_cli_json_and_table(db_url: str) -> None:
     assert data["prompt_tokens_per_s"] is None and data["queue_depth_max"] is None
     assert data["running_max"] == 4 and data["up"] is True and data["ceiling_tokens_per_s"] == 180
     assert 0 < data["ttft_p95_s"] <= 1.0
+    lower, upper = data["ttft_p95_bucket"]  # the engine's bucket that holds it
+    assert lower < data["ttft_p95_s"] <= upper and data["queue_time_p95_bucket"] is None
     if db_url.startswith("sqlite"):  # the table is the same code on both databases; spare a subprocess
         table = _cli("status", "--db", db_url, "--window", "5m")
         assert table.returncode == 0 and "over 5m" in table.stdout and "tok/s" in table.stdout
+        assert f"TTFT ({lower:g}, {upper:g}]" in table.stdout
 
 
 def test_status_cli_missing_database(tmp_path: Path) -> None:

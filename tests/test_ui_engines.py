@@ -79,6 +79,12 @@ def test_targets_rows_name_the_versions_and_the_engine():
     rows = widgets.metric_rows(info)
     assert rows[0]["version hint"].startswith("vLLM <= 0.10.2")
     assert rows[1] == {"figure": "engine_read_bytes", "exposed as": "missing",
-                       "version hint": "vLLM 0.33 with --enable-mfu-metrics"}
+                       "version hint": "vLLM >= 0.32 with --enable-mfu-metrics"}
     text = widgets.engine_text(info)
     assert "engine: vLLM" in text and "483 k tokens" in text and "running sql-lora; waiting none (max 4)" in text
+
+
+def test_the_ttft_tile_hover_names_the_engines_bucket():
+    (ttft, *_) = widgets.kpi_tiles(window(quantile_buckets={"ttft_p95_s": (0.25, 0.5)}), RULES)
+    assert "bucket (0.25, 0.5] s" in ttft.help
+    assert "bucket" not in widgets.kpi_tiles(window(), RULES)[0].help  # no value, no bucket

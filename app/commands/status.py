@@ -13,6 +13,7 @@ from app.alerts.rules import rule_set
 from app.formatting import series_limit_warning
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
+from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
@@ -81,6 +82,9 @@ def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -
     return stored[0].name
 
 
+QUANTILE_NAMES = tuple(name for spec in CATALOGUE for _, name in spec.quantiles)
+
+
 def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """The ``status --json`` document: every WindowFigures field (GPUs and ceiling as objects).
 
@@ -89,7 +93,18 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """
     data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
+    buckets = data.pop("quantile_buckets")
+    for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
+        data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
     return data
+
+
+def bucket_line(fig: WindowFigures) -> str | None:
+    """Where the P95s lie in the engine's own buckets: a client measuring the same requests (``vllm
+    bench serve``, a load test) gets another figure, within or near that bucket (docs/metrics.md)."""
+    parts = [f"{label} ({lo:g}, {hi:g}]" for name, label in (("ttft_p95_s", "TTFT"), ("itl_p95_s", "ITL"), ("e2e_p95_s", "E2E"))
+             if (bucket := fig.quantile_buckets.get(name)) for lo, hi in [bucket]]  # fmt: skip
+    return f"  P95 buckets (s)          {', '.join(parts)}" if parts else None
 
 
 def _finite(value: Any) -> Any:
@@ -128,6 +143,8 @@ def render(fig: WindowFigures) -> str:
         if key == "preemptions" and fig.engine == "sglang":
             label = "retractions (preemptions)"  # SGLang's word for it
         lines.append(f"  {label:24} {_format(data[key], unit, scale)}")
+    if line := bucket_line(fig):
+        lines.append(line)
     if fig.ttft_p95_in_inf_bucket:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if fig.ceiling:

@@ -63,6 +63,7 @@ class TargetDigest:
     ceiling_tokens_per_s: float | None
     preemptions: float | None
     incidents: tuple[Incident, ...]
+    ttft_p95_bucket: tuple[float, float] | None = None  # the engine's histogram bucket holding the P95
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         no_data=(len(verdicts) - len(judged)) / len(verdicts) if verdicts else 1.0,
         ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
         ceiling_tokens_per_s=whole.ceiling_tokens_per_s, preemptions=whole.preemptions,
-        incidents=incidents(transitions, start, end),
+        incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
     )  # fmt: skip
 
 
@@ -169,7 +170,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" of a ceiling of {number(d.ceiling_tokens_per_s)} tok/s" if d.ceiling_tokens_per_s else ""
     lines = [
         f"time in the sweet spot: {percent(d.in_sweet_spot)} (no data {percent(d.no_data)})",
-        f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}",
+        f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         f"preemptions: {number(d.preemptions)}",
         f"incidents: {len(d.incidents) or 'none'}",

@@ -120,6 +120,15 @@ class Tile:
     help: str
 
 
+def held_in(f: WindowFigures, name: str) -> str:
+    """The hover's note on where a quantile lies in the engine's buckets (docs/metrics.md): a client's
+    own figure for the same requests differs, inside or near that bucket."""
+    bucket = f.quantile_buckets.get(name)
+    if bucket is None:
+        return ""
+    return f" vLLM's histogram puts it in the bucket ({bucket[0]:g}, {bucket[1]:g}] s; a client timing the same requests measures its own figure."
+
+
 def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
@@ -131,7 +140,7 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token."),
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token." + held_in(f, "ttft_p95_s")),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
@@ -198,14 +207,14 @@ MISSING_HINTS: Mapping[str, str] = {
     "requests_swapped": "V0 engine only: expected on V1",
     "prefix_cache_hits": "prefix caching off, or vLLM before it was exported",
     "prefix_cache_queries": "prefix caching off, or vLLM before it was exported",
-    "engine_read_bytes": "vLLM 0.33 with --enable-mfu-metrics",
-    "engine_write_bytes": "vLLM 0.33 with --enable-mfu-metrics",
-    "admission_rejections": "vLLM 0.33",
-    "waiting_capacity": "vLLM 0.33",
-    "waiting_deferred": "vLLM 0.33",
-    "sleep_weights_offloaded": "vLLM 0.33",
-    "sleep_discard_all": "vLLM 0.33",
-    "finished_error": "vLLM 0.33 (error reason)",
+    "engine_read_bytes": "vLLM >= 0.32 with --enable-mfu-metrics",
+    "engine_write_bytes": "vLLM >= 0.32 with --enable-mfu-metrics",
+    "admission_rejections": "vLLM >= 0.32",
+    "waiting_capacity": "vLLM >= 0.32",
+    "waiting_deferred": "vLLM >= 0.32",
+    "sleep_weights_offloaded": "vLLM >= 0.32",
+    "sleep_discard_all": "vLLM >= 0.32",
+    "finished_error": "vLLM >= 0.32 (error reason)",
     "spec_decode_drafts": "speculative decoding off",
     "spec_decode_draft_tokens": "speculative decoding off",
     "spec_decode_accepted_tokens": "speculative decoding off",
