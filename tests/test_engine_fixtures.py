@@ -156,15 +156,15 @@ def test_inspect_json_0_33_and_sglang_details(capsys):
     assert math.isclose(v33["spec_decode_acceptance_rate"], 144_000 / 210_000)
     assert math.isclose(v33["spec_decode_mean_acceptance_length"], 1 + 144_000 / 70_000)
     assert v33["lora"] == {"running": ["sql-lora"], "waiting": ["chat-lora", "summ-lora"], "max_lora": "4"}
-    assert v33["metric_versions"]["engine_read_bytes"] == "vLLM >= 0.32 with --enable-mfu-metrics"
+    assert v33["metric_versions"]["engine_read_bytes"] == "vLLM ≥ 0.32 with --enable-mfu-metrics"
     main(["inspect", "--json", str(DATA / "engine_vllm_0_4.txt")])
     v04 = json.loads(capsys.readouterr().out)
     assert v04["sleep_state"] is None and v04["engine_read_bytes_total"] is None
-    assert v04["metric_versions"]["kv_cache_usage"].startswith("vLLM <= 0.10.2")
+    assert v04["metric_versions"]["kv_cache_usage"].startswith("vLLM ≤ 0.10.2")
     main(["inspect", "--json", str(DATA / "engine_sglang_0_5.txt")])
     sg = json.loads(capsys.readouterr().out)
     assert sg["engine"] == "sglang" and sg["prefix_cache_hit_rate"] == pytest.approx(0.30)
     assert sg["metric_names_used"]["preemptions"] == "sglang:num_retracted_requests_total"
     main(["inspect", str(DATA / "engine_vllm_0_33_mp.txt")])
     table = capsys.readouterr().out
-    assert "vLLM >= 0.32 with --enable-mfu-metrics" in table and "start time not exposed" in table
+    assert "vLLM ≥ 0.32 with --enable-mfu-metrics" in table and "start time not exposed" in table

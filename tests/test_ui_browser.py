@@ -33,7 +33,7 @@ PAGES = {
     "alerts": ("/alerts", 1, ["Firing and pending now", "target_down", "silenced by silence 1", "edge is being rebuilt",
                               "State history"]),
     "targets": ("/targets", 0, ["demo", "edge", "connection refused", "vllm:kv_cache_usage_perc", "engine: SGLang",
-                                "sglang:num_retracted_requests_total", "vLLM >= 0.32 with --enable-mfu-metrics"]),
+                                "sglang:num_retracted_requests_total", "vLLM ≥ 0.32 with --enable-mfu-metrics"]),
     "query": ("/query?canned=ttft_per_day", 1, ["ttft_p95_s", "Download CSV", " rows in "]),
     "query-refused": ("/query?sql=DELETE%20FROM%20samples", 0, ["refused by rule select-only"]),
 }

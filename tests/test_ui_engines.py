@@ -73,13 +73,13 @@ def test_engine_points_become_one_more_line():
 def test_targets_rows_name_the_versions_and_the_engine():
     info = TargetInfo("t", "u", True, 1.0, None, {"kv_cache_usage": "vllm:gpu_cache_usage_perc"}, ("engine_read_bytes",),
                       ("m",), (), "none", "none", None, engine="vllm",
-                      metric_versions={"kv_cache_usage": "vLLM <= 0.10.2 (hidden in 0.11, removed in 0.12)"},
+                      metric_versions={"kv_cache_usage": "vLLM ≤ 0.10.2 (hidden in 0.11, removed in 0.12)"},
                       cache_config={"num_gpu_blocks": "30210", "block_size": "16"},
                       lora={"running_lora_adapters": "sql-lora", "waiting_lora_adapters": "", "max_lora": "4"})
     rows = widgets.metric_rows(info)
-    assert rows[0]["version hint"].startswith("vLLM <= 0.10.2")
+    assert rows[0]["version hint"].startswith("vLLM ≤ 0.10.2")
     assert rows[1] == {"figure": "engine_read_bytes", "exposed as": "missing",
-                       "version hint": "vLLM >= 0.32 with --enable-mfu-metrics"}
+                       "version hint": "vLLM ≥ 0.32 with --enable-mfu-metrics"}
     text = widgets.engine_text(info)
     assert "engine: vLLM" in text and "483 k tokens" in text and "running sql-lora; waiting none (max 4)" in text
 
