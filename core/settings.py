@@ -21,7 +21,7 @@ from typing import Any
 
 from core.durations import DurationError, parse_duration
 from core.errors import SweetspotError
-from core.limits import MAX_DURATION_S, finite_problem, limit_problems
+from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 
