@@ -15,7 +15,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, LargeBinary, and_, bindparam, cast, func, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import aggregate, derived, schema, sources
+from db import aggregate, schema, sources
 from db import queries as q
 from db.ceiling import compute_ceiling
 from db.engine import storage_error
@@ -109,7 +109,7 @@ def figures_many(
                 f[name], f[name + "_inf"] = values, inf
     q._rates(f, float(step))
     q._ratios(f)
-    derived.add(f)  # engine GB/s, acceptance length...: as db.queries._figures finishes its arrays
+    q._derived(f)  # engine GB/s, acceptance length...: as db.queries._figures finishes its arrays
     return {t: {k: v[i * groups:(i + 1) * groups] for k, v in f.items()} for t, i in position.items()}
 
 

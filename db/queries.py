@@ -26,10 +26,11 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
-from db import aggregate, derived, schema, sources
+from collectors.catalogue import FINISHED_BY_REASON, name_versions, sleep_state
+from db import aggregate, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
+from db.figures import FIGURES, record_fields
 from db.quantiles import quantile_matrix
 from db.results import CeilingInfo, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
@@ -39,41 +40,40 @@ if TYPE_CHECKING:
 
 RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
-# The facade's name tables, derived from the catalogue (collectors/catalogue.py): a counter's rate,
-# a histogram's quantiles and a ratio of two counters appear here by their catalogue lines alone.
-_RATES = {spec.rate: f"{spec.key}_per_s" for spec in CATALOGUE if spec.rate}  # figure → what _rates computes
-_QUANTILES = tuple((spec.key, q, name) for spec in CATALOGUE for q, name in spec.quantiles)
-# Gauge figures: (figure, column of the reduced rows, how steps combine it)
-_GAUGE_FIGURES = (
-    ("running_avg", "requests_running_sum", "avg"),
-    ("running_max", "requests_running_max", "max"),
-    ("waiting_max", "requests_waiting_max", "max"),
-    ("kv_cache_usage_max", "kv_cache_usage_max", "max"),
-    *derived.GAUGE_FIGURES,
+# The engine's name tables, derived from db/figures.py's FIGURES (itself generated in part from the
+# catalogue): what each figure reads, how its per-model values combine, which arrays it is built from.
+_MODEL_ROWS = tuple(f for f in FIGURES if f.rows == "model")
+_QUANTILES = tuple((f.inputs[0], f.quantile, f.name) for f in _MODEL_ROWS if f.compute == "quantile")
+_RATES = tuple(f for f in _MODEL_ROWS if f.compute == "rate")
+_RATIOS = tuple(f for f in _MODEL_ROWS if f.compute == "ratio")
+_GAUGES = tuple(f for f in _MODEL_ROWS if f.compute in ("gauge_avg", "gauge_max"))
+_DERIVED = tuple(f for f in _MODEL_ROWS if f.compute == "derived")
+_ENGINE_ORDER = ("quantile", "rate", "count", "gauge_avg", "gauge_max", "ratio", "derived")
+# every figure the engine computes: SeriesPoint's fields (the target rows' figures last)
+_POINT_KEYS = (
+    *(f.name for kind in _ENGINE_ORDER for f in _MODEL_ROWS if f.compute == kind),
+    *(f.name for f in FIGURES if f.rows == "target" and f.compute != "record"),
 )
-_TOTALS = ("preemptions",)  # counters whose increase over the step is itself a figure
+_UNBLANKED = frozenset(f.name for f in FIGURES if f.rows == "target")  # shown even in a step with no scrape
+# a gauge averaged over the step is reduced as its column's ``_avg``; a ratio's fallback gauge too
+_REDUCED = {f.name: f.column.removesuffix("_sum") + "_avg" if f.compute == "gauge_avg" else f.column for f in _GAUGES}
+_FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
 _SCALAR_SPEC = {
     "sum": [*schema.COUNTERS, "covered_ms"],
-    **{op: [col for _, col, how in _GAUGE_FIGURES if how == op] for op in ("avg", "max")},
+    "avg": [f.column for f in _GAUGES if f.compute == "gauge_avg"] + [f"{f.fallback}_sum" for f in _RATIOS if f.fallback],
+    "max": [f.column for f in _GAUGES if f.compute == "gauge_max"],
 }
-_SCALAR_SPEC["avg"] += list(derived.AVERAGED)
-_POINT_KEYS = (
-    *(name for _, _, name in _QUANTILES), *_RATES, *_TOTALS, *(name for name, _, _ in _GAUGE_FIGURES),
-    "queue_depth_max", *RATIOS, *derived.POINT_KEYS,
+# reduced columns whose per-model values describe the server, not a share of it: the largest model's
+_MAX_ACROSS_MODELS = frozenset(
+    {_REDUCED[f.name] for f in _GAUGES if f.across == "max"} | set(_FALLBACKS.values())
 )
-_NEEDED_BY: dict[str, set[str]] = {
-    **{key: {spec.rate} | ({key} & set(_TOTALS)) for spec in CATALOGUE if spec.kind == "counter" for key in [spec.key]},
-    "covered_ms": set(_RATES),  # every rate divides by it
-    **{col: {name} for name, col, _ in _GAUGE_FIGURES},
-}
-for _ratio, _counters in RATIOS.items():
-    for _counter in _counters:
-        _NEEDED_BY[_counter] = _NEEDED_BY[_counter] | {_ratio}
-for _col, _names in derived.NEEDED_BY.items():
-    _NEEDED_BY[_col] = _NEEDED_BY.get(_col, set()) | _names
-_NEEDED_BY = {col: names - {""} for col, names in _NEEDED_BY.items()}
+_NEEDED_BY: dict[str, set[str]] = {col: set() for cols in _SCALAR_SPEC.values() for col in cols}
+for _f in _MODEL_ROWS:
+    for _col in (*_f.inputs, *([_f.column] if _f in _GAUGES else []), *([f"{_f.fallback}_sum"] if _f.fallback else [])):
+        if _col in _NEEDED_BY:
+            _NEEDED_BY[_col].add(_f.name)
 # every figure _figures can compute (what Reader.window asks for)
-ALL_FIELDS = frozenset((*_POINT_KEYS, "up_ratio", "scrapes"))
+ALL_FIELDS = frozenset((*_POINT_KEYS, "scrapes"))
 
 
 def plan(lo: int, hi: int, level: int, marks: dict[int, int]) -> list[tuple[int, int, int]]:
@@ -306,7 +306,7 @@ def _figures(
     out = {"scrapes": np.full(groups, np.nan), "up_scrapes": np.ones(groups), "up_ratio": np.full(groups, np.nan)}
     # Scrape health is only needed for up_ratio and queue depth: model rows exist only for
     # successful scrapes, so a down step is a gap without it.
-    if want & {"up_ratio", "queue_depth_max", "scrapes"}:
+    if want & _UNBLANKED:
         trows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, [target_id], lo, hi)]
         out = _target_figures(trows, start, step, groups)
     spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
@@ -322,16 +322,31 @@ def _figures(
         out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
     _rates(out, float(step))
     _ratios(out)
-    derived.add(out)
+    _derived(out)
     return out
 
 
 def _ratios(f: dict[str, np.ndarray]) -> None:
-    """Add each catalogue ratio (hits ÷ queries) where both counters were read: NaN where nothing was queried."""
-    for name, (num, den) in RATIOS.items():
+    """Add each ratio (hits ÷ queries) where both counters were read: NaN where nothing was queried;
+    where a ratio has a fallback gauge (SGLang states its hit rate), the gauge's step average fills
+    the steps the counters do not."""
+    for fig in _RATIOS:
+        num, den = fig.inputs
+        ratio = None
         if num in f and den in f:
             with np.errstate(invalid="ignore", divide="ignore"):
-                f[name] = np.where(f[den] > 0, f[num] / np.where(f[den] > 0, f[den], 1.0), np.nan)
+                ratio = f[fig.name] = np.where(f[den] > 0, f[num] / np.where(f[den] > 0, f[den], 1.0), np.nan)
+        gauge = f.get(_FALLBACKS.get(fig.name, ""))
+        if gauge is not None:
+            f[fig.name] = gauge if ratio is None else np.where(np.isnan(ratio), gauge, ratio)
+
+
+def _derived(f: dict[str, np.ndarray]) -> None:
+    """Add the figures computed from other figures (db/derived.py), where their inputs are."""
+    for fig in _DERIVED:
+        values = fig.fn(f) if fig.fn is not None else None
+        if values is not None:
+            f[fig.name] = values
 
 
 def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
@@ -345,10 +360,9 @@ def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
         return
     with np.errstate(invalid="ignore"):
         seconds = np.where(covered > 0, covered / 1000.0, step_s)
-    for name in _RATES.values():
-        counter = name.removesuffix("_per_s")
-        if counter in f:
-            f[name] = f[counter] / seconds
+    for fig in _RATES:
+        if fig.inputs[0] in f:
+            f[fig.name] = f[fig.inputs[0]] / seconds
 
 
 def _group(rows: list[Any], start: int, step: int) -> np.ndarray:
@@ -399,7 +413,7 @@ def _model_figures(
     out: dict[str, np.ndarray] = {}
     for src in (red.sums, red.avgs, red.maxes):
         for name, values in src.items():
-            how = "max" if name == "kv_cache_usage_max" or name in derived.MAX_ACROSS_MODELS else "sum"
+            how = "max" if name in _MAX_ACROSS_MODELS else "sum"
             out[name] = _across_models(values, groups, nm, how)
     return out
 
@@ -434,9 +448,6 @@ def _quantile_figures(
     return out
 
 
-_RENAMED = {name: col.removesuffix("_sum") + "_avg" if how == "avg" else col for name, col, how in _GAUGE_FIGURES}
-
-
 def _nullable(values: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in values.tolist()]  # NaN != NaN
 
@@ -447,13 +458,12 @@ def _columns(f: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
     down = f["up_scrapes"] <= 0
     out: dict[str, list[float | None]] = {}
     for key in _POINT_KEYS:
-        src = _RATES.get(key) or _RENAMED.get(key) or key
+        src = _REDUCED.get(key, key)
         if src not in f:
             out[key] = [None] * groups
             continue
         values = f[src]
-        out[key] = _nullable(values if key == "queue_depth_max" else np.where(down, np.nan, values))
-    out["up_ratio"] = _nullable(f["up_ratio"])
+        out[key] = _nullable(values if key in _UNBLANKED else np.where(down, np.nan, values))
     return out
 
 
@@ -470,7 +480,7 @@ def _series_columns(
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], **{k: [] for k in (*_POINT_KEYS, "up_ratio")}}
+        return {"ts": [], **{k: [] for k in _POINT_KEYS}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
     want = None if fields is None else frozenset(fields)
     level = _level_for_step(step) if level is None else level
@@ -520,6 +530,9 @@ def _window(
     return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep)
 
 
+_WINDOW_FIELDS = record_fields(WindowFigures)
+
+
 def window_from(
     target: str, model: str | None, end: float, window_s: float, lo: int,
     f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
@@ -527,9 +540,8 @@ def window_from(
 ) -> WindowFigures:  # fmt: skip
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
     engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
-    point = {k: v[0] for k, v in _columns(f).items()}
-    point.pop("up_ratio")
-    point.pop("preemptions_per_s")  # a window gives the count
+    # a window gives the preemptions' count, not their rate, and scrapes rather than a share of them
+    point = {k: v[0] for k, v in _columns(f).items() if k in _WINDOW_FIELDS}
     rejections = point["admission_rejections_per_s"]
     tok = point["tokens_per_s"]
     ceiling_tok = ceiling.tokens_per_s if ceiling else None
