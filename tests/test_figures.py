@@ -9,7 +9,7 @@ import pytest
 from app.alerts import figures as rule_figures
 from app.commands.status import ROWS
 from collectors.catalogue import BY_KEY, CATALOGUE
-from db import figures, queries
+from db import figures, pipeline
 from db.figures import FIGURES, record_fields
 from db.results import SeriesPoint, WindowFigures
 
@@ -21,7 +21,7 @@ WINDOW = record_fields(WindowFigures)
 def test_every_figure_the_engine_computes_is_a_series_field_and_back():
     computed = {f.name for f in FIGURES if f.compute != "record"}
     assert computed == SERIES
-    assert set(queries._POINT_KEYS) == SERIES
+    assert set(pipeline.POINT_KEYS) == SERIES
 
 
 def test_every_figure_is_a_field_of_a_record():
