@@ -9,7 +9,12 @@
    - one target's Overview over 7 days: what app/ui/views/overview.py asks (the window, the recent
      queue steps, every chart's series at the 7-day step) — goal ≤ 500 ms.
 
+``--before TREE``: also time the same two reads with the code of another checkout of the project
+(a ``git worktree`` of the commit before a change) on the same database, alternating with this
+tree's code for ``--rounds`` rounds, each in its own process: a change's cost measured in one run.
+
 Usage: .venv/bin/python bench/bench_fleet_queries.py [--targets 100] [--days 7] [--repeat 15] [--db postgresql://...]
+       [--before /tmp/before-tree --rounds 3]
 """
 
 from __future__ import annotations
@@ -91,12 +96,40 @@ def overview(reader: Reader, target: str, now: float, sweetspot: SweetSpotSettin
     reader.series(target, end - 7 * 86400, end, step, fields=OTHERS + TTFT)
 
 
+# One round of both reads, run with a tree's code first on sys.path (``--before``).
+ROUND = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from bench.bench_fleet_queries import overview, timed
+from app.fleet import fleet
+from bench import fleet_db
+from core.settings import SweetSpotSettings
+from db.queries import Reader
+url, targets, repeat = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+reader, sweetspot = Reader(url), SweetSpotSettings()
+a = timed(lambda: fleet(reader, sweetspot, time.time(), 300.0), repeat)
+b = timed(lambda: overview(reader, fleet_db.name(targets // 2), time.time(), sweetspot), repeat)
+print(f"fleet fastest {a[0]:.0f} ms median {a[1]:.0f} ms; overview fastest {b[0]:.0f} ms median {b[1]:.0f} ms")
+"""
+
+
+def compare(url: str, before: str, args: argparse.Namespace) -> None:
+    """Alternate the two trees' code on one database (``--before``)."""
+    for i in range(args.rounds):
+        for label, tree in (("before", before), ("after", str(ROOT))):
+            out = subprocess.run([sys.executable, "-c", ROUND, tree, url, str(args.targets), str(args.repeat)],
+                                 cwd=tree, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+            print(f"round {i + 1} {label:6} ({tree}): {out}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--db", help="an empty PostgreSQL database URL (default: a throwaway server)")
+    parser.add_argument("--before", metavar="TREE", help="another checkout whose code is timed on the same database")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations with --before")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
         url = args.db
@@ -126,6 +159,8 @@ def main() -> int:
         print(f"one target's Overview over {args.days:g} days (window, queue steps, series at 30 min): "
               f"fastest {best:.0f} ms, median {median:.0f} ms (goal ≤ {OVERVIEW_GOAL_MS:.0f} ms: {verdict})")
         reader.engine.dispose()
+        if args.before:
+            compare(url, args.before, args)
     return 0
 
 

@@ -129,11 +129,7 @@ def name_versions(name: str) -> str:
 
 
 BY_KEY: dict[str, MetricSpec] = {spec.key: spec for spec in CATALOGUE}
-# Figures of the facade that divide one counter's increase by another's over the same steps.
-RATIOS: dict[str, tuple[str, str]] = {
-    "prefix_cache_hit_rate": ("prefix_cache_hits", "prefix_cache_queries"),
-    "spec_decode_acceptance_rate": ("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
-}
+# The figures that divide one counter's increase by another's are ratio rows of db/figures.py.
 
 
 def keys(kind: Kind) -> tuple[str, ...]:

@@ -12,16 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, LargeBinary, and_, bindparam, cast, func, literal, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from db import aggregate, derived, schema, sources
-from db import queries as q
+from db import pipeline, schema
 from db.ceiling import compute_ceiling
 from db.engine import storage_error
-from db.quantiles import quantile_matrix
 from db.results import CeilingInfo, WindowFigures
-from db.sources import RAW
 
 
 def last_round_at(engine: Engine) -> float | None:
@@ -36,10 +33,10 @@ def last_round_at(engine: Engine) -> float | None:
 
 # -- every target at once ------------------------------------------------------------------------------
 # The Fleet reads every target's window and last hour. Through Reader.window and Reader.series that
-# is ~20 statements per target (2,000 for 100 targets, ~4 s on PostgreSQL here); here each kind of
-# row is fetched once for all targets and split by target in Python, then reduced by the facade's
-# own arithmetic (db.queries' _target_figures, _model_figures, _rates, quantile_matrix), so the
-# figures are the ones Reader.window and Reader.series give (tests/test_fleet.py compares them).
+# is ~20 statements per target (2,000 for 100 targets, ~4 s on PostgreSQL here); here the figures
+# pipeline (db/pipeline.py) is given every target at once: one statement per kind of row, split by
+# target in Python, the same arithmetic as Reader.window and Reader.series (tests/test_fleet.py
+# compares them).
 
 
 @dataclass(frozen=True)
@@ -50,67 +47,6 @@ class FleetFigures:
     series: dict[str, list[Any]]  # as Reader.series_columns: "ts" and every SeriesPoint field → list
     models: tuple[str, ...]  # model names seen, in the order first seen
     discovered_by: str | None  # the Prometheus source that found the target; None: configured
-
-
-def _hist_by_model_stmt(level: int, hist: str, dialect: str) -> Any:
-    table = schema.samples if level == RAW else schema.model_rollups
-    blob, layout = table.c[f"{hist}_buckets"], table.c[f"{hist}_layout"]
-    group = (table.c.ts - bindparam("start")) // bindparam("step")
-    joined = func.string_agg(blob, literal(b"", LargeBinary)) if dialect == "postgresql" else func.group_concat(blob, "")
-    ids = table.c.model_id.in_(bindparam("ids", expanding=True))
-    where = and_(ids, table.c.ts >= bindparam("lo"), table.c.ts < bindparam("hi"), blob.is_not(None),
-                 *(() if level == RAW else (table.c.step == level,)))  # fmt: skip
-    return (select(table.c.model_id, group, layout, cast(joined, LargeBinary)).where(where)
-            .group_by(table.c.model_id, group, layout))  # fmt: skip
-
-
-def _keys(rows: list[Any], col: int, index: dict[int, int], groups: int, start: int, step: int) -> np.ndarray:
-    """Each row's (target, step) cell: target position × groups + step (``col``: the row's id column)."""
-    ts = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    owner = np.fromiter((index[r[col]] for r in rows), dtype=np.int64, count=len(rows))
-    return owner * groups + (ts - start) // step
-
-
-def figures_many(
-    conn: Connection, models: dict[int, list[int]], span: tuple[int, int, int], level: int, want: frozenset[str]
-) -> dict[int, dict[str, np.ndarray]]:
-    """``db.queries._figures`` for many targets (target id → its model ids): one statement per kind of
-    row, one reduction over every (target, step) cell, then each target's slice of the arrays."""
-    start, end, step = span
-    groups = max(1, -(-(end - start) // step))
-    cells = len(models) * groups
-    segments = q.plan(start, end, level, sources.marks(conn))
-    position = {t: i for i, t in enumerate(models)}
-    all_models = [m for ms in models.values() for m in ms]
-    of_model = {m: position[t] for t, ms in models.items() for m in ms}
-    trows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)]
-    f = q._target_figures(trows, start, step, cells, g=_keys(trows, 1, position, groups, start, step))
-    spec = {op: [c for c in cols if q._NEEDED_BY[c] & want] for op, cols in q._SCALAR_SPEC.items()}
-    scalars = [c for cols in spec.values() for c in cols]
-    if scalars and all_models:
-        mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, all_models, lo, hi, (), scalars)]
-        keys = _keys(mrows, 1, of_model, groups, start, step)
-        local = {m: i for ms in models.values() for i, m in enumerate(ms)}  # a model's place in its target
-        f.update(q._model_figures(mrows, all_models, (start, step, cells), spec, g=keys, positions=local))
-    quantiles = [(h, p, name) for h, p, name in q._QUANTILES if name in want]
-    layouts = sources.layouts(conn) if quantiles and all_models else {}
-    for hist in sorted({h for h, _, _ in quantiles}) if all_models else ():
-        params = {"ids": all_models, "start": start, "step": step}
-        rows = [r for lv, lo, hi in segments
-                for r in sources.fetch_all(conn, _hist_by_model_stmt(lv, hist, conn.dialect.name), {**params, "lo": lo, "hi": hi})]  # fmt: skip
-        owner = np.fromiter((of_model[r[0]] for r in rows), dtype=np.int64, count=len(rows))
-        key = owner * groups + np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
-        parts = aggregate.hist_parts(rows, key, cells, 2, 3, layouts)
-        for h, p, name in quantiles:
-            if h == hist:
-                values, inf = np.full(cells, np.nan), np.zeros(cells, dtype=bool)
-                for keys, bounds, counts in parts:
-                    values[keys], inf[keys] = quantile_matrix(p, bounds, counts)
-                f[name], f[name + "_inf"] = values, inf
-    q._rates(f, float(step))
-    q._ratios(f)
-    derived.add(f)  # engine GB/s, acceptance length...: as db.queries._figures finishes its arrays
-    return {t: {k: v[i * groups:(i + 1) * groups] for k, v in f.items()} for t, i in position.items()}
 
 
 def _last_scrapes(conn: Connection, end: float) -> dict[int, Any]:
@@ -161,21 +97,20 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
         model_names[tid].append(mname)
     hi = int(math.floor(end)) + 1
     lo = hi - int(window_s)
-    level = RAW if window_s <= q.RAW_WINDOW_MAX_S else 3600 if window_s >= q.HOURLY_WINDOW_MIN_S else 60
-    windows = figures_many(conn, models, (lo, hi, hi - lo), level, q.ALL_FIELDS)
+    windows = pipeline.figures(conn, models, (lo, hi, hi - lo), pipeline.window_level(window_s))
     s_start, s_end, s_step = series
     step = max(1, int(s_step))
     s_lo, s_hi = int(s_start) // step * step, int(math.ceil(s_end))
-    steps = figures_many(conn, models, (s_lo, s_hi, step), q._level_for_step(step), frozenset(fields))
+    steps = pipeline.figures(conn, models, (s_lo, s_hi, step), pipeline.level_for_step(step), frozenset(fields))
     last, ceilings = _last_scrapes(conn, end), _ceilings(conn)
     out = {}
     for tid, name in names.items():
         row = next(r for r in targets if r.id == tid)
         # the sleep state is one index look-up per target, at the window's last raw row
-        sleep = q._sleep_state(conn, models[tid], lo, hi) if models[tid] else None
-        window = q.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), (),
+        sleep = pipeline.sleep_state_at(conn, models[tid], lo, hi) if models[tid] else None
+        window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), (),
                                row.engine, sleep)  # fmt: skip
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
-        points: dict[str, list[Any]] = {"ts": ts, **q._columns(steps[tid])}
+        points: dict[str, list[Any]] = {"ts": ts, **pipeline.columns(steps[tid])}
         out[name] = FleetFigures(window, points, tuple(model_names[tid]), row.discovered_by)
     return out

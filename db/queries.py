@@ -26,71 +26,27 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, RATIOS, name_versions, sleep_state
-from db import aggregate, derived, schema, sources
+from collectors.catalogue import name_versions
+from db import aggregate, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
-from db.quantiles import holding_buckets, quantile_matrix
-from db.results import CeilingInfo, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.pipeline import (
+    POINT_KEYS,
+    columns,
+    empty_figures,
+    figures,
+    level_for_step,
+    plan,
+    sleep_state_at,
+    step_of,
+    window_from,
+    window_level,
+)
+from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
 
 if TYPE_CHECKING:
     from db.notifications import NotificationEntry
-
-RAW_WINDOW_MAX_S = 6 * 3600
-HOURLY_WINDOW_MIN_S = 2 * 86400
-# The facade's name tables, derived from the catalogue (collectors/catalogue.py): a counter's rate,
-# a histogram's quantiles and a ratio of two counters appear here by their catalogue lines alone.
-_RATES = {spec.rate: f"{spec.key}_per_s" for spec in CATALOGUE if spec.rate}  # figure → what _rates computes
-_QUANTILES = tuple((spec.key, q, name) for spec in CATALOGUE for q, name in spec.quantiles)
-# Gauge figures: (figure, column of the reduced rows, how steps combine it)
-_GAUGE_FIGURES = (
-    ("running_avg", "requests_running_sum", "avg"),
-    ("running_max", "requests_running_max", "max"),
-    ("waiting_max", "requests_waiting_max", "max"),
-    ("kv_cache_usage_max", "kv_cache_usage_max", "max"),
-    *derived.GAUGE_FIGURES,
-)
-_TOTALS = ("preemptions",)  # counters whose increase over the step is itself a figure
-_SCALAR_SPEC = {
-    "sum": [*schema.COUNTERS, "covered_ms"],
-    **{op: [col for _, col, how in _GAUGE_FIGURES if how == op] for op in ("avg", "max")},
-}
-_SCALAR_SPEC["avg"] += list(derived.AVERAGED)
-_POINT_KEYS = (
-    *(name for _, _, name in _QUANTILES), *_RATES, *_TOTALS, *(name for name, _, _ in _GAUGE_FIGURES),
-    "queue_depth_max", *RATIOS, *derived.POINT_KEYS,
-)
-_NEEDED_BY: dict[str, set[str]] = {
-    **{key: {spec.rate} | ({key} & set(_TOTALS)) for spec in CATALOGUE if spec.kind == "counter" for key in [spec.key]},
-    "covered_ms": set(_RATES),  # every rate divides by it
-    **{col: {name} for name, col, _ in _GAUGE_FIGURES},
-}
-for _ratio, _counters in RATIOS.items():
-    for _counter in _counters:
-        _NEEDED_BY[_counter] = _NEEDED_BY[_counter] | {_ratio}
-for _col, _names in derived.NEEDED_BY.items():
-    _NEEDED_BY[_col] = _NEEDED_BY.get(_col, set()) | _names
-_NEEDED_BY = {col: names - {""} for col, names in _NEEDED_BY.items()}
-# every figure _figures can compute (what Reader.window asks for)
-ALL_FIELDS = frozenset((*_POINT_KEYS, "up_ratio", "scrapes"))
-
-
-def plan(lo: int, hi: int, level: int, marks: dict[int, int]) -> list[tuple[int, int, int]]:
-    """Split [lo, hi) into ``(level, lo, hi)`` segments: rollups where complete, finer data elsewhere."""
-    if lo >= hi:
-        return []
-    if level == RAW or level not in marks:
-        return [(RAW, lo, hi)] if level == RAW else plan(lo, hi, 60 if level == 3600 else RAW, marks)
-    finer = 60 if level == 3600 else RAW
-    a = min(-(-lo // level) * level, hi)
-    b = max(a, min(marks[level], hi) // level * level)
-    return [*plan(lo, a, finer, marks), *([(level, a, b)] if a < b else []), *plan(b, hi, finer, marks)]
-
-
-def _level_for_step(step_s: int) -> int:
-    return 3600 if step_s % 3600 == 0 else 60 if step_s % 60 == 0 else RAW
-
 
 def _make(cls: type, values: dict[str, Any]) -> Any:
     """Build a frozen result dataclass without its per-field ``object.__setattr__`` calls.
@@ -234,9 +190,9 @@ def _model_ids(conn: Connection, target_id: int, model: str | None) -> list[tupl
     return [(int(i), str(n)) for i, n in rows]
 
 
-def _everyone(conn: Connection, target_id: int, model: str | None) -> list[int] | None:
+def _everyone(conn: Connection, target_id: int, model: str | None) -> dict[int, list[int]] | None:
     """Every model of the target when the figures are for one ``model`` (None: they are for all)."""
-    return None if model is None else [i for i, _ in _model_ids(conn, target_id, None)]
+    return None if model is None else {target_id: [i for i, _ in _model_ids(conn, target_id, None)]}
 
 
 def _gpu_rows(conn: Connection, target_id: int) -> list[Any]:
@@ -287,183 +243,6 @@ def _targets(conn: Connection) -> list[TargetInfo]:
     return out
 
 
-# -- the figures engine ----------------------------------------------------------------------------
-def _figures(
-    conn: Connection,
-    target_id: int,
-    model_ids: Sequence[int],
-    span: tuple[int, int, int],
-    level: int,
-    want: frozenset[str] | None = None,
-    everyone: Sequence[int] | None = None,
-) -> dict[str, np.ndarray]:
-    """Arrays (one value per step, NaN = no data) of the wanted SeriesPoint fields and scrape counts.
-
-    ``span`` = (start, end, step) in unix seconds; ``want`` None = every field; ``everyone``: all
-    the target's models when ``model_ids`` are only some of them (rates divide by the time the
-    target's rounds cover, which every model's rows share).
-    """
-    start, end, step = span
-    want = ALL_FIELDS if want is None else want
-    groups = max(1, -(-(end - start) // step))
-    segments = plan(start, end, level, sources.marks(conn))
-    out = {"scrapes": np.full(groups, np.nan), "up_scrapes": np.ones(groups), "up_ratio": np.full(groups, np.nan)}
-    # Scrape health is only needed for up_ratio and queue depth: model rows exist only for
-    # successful scrapes, so a down step is a gap without it.
-    if want & {"up_ratio", "queue_depth_max", "scrapes"}:
-        trows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, [target_id], lo, hi)]
-        out = _target_figures(trows, start, step, groups)
-    spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
-    hists = [h for h in sources.QUERY_HISTS if any(n in want for hh, _, n in _QUANTILES if hh == h)]
-    scalars = [c for cols in spec.values() for c in cols]
-    if scalars:
-        mrows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, model_ids, lo, hi, (), scalars)]
-        out.update(_model_figures(mrows, list(model_ids), (start, step, groups), spec))
-    if everyone is not None and "covered_ms" in scalars:  # one model's rates: the target's covered time
-        crows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, everyone, lo, hi, (), ["covered_ms"])]
-        out.update(_model_figures(crows, list(everyone), (start, step, groups), {"sum": ["covered_ms"]}))
-    if hists:
-        out.update(_quantile_figures(conn, segments, model_ids, (start, step, groups), hists, want))
-    _rates(out, float(step))
-    _ratios(out)
-    derived.add(out)
-    return out
-
-
-def _ratios(f: dict[str, np.ndarray]) -> None:
-    """Add each catalogue ratio (hits ÷ queries) where both counters were read: NaN where nothing was queried."""
-    for name, (num, den) in RATIOS.items():
-        if num in f and den in f:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                f[name] = np.where(f[den] > 0, f[num] / np.where(f[den] > 0, f[den], 1.0), np.nan)
-
-
-def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
-    """Add each wanted rate: the step's increases (summed over models) ÷ the time they cover.
-
-    Steps whose rows have no covered time (rows stored before migration 0004 but not filled in by
-    it) fall back to the step's length, what every rate was divided by before.
-    """
-    covered = f.get("covered_ms")
-    if covered is None:
-        return
-    with np.errstate(invalid="ignore"):
-        seconds = np.where(covered > 0, covered / 1000.0, step_s)
-    for name in _RATES.values():
-        counter = name.removesuffix("_per_s")
-        if counter in f:
-            f[name] = f[counter] / seconds
-
-
-def _group(rows: list[Any], start: int, step: int) -> np.ndarray:
-    ts = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    return (ts - start) // step
-
-
-def _target_figures(rows: list[Any], start: int, step: int, groups: int, g: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """Scrape counts and queue depth per step; ``g``: each row's group when not its step (db/fleet.py)."""
-    g = _group(rows, start, step) if g is None else g
-    red = aggregate.reduce_rows(
-        rows, sources.TARGET_COLS, g, groups, {"sum": ["up_scrapes"], "max": ["queue_depth_max"]}, {}
-    )
-    with np.errstate(invalid="ignore", divide="ignore"):
-        up_ratio = np.where(red.n > 0, np.nan_to_num(red.sums["up_scrapes"]) / np.where(red.n > 0, red.n, 1), np.nan)
-    return {
-        "scrapes": red.n,
-        "up_scrapes": np.nan_to_num(red.sums["up_scrapes"]),
-        "up_ratio": up_ratio,
-        "queue_depth_max": red.maxes["queue_depth_max"],
-    }
-
-
-def _across_models(values: np.ndarray, groups: int, nmodels: int, how: str) -> np.ndarray:
-    """Combine per-(step, model) values: "sum" (counters, avg, and max as an upper bound) or "max"."""
-    grid = values.reshape(groups, nmodels)
-    empty = np.isnan(grid).all(axis=1)
-    if how == "sum":
-        combined = np.where(np.isnan(grid), 0.0, grid).sum(axis=1)
-    else:
-        combined = np.where(np.isnan(grid), -np.inf, grid).max(axis=1)
-    return np.where(empty, np.nan, combined)
-
-
-def _model_figures(
-    rows: list[Any], model_ids: list[int], grid: tuple[int, int, int], spec: dict[str, list[str]],
-    g: np.ndarray | None = None, positions: dict[int, int] | None = None,
-) -> dict[str, np.ndarray]:  # fmt: skip
-    """Counter sums and gauge figures per step (summed across models; KV usage: max); ``g`` as above,
-    ``positions``: each model's place among its group's models (default: its place in ``model_ids``)."""
-    start, step, groups = grid
-    cols = sources.model_cols((), [c for v in spec.values() for c in v])
-    g = _group(rows, start, step) if g is None else g
-    pos = {m: i for i, m in enumerate(model_ids)} if positions is None else positions
-    nm = max(max(pos.values(), default=0) + 1, 1)
-    mpos = np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
-    red = aggregate.reduce_rows(rows, cols, g * nm + mpos, groups * nm, spec, {})
-    out: dict[str, np.ndarray] = {}
-    for src in (red.sums, red.avgs, red.maxes):
-        for name, values in src.items():
-            how = "max" if name == "kv_cache_usage_max" or name in derived.MAX_ACROSS_MODELS else "sum"
-            out[name] = _across_models(values, groups, nm, how)
-    return out
-
-
-def _quantile_figures(
-    conn: Connection,
-    segments: list[tuple[int, int, int]],
-    model_ids: Sequence[int],
-    grid: tuple[int, int, int],
-    hists: list[str],
-    want: frozenset[str],
-) -> dict[str, np.ndarray]:
-    """Wanted quantiles per step (every model's buckets merged), from per-step grouped blobs."""
-    start, step, groups = grid
-    layouts = sources.layouts(conn)
-    out: dict[str, np.ndarray] = {}
-    for hist in hists:
-        rows = [
-            r
-            for lv, lo, hi in segments
-            for r in sources.fetch_hist_grouped(conn, lv, model_ids, (lo, hi, start, step), hist)
-        ]
-        key = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        parts = aggregate.hist_parts(rows, key, groups, 1, 2, layouts)
-        for h, q, name in _QUANTILES:
-            if h != hist or name not in want:
-                continue
-            values, inf = np.full(groups, np.nan), np.zeros(groups, dtype=bool)
-            lower, upper = np.full(groups, np.nan), np.full(groups, np.nan)
-            for keys, bounds, counts in parts:
-                values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
-                lower[keys], upper[keys] = holding_buckets(values[keys], inf[keys], bounds)
-            out[name], out[name + "_inf"] = values, inf
-            out[name + "_lower"], out[name + "_upper"] = lower, upper
-    return out
-
-
-_RENAMED = {name: col.removesuffix("_sum") + "_avg" if how == "avg" else col for name, col, how in _GAUGE_FIGURES}
-
-
-def _nullable(values: np.ndarray) -> list[float | None]:
-    return [None if v != v else v for v in values.tolist()]  # NaN != NaN
-
-
-def _columns(f: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
-    """Every SeriesPoint figure as a list per step; figures of steps with no successful scrape are None."""
-    groups = len(f["scrapes"])
-    down = f["up_scrapes"] <= 0
-    out: dict[str, list[float | None]] = {}
-    for key in _POINT_KEYS:
-        src = _RATES.get(key) or _RENAMED.get(key) or key
-        if src not in f:
-            out[key] = [None] * groups
-            continue
-        values = f[src]
-        out[key] = _nullable(values if key == "queue_depth_max" else np.where(down, np.nan, values))
-    out["up_ratio"] = _nullable(f["up_ratio"])
-    return out
-
-
 def _series_columns(
     conn: Connection,
     target: str,
@@ -477,12 +256,12 @@ def _series_columns(
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], **{k: [] for k in (*_POINT_KEYS, "up_ratio")}}
+        return {"ts": [], **{k: [] for k in POINT_KEYS}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
     want = None if fields is None else frozenset(fields)
-    level = _level_for_step(step) if level is None else level
-    f = _figures(conn, row.id, ids, (lo, hi, step), level, want, _everyone(conn, row.id, model))
-    cols = _columns(f)
+    level = level_for_step(step) if level is None else level
+    f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
+    cols = columns(f)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
 
 
@@ -495,10 +274,6 @@ def points_from_columns(cols: dict[str, list[Any]]) -> list[SeriesPoint]:
     Reader.fleet give them."""
     names = list(cols)
     return [_make(SeriesPoint, dict(zip(names, values, strict=True))) for values in zip(*cols.values(), strict=True)]
-
-
-def _empty_figures() -> dict[str, np.ndarray]:
-    return {"scrapes": np.zeros(1), "up_scrapes": np.zeros(1), "up_ratio": np.full(1, np.nan)}
 
 
 def _window(
@@ -514,81 +289,16 @@ def _window(
     lo = hi - int(window_s)
     row = _target_row(conn, target)
     gpus: tuple[GpuFigures, ...] = ()
-    last, ceiling, f = None, None, _empty_figures()
-    if level is None:
-        level = RAW if window_s <= RAW_WINDOW_MAX_S else 3600 if window_s >= HOURLY_WINDOW_MIN_S else 60
+    last, ceiling, f = None, None, empty_figures()
+    level = window_level(window_s) if level is None else level
     if row is not None:
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
-        f = _figures(conn, row.id, ids, (lo, hi, hi - lo), level, everyone=_everyone(conn, row.id, model))
+        f = figures(conn, {row.id: ids}, (lo, hi, hi - lo), level, covered_by=_everyone(conn, row.id, model))[row.id]
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
         gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
     engine = None if row is None else row.engine
-    sleep = None if row is None else _sleep_state(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
+    sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
     return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep)
-
-
-def window_from(
-    target: str, model: str | None, end: float, window_s: float, lo: int,
-    f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
-    engine: str | None = None, sleep: str | None = None,
-) -> WindowFigures:  # fmt: skip
-    """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
-    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
-    point = {k: v[0] for k, v in _columns(f).items()}
-    point.pop("up_ratio")
-    point.pop("preemptions_per_s")  # a window gives the count
-    rejections = point["admission_rejections_per_s"]
-    tok = point["tokens_per_s"]
-    ceiling_tok = ceiling.tokens_per_s if ceiling else None
-    return WindowFigures(
-        target=target,
-        model=model,
-        window_s=float(window_s),
-        start=float(end - window_s),
-        end=float(end),
-        **point,
-        ttft_p95_in_inf_bucket=bool(f.get("ttft_p95_s_inf", [False])[0]) and point["ttft_p95_s"] is not None,
-        ceiling_tokens_per_s=ceiling_tok,
-        efficiency=None if tok is None or not ceiling_tok else tok / ceiling_tok,
-        ceiling=ceiling,
-        gpus=gpus,
-        last_scrape_at=None if last is None else float(last.ts),
-        up=_window_up(last, lo, f),
-        last_error=None if last is None else last.error,
-        scrapes=int(f["scrapes"][0]),
-        failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
-        engine=engine,
-        sleep_state=sleep,
-        admission_rejections_per_min=None if rejections is None else rejections * 60.0,
-        requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
-                                           if point[f"{k}_per_s"] is not None},
-        quantile_buckets=_holding(f),
-    )
-
-
-def _holding(f: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
-    """Each quantile's bucket (lower, upper] of a one-step window, where the arrays have it."""
-    out = {}
-    for _, _, name in _QUANTILES:
-        lower, upper = f.get(name + "_lower"), f.get(name + "_upper")
-        if lower is not None and upper is not None and lower[0] == lower[0]:  # NaN: no value
-            out[name] = (float(lower[0]), float(upper[0]))
-    return out
-
-
-def _window_up(last: Any, lo: int, f: dict[str, np.ndarray]) -> bool | None:
-    """The latest scrape's health; without a raw scrape in the window (its rows are past their
-    retention), whether the rollups counted a successful round in it; None when neither knows."""
-    if last is not None and last.ts >= lo:
-        return bool(last.up)
-    scrapes = f["scrapes"][0]
-    return None if math.isnan(scrapes) or scrapes == 0 else bool(f["up_scrapes"][0] > 0)
-
-
-def _sleep_state(conn: Connection, model_ids: list[int], lo: int, hi: int) -> str | None:
-    """The engine's sleep state at the window's last raw row (None: not exposed, or no row)."""
-    row = sources.latest_sample(conn, model_ids, lo, hi, ("sleep_weights_offloaded", "sleep_discard_all"))
-    return None if row is None else sleep_state(*row)
 
 
 # -- GPUs --------------------------------------------------------------------------------------------
@@ -597,7 +307,7 @@ def _gpu_grid(conn: Connection, gpus: list[Any], lo: int, hi: int, step: int, le
     rows = [r for lv, a, b in plan(lo, hi, level, sources.marks(conn)) for r in sources.fetch_gpus(conn, lv, ids, a, b)]
     groups = max(1, -(-(hi - lo) // step))
     pos = {gid: i for i, gid in enumerate(ids)}
-    key = _group(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
+    key = step_of(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
     spec = {"avg": [f"{f}_sum" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
     return aggregate.reduce_rows(rows, sources.GPU_COLS, key, groups * len(ids), spec, {}), groups
 
@@ -644,7 +354,7 @@ def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s:
     gpus = _gpu_rows(conn, row.id) if row is not None else []
     if not gpus or hi <= lo:
         return []
-    red, groups = _gpu_grid(conn, gpus, lo, hi, step, _level_for_step(step))
+    red, groups = _gpu_grid(conn, gpus, lo, hi, step, level_for_step(step))
     out = []
     for gi in range(groups):
         for j, g in enumerate(gpus):

@@ -155,7 +155,7 @@ def fetch_gpus(conn: Connection, level: int, ids: Sequence[int], lo: int, hi: in
 
 
 @lru_cache(maxsize=64)
-def _hist_stmt(level: int, hist: str, dialect: str) -> Any:
+def _hist_stmt(level: int, hist: str, dialect: str, by_model: bool) -> Any:
     table = schema.samples if level == RAW else schema.model_rollups
     blob, layout = table.c[f"{hist}_buckets"], table.c[f"{hist}_layout"]
     group = (table.c.ts - bindparam("start")) // bindparam("step")
@@ -164,19 +164,21 @@ def _hist_stmt(level: int, hist: str, dialect: str) -> Any:
     else:  # SQLite: group_concat keeps every byte of a blob; the cast returns it as a blob
         joined = func.group_concat(blob, "")
     where = and_(_range(table, "model_id", None if level == RAW else level), blob.is_not(None))
-    return select(group, layout, cast(joined, LargeBinary)).where(where).group_by(group, layout)
+    keys = (table.c.model_id, group, layout) if by_model else (group, layout)
+    return select(*keys, cast(joined, LargeBinary)).where(where).group_by(*keys)
 
 
 def fetch_hist_grouped(
-    conn: Connection, level: int, ids: Sequence[int], span: tuple[int, int, int, int], hist: str
+    conn: Connection, level: int, ids: Sequence[int], span: tuple[int, int, int, int], hist: str, by_model: bool = False
 ) -> list[Any]:
-    """``(step index, layout id, concatenated packed blobs)`` per step and layout in [lo, hi).
+    """``(step index, layout id, concatenated packed blobs)`` per step and layout in [lo, hi);
+    ``by_model``: per model too, ``(model id, step index, layout id, blobs)`` (several targets).
 
     ``span`` = (lo, hi, start, step). The database concatenates the blobs of each step (they add
     up, see :mod:`db.histo`), so a week of minutes reaches Python as one row per step.
     """
     lo, hi, start, step = span
-    stmt = _hist_stmt(level, hist, conn.dialect.name)
+    stmt = _hist_stmt(level, hist, conn.dialect.name, by_model)
     return fetch_all(conn, stmt, {"ids": list(ids), "lo": lo, "hi": hi, "start": start, "step": step})
 
 

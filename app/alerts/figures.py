@@ -13,36 +13,11 @@ from typing import Any
 
 from app.formatting import clock
 from core.settings import SweetSpotSettings
+from db.figures import rule_names
 from db.results import SeriesPoint, WindowFigures
 
-# Figures of WindowFigures / SeriesPoint (docs/metrics.md); a series step lacks the window-only ones.
-FIGURES: dict[str, str] = {
-    "ttft_p50_s": "TTFT P50 (s)",
-    "ttft_p95_s": "TTFT P95 (s)",
-    "ttft_p99_s": "TTFT P99 (s)",
-    "itl_p95_s": "inter-token latency P95 (s)",
-    "e2e_p95_s": "end-to-end latency P95 (s)",
-    "tokens_per_s": "output tokens per second",
-    "prompt_tokens_per_s": "prompt tokens per second",
-    "preemptions": "preemptions in the window (count)",
-    "requests_per_s": "finished requests per second",
-    "running_avg": "running requests, average",
-    "running_max": "running requests, max",
-    "waiting_max": "requests waiting in vLLM, max",
-    "queue_depth_max": "gateway queue depth, max",
-    "kv_cache_usage_max": "KV-cache usage, max (0–1)",
-    "ceiling_tokens_per_s": "bandwidth ceiling (tok/s)",
-    "efficiency": "tokens_per_s ÷ ceiling (0–1)",
-    "scrapes": "scrapes in the window",
-    "failed_scrapes": "failed scrapes in the window",
-    # vLLM 0.33 / SGLang (docs/metrics.md); None where the engine does not expose them
-    "finished_abort_per_s": "requests aborted per second (vLLM finished_reason=abort, SGLang aborted requests)",
-    "finished_error_per_s": "requests finished by an engine error per second (vLLM 0.33)",
-    "admission_rejections_per_s": "requests refused at admission (HTTP 503) per second (vLLM 0.33)",
-    "engine_bw_gbps": "engine-estimated memory traffic per GPU, GB/s (vLLM 0.33 --enable-mfu-metrics)",
-    "kv_capacity_tokens": "KV-cache capacity in tokens",
-    "prefix_cache_hit_rate": "prefix-cache hit rate (0–1)",
-}
+# Figures of WindowFigures / SeriesPoint (db/figures.py); a series step lacks the window-only ones.
+FIGURES: dict[str, str] = rule_names()
 DERIVED: dict[str, str] = {
     "queued": "requests waiting anywhere: max(waiting_max, queue_depth_max)",
     "up": "1 when the last scrape in the window succeeded, 0 when it failed",

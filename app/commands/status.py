@@ -19,44 +19,14 @@ from core.errors import UsageError
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
+from db.figures import shown_in_status
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
 
 HELP = "print the figures of a target over the window ending now (TTFT, tok/s, preemptions, ceiling...)"
 
-# (JSON key, label, unit, scale): the readable table, in the order operators read it.
-ROWS = (
-    ("up", "target up", "", None),
-    ("last_scrape_at", "last scrape", "", None),
-    ("tokens_per_s", "output tokens", "tok/s", 1.0),
-    ("ceiling_tokens_per_s", "ceiling", "tok/s", 1.0),
-    ("efficiency", "efficiency", "%", 100.0),
-    ("prompt_tokens_per_s", "prompt tokens", "tok/s", 1.0),
-    ("requests_per_s", "finished requests", "req/s", 1.0),
-    ("ttft_p50_s", "TTFT P50", "s", 1.0),
-    ("ttft_p95_s", "TTFT P95", "s", 1.0),
-    ("ttft_p99_s", "TTFT P99", "s", 1.0),
-    ("itl_p95_s", "ITL P95", "s", 1.0),
-    ("e2e_p95_s", "E2E P95", "s", 1.0),
-    ("preemptions", "preemptions", "", 1.0),
-    ("running_avg", "running (avg)", "requests", 1.0),
-    ("running_max", "running (max)", "requests", 1.0),
-    ("waiting_max", "waiting in vLLM (max)", "requests", 1.0),
-    ("queue_depth_max", "gateway queue (max)", "requests", 1.0),
-    ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0),
-    ("queue_time_p95_s", "queue time in vLLM P95", "s", 1.0),
-    ("prefix_cache_hit_rate", "prefix-cache hit rate", "%", 100.0),
-    # vLLM 0.33 / SGLang figures: "no data" where the engine does not expose them
-    ("engine", "engine", "", 0.0),
-    ("sleep_state", "sleep state", "", 0.0),
-    ("kv_capacity_tokens", "KV capacity", "tokens", 1.0),
-    ("engine_bw_gbps", "engine memory traffic", "GB/s per GPU", 1.0),
-    ("finished_abort_per_s", "aborted requests", "req/s", 1.0),
-    ("finished_error_per_s", "failed requests", "req/s", 1.0),
-    ("admission_rejections_per_min", "rejected at admission", "req/min", 1.0),
-    ("prefill_time_p95_s", "prefill time P95", "s", 1.0),
-    ("spec_decode_acceptance_rate", "spec-decode acceptance", "%", 100.0),
-)
+# (JSON key, label, unit, scale): the readable table, in the order operators read it (db/figures.py).
+ROWS = tuple((f.name, f.label, f.unit, f.scale) for f in shown_in_status())
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

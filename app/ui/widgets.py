@@ -22,6 +22,7 @@ from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from core.text import markdown
+from db.figures import MISSING_HINTS
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
 
 
@@ -200,28 +201,6 @@ def gpu_rows(gpus: Sequence[GpuFigures]) -> list[dict[str, str]]:
         }
         for g in gpus
     ]
-
-
-# Why a catalogue figure may be absent though vLLM is healthy.
-MISSING_HINTS: Mapping[str, str] = {
-    "requests_swapped": "V0 engine only: expected on V1",
-    "prefix_cache_hits": "prefix caching off, or vLLM before it was exported",
-    "prefix_cache_queries": "prefix caching off, or vLLM before it was exported",
-    "engine_read_bytes": "vLLM ≥ 0.32 with --enable-mfu-metrics",
-    "engine_write_bytes": "vLLM ≥ 0.32 with --enable-mfu-metrics",
-    "admission_rejections": "vLLM ≥ 0.32",
-    "waiting_capacity": "vLLM ≥ 0.32",
-    "waiting_deferred": "vLLM ≥ 0.32",
-    "sleep_weights_offloaded": "vLLM ≥ 0.32",
-    "sleep_discard_all": "vLLM ≥ 0.32",
-    "finished_error": "vLLM ≥ 0.32 (error reason)",
-    "spec_decode_drafts": "speculative decoding off",
-    "spec_decode_draft_tokens": "speculative decoding off",
-    "spec_decode_accepted_tokens": "speculative decoding off",
-    "lora_requests": "LoRA off",
-    "prefill_time": "vLLM ≥ 0.6; SGLang does not expose it",
-    "tpot": "vLLM ≥ 0.11",
-}
 
 
 def metric_rows(info: TargetInfo) -> list[dict[str, str]]:

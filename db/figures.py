@@ -1,0 +1,193 @@
+"""Every figure Sweetspot shows, said once: how it is computed, from what, how it combines, and how
+it is presented (unit, scale, label, help, the hint shown when its metric is missing).
+
+The query facade's engine (db/queries.py), ``status``'s lines, the names alert rules may use
+(app/alerts/figures.py), the Targets page's missing-metric hints and the figure tables of
+docs/alerts.md and docs/commands.md (:func:`alert_names_markdown`, :func:`status_markdown`, checked
+by tests/test_figures.py) are derived from :data:`FIGURES`. The typed records of db/results.py keep
+their fields for mypy; tests/test_figures.py holds them and this table in step.
+
+Rate and quantile rows come from the catalogue (collectors/catalogue.py: a counter's ``rate``, a
+histogram's ``quantiles``): a catalogue line with ``rate=`` is a figure without a line here; a row
+here adds only how it is presented. Values are None where there is no data (docs/storage.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from collectors.catalogue import CATALOGUE
+from db import derived
+
+# rate: a counter's increase ÷ the time the rounds cover; quantile: a histogram's, every model's
+# buckets merged; gauge_avg / gauge_max: a gauge over the step; ratio: one counter's increase ÷
+# another's; count: a counter's increase itself; derived: a function of other figures (``fn``);
+# record: computed where the result record is built (ceiling, health, engine: db/queries.py).
+Compute = Literal["rate", "quantile", "gauge_avg", "gauge_max", "ratio", "count", "derived", "record"]
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure. ``inputs``: the stored columns it reads (catalogue keys, ``covered_ms``);
+    ``across``: how the values of several models (and engines) of a target combine, "sum" or "max"
+    (a server-wide value such as KV usage is the largest model's, not a sum). ``scale`` turns the
+    stored value into ``unit`` (100 for a 0–1 ratio shown in %; None: a timestamp). ``label``: its
+    line in ``status`` ("" = not shown there); ``help``: its meaning as an alert-rule name ("" =
+    rules cannot use it); ``hint``: why its metric may be missing though the engine is healthy."""
+
+    name: str
+    compute: Compute
+    inputs: tuple[str, ...] = ()
+    across: Literal["sum", "max"] = "sum"
+    unit: str = ""
+    scale: float | None = 1.0
+    label: str = ""
+    help: str = ""
+    hint: str = ""
+    quantile: float = 0.0
+    rows: Literal["model", "target"] = "model"  # model rows, or the target's own (scrapes, gateway)
+    fallback: str = ""  # ratio: a gauge averaged over the step where the counters are absent (SGLang)
+    fn: Callable[[dict[str, np.ndarray]], np.ndarray | None] | None = None  # derived: from the step arrays
+
+    @property
+    def column(self) -> str:
+        """A gauge's column in the reduced rows (the facade's per-step sums and maxima)."""
+        return f"{self.inputs[0]}_{'sum' if self.compute == 'gauge_avg' else 'max'}"
+
+
+def _from_catalogue(name: str, **shown: object) -> Figure:
+    """The rate or quantile ``name`` of a catalogue line, with how it is presented."""
+    for spec in CATALOGUE:
+        if spec.rate == name:
+            return Figure(name, "rate", (spec.key, "covered_ms"), **shown)  # type: ignore[arg-type]
+        for q, qname in spec.quantiles:
+            if qname == name:
+                return Figure(name, "quantile", (spec.key,), quantile=q, **shown)  # type: ignore[arg-type]
+    raise KeyError(f"{name}: no catalogue line has this rate or quantile")
+
+
+_C = _from_catalogue
+_V32 = "vLLM ≥ 0.32"
+_MFU = "vLLM ≥ 0.32 with --enable-mfu-metrics"
+_SPEC = "speculative decoding off"
+_PRESENTED: tuple[Figure, ...] = (
+    # status's lines, in the order operators read them
+    Figure("up", "record", rows="target", scale=None, label="target up"),
+    Figure("last_scrape_at", "record", rows="target", scale=None, label="last scrape"),
+    _C("tokens_per_s", unit="tok/s", label="output tokens", help="output tokens per second"),
+    Figure("ceiling_tokens_per_s", "record", unit="tok/s", label="ceiling", help="bandwidth ceiling (tok/s)"),
+    Figure("efficiency", "record", unit="%", scale=100.0, label="efficiency", help="tokens_per_s ÷ ceiling (0–1)"),
+    _C("prompt_tokens_per_s", unit="tok/s", label="prompt tokens", help="prompt tokens per second"),
+    _C("requests_per_s", unit="req/s", label="finished requests", help="finished requests per second"),
+    _C("ttft_p50_s", unit="s", label="TTFT P50", help="TTFT P50 (s)"),
+    _C("ttft_p95_s", unit="s", label="TTFT P95", help="TTFT P95 (s)"),
+    _C("ttft_p99_s", unit="s", label="TTFT P99", help="TTFT P99 (s)"),
+    _C("itl_p95_s", unit="s", label="ITL P95", help="inter-token latency P95 (s)"),
+    _C("e2e_p95_s", unit="s", label="E2E P95", help="end-to-end latency P95 (s)"),
+    Figure("preemptions", "count", ("preemptions",), label="preemptions", help="preemptions in the window (count)"),
+    Figure("running_avg", "gauge_avg", ("requests_running",), unit="requests", label="running (avg)",
+           help="running requests, average"),
+    Figure("running_max", "gauge_max", ("requests_running",), unit="requests", label="running (max)",
+           help="running requests, max"),
+    Figure("waiting_max", "gauge_max", ("requests_waiting",), unit="requests", label="waiting in vLLM (max)",
+           help="requests waiting in vLLM, max"),
+    Figure("queue_depth_max", "gauge_max", ("queue_depth",), rows="target", unit="requests",
+           label="gateway queue (max)", help="gateway queue depth, max"),
+    Figure("kv_cache_usage_max", "gauge_max", ("kv_cache_usage",), "max", "%", 100.0, "KV-cache usage (max)",
+           "KV-cache usage, max (0–1)"),
+    _C("queue_time_p95_s", unit="s", label="queue time in vLLM P95"),
+    Figure("prefix_cache_hit_rate", "ratio", ("prefix_cache_hits", "prefix_cache_queries"), unit="%", scale=100.0,
+           label="prefix-cache hit rate", help="prefix-cache hit rate (0–1)",
+           hint="prefix caching off, or vLLM before it was exported", fallback="prefix_cache_hit_rate"),
+    # vLLM ≥ 0.32 / SGLang figures: "no data" where the engine does not expose them
+    Figure("engine", "record", rows="target", scale=0.0, label="engine"),
+    Figure("sleep_state", "record", scale=0.0, label="sleep state"),
+    Figure("kv_capacity_tokens", "gauge_max", ("kv_capacity_tokens",), "max", "tokens", label="KV capacity",
+           help="KV-cache capacity in tokens"),
+    Figure("engine_bw_gbps", "derived", ("engine_read_bytes", "engine_write_bytes", "covered_ms"),
+           unit="GB/s per GPU", label="engine memory traffic",
+           help="engine-estimated memory traffic per GPU, GB/s (vLLM ≥ 0.32 --enable-mfu-metrics)", fn=derived.engine_bw_gbps),
+    _C("finished_abort_per_s", unit="req/s", label="aborted requests",
+       help="requests aborted per second (vLLM finished_reason=abort, SGLang aborted requests)"),
+    _C("finished_error_per_s", unit="req/s", label="failed requests",
+       help="requests finished by an engine error per second (vLLM ≥ 0.32)", hint="vLLM ≥ 0.32 (error reason)"),
+    Figure("admission_rejections_per_min", "record", unit="req/min", label="rejected at admission"),
+    _C("prefill_time_p95_s", unit="s", label="prefill time P95", hint="vLLM ≥ 0.6; SGLang does not expose it"),
+    Figure("spec_decode_acceptance_rate", "ratio", ("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
+           unit="%", scale=100.0, label="spec-decode acceptance", hint=_SPEC),
+    # not among status's lines
+    Figure("scrapes", "record", rows="target", help="scrapes in the window"),
+    Figure("failed_scrapes", "record", rows="target", help="failed scrapes in the window"),
+    _C("admission_rejections_per_s", unit="req/s",
+       help="requests refused at admission (HTTP 503) per second (vLLM ≥ 0.32)", hint=_V32),
+    _C("engine_read_bytes_per_s", unit="B/s per GPU", hint=_MFU),
+    _C("engine_write_bytes_per_s", unit="B/s per GPU", hint=_MFU),
+    _C("tpot_p95_s", unit="s", hint="vLLM ≥ 0.11"),
+    Figure("waiting_capacity_max", "gauge_max", ("waiting_capacity",), unit="requests", hint=_V32),
+    Figure("waiting_deferred_max", "gauge_max", ("waiting_deferred",), unit="requests", hint=_V32),
+    Figure("kv_capacity_bytes", "gauge_max", ("kv_capacity_bytes",), "max", "bytes"),
+    Figure("sleep_weights_offloaded_max", "gauge_max", ("sleep_weights_offloaded",), "max", hint=_V32),
+    Figure("sleep_discard_all_max", "gauge_max", ("sleep_discard_all",), "max", hint=_V32),
+    Figure("lora_running_adapters_max", "gauge_max", ("lora_running_adapters",), "max", "adapters"),
+    Figure("lora_waiting_adapters_max", "gauge_max", ("lora_waiting_adapters",), "max", "adapters"),
+    Figure("spec_decode_mean_acceptance_length", "derived", ("spec_decode_accepted_tokens", "spec_decode_drafts"),
+           unit="tokens per draft", hint=_SPEC, fn=derived.mean_acceptance_length),
+    # a series step's share of successful scrapes (a window has scrapes and failed_scrapes)
+    Figure("up_ratio", "ratio", ("up_scrapes", "scrapes"), rows="target"),
+)  # fmt: skip
+
+
+def _catalogue_rows(presented: tuple[Figure, ...]) -> tuple[Figure, ...]:
+    """Every catalogue rate and quantile that no row above presents, as a bare figure."""
+    named = {f.name for f in presented}
+    names = [spec.rate for spec in CATALOGUE if spec.rate] + [n for spec in CATALOGUE for _, n in spec.quantiles]
+    return tuple(_C(name) for name in names if name not in named)
+
+
+FIGURES: tuple[Figure, ...] = (*_PRESENTED, *_catalogue_rows(_PRESENTED))
+BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
+# Catalogue metrics that feed no figure, and why they may be missing.
+_UNREAD_HINTS = {"requests_swapped": "V0 engine only: expected on V1", "lora_requests": "LoRA off"}
+# Why a catalogue metric may be absent though the engine is healthy (the Targets page).
+MISSING_HINTS: dict[str, str] = {
+    **{col: f.hint for f in FIGURES if f.hint for col in f.inputs if col != "covered_ms"},
+    **_UNREAD_HINTS,
+}
+
+
+def shown_in_status() -> tuple[Figure, ...]:
+    """``status``'s lines, in order."""
+    return tuple(f for f in FIGURES if f.label)
+
+
+def rule_names() -> dict[str, str]:
+    """The figures alert rules may use → their meaning."""
+    return {f.name: f.help for f in FIGURES if f.help}
+
+
+def _unit(f: Figure) -> str:
+    if f.scale is None:
+        return "unix seconds" if f.name != "up" else "yes/no"
+    return "0–1" if f.scale == 100.0 else f.unit or "count"
+
+
+def alert_names_markdown() -> str:
+    """docs/alerts.md's table of the figures rules may use (between ``figures:begin`` and ``figures:end``)."""
+    rows = [f"| `{f.name}` | {_unit(f)} | {f.help} |" for f in FIGURES if f.help]
+    return "\n".join(["| name | unit | meaning |", "|---|---|---|", *rows])
+
+
+def status_markdown() -> str:
+    """docs/commands.md's table of ``status``'s lines (between ``status:begin`` and ``status:end``)."""
+    rows = [f"| {f.label} | `{f.name}` | {f.unit or '—'} |" for f in shown_in_status()]
+    return "\n".join(["| line | JSON key | unit |", "|---|---|---|", *rows])
+
+
+def record_fields(cls: type) -> frozenset[str]:
+    """The field names of a result record (tests hold FIGURES against them)."""
+    return frozenset(field.name for field in dataclasses.fields(cls))

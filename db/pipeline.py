@@ -1,0 +1,352 @@
+"""The figures pipeline: stored rows of a set of targets → arrays per step → the records' figures.
+
+One engine for one target or many (db/queries.py's Reader.window and Reader.series read one, the
+Fleet every target at once, db/fleet.py): each kind of row is fetched by one statement for every
+target asked, reduced over every (target, step) cell at once, then sliced per target. What each
+figure reads and how it combines comes from db/figures.py's FIGURES. Arrays hold one value per
+step; NaN is "no data" (a gap), never zero. Rates divide by the time the rounds cover (docs/storage.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection
+
+from collectors.catalogue import FINISHED_BY_REASON, sleep_state
+from db import aggregate, sources
+from db.figures import FIGURES, record_fields
+from db.quantiles import holding_buckets, quantile_matrix
+from db.results import CeilingInfo, GpuFigures, WindowFigures
+from db.schema import COUNTERS
+from db.sources import RAW
+
+RAW_WINDOW_MAX_S = 6 * 3600
+HOURLY_WINDOW_MIN_S = 2 * 86400
+# The engine's name tables, derived from db/figures.py's FIGURES (itself generated in part from the
+# catalogue): what each figure reads, how its per-model values combine, which arrays it is built from.
+_MODEL_ROWS = tuple(f for f in FIGURES if f.rows == "model")
+_QUANTILES = tuple((f.inputs[0], f.quantile, f.name) for f in _MODEL_ROWS if f.compute == "quantile")
+_RATES = tuple(f for f in _MODEL_ROWS if f.compute == "rate")
+_RATIOS = tuple(f for f in _MODEL_ROWS if f.compute == "ratio")
+_GAUGES = tuple(f for f in _MODEL_ROWS if f.compute in ("gauge_avg", "gauge_max"))
+_DERIVED = tuple(f for f in _MODEL_ROWS if f.compute == "derived")
+_ENGINE_ORDER = ("quantile", "rate", "count", "gauge_avg", "gauge_max", "ratio", "derived")
+# every figure the engine computes: SeriesPoint's fields (the target rows' figures last)
+POINT_KEYS = (
+    *(f.name for kind in _ENGINE_ORDER for f in _MODEL_ROWS if f.compute == kind),
+    *(f.name for f in FIGURES if f.rows == "target" and f.compute != "record"),
+)
+_UNBLANKED = frozenset(f.name for f in FIGURES if f.rows == "target")  # shown even in a step with no scrape
+# a gauge averaged over the step is reduced as its column's ``_avg``; a ratio's fallback gauge too
+_REDUCED = {f.name: f.column.removesuffix("_sum") + "_avg" if f.compute == "gauge_avg" else f.column for f in _GAUGES}
+_FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
+_SCALAR_SPEC = {
+    "sum": [*COUNTERS, "covered_ms"],
+    "avg": [f.column for f in _GAUGES if f.compute == "gauge_avg"] + [f"{f.fallback}_sum" for f in _RATIOS if f.fallback],
+    "max": [f.column for f in _GAUGES if f.compute == "gauge_max"],
+}
+# reduced columns whose per-model values describe the server, not a share of it: the largest model's
+_MAX_ACROSS_MODELS = frozenset(
+    {_REDUCED[f.name] for f in _GAUGES if f.across == "max"} | set(_FALLBACKS.values())
+)
+_NEEDED_BY: dict[str, set[str]] = {col: set() for cols in _SCALAR_SPEC.values() for col in cols}
+for _f in _MODEL_ROWS:
+    for _col in (*_f.inputs, *([_f.column] if _f in _GAUGES else []), *([f"{_f.fallback}_sum"] if _f.fallback else [])):
+        if _col in _NEEDED_BY:
+            _NEEDED_BY[_col].add(_f.name)
+# every figure the pipeline can compute (what a window asks for)
+ALL_FIELDS = frozenset((*POINT_KEYS, "scrapes"))
+
+
+def plan(lo: int, hi: int, level: int, marks: dict[int, int]) -> list[tuple[int, int, int]]:
+    """Split [lo, hi) into ``(level, lo, hi)`` segments: rollups where complete, finer data elsewhere."""
+    if lo >= hi:
+        return []
+    if level == RAW or level not in marks:
+        return [(RAW, lo, hi)] if level == RAW else plan(lo, hi, 60 if level == 3600 else RAW, marks)
+    finer = 60 if level == 3600 else RAW
+    a = min(-(-lo // level) * level, hi)
+    b = max(a, min(marks[level], hi) // level * level)
+    return [*plan(lo, a, finer, marks), *([(level, a, b)] if a < b else []), *plan(b, hi, finer, marks)]
+
+
+def level_for_step(step_s: int) -> int:
+    """The coarsest stored level a series step allows: hourly rollups, minute rollups, raw rows."""
+    return 3600 if step_s % 3600 == 0 else 60 if step_s % 60 == 0 else RAW
+
+
+def window_level(window_s: float) -> int:
+    """A window up to 6 h reads raw rows (exact edges); longer ones minute rollups, hourly from 2 days."""
+    return RAW if window_s <= RAW_WINDOW_MAX_S else 3600 if window_s >= HOURLY_WINDOW_MIN_S else 60
+
+
+def figures(
+    conn: Connection,
+    models: Mapping[int, Sequence[int]],
+    span: tuple[int, int, int],
+    level: int,
+    want: frozenset[str] | None = None,
+    covered_by: Mapping[int, Sequence[int]] | None = None,
+) -> dict[int, dict[str, np.ndarray]]:
+    """Per target (``models``: target id → the model ids whose figures are summed), arrays (one value
+    per step, NaN = no data) of the wanted SeriesPoint fields and scrape counts.
+
+    ``span`` = (start, end, step) in unix seconds; ``want`` None = every field; ``covered_by``: all
+    the target's models when ``models`` are only some of them (rates divide by the time the
+    target's rounds cover, which every model's rows share).
+    """
+    start, end, step = span
+    want = ALL_FIELDS if want is None else want
+    groups = max(1, -(-(end - start) // step))
+    cells = len(models) * groups
+    segments = plan(start, end, level, sources.marks(conn))
+    grid = (start, step, groups)
+    out = {"scrapes": np.full(cells, np.nan), "up_scrapes": np.ones(cells), "up_ratio": np.full(cells, np.nan)}
+    # Scrape health is only needed for up_ratio and queue depth: model rows exist only for
+    # successful scrapes, so a down step is a gap without it.
+    if want & _UNBLANKED:
+        position = {t: i for i, t in enumerate(models)}
+        rows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)]
+        out = _target_figures(rows, cells, _cells(rows, position, grid))
+    spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
+    if any(spec.values()):
+        out.update(_model_figures(conn, segments, models, grid, spec))
+    if covered_by is not None and "covered_ms" in spec["sum"]:  # some models' rates: the target's covered time
+        out.update(_model_figures(conn, segments, covered_by, grid, {"sum": ["covered_ms"]}))
+    quantiles = [(h, q, name) for h, q, name in _QUANTILES if name in want]
+    if quantiles:
+        out.update(_quantile_figures(conn, segments, models, grid, quantiles))
+    _rates(out, float(step))
+    _ratios(out)
+    _derived(out)
+    return {t: {k: v[i * groups:(i + 1) * groups] for k, v in out.items()} for i, t in enumerate(models)}
+
+
+def _ratios(f: dict[str, np.ndarray]) -> None:
+    """Add each ratio (hits ÷ queries) where both counters were read: NaN where nothing was queried;
+    where a ratio has a fallback gauge (SGLang states its hit rate), the gauge's step average fills
+    the steps the counters do not."""
+    for fig in _RATIOS:
+        num, den = fig.inputs
+        ratio = None
+        if num in f and den in f:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = f[fig.name] = np.where(f[den] > 0, f[num] / np.where(f[den] > 0, f[den], 1.0), np.nan)
+        gauge = f.get(_FALLBACKS.get(fig.name, ""))
+        if gauge is not None:
+            f[fig.name] = gauge if ratio is None else np.where(np.isnan(ratio), gauge, ratio)
+
+
+def _derived(f: dict[str, np.ndarray]) -> None:
+    """Add the figures computed from other figures (db/derived.py), where their inputs are."""
+    for fig in _DERIVED:
+        values = fig.fn(f) if fig.fn is not None else None
+        if values is not None:
+            f[fig.name] = values
+
+
+def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
+    """Add each wanted rate: the step's increases (summed over models) ÷ the time they cover.
+
+    Steps whose rows have no covered time (rows stored before migration 0004 but not filled in by
+    it) fall back to the step's length, what every rate was divided by before.
+    """
+    covered = f.get("covered_ms")
+    if covered is None:
+        return
+    with np.errstate(invalid="ignore"):
+        seconds = np.where(covered > 0, covered / 1000.0, step_s)
+    for fig in _RATES:
+        if fig.inputs[0] in f:
+            f[fig.name] = f[fig.inputs[0]] / seconds
+
+
+def step_of(rows: list[Any], start: int, step: int) -> np.ndarray:
+    """Each row's step index (its first column is its unix time)."""
+    ts = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return (ts - start) // step
+
+
+def _cells(rows: list[Any], owner: Mapping[int, int], grid: tuple[int, int, int]) -> np.ndarray:
+    """Each row's (target, step) cell: its target's position × steps + its step (``owner``: the
+    row's id, a target's or a model's, → its target's position)."""
+    start, step, groups = grid
+    if max(owner.values(), default=0) == 0:  # one target
+        return step_of(rows, start, step)
+    of = np.fromiter((owner[r[1]] for r in rows), dtype=np.int64, count=len(rows))
+    return of * groups + step_of(rows, start, step)
+
+
+def _target_figures(rows: list[Any], cells: int, key: np.ndarray) -> dict[str, np.ndarray]:
+    """Scrape counts and queue depth per (target, step) cell."""
+    red = aggregate.reduce_rows(
+        rows, sources.TARGET_COLS, key, cells, {"sum": ["up_scrapes"], "max": ["queue_depth_max"]}, {}
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        up_ratio = np.where(red.n > 0, np.nan_to_num(red.sums["up_scrapes"]) / np.where(red.n > 0, red.n, 1), np.nan)
+    return {
+        "scrapes": red.n,
+        "up_scrapes": np.nan_to_num(red.sums["up_scrapes"]),
+        "up_ratio": up_ratio,
+        "queue_depth_max": red.maxes["queue_depth_max"],
+    }
+
+
+def _across_models(values: np.ndarray, cells: int, nmodels: int, how: str) -> np.ndarray:
+    """Combine per-(cell, model) values: "sum" (counters, avg, and max as an upper bound) or "max"."""
+    grid = values.reshape(cells, nmodels)
+    empty = np.isnan(grid).all(axis=1)
+    if how == "sum":
+        combined = np.where(np.isnan(grid), 0.0, grid).sum(axis=1)
+    else:
+        combined = np.where(np.isnan(grid), -np.inf, grid).max(axis=1)
+    return np.where(empty, np.nan, combined)
+
+
+def _model_figures(
+    conn: Connection, segments: list[tuple[int, int, int]], models: Mapping[int, Sequence[int]],
+    grid: tuple[int, int, int], spec: dict[str, list[str]],
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Counter sums and gauge figures per (target, step) cell, combined across each target's models
+    as their rows say (a share of the server: summed; the server's own value: the largest)."""
+    ids = [m for ms in models.values() for m in ms]
+    scalars = [c for v in spec.values() for c in v]
+    rows = [r for lv, lo, hi in segments for r in sources.fetch_models(conn, lv, ids, lo, hi, (), scalars)]
+    owner = {m: i for i, ms in enumerate(models.values()) for m in ms}
+    local = {m: j for ms in models.values() for j, m in enumerate(ms)}  # a model's place in its target
+    cells = len(models) * grid[2]
+    nm = max(max(local.values(), default=0) + 1, 1)
+    mpos = np.fromiter((local[r[1]] for r in rows), dtype=np.int64, count=len(rows)) if nm > 1 else 0
+    key = _cells(rows, owner, grid) * nm + mpos
+    red = aggregate.reduce_rows(rows, sources.model_cols((), scalars), key, cells * nm, spec, {})
+    out: dict[str, np.ndarray] = {}
+    for src in (red.sums, red.avgs, red.maxes):
+        for name, values in src.items():
+            out[name] = _across_models(values, cells, nm, "max" if name in _MAX_ACROSS_MODELS else "sum")
+    return out
+
+
+def _quantile_figures(
+    conn: Connection, segments: list[tuple[int, int, int]], models: Mapping[int, Sequence[int]],
+    grid: tuple[int, int, int], quantiles: list[tuple[str, float, str]],
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """Wanted quantiles per (target, step) cell, every model's buckets merged: per step by the
+    database for one target, per model and step for several (then merged by target here)."""
+    start, step, groups = grid
+    ids = [m for ms in models.values() for m in ms]
+    by_model = len(models) > 1
+    owner = {m: i for i, ms in enumerate(models.values()) for m in ms}
+    layouts = sources.layouts(conn)
+    cells = len(models) * groups
+    out: dict[str, np.ndarray] = {}
+    for hist in sorted({h for h, _, _ in quantiles}):
+        rows = [r for lv, lo, hi in segments
+                for r in sources.fetch_hist_grouped(conn, lv, ids, (lo, hi, start, step), hist, by_model)]  # fmt: skip
+        key = np.fromiter((r[-3] for r in rows), dtype=np.int64, count=len(rows))
+        if by_model:
+            key += np.fromiter((owner[r[0]] for r in rows), dtype=np.int64, count=len(rows)) * groups
+        parts = aggregate.hist_parts(rows, key, cells, 1 + by_model, 2 + by_model, layouts)
+        for h, q, name in quantiles:
+            if h == hist:
+                values, inf = np.full(cells, np.nan), np.zeros(cells, dtype=bool)
+                lower, upper = np.full(cells, np.nan), np.full(cells, np.nan)
+                for keys, bounds, counts in parts:
+                    values[keys], inf[keys] = quantile_matrix(q, bounds, counts)
+                    lower[keys], upper[keys] = holding_buckets(values[keys], inf[keys], bounds)
+                out[name], out[name + "_inf"] = values, inf
+                out[name + "_lower"], out[name + "_upper"] = lower, upper
+    return out
+
+
+def _nullable(values: np.ndarray) -> list[float | None]:
+    return [None if v != v else v for v in values.tolist()]  # NaN != NaN
+
+
+def columns(f: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
+    """Every SeriesPoint figure as a list per step; figures of steps with no successful scrape are None."""
+    groups = len(f["scrapes"])
+    down = f["up_scrapes"] <= 0
+    out: dict[str, list[float | None]] = {}
+    for key in POINT_KEYS:
+        src = _REDUCED.get(key, key)
+        if src not in f:
+            out[key] = [None] * groups
+            continue
+        values = f[src]
+        out[key] = _nullable(values if key in _UNBLANKED else np.where(down, np.nan, values))
+    return out
+
+
+def empty_figures() -> dict[str, np.ndarray]:
+    return {"scrapes": np.zeros(1), "up_scrapes": np.zeros(1), "up_ratio": np.full(1, np.nan)}
+
+
+
+_WINDOW_FIELDS = record_fields(WindowFigures)
+
+
+def window_from(
+    target: str, model: str | None, end: float, window_s: float, lo: int,
+    f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
+    engine: str | None = None, sleep: str | None = None,
+) -> WindowFigures:  # fmt: skip
+    """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
+    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
+    # a window gives the preemptions' count, not their rate, and scrapes rather than a share of them
+    point = {k: v[0] for k, v in columns(f).items() if k in _WINDOW_FIELDS}
+    rejections = point["admission_rejections_per_s"]
+    tok = point["tokens_per_s"]
+    ceiling_tok = ceiling.tokens_per_s if ceiling else None
+    return WindowFigures(
+        target=target,
+        model=model,
+        window_s=float(window_s),
+        start=float(end - window_s),
+        end=float(end),
+        **point,
+        ttft_p95_in_inf_bucket=bool(f.get("ttft_p95_s_inf", [False])[0]) and point["ttft_p95_s"] is not None,
+        ceiling_tokens_per_s=ceiling_tok,
+        efficiency=None if tok is None or not ceiling_tok else tok / ceiling_tok,
+        ceiling=ceiling,
+        gpus=gpus,
+        last_scrape_at=None if last is None else float(last.ts),
+        up=_window_up(last, lo, f),
+        last_error=None if last is None else last.error,
+        scrapes=int(f["scrapes"][0]),
+        failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
+        engine=engine,
+        sleep_state=sleep,
+        admission_rejections_per_min=None if rejections is None else rejections * 60.0,
+        requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
+                                           if point[f"{k}_per_s"] is not None},
+        quantile_buckets=_holding(f),
+    )
+
+
+def _holding(f: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Each quantile's bucket (lower, upper] of a one-step window, where the arrays have it."""
+    out = {}
+    for _, _, name in _QUANTILES:
+        lower, upper = f.get(name + "_lower"), f.get(name + "_upper")
+        if lower is not None and upper is not None and lower[0] == lower[0]:  # NaN: no value
+            out[name] = (float(lower[0]), float(upper[0]))
+    return out
+
+
+def _window_up(last: Any, lo: int, f: dict[str, np.ndarray]) -> bool | None:
+    """The latest scrape's health; without a raw scrape in the window (its rows are past their
+    retention), whether the rollups counted a successful round in it; None when neither knows."""
+    if last is not None and last.ts >= lo:
+        return bool(last.up)
+    scrapes = f["scrapes"][0]
+    return None if math.isnan(scrapes) or scrapes == 0 else bool(f["up_scrapes"][0] > 0)
+
+
+def sleep_state_at(conn: Connection, model_ids: list[int], lo: int, hi: int) -> str | None:
+    """The engine's sleep state at the window's last raw row (None: not exposed, or no row)."""
+    row = sources.latest_sample(conn, model_ids, lo, hi, ("sleep_weights_offloaded", "sleep_discard_all"))
+    return None if row is None else sleep_state(*row)
