@@ -27,3 +27,31 @@ def test_child_gets_the_effective_settings_through_the_environment(tmp_path):
     assert env["SWEETSPOT_DB_URL"] == "sqlite:///elsewhere.db"  # --db travels as the effective db_url
     assert env["SWEETSPOT_UI_PASSWORD"] == "pw"
     assert env["PYTHONPATH"].split(":")[0] == str(ui.ROOT)
+
+
+def test_a_term_right_after_the_start_line_stops_the_server_too(tmp_path):
+    # A TERM taken while the server was being started (inside Popen) ended this process and left
+    # streamlit running, holding the caller's pipe: a test reading the start line then stopping the
+    # command hung. Several tries, as the window is narrow.
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "SWEETSPOT_DB_URL": f"sqlite:///{tmp_path}/ui.db", "PYTHONPATH": str(root)}
+    for _ in range(4):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen([sys.executable, "-m", "app", "ui", "--port", str(port), "--address", "127.0.0.1"],
+                                cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        assert proc.stdout is not None and proc.stdout.readline().startswith("Sweetspot dashboard:")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=60)  # returns once every holder of the pipe, the server too, is gone
+        finally:
+            proc.kill()
+        assert proc.returncode == 143

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from core.errors import UsageError
@@ -101,35 +102,29 @@ def child_environment(args: argparse.Namespace, settings: Settings, environ: dic
     return env
 
 
-def _term_unblocked() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
 def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
     address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
     env = child_environment(args, settings, dict(os.environ))
-    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server. It is held
-    # back while the server starts (a TERM inside Popen left it running with no one to stop it) and
-    # delivered once `child` is known; the server itself starts with TERM unblocked.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # A TERM sent to this process (a service manager, `timeout`) must not orphan the server. The
+    # handler only notes it: raised as an exception it could land inside Popen (a library's thread
+    # can take the signal whatever this thread blocks), after the server was started but before
+    # `child` named it, leaving streamlit running with no one to stop it.
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
-    child: subprocess.Popen[bytes] | None = None
+    child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env,
-                                     preexec_fn=_term_unblocked)  # safe: this process runs one thread
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-        return child.wait()
+        while child.poll() is None and not stopped:
+            time.sleep(0.2)
+        return 143 if stopped else child.returncode
     except KeyboardInterrupt:
         return 130
     finally:
-        if child is not None and child.poll() is None:
+        if child.poll() is None:
             child.terminate()
             try:
                 child.wait(10)
             except subprocess.TimeoutExpired:
-                child.kill()
+                child.kill()  # streamlit may not heed TERM while it starts
