@@ -25,6 +25,7 @@ from sqlalchemy import text
 
 from collectors.catalogue import CATALOGUE
 from db.engine import open_reader
+from sweep.workload import CLASSES
 from tests.support.smtp_server import Mailbox, serve
 from tests.test_alerts_e2e import wait_for
 from tests.test_notify_e2e import PREEMPTIONS_ALONE
@@ -236,11 +237,14 @@ def test_the_sweep_agrees_with_vllm_bench_serve(server: VllmServer, tmp_path: Pa
                          random_output_len=350, random_range_ratio=0.45, max_concurrency=4)  # fmt: skip
     after = server.page()
     assert level["errors"] == bench["failed"] == 0
-    # tokens the sweep counted in its window against the engine's over the run (the window is the
-    # run but for the CLI's start and the in-flight requests cut at its end)
+    # tokens the sweep counted in its window against the engine's over the run: the engine counts as
+    # well what the requests still in flight at the window's end made before they were cut, at most
+    # concurrency × the short class's largest max_tokens (a full run measured 6,760 against 8,053:
+    # 16 % apart, four requests cut, so no fixed share holds)
     sweep_tokens = level["tokens_per_s"] * level["duration_s"]
     engine_tokens = engine["output"] - swept["output"]
-    assert sweep_tokens == pytest.approx(engine_tokens, rel=0.10), (sweep_tokens, engine_tokens, level)
+    cut = level["concurrency"] * CLASSES["short"].max_tokens[1]
+    assert -1e-6 <= engine_tokens - sweep_tokens <= cut, (sweep_tokens, engine_tokens, level)  # the server's own usage counts
     assert bench["total_output_tokens"] == totals(after)["output"] - engine["output"]
     for client, p95, one, two in (("sweep", level["ttft_p95_s"], before, middle), ("bench", bench["p95_ttft_ms"] / 1000, middle, after)):
         _, lo, hi = histogram_quantile(0.95, buckets(one, LATENCIES["ttft"]), buckets(two, LATENCIES["ttft"]))
