@@ -15,10 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.expo import dcgm_text
+from simulator.dcgm import DcgmReading, dcgm_reading
 from simulator.gateway import Gateway
-from simulator.gpus import gpu_views
-from simulator.live import LiveEngine, RealClock
+from simulator.live import RATE_WINDOW_S, LiveEngine, RealClock
 from simulator.loadgen import ClosedLoopLoad
 from simulator.params import EngineConfig, EngineParams
 from simulator.pattern import DailyPattern
@@ -71,7 +70,7 @@ class RunningSim:
         self.options = options
         self.stopping = threading.Event()
         self.live = LiveEngine(options.engine_config(), RealClock(options.speed), options.vllm_version, options.engine,
-                               options.api_servers)
+                               options.api_servers, keep_s=max(RATE_WINDOW_S, 2 * options.dcgm_interval_s))
         self.gateway = Gateway(options.gateway_limit)
         self.load: ClosedLoopLoad | None = None
         self._numbers = itertools.count()
@@ -90,7 +89,7 @@ class RunningSim:
         }
         self._threads: list[threading.Thread] = []
         self._dcgm_lock = threading.Lock()
-        self._dcgm: tuple[float, bytes] | None = None  # (simulated time of the reading, page)
+        self._dcgm: DcgmReading | None = None
 
     def _start(self) -> None:
         self.live.start()
@@ -123,13 +122,10 @@ class RunningSim:
 
     def dcgm_page(self) -> bytes:
         """dcgm-exporter's page: the GPUs as read at most ``dcgm_interval_s`` simulated seconds ago."""
-        now = self.live.clock.now()
         with self._dcgm_lock:
-            if self._dcgm is None or now - self._dcgm[0] >= self.options.dcgm_interval_s:
-                tok_s, busy = self.live.load()
-                gpus = gpu_views(self.options.params, tok_s, busy, seed=self.options.seed)
-                self._dcgm = (now, dcgm_text(gpus, socket.gethostname()).encode())
-            return self._dcgm[1]
+            self._dcgm = dcgm_reading(self.live, self.options.params, self._dcgm, self.options.dcgm_interval_s,
+                                      self.options.seed, socket.gethostname())
+            return self._dcgm.page
 
     def models_body(self) -> dict[str, Any]:
         model = self.options.model

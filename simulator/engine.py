@@ -51,6 +51,8 @@ class StepPlan:
     work: list[tuple[Sequence, int]]
     decode_seqs: int
     prefill_tokens: int
+    read_bytes: float  # per GPU: the step model's bytes per step (simulator.params.EngineParams.step_read_bytes)
+    write_bytes: float  # per GPU: the KV of the tokens the step computes
 
 
 class Engine:
@@ -160,14 +162,18 @@ class Engine:
         decode = sum(1 for seq, n in work if n == 1 and seq.generated > 0)
         prefill = sum(n for seq, n in work if not (n == 1 and seq.generated > 0))
         context = sum(seq.computed + n for seq, n in work)
-        duration = self.params.step_time_s(decode, prefill, context)
-        return StepPlan(now, duration, work, decode, prefill)
+        read = self.params.step_read_bytes(len(work), context)
+        write = self.params.step_write_bytes(sum(n for _, n in work))
+        duration = self.params.step_time_s(decode, prefill, read)
+        return StepPlan(now, duration, work, decode, prefill, read, write)
 
     def commit(self, plan: StepPlan, now: float) -> None:
         """Apply a planned step that ended at ``now``: advance KV, emit tokens, finish sequences."""
         self.steps += 1
         self.stats.hists["iteration"].observe(plan.decode_seqs + plan.prefill_tokens)
-        self._count_traffic(plan)
+        # What vLLM's MFU metrics estimate per GPU, and what the simulated GPUs move (simulator/gpus.py).
+        self.stats.read_bytes += plan.read_bytes
+        self.stats.write_bytes += plan.write_bytes
         finished: list[Sequence] = []
         for seq, n in plan.work:
             if seq.done or seq.blocks == 0:
@@ -180,15 +186,6 @@ class Engine:
         for seq in finished:
             self.running.remove(seq)
             self._finish(seq, seq.finish_reason, now)
-
-    def _count_traffic(self, plan: StepPlan) -> None:
-        """What vLLM's MFU metrics estimate per GPU: a step reads the weights once and the KV of every
-        context token, and writes the KV of the tokens it computes (the ceiling's assumption)."""
-        params = self.params
-        tokens = sum(n for _, n in plan.work)
-        context = sum(seq.computed + n for seq, n in plan.work)
-        self.stats.read_bytes += params.weight_bytes_per_gpu + context * params.kv_bytes_per_token
-        self.stats.write_bytes += tokens * params.kv_bytes_per_token
 
     def _emit(self, seq: Sequence, now: float) -> None:
         hists = self.stats.hists

@@ -25,6 +25,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.samples import Sample
 
+from simulator.params import EngineParams
 from simulator.stats import (
     ITL_BUCKETS_V0,
     REQUEST_BUCKETS_V0,
@@ -50,6 +51,9 @@ class VllmView:
     engine: str = "vllm"  # or "sglang"
     api_servers: int = 1  # vLLM --api-server-count: > 1 is multiprocess mode
     sleep_level: int = 0  # 0 awake, 1 weights offloaded, 2 discard all (vLLM's /sleep?level=)
+    # KV bytes one token holds on one GPU (EngineParams.kv_bytes_per_token_per_gpu): cache_config_info's
+    # kv_cache_memory_bytes, from which a collector derives the step model's KV bytes per token.
+    kv_bytes_per_token_per_gpu: float = EngineParams().kv_bytes_per_token_per_gpu
 
     @property
     def multiprocess(self) -> bool:
@@ -312,11 +316,8 @@ def _cache_config(view: VllmView, labels: dict[str, str]) -> dict[str, str]:
         info["engine"] = labels["engine"]
         tokens = view.num_gpu_blocks * view.block_size  # 0.33 states the capacity itself
         info["kv_cache_size_tokens"] = str(tokens)
-        info["kv_cache_memory_bytes"] = str(round(tokens * _KV_BYTES_PER_TOKEN))
+        info["kv_cache_memory_bytes"] = str(round(tokens * view.kv_bytes_per_token_per_gpu))
     return info
-
-
-_KV_BYTES_PER_TOKEN = 327_680.0  # simulator.params.EngineParams.kv_bytes_per_token (TP 8, per GPU)
 
 
 def gateway_layout(view: GatewayView, sink: Sink) -> None:

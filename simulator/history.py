@@ -29,7 +29,7 @@ from simulator.expo import (
     vllm_layout,
 )
 from simulator.fasttext import Template
-from simulator.gpus import gpu_views
+from simulator.gpus import Load, gpu_views
 from simulator.params import EngineConfig
 from simulator.pattern import STORM_CLIENTS, STORM_LIMIT, DailyPattern
 from simulator.stats import HISTOGRAM_BOUNDS, EngineStats, Hist
@@ -187,7 +187,8 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         queue = max(0, round(state.clients - limit))
         view = _vllm_view(config, acc.stats(), rates, vllm_version, engine)
         gateway = GatewayView(queue, round(running_clients), limit, gateway_start, {"ok": float(math.floor(served))})
-        gpus = gpu_views(config.params, rates[0], rates[len(COUNTERS) + 3], seed=seed)
+        moved = rates[COUNTERS.index("read_bytes")] + rates[COUNTERS.index("write_bytes")]
+        gpus = gpu_views(config.params, Load(moved, rates[len(COUNTERS) + 3]), seed=seed)
         yield HistorySample(ts, _render(templates, "vllm", view), _render(templates, "gateway", gateway),
                             dcgm_text(gpus, hostname))
         prev, ts = ts, ts + step_s
@@ -195,8 +196,10 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
 
 def _vllm_view(config: EngineConfig, stats: EngineStats, rates: list[float], version: str, engine: str) -> VllmView:
     running, waiting, kv = (rates[len(COUNTERS) + i] for i in range(3))
-    return VllmView(config.model, stats, round(running), round(waiting), min(1.0, kv), config.params.num_gpu_blocks(),
-                    config.params.block_size, config.params.gpu_memory_utilization, version, engine)
+    params = config.params
+    return VllmView(config.model, stats, round(running), round(waiting), min(1.0, kv), params.num_gpu_blocks(),
+                    params.block_size, params.gpu_memory_utilization, version, engine,
+                    kv_bytes_per_token_per_gpu=params.kv_bytes_per_token_per_gpu)
 
 
 def _render(templates: dict[str, Template], kind: str, view: VllmView | GatewayView) -> str:

@@ -7,17 +7,20 @@ gateway releasing a seat, the built-in load submitting its next request) run und
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 from collections import deque
 
-from simulator.engine import Engine, Sequence
+from simulator.engine import Engine, Sequence, StepPlan
 from simulator.expo import VllmView
+from simulator.gpus import Load
 from simulator.params import EngineConfig
 
 log = logging.getLogger("simulator.engine")
-RATE_WINDOW_S = 20.0  # simulated seconds over which tok/s and busy fraction are measured (GPU figures)
+RATE_WINDOW_S = 20.0  # simulated seconds over which the GPU figures are measured, unless asked otherwise
+IDLE_TICK_S = 0.1  # an idle engine looks for work this often (wall seconds live, simulated in virtual time)
 
 
 class RealClock:
@@ -32,11 +35,27 @@ class RealClock:
         return self._wall0 + (time.monotonic() - self._mono0) * self.speed
 
 
-class LiveEngine:
-    """Runs an :class:`Engine` on a :class:`RealClock` in a background thread."""
+class VirtualClock:
+    """Simulated unix time that moves only when the engine's steps move it (:meth:`LiveEngine.run_until`)."""
 
-    def __init__(self, config: EngineConfig, clock: RealClock, version: str = "v1", engine_kind: str = "vllm",
-                 api_servers: int = 1) -> None:
+    speed = 1.0
+
+    def __init__(self, start: float) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += seconds
+
+
+class LiveEngine:
+    """Runs an :class:`Engine` on a :class:`RealClock` in a background thread, or on a
+    :class:`VirtualClock` in the caller's thread (:meth:`run_until`)."""
+
+    def __init__(self, config: EngineConfig, clock: RealClock | VirtualClock, version: str = "v1",
+                 engine_kind: str = "vllm", api_servers: int = 1, keep_s: float = RATE_WINDOW_S) -> None:
         self.config = config
         self.clock = clock
         self.version = version
@@ -46,9 +65,12 @@ class LiveEngine:
         self.lock = threading.RLock()
         self._wake = threading.Condition(self.lock)
         self._stop = threading.Event()
-        self.engine = Engine(config, started_at=time.time())
-        self._history: deque[tuple[float, float, float]] = deque()  # (sim time, tokens, busy seconds)
-        self._busy = 0.0
+        self.engine = Engine(config, started_at=clock.now())
+        # (sim time, busy seconds, bytes per GPU) since this object started, restarts included, at each
+        # step's end and idle tick: kept for ``keep_s`` simulated seconds, for load().
+        self._history: deque[tuple[float, float, float]] = deque()
+        self._totals = (0.0, 0.0)  # busy seconds, bytes per GPU
+        self.keep_s = keep_s
         self._thread = threading.Thread(target=self._loop, name="sim-engine", daemon=True)
 
     def start(self) -> None:
@@ -104,7 +126,7 @@ class LiveEngine:
             return VllmView(self.config.model, copy, len(engine.running), len(engine.waiting), engine.usage(),
                             engine.total_blocks, self.config.params.block_size,
                             self.config.params.gpu_memory_utilization, self.version, self.engine_kind,
-                            self.api_servers, self.sleep_level)
+                            self.api_servers, self.sleep_level, self.config.params.kv_bytes_per_token_per_gpu)
 
     def sleep(self, level: int) -> None:
         """vLLM's POST /sleep?level=1|2: steps stop (requests wait) until wake_up()."""
@@ -117,17 +139,36 @@ class LiveEngine:
             self.sleep_level = 0
             self._wake.notify_all()
 
-    def load(self) -> tuple[float, float]:
-        """(output tokens/s, busy fraction 0–1) over the last RATE_WINDOW_S simulated seconds."""
+    def load(self, since: float | None = None) -> Load:
+        """What the engine did from ``since`` (simulated unix seconds; default: RATE_WINDOW_S ago) until
+        now, as rates. Exact over that interval: a step counts when it ends, as the engine's counters do."""
         with self.lock:
             now = self.clock.now()
-            tokens = self.engine.stats.generation_tokens
-            if not self._history:
-                return 0.0, 0.0
-            t0, tok0, busy0 = self._history[0]
-            span = max(now - t0, 1e-9)
-            tok_delta = tokens - tok0 if tokens >= tok0 else tokens
-            return max(0.0, tok_delta / span), min(1.0, (self._busy - busy0) / span)
+            start = now - RATE_WINDOW_S if since is None else since
+            i = bisect.bisect_right(self._history, start, key=lambda record: record[0])
+            if not self._history or now <= start:
+                return Load(0.0, 0.0)
+            if i == 0:  # younger than the interval: since the first record
+                start = self._history[0][0]
+            base = self._history[max(i - 1, 0)]
+            span = max(now - start, 1e-9)
+            busy, moved = (total - old for total, old in zip(self._totals, base[1:], strict=True))
+            return Load(moved / span, min(1.0, busy / span))
+
+    def run_until(self, until: float) -> None:
+        """Run steps in the calling thread, in virtual time, until the clock (a :class:`VirtualClock`,
+        the engine thread not started) reaches ``until``; the last step may end a little after it."""
+        assert isinstance(self.clock, VirtualClock), "run_until needs a VirtualClock"
+        while self.clock.now() < until:
+            with self.lock:
+                engine = self.engine
+                plan = None if self.sleep_level else engine.plan_step(self.clock.now())
+                if plan is None:
+                    self.clock.advance(min(IDLE_TICK_S, until - self.clock.now()))
+                    self._record(None)
+                    continue
+                self.clock.advance(plan.duration)
+                self._commit(engine, plan)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -135,19 +176,24 @@ class LiveEngine:
                 engine = self.engine
                 plan = None if self.sleep_level else engine.plan_step(self.clock.now())
                 if plan is None:
-                    self._record(0.0)
-                    self._wake.wait(timeout=0.1)
+                    self._record(None)
+                    self._wake.wait(timeout=IDLE_TICK_S)
                     continue
             if self._stop.wait(plan.duration / self.clock.speed):
                 return
             with self.lock:
-                if self.engine is engine:  # a restart drops the step that was running
-                    engine.commit(plan, self.clock.now())
-                    self._record(plan.duration)
+                self._commit(engine, plan)
 
-    def _record(self, busy_s: float) -> None:
+    def _commit(self, engine: Engine, plan: StepPlan) -> None:
+        if self.engine is engine:  # a restart drops the step that was running
+            engine.commit(plan, self.clock.now())
+            self._record(plan)
+
+    def _record(self, plan: StepPlan | None) -> None:
+        if plan is not None:
+            busy, moved = self._totals
+            self._totals = (busy + plan.duration, moved + plan.read_bytes + plan.write_bytes)
         now = self.clock.now()
-        self._busy += busy_s
-        self._history.append((now, self.engine.stats.generation_tokens, self._busy))
-        while len(self._history) > 2 and self._history[0][0] < now - RATE_WINDOW_S:
+        self._history.append((now, *self._totals))
+        while len(self._history) > 2 and self._history[1][0] <= now - self.keep_s:
             self._history.popleft()

@@ -1,7 +1,8 @@
 """Parameters of the simulated deployment: hardware, model, vLLM settings and the calibrated costs.
 
 Physical figures (memory, weights, KV bytes, bandwidth) come from DOMAIN.md §1 and the model's shape;
-the cost coefficients (``step_overhead_s``, ``gemm_floor_s``, ``gemm_s_per_seq``, ``decode_s_per_seq``,
+they are the decode step model's inputs (core.mbu.StepModel), from which the engine counts the bytes
+every step moves: the engine byte counters and DCGM's DRAM_ACTIVE follow from them. The cost coefficients (``step_overhead_s``, ``gemm_floor_s``, ``gemm_s_per_seq``, ``decode_s_per_seq``,
 ``prefill_s_per_token``) and the token budget were tuned so the virtual-time sweep reproduces the field
 report (DOMAIN.md §2), its knee included; docs/simulator.md has the equations and the calibration table.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-GB = 1e9
+from core.mbu import GB, StepModel
 
 
 @dataclass(frozen=True)
@@ -20,14 +21,17 @@ class EngineParams:
 
     gpu_memory_bytes: float = 32 * 1024**3  # V100-SXM2-32GB: 32768 MiB as nvidia-smi and DCGM report it
     gpu_memory_utilization: float = 0.92
-    weight_bytes_per_gpu: float = 5 * GB  # 70B × 4 bit ≈ 40 GB, split over TP 8
+    # The step model's inputs, in core.mbu.StepModel's terms (all GPUs; per GPU is ÷ tensor_parallel).
+    weight_gb: float = 40.0  # 70B × 4 bit
+    tensor_parallel: int = 8
+    bandwidth_gbps: float = 900.0  # V100 HBM2 peak per GPU
+    # A 72B model without grouped-query attention: 2 (K,V) × 80 layers × 8192 hidden × 2 bytes, i.e.
+    # 327 680 bytes per GPU at TP 8. That size is what fills the KV pool at concurrency 32 and makes the
+    # report's preemption storm at 64, so the step model reads the same bytes per token the pool holds.
+    kv_bytes_per_token: float = 2_621_440.0
     # Activation peak of vLLM's profiling run + CUDA graphs + NCCL buffers: not available to the KV pool.
     non_kv_reserved_bytes: float = 0.5 * GB
-    # A 72B model without grouped-query attention: 2 (K,V) × 80 layers × 8192 hidden × 2 bytes ÷ TP 8.
-    kv_bytes_per_token: float = 327_680.0
     block_size: int = 16
-    bandwidth_bytes_s: float = 900 * GB  # V100 HBM2 peak per GPU
-    tensor_parallel: int = 8
     # Calibrated costs (seconds). Decode matmuls follow a roofline: the int4 weights are streamed and
     # dequantised once per step whatever the batch (``gemm_floor_s``: 5 GB at an effective ~140 GB/s,
     # 15 % of peak: AWQ kernels on V100, which has no int4 tensor-core path), while their arithmetic,
@@ -46,6 +50,31 @@ class EngineParams:
     max_num_batched_tokens: int = 288
     watermark_fraction: float = 0.01  # free blocks kept back when admitting new requests (vLLM)
 
+    def step_model(self) -> StepModel:
+        """The decode step model of this deployment (core/mbu.py): bytes per step, the steps/s bound."""
+        return StepModel(self.weight_gb, self.tensor_parallel, self.bandwidth_gbps, self.kv_bytes_per_token)
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.step_model().weight_bytes_per_gpu
+
+    @property
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        return self.kv_bytes_per_token / max(self.tensor_parallel, 1)
+
+    @property
+    def bandwidth_bytes_s(self) -> float:
+        return self.bandwidth_gbps * GB
+
+    def step_read_bytes(self, seqs: int, context_tokens: int) -> float:
+        """Bytes one step reads per GPU: its weight share once, and the KV cache of the ``context_tokens``
+        that its ``seqs`` scheduled sequences' attention reads (prefill chunks included)."""
+        return self.step_model().bytes_per_step(seqs, context_tokens / seqs if seqs else 0.0)
+
+    def step_write_bytes(self, tokens: int) -> float:
+        """Bytes one step writes per GPU: the KV of the ``tokens`` it computes."""
+        return tokens * self.kv_bytes_per_token_per_gpu
+
     def kv_pool_bytes(self) -> float:
         """Bytes of each GPU given to the KV cache after weights and the non-KV reserve."""
         usable = self.gpu_memory_bytes * self.gpu_memory_utilization
@@ -53,22 +82,18 @@ class EngineParams:
 
     def num_gpu_blocks(self) -> int:
         """KV blocks of ``block_size`` tokens the pool holds (vllm:cache_config_info num_gpu_blocks)."""
-        return int(self.kv_pool_bytes() // (self.block_size * self.kv_bytes_per_token))
+        return int(self.kv_pool_bytes() // (self.block_size * self.kv_bytes_per_token_per_gpu))
 
-    def ceiling_tok_s(self) -> float:
-        """The report's ceiling: bandwidth per GPU ÷ weight bytes per GPU (tokens/s)."""
-        return self.bandwidth_bytes_s / self.weight_bytes_per_gpu
-
-    def step_time_s(self, decode_seqs: int, prefill_tokens: int, context_tokens: int) -> float:
+    def step_time_s(self, decode_seqs: int, prefill_tokens: int, read_bytes: float) -> float:
         """Duration of one engine step (seconds).
 
-        ``context_tokens`` is the sum over scheduled sequences of the context their attention reads.
-        Decode matmuls: the larger of the weight-streaming floor and the batch's compute (roofline);
-        attention: the KV of every context token read at peak bandwidth; then per-sequence and
-        per-prompt-token costs.
+        ``read_bytes``: what the step reads per GPU (:meth:`step_read_bytes`). Decode matmuls: the
+        larger of the weight-streaming floor and the batch's compute (roofline); attention: the KV
+        part of ``read_bytes`` at peak bandwidth; then per-sequence and per-prompt-token costs. Time
+        is not bandwidth-bound: the weights' share of it is the calibrated floor, not bytes ÷ peak.
         """
         gemm_s = max(self.gemm_floor_s, decode_seqs * self.gemm_s_per_seq)
-        kv_s = context_tokens * self.kv_bytes_per_token / self.bandwidth_bytes_s
+        kv_s = max(0.0, read_bytes - self.weight_bytes_per_gpu) / self.bandwidth_bytes_s
         compute_s = decode_seqs * self.decode_s_per_seq + prefill_tokens * self.prefill_s_per_token
         return self.step_overhead_s + gemm_s + kv_s + compute_s
 
