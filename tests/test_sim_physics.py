@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.dcgm import parse_dcgm
 from core import mbu
+from simulator import generate_history
 from simulator.dcgm import dcgm_reading
 from simulator.engine import Sequence, StepPlan
 from simulator.expo import render, vllm_families
@@ -145,3 +146,20 @@ def test_the_documented_figures_are_the_measured_ones():
         assert cells == [f"{got.tokens_per_s:.1f}", f"{got.steps_per_s:.2f}", f"{ms:.0f} ms", f"{got.mean_running:.1f}",
                          f"{got.mean_context:,.0f}", f"{gb:.1f} GB", f"{100 * got.measured.value:.1f} %",
                          f"{100 * got.engine.value:.1f} %", f"{100 * got.modelled.value:.1f} %"], clients
+
+
+def test_the_demos_history_keeps_dcgm_and_the_engine_counters_together():
+    # The backfill's samples (generate_history) follow the same bytes: DRAM_ACTIVE of a sample is the
+    # engine counters' growth since the previous one ÷ 30 s ÷ peak.
+    samples = list(generate_history(START, START + 1800, 30.0, seed=2))
+    compared = 0
+    for prev, cur in itertools.pairwise(samples):
+        a, b = _counters(prev.vllm), _counters(cur.vllm)
+        moved = sum(b[n] - a[n] for n in ("vllm:estimated_read_bytes_per_gpu_total",
+                                          "vllm:estimated_write_bytes_per_gpu_total"))
+        if moved <= 0:  # a restart between the two samples
+            continue
+        (dram,) = {gpu.dram_bw_util_pct for gpu in parse_dcgm(cur.dcgm)}
+        assert dram / 100 == pytest.approx(moved / 30.0 / PEAK_BYTES_S, rel=0.01)
+        compared += 1
+    assert compared >= 50
