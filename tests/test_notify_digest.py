@@ -51,7 +51,7 @@ def test_figures_are_the_facades(filled):
     for name, d in by_name.items():
         whole = reader.window(name, NOW, PERIOD)
         assert (d.ttft_p95_s, d.tokens_per_s_avg, d.preemptions) == (whole.ttft_p95_s, whole.tokens_per_s, whole.preemptions)
-        assert d.ceiling_tokens_per_s == whole.ceiling_tokens_per_s == 180.0
+        assert d.ceiling_steps_per_s == whole.ceiling_steps_per_s == 180.0
         minutes = reader.series(name, NOW - PERIOD, NOW, 60, fields=("tokens_per_s",))
         assert d.tokens_per_s_peak == max(p.tokens_per_s for p in minutes if p.tokens_per_s is not None)
     assert by_name["demo"].tokens_per_s_avg is not None and by_name["demo"].tokens_per_s_peak >= by_name["demo"].tokens_per_s_avg
