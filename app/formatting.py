@@ -126,7 +126,12 @@ def mbu_text(mbu: float | None, source: str | None, missing: str = "unknown (no 
     """``MBU 23 % (measured, NVML GPM)``: the figure always with where it came from."""
     if mbu is None or not source:
         return f"MBU {missing}"
-    return f"MBU {percent(mbu)} ({source.replace(' (', ', ').removesuffix(')')})"
+    return f"MBU {percent(mbu)} ({mbu_source_text(source)})"
+
+
+def mbu_source_text(source: str | None) -> str:
+    """``measured (NVML GPM)`` (core.mbu's name) as a sentence reads it: ``measured, NVML GPM``."""
+    return (source or "").replace(" (", ", ").removesuffix(")")
 
 
 def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None) -> str:

@@ -11,12 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from app.alerts import store as alert_store
+from app.alerts.evaluator import Evaluator
+from app.alerts.model import FIRING, INACTIVE
+from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.cli import main
 from collectors.dcgm import parse_dcgm
 from collectors.records import ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
 from core import mbu
-from core.settings import CeilingSettings, TargetSettings
+from core.settings import AlertsSettings, CeilingSettings, RuleSettings, Settings, TargetSettings
 from db.engine import open_engine
 from db.queries import Reader
 from db.writer import Writer
@@ -35,7 +39,7 @@ BLOCKS, BLOCK_SIZE = 1000, 16
 FINISHED, PROMPT, OUTPUT = 4, 1000.0, 200.0
 
 
-def page(batch: int, scrape: int, mfu: bool = True) -> str:
+def page(batch: int, scrape: int, mfu: bool = True, waiting: float = 0.0) -> str:
     """vLLM 0.33's page at the ``scrape``-th read (0 or 1) of an engine decoding ``batch`` requests."""
     eng = {"model_name": MODEL, "engine": "0"}
     steps = 1_000_000 + scrape * STEPS[batch] * INTERVAL
@@ -51,7 +55,7 @@ def page(batch: int, scrape: int, mfu: bool = True) -> str:
     tokens = str(BLOCKS * BLOCK_SIZE)
     return render([
         gauge("vllm:num_requests_running", "Number of requests in model execution batches.", [(eng, float(batch))]),
-        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(eng, 0.0)]),
+        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", [(eng, waiting)]),
         counter("vllm:generation_tokens", "Number of generation tokens processed.",
                 [(eng, 5.0e7 + scrape * batch * STEPS[batch] * INTERVAL)], True),
         histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", ITERATION_TOKENS,
@@ -68,24 +72,27 @@ def page(batch: int, scrape: int, mfu: bool = True) -> str:
     ])  # fmt: skip
 
 
-def store(db: str, start: float, targets: dict[str, tuple[int, CeilingSettings, bool, bool]]) -> None:
+def store(db: str, start: float, targets: dict[str, tuple[int, CeilingSettings, bool, bool, float]]) -> None:
     """Two rounds per target (the first is the baseline its increases are counted from)."""
     writer = Writer(open_engine(db))
-    for name, (batch, ceiling, mfu, dcgm) in targets.items():
+    for name, (batch, ceiling, mfu, dcgm, waiting) in targets.items():
         writer.register_target(TargetSettings(name=name, vllm_url="http://127.0.0.1:1/metrics", ceiling=ceiling))
         for scrape in (0, 1):
             gpus = parse_dcgm(DCGM_H200, peak_bw_gbps=ceiling.bandwidth_gbps) if dcgm else ()
-            writer.write_round(ScrapeRound(name, start + scrape * INTERVAL, parse_vllm(page(batch, scrape, mfu)),
+            writer.write_round(ScrapeRound(name, start + scrape * INTERVAL, parse_vllm(page(batch, scrape, mfu, waiting)),
                                            SourceResult(True), gpus=gpus, gpu_status=SourceResult(True) if dcgm else None))  # fmt: skip
 
 
 H200 = CeilingSettings(weight_gb=WEIGHTS, tensor_parallel=1, bandwidth_gbps=PEAK)
 TARGETS = {
-    **{f"b{b}": (b, H200, True, False) for b in STEPS},  # the engine's byte counters, no GPU reading
-    "b8-dcgm": (8, H200, True, True),  # the GPUs' own reading wins
-    "b8-no-mfu": (8, H200, False, False),  # vLLM 0.32 without --enable-mfu-metrics: zero counters
-    "b1-wrong": (1, CeilingSettings(weight_gb=40.0, tensor_parallel=1, bandwidth_gbps=PEAK), True, False),
-    "bare": (8, CeilingSettings(), False, False),  # no ceiling inputs at all
+    **{f"b{b}": (b, H200, True, False, 0.0) for b in STEPS},  # the engine's byte counters, no GPU reading
+    "b8-dcgm": (8, H200, True, True, 0.0),  # the GPUs' own reading wins
+    "b8-no-mfu": (8, H200, False, False, 0.0),  # vLLM 0.32 without --enable-mfu-metrics: zero counters
+    "b1-wrong": (1, CeilingSettings(weight_gb=40.0, tensor_parallel=1, bandwidth_gbps=PEAK), True, False, 0.0),
+    "bare": (8, CeilingSettings(), False, False, 5.0),  # no ceiling inputs at all, requests waiting
+    # requests waiting: a small model's single request (MBU 3 %), a batch of 64 at 9,600 tok/s (MBU 44 %)
+    "slow-waiting": (1, CeilingSettings(weight_gb=0.5, tensor_parallel=1, bandwidth_gbps=PEAK), False, False, 5.0),
+    "busy-waiting": (64, H200, True, False, 5.0),
 }
 
 
@@ -196,3 +203,25 @@ def test_inspect_checks_the_configured_targets_step_rate(db, tmp_path, capsys):
         config.write_text(f'db_url = "{url}"\n[[targets]]\nname = "b1"\nvllm_url = "{base}/metrics"\n')
         assert main(["--config", str(config), "inspect", f"{base}/metrics", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["step_bound_breach"] is None
+
+
+def test_the_rule_fires_on_low_mbu_while_requests_wait_not_on_high_tokens_and_says_why_without_one(db):
+    url, end = db
+    names = ("slow-waiting", "busy-waiting", "bare")
+    targets = tuple(TargetSettings(name=n, vllm_url="http://127.0.0.1:1/metrics", ceiling=TARGETS[n][1]) for n in names)
+    now_rule = RuleSettings(name="efficiency", for_s=0.0)  # fire at the first evaluation that holds
+    settings = Settings(db_url=url, targets=targets, alerts=AlertsSettings(rules=(now_rule,)))
+    engine = open_engine(url, migrate=False)
+    Evaluator(engine, settings, clock=lambda: end + 1).evaluate_once()
+    states = alert_store.load_states(engine)
+    slow = states[("efficiency", "slow-waiting", "")]
+    # (0.5e9 + 1 × 1,100 × 131,072) bytes a step × 250 steps/s ÷ 4.8e12 B/s = 3.35 %, under 30 %
+    assert slow.state == FIRING and slow.value == pytest.approx((0.5e9 + 1100 * KV) * 250 / 4.8e12)
+    assert slow.summary == "MBU over 5m 3.36 % < 30 % (modelled, steps/s × bytes per step, while 5 requests wait)"
+    busy = states[("efficiency", "busy-waiting", "")]
+    # 9,600 tok/s is 3,200 % of the report's 300 steps/s ceiling: no verdict; its MBU 44 % is above 30 %
+    assert busy.state == INACTIVE and busy.value == pytest.approx((2.0e13 + 64e11 + 1e11) / 10 / 4.8e12)
+    bare = states[("efficiency", "bare", "")]
+    assert bare.state == RULE_NO_DATA and bare.value is None
+    assert bare.summary.startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert "no step model (unknown: set targets[].ceiling.weight_gb and tensor_parallel)" in bare.summary

@@ -82,7 +82,7 @@ def test_low_mbu_while_requests_wait_is_under_delivering():
     (clause,) = evaluate(window(mbu=0.12, waiting_max=5.0), RULES).clauses
     assert clause.name == "efficiency"
     assert clause.text.startswith("MBU over 5m 12 % < 30 %"), clause.text
-    assert "measured (DCGM DRAM active), while 5 requests wait" in clause.text
+    assert "(measured, DCGM DRAM active, while 5 requests wait)" in clause.text
 
 
 def test_high_tokens_per_second_is_no_verdict_on_efficiency():

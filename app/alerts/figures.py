@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from app.formatting import clock
+from app.formatting import clock, mbu_source_text
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -56,7 +56,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         sleep_state=f.sleep_state or "",
     )
     names.update(_exposed(f))
-    names.update(mbu_source=f.mbu_source or "", mbu_missing=_mbu_missing(f))
+    names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f))
     names.update(dataclasses.asdict(sweetspot))
     return names
 
