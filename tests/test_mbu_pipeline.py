@@ -17,7 +17,7 @@ from app.alerts.model import FIRING, INACTIVE
 from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.cli import main
 from collectors.dcgm import parse_dcgm
-from collectors.records import ScrapeRound, SourceResult
+from collectors.records import GpuReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
 from core import mbu
 from core.settings import AlertsSettings, CeilingSettings, RuleSettings, Settings, TargetSettings
@@ -225,3 +225,26 @@ def test_the_rule_fires_on_low_mbu_while_requests_wait_not_on_high_tokens_and_sa
     assert bare.state == RULE_NO_DATA and bare.value is None
     assert bare.summary.startswith("not evaluated: no MBU: no GPU bandwidth reading")
     assert "no step model (unknown: set targets[].ceiling.weight_gb and tensor_parallel)" in bare.summary
+
+
+def test_nvml_gpm_is_the_measured_source_and_nvmls_peak_the_ceilings_bandwidth(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path}/gpm.db"
+    start = float(int(time.time()) // 10 * 10 - 20)
+    writer = Writer(open_engine(url))
+    inputs = CeilingSettings(weight_gb=WEIGHTS, tensor_parallel=1)  # no bandwidth: NVML's formula gives it
+    writer.register_target(TargetSettings(name="gpm", vllm_url="http://127.0.0.1:1/metrics", ceiling=inputs))
+    gpu = GpuReading(uuid="GPU-1", index=0, dram_bw_util_pct=23.0, dram_bw_source="gpm", peak_bw_gbps=4814.3,
+                     peak_bw_source="nvml-formula")  # fmt: skip
+    for scrape in (0, 1):
+        writer.write_round(ScrapeRound("gpm", start + scrape * INTERVAL, parse_vllm(page(8, scrape)), SourceResult(True),
+                                       gpus=(gpu,), gpu_status=SourceResult(True)))  # fmt: skip
+    f = Reader(url).window("gpm", start + INTERVAL, 60)
+    assert (f.mbu, f.mbu_source) == (pytest.approx(0.23), mbu.MEASURED_GPM)
+    assert f.ceiling is not None and f.ceiling.bandwidth_source == "nvml-formula"
+    assert f.ceiling_steps_per_s == pytest.approx(4814.3 / 16)  # 300.9 steps/s
+    assert f.mbu_modelled == pytest.approx(17_153_433_600 * 240 / 4814.3e9)
+    assert main(["status", "--db", url, "--target", "gpm", "--window", "1m"]) == 0
+    text = capsys.readouterr().out
+    assert "  MBU                      23 % (measured, NVML GPM)\n" in text
+    assert "at most 301 steps/s (the report's ceiling: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
+    assert "the report's % of ceiling 638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9
