@@ -90,7 +90,7 @@ TARGETS = {
     "b8-no-mfu": (8, H200, False, False, 0.0),  # vLLM 0.32 without --enable-mfu-metrics: zero counters
     "b1-wrong": (1, CeilingSettings(weight_gb=40.0, tensor_parallel=1, bandwidth_gbps=PEAK), True, False, 0.0),
     "bare": (8, CeilingSettings(), False, False, 5.0),  # no ceiling inputs at all, requests waiting
-    # requests waiting: a small model's single request (MBU 3 %), a batch of 64 at 9,600 tok/s (MBU 44 %)
+    # requests waiting: a small model's single request (MBU 3 %), a batch of 64 at 9,600 tok/s (MBU 55 %)
     "slow-waiting": (1, CeilingSettings(weight_gb=0.5, tensor_parallel=1, bandwidth_gbps=PEAK), False, False, 5.0),
     "busy-waiting": (64, H200, True, False, 5.0),
 }
@@ -219,7 +219,7 @@ def test_the_rule_fires_on_low_mbu_while_requests_wait_not_on_high_tokens_and_sa
     assert slow.state == FIRING and slow.value == pytest.approx((0.5e9 + 1100 * KV) * 250 / 4.8e12)
     assert slow.summary == "MBU over 5m 3.36 % < 30 % (modelled, steps/s × bytes per step, while 5 requests wait)"
     busy = states[("efficiency", "busy-waiting", "")]
-    # 9,600 tok/s is 3,200 % of the report's 300 steps/s ceiling: no verdict; its MBU 44 % is above 30 %
+    # 9,600 tok/s is 3,200 % of the report's 300 steps/s ceiling: no verdict; its MBU 55 % is above 30 %
     assert busy.state == INACTIVE and busy.value == pytest.approx((2.0e13 + 64e11 + 1e11) / 10 / 4.8e12)
     bare = states[("efficiency", "bare", "")]
     assert bare.state == RULE_NO_DATA and bare.value is None
