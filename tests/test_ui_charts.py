@@ -39,7 +39,7 @@ def test_lines_break_at_gaps_and_share_one_domain():
 
 def test_ceiling_is_labelled_with_its_inputs():
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
-    assert charts.ceiling_label(ceiling) == "ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)"
+    assert charts.ceiling_label(ceiling) == "at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))"
     spec = charts.throughput_chart([point(END - 60)], FRAME, ceiling).to_dict()
     texts = [layer for layer in spec["layer"] if "layer" in layer]
     assert texts, "the ceiling line carries its label"

@@ -61,16 +61,16 @@ def test_overview_in_the_sweet_spot(app):
     body = texts(at)
     assert "In the sweet spot" in body
     assert "TTFT P95 · 5m 2.1 s" in body
-    assert "70 % of ceiling 180 tok/s" in body
+    assert "the report's ceiling: at most 180 steps/s · the report's % of ceiling 70 %" in body
     assert len(at.get("vega_lite_chart")) == 1
 
 
 def test_overview_banner_says_why_an_under_loaded_window_is_in_the_sweet_spot(app):
-    quiet = {"running_avg": 10.0, "queue_depth_max": 0.0, "waiting_max": 0.0, "efficiency": 0.49}
+    quiet = {"running_avg": 10.0, "queue_depth_max": 0.0, "waiting_max": 0.0, "mbu": 0.49}
     at = run_page(app(FakeReader(time.time(), wave=False, **quiet)), PAGES[0])
     (banner,) = at.success
     assert banner.body == ("**In the sweet spot** over the last 5m: every rule holds — under-loaded: 10 running of 16, "
-                           "no queue: room for more traffic (49 % of the ceiling).")  # fmt: skip
+                           "no queue: room for more traffic (MBU 49 % (measured, DCGM DRAM active)).")  # fmt: skip
     st.cache_data.clear()  # the window figures are cached by database URL: the next scenario's are new
     queued = run_page(app(FakeReader(time.time(), wave=False, **{**quiet, "queue_depth_max": 6.0})), PAGES[0])
     assert "while requests queue (gateway queue 6, vLLM waiting 0): is the gateway's limit below" in queued.success[0].body

@@ -258,10 +258,11 @@ def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> Any
 
 
 def ceiling_label(ceiling: CeilingInfo) -> str:
-    """``ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)``: the figure with its inputs."""
+    """``at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))``: what the line bounds,
+    with its inputs. It bounds decode steps per second, drawn against tok/s because the report does."""
     return (
-        f"ceiling {number(ceiling.tokens_per_s)} tok/s = {number(ceiling.bandwidth_gbps)} GB/s ÷ "
-        f"({number(ceiling.weight_gb)} GB ÷ {ceiling.tensor_parallel})"
+        f"at most {number(ceiling.steps_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"({number(ceiling.weight_gb)} GB ÷ TP {ceiling.tensor_parallel}))"
     )
 
 
@@ -271,7 +272,7 @@ def throughput_chart(
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
-    low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
+    low, high = band[0] * ceiling.steps_per_s, band[1] * ceiling.steps_per_s
     # The band spans the frame in time too: the panel's zoom sits on its first layer (this one),
     # and a scale-bound zoom needs a time field to bind to.
     band_data = pd.DataFrame({"low": [low], "high": [high], "start": [frame.start * 1000], "end": [frame.end * 1000]})
@@ -281,7 +282,7 @@ def throughput_chart(
         .encode(x=alt.X("start:T", title=None), x2="end:T", y="low:Q", y2="high:Q")
     )
     band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
-    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
+    chart = _layer(shade, lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
     return _panel(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
 
 

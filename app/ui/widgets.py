@@ -15,12 +15,12 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
+from app.formatting import MISSING, ago, clock, gibibytes, mbu_text, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
-from core.settings import SweetSpotSettings
+from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
@@ -45,12 +45,12 @@ UNDER_LOADED = 0.8
 def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
     """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
 
-    ``under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)``.
+    ``under-loaded: 10 running of 16, no queue: room for more traffic (MBU 12 % (measured, NVML GPM))``.
     """
     if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
     running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
-    share = f" ({percent(f.efficiency)} of the ceiling)" if f.efficiency is not None else ""
+    share = f" ({mbu_text(f.mbu, f.mbu_source)})" if f.mbu is not None else ""
     if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
         queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
         return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?{share}"
@@ -134,15 +134,15 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = f"ceiling {number(f.ceiling_tokens_per_s)} tok/s"
-    if f.efficiency is not None:
-        ceiling = f"{percent(f.efficiency)} of {ceiling}"
+    ceiling = NO_CEILING if f.ceiling_steps_per_s is None else f"the report's ceiling: at most {number(f.ceiling_steps_per_s)} steps/s"
+    if f.ceiling_share is not None:
+        ceiling = f"{ceiling} · the report's % of ceiling {percent(f.ceiling_share)}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
         Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token." + held_in(f, "ttft_p95_s")),
-        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
+        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; the report's % of ceiling = tok/s ÷ the steps/s bound (not an efficiency: see MBU)."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
@@ -241,9 +241,9 @@ def health_text(info: TargetInfo, now: float) -> str:
 def ceiling_text(info: TargetInfo) -> str:
     c = info.ceiling
     if c is None:
-        return "no ceiling known (set targets[].ceiling)"
+        return NO_CEILING
     return (
-        f"**{number(c.tokens_per_s)} tok/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
+        f"**at most {number(c.steps_per_s)} steps/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
         f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
     )
 
