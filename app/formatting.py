@@ -6,6 +6,10 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from db.results import WindowFigures
 
 MISSING = "—"  # a figure that is None (the state "no data" is app.alerts.model.NO_DATA)
 
@@ -114,3 +118,38 @@ def series_limit_warning(dropped: int, limit: int | None) -> str | None:
         return None
     return (f"{dropped:,} series over max_series = {limit:,} were dropped: only the page's first {limit:,} "
             "model × engine label sets are stored. Raise targets[].max_series if they are all wanted.")  # fmt: skip
+
+
+# The vLLM option that adds a bucket at the SLO (read in vLLM 0.32.0's engine arguments; absent in 0.31).
+BUCKET_FLAG = "--custom-histogram-buckets"
+BUCKET_FLAG_SINCE = "vLLM ≥ 0.32"
+
+
+def share(fraction: float | None) -> str:
+    """A 0–1 share to one decimal: 0.9666 → ``96.7 %`` (an SLO's 99 % and 99.4 % differ)."""
+    return MISSING if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def slo_attainment_text(f: WindowFigures) -> str | None:
+    """``TTFT ≤ 3 s: 66.0 % of requests, interpolated between ≤ 2.5 s: 60.0 % and ≤ 5 s: 90.0 %``
+    (``…: exact, a bucket bound`` where the SLO is one); None without an SLO or a request."""
+    if f.ttft_slo_s is None or f.ttft_slo_attainment is None:
+        return None
+    head = f"TTFT ≤ {number(f.ttft_slo_s)} s: {share(f.ttft_slo_attainment)} of requests"
+    if f.ttft_slo_bounds is None:
+        return f"{head}, exact (a bucket bound)"
+    lower_le, lower, upper_le, upper = f.ttft_slo_bounds
+    if upper_le == float("inf"):
+        return f"{head} at least: the SLO is above the last bucket bound ({number(lower_le)} s)"
+    return f"{head}, interpolated between ≤ {number(lower_le)} s: {share(lower)} and ≤ {number(upper_le)} s: {share(upper)}"
+
+
+def slo_bucket_warning(f: WindowFigures) -> str | None:
+    """Why the TTFT P95 cannot be judged against the SLO when both lie in one bucket, and the fix."""
+    bucket = f.ttft_slo_in_p95_bucket()
+    if bucket is None or f.ttft_slo_s is None:
+        return None
+    slo = number(f.ttft_slo_s)
+    return (f"TTFT P95 lies in vLLM's bucket ({number(bucket[0])}, {number(bucket[1])}] s, which holds the {slo} s SLO: "
+            f"the buckets cannot tell whether it meets the SLO. Add a bucket at {slo} s with {BUCKET_FLAG} "
+            f"({BUCKET_FLAG_SINCE}; the time_to_first_token list replaces the default one, so list every bound).")
