@@ -379,6 +379,18 @@ def _series_limit(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} INTEGER"))
 
 
+def _ttft_slo_attainment(conn: Connection) -> None:
+    # The minutes and hours views gain ttft_slo_attainment_pct: dropped here, the standing step makes
+    # them again. A PostgreSQL schema made before has the other view functions but not bucket_share.
+    from db.query_functions import SCHEMA, SHARE_DDL
+    from db.query_views import drop_views
+
+    drop_views(conn)
+    if conn.dialect.name == "postgresql" and conn.execute(text(f"SELECT to_regtype('{SCHEMA}.histogram_state')")).scalar():
+        for statement in SHARE_DDL:
+            conn.execute(text(statement))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -396,6 +408,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0014_masked_query_tokens", _masked_query_tokens),
     ("0015_series_limit", _series_limit),
     ("0016_notification_channel", _notification_channel),
+    ("0017_ttft_slo_attainment", _ttft_slo_attainment),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -157,10 +157,12 @@ def attainment_matrix(threshold: np.ndarray, bounds: Sequence[float], counts: np
     lower_share = np.where(below, at_bound[r, np.maximum(at - 1, 0)], 0.0)
     upper_le = np.where(inside, finite[np.minimum(at, n - 1)], INF)
     upper_share = np.where(inside, at_bound[r, np.minimum(at, n - 1)], 1.0)
+    # between two bounds: linear; above the last finite one (or a first bound ≤ 0): the lower share
+    interpolates = inside & (upper_le > lower_le)
     with np.errstate(invalid="ignore", divide="ignore"):
-        width = np.where(inside & (upper_le > lower_le), upper_le - lower_le, 1.0)
+        width = np.where(interpolates, upper_le - lower_le, 1.0)
         between = lower_share + (upper_share - lower_share) * np.clip((slo - lower_le) / width, 0.0, 1.0)
-    share = np.where(exact, at_bound[r, same.argmax(axis=1)], np.where(inside, between, lower_share))
+    share = np.where(exact, at_bound[r, same.argmax(axis=1)], np.where(interpolates, between, lower_share))
     missing = (total <= 0) | np.isnan(slo)
     share = np.where(missing, np.nan, share)
     hide = missing | exact

@@ -18,6 +18,8 @@ from collectors.vllm import parse_vllm
 from core.settings import SweetSpotSettings, TargetSettings
 from db.engine import open_engine
 from db.queries import Reader
+from db.query_runner import Limits, run_query
+from db.rollup import rollup
 from db.thresholds import EVERY_TARGET, write_thresholds
 from db.writer import Writer
 
@@ -63,6 +65,7 @@ def stored(tmp_path: Path) -> tuple[Path, str]:
     # what a collector started on this config stores for the query views
     write_thresholds(engine, [(EVERY_TARGET, SweetSpotSettings(ttft_p95_slo_s=10.0)),
                               ("real", SweetSpotSettings(ttft_p95_slo_s=3.0))])  # fmt: skip
+    rollup(engine, now + 120)  # the query views read the minute rollups: both minutes finished
     engine.dispose()
     config = tmp_path / "sweetspot.toml"
     config.write_text(f'db_url = "{db}"\n[sweetspot]\nttft_p95_slo_s = "10s"\n'
@@ -72,7 +75,7 @@ def stored(tmp_path: Path) -> tuple[Path, str]:
 
 
 def status(config: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "app", "--config", str(config), "status", "--window", "2m", *args],
+    done = subprocess.run([sys.executable, "-m", "app", "--config", str(config), "status", "--window", "10m", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -98,12 +101,19 @@ def test_status_text_says_the_share_how_it_was_read_and_why_the_p95_cannot_be_ju
 def test_an_slo_on_a_bucket_bound_is_exact_and_one_above_the_last_bound_a_floor(stored):
     reader = Reader(stored[1])
     end = time.time()
-    exact = reader.window("real", end, 120, ttft_slo_s=2.5)
+    exact = reader.window("real", end, 600, ttft_slo_s=2.5)
     assert exact.ttft_slo_attainment == pytest.approx(0.75) and exact.ttft_slo_bounds is None
     assert exact.ttft_slo_in_p95_bucket() is None  # 2.5 is the bucket's lower bound, not inside it
-    above = reader.window("real", end, 120, ttft_slo_s=3000.0)
+    above = reader.window("real", end, 600, ttft_slo_s=3000.0)
     assert above.ttft_slo_attainment == pytest.approx(1.0)  # all 40 within the last finite bound, 2560 s
-    stored_slo = reader.window("real", end, 120)  # no SLO given: the one stored for the target
+    stored_slo = reader.window("real", end, 600)  # no SLO given: the one stored for the target
     assert stored_slo.ttft_slo_s == 3.0 and stored_slo.ttft_slo_attainment == pytest.approx(SHARE_3S)
-    empty = reader.window("real", end - 3600, 120, ttft_slo_s=3.0)  # no request in that window
+    empty = reader.window("real", end - 3600, 600, ttft_slo_s=3.0)  # no request in that window
     assert empty.ttft_slo_attainment is None and empty.ttft_slo_s == 3.0
+
+
+def test_the_minutes_view_gives_the_share_within_the_stored_slo(stored):
+    sql = ("SELECT ttft_slo_attainment_pct AS pct, bucket_share(2.5, ttft_bounds, ttft_buckets) AS at_bound"
+           " FROM minutes WHERE target = 'real' AND ttft_buckets IS NOT NULL")  # fmt: skip
+    result = run_query(stored[1], sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {})
+    assert [tuple(r) for r in result.rows] == [pytest.approx((100 * SHARE_3S, 0.75))]  # the minute of the 40 requests

@@ -186,3 +186,23 @@ def test_views_dropped_by_a_migration_are_made_again_from_the_code(db_url):
         assert query_views.views_present(conn) == every and "minutes" in every
     assert migrations.upgrade(engine) == migrations.Upgrade([], [])
     engine.dispose()
+
+
+def test_the_slo_attainment_migration_reaches_a_schema_made_before_it(db_url):
+    # a database migrated before 0017: its views lack ttft_slo_attainment_pct and (PostgreSQL) its
+    # schema lacks bucket_share, which the gated DDL of the standing step would not create
+    from db import query_views
+    from db.query_runner import Limits, run_query
+
+    engine = open_engine(db_url)
+    with engine.begin() as conn:
+        query_views.drop_views(conn)
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("DROP FUNCTION sweetspot_query.bucket_share(float8, text, bytea)"))
+            conn.execute(text("DROP FUNCTION sweetspot_query.share_of(float8, float8[], float8[])"))
+        conn.execute(text("DELETE FROM sweetspot_migrations WHERE name = '0017_ttft_slo_attainment'"))
+    done = migrations.upgrade(engine)
+    engine.dispose()
+    assert done.numbered == ["0017_ttft_slo_attainment"] and "view minutes" in done.standing
+    sql = "SELECT ttft_slo_attainment_pct, bucket_share(3.0, '[2.5, 5.0, \"+Inf\"]', NULL) AS s FROM minutes"
+    assert run_query(db_url, sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {}).rows == []
