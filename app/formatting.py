@@ -130,15 +130,17 @@ def share(fraction: float | None) -> str:
     return MISSING if fraction is None else f"{fraction * 100:.1f} %"
 
 
-def slo_attainment_text(f: WindowFigures) -> str | None:
+def slo_attainment_text(slo_s: float | None, attainment: float | None,
+                        bounds: tuple[float, float, float, float] | None) -> str | None:  # fmt: skip
     """``TTFT ≤ 3 s: 66.0 % of requests, interpolated between ≤ 2.5 s: 60.0 % and ≤ 5 s: 90.0 %``
-    (``…: exact, a bucket bound`` where the SLO is one); None without an SLO or a request."""
-    if f.ttft_slo_s is None or f.ttft_slo_attainment is None:
+    (``…, exact (a bucket bound)`` where the SLO is one; WindowFigures' ``ttft_slo_*`` fields); None
+    without an SLO or a request."""
+    if slo_s is None or attainment is None:
         return None
-    head = f"TTFT ≤ {number(f.ttft_slo_s)} s: {share(f.ttft_slo_attainment)} of requests"
-    if f.ttft_slo_bounds is None:
+    head = f"TTFT ≤ {number(slo_s)} s: {share(attainment)} of requests"
+    if bounds is None:
         return f"{head}, exact (a bucket bound)"
-    lower_le, lower, upper_le, upper = f.ttft_slo_bounds
+    lower_le, lower, upper_le, upper = bounds
     if upper_le == float("inf"):
         return f"{head} at least: the SLO is above the last bucket bound ({number(lower_le)} s)"
     return f"{head}, interpolated between ≤ {number(lower_le)} s: {share(lower)} and ≤ {number(upper_le)} s: {share(upper)}"
@@ -146,10 +148,14 @@ def slo_attainment_text(f: WindowFigures) -> str | None:
 
 def slo_bucket_warning(f: WindowFigures) -> str | None:
     """Why the TTFT P95 cannot be judged against the SLO when both lie in one bucket, and the fix."""
-    bucket = f.ttft_slo_in_p95_bucket()
-    if bucket is None or f.ttft_slo_s is None:
+    return slo_in_bucket_text(f.ttft_slo_s, f.ttft_slo_in_p95_bucket())
+
+
+def slo_in_bucket_text(slo_s: float | None, bucket: tuple[float, float] | None) -> str | None:
+    """:func:`slo_bucket_warning` from the SLO and the P95's bucket that holds it (None: it does not)."""
+    if bucket is None or slo_s is None:
         return None
-    slo = number(f.ttft_slo_s)
+    slo = number(slo_s)
     return (f"TTFT P95 lies in vLLM's bucket ({number(bucket[0])}, {number(bucket[1])}] s, which holds the {slo} s SLO: "
             f"the buckets cannot tell whether it meets the SLO. Add a bucket at {slo} s with {BUCKET_FLAG} "
             f"({BUCKET_FLAG_SINCE}; the time_to_first_token list replaces the default one, so list every bound).")

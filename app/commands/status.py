@@ -119,7 +119,7 @@ def render(fig: WindowFigures) -> str:
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
-    if text := slo_attainment_text(fig):
+    if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
         lines.append(f"  TTFT SLO                 {text}")
     if warning := slo_bucket_warning(fig):
         lines.append(f"  warning: {warning}")
