@@ -70,7 +70,10 @@ def stored(tmp_path: Path) -> tuple[Path, str]:
     config = tmp_path / "sweetspot.toml"
     config.write_text(f'db_url = "{db}"\n[sweetspot]\nttft_p95_slo_s = "10s"\n'
                       '[[targets]]\nname = "real"\nvllm_url = "http://127.0.0.1:1/metrics"\n'
-                      '[targets.sweetspot]\nttft_p95_slo_s = "3s"\n')  # fmt: skip
+                      '[targets.sweetspot]\nttft_p95_slo_s = "3s"\n'
+                      # a rule over the figure, as docs/metrics.md suggests
+                      '[[alerts.rules]]\nname = "ttft_slo"\nexpr = "ttft_slo_attainment"\nop = "<"\nthreshold = 0.95\n'
+                      'severity = "warning"\n')  # fmt: skip
     return config, db
 
 
@@ -88,6 +91,7 @@ def test_status_json_gives_the_share_within_the_targets_slo_and_the_bounds_eithe
     assert data["ttft_slo_bounds"] == pytest.approx(BOUNDS_3S)
     assert data["ttft_p95_s"] == pytest.approx(5.0) and data["ttft_p95_bucket"] == [2.5, 5.0]
     assert data["ttft_slo_in_p95_bucket"] is True  # 3 s inside (2.5, 5]: the P95 cannot be judged
+    assert "ttft_slo 0.79 < 0.95" in data["reasons"]  # a rule over the figure judges it
 
 
 def test_status_text_says_the_share_how_it_was_read_and_why_the_p95_cannot_be_judged(stored):
