@@ -301,3 +301,15 @@ def test_ttft_slo_attainment_equals_the_facade(url, view, step):
     exact = rows(url, "SELECT bucket_share(2.5, ttft_bounds, ttft_buckets) AS s,"
                       " bucket_share(3.0, ttft_bounds, ttft_buckets) AS t FROM minutes WHERE ttft_buckets IS NOT NULL")  # fmt: skip
     assert all(r["s"] <= r["t"] for r in exact)  # a higher SLO never has a smaller share
+
+
+@pytest.mark.parametrize(("le", "share"), [(2.5, 0.6), (3.0, 0.66), (0.25, 0.05), (10.0, 0.9), (None, None)])
+def test_bucket_share_by_hand(url, le, share):
+    """bucket_share on one row of hand-made increases (10, 20, 30, 30, 10 over 0.5, 1, 2.5, 5, +Inf),
+    the same on SQLite (attainment_matrix) and PostgreSQL (PL/pgSQL): tests/test_quantiles.py's cases."""
+    from db.histo import bounds_key, encode
+
+    params = {"le": le, "bounds": bounds_key((0.5, 1.0, 2.5, 5.0, float("inf"))), "buckets": encode((10, 20, 30, 30, 10))}
+    got = rows(url, "SELECT bucket_share(:le, :bounds, :buckets) AS s", **params)[0]["s"]
+    assert close(got, share), (le, got)
+    assert rows(url, "SELECT bucket_share(3.0, :bounds, NULL) AS s", bounds=params["bounds"])[0]["s"] is None  # no request
