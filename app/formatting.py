@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from core.settings import NO_CEILING
 
 if TYPE_CHECKING:
-    from db.results import CeilingInfo
+    from db.results import CeilingInfo, WindowFigures
 
 MISSING = "—"  # a figure that is None (the state "no data" is app.alerts.model.NO_DATA)
 
@@ -141,3 +141,42 @@ def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None) -> str:
         return NO_CEILING
     return (f"at most {number(steps_per_s)} steps/s (the report's ceiling: {ceiling.weight_gb:g} GB ÷ TP "
             f"{ceiling.tensor_parallel} at {number(ceiling.bandwidth_gbps)} GB/s, {ceiling.bandwidth_source})")
+# The vLLM option that adds a bucket at the SLO (read in vLLM 0.32.0's engine arguments; absent in 0.31).
+BUCKET_FLAG = "--custom-histogram-buckets"
+BUCKET_FLAG_SINCE = "vLLM ≥ 0.32"
+
+
+def share(fraction: float | None) -> str:
+    """A 0–1 share to one decimal: 0.9666 → ``96.7 %`` (an SLO's 99 % and 99.4 % differ)."""
+    return MISSING if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def slo_attainment_text(slo_s: float | None, attainment: float | None,
+                        bounds: tuple[float, float, float, float] | None) -> str | None:  # fmt: skip
+    """``TTFT ≤ 3 s: 66.0 % of requests, interpolated between ≤ 2.5 s: 60.0 % and ≤ 5 s: 90.0 %``
+    (``…, exact (a bucket bound)`` where the SLO is one; WindowFigures' ``ttft_slo_*`` fields); None
+    without an SLO or a request."""
+    if slo_s is None or attainment is None:
+        return None
+    head = f"TTFT ≤ {number(slo_s)} s: {share(attainment)} of requests"
+    if bounds is None:
+        return f"{head}, exact (a bucket bound)"
+    lower_le, lower, upper_le, upper = bounds
+    if upper_le == float("inf"):
+        return f"{head} at least: the SLO is above the last bucket bound ({number(lower_le)} s)"
+    return f"{head}, interpolated between ≤ {number(lower_le)} s: {share(lower)} and ≤ {number(upper_le)} s: {share(upper)}"
+
+
+def slo_bucket_warning(f: WindowFigures) -> str | None:
+    """Why the TTFT P95 cannot be judged against the SLO when both lie in one bucket, and the fix."""
+    return slo_in_bucket_text(f.ttft_slo_s, f.ttft_slo_in_p95_bucket())
+
+
+def slo_in_bucket_text(slo_s: float | None, bucket: tuple[float, float] | None) -> str | None:
+    """:func:`slo_bucket_warning` from the SLO and the P95's bucket that holds it (None: it does not)."""
+    if bucket is None or slo_s is None:
+        return None
+    slo = number(slo_s)
+    return (f"TTFT P95 lies in vLLM's bucket ({number(bucket[0])}, {number(bucket[1])}] s, which holds the {slo} s SLO: "
+            f"the buckets cannot tell whether it meets the SLO. Add a bucket at {slo} s with {BUCKET_FLAG} "
+            f"({BUCKET_FLAG_SINCE}; the time_to_first_token list replaces the default one, so list every bound).")

@@ -28,8 +28,10 @@ from db import derived
 # rate: a counter's increase ÷ the time the rounds cover; quantile: a histogram's, every model's
 # buckets merged; gauge_avg / gauge_max: a gauge over the step; ratio: one counter's increase ÷
 # another's; count: a counter's increase itself; derived: a function of other figures (``fn``);
-# record: computed where the result record is built (ceiling, health, engine: db/queries.py).
-Compute = Literal["rate", "quantile", "gauge_avg", "gauge_max", "ratio", "count", "derived", "record"]
+# record: computed where the result record is built (ceiling, health, engine: db/queries.py);
+# share: a histogram's share of observations within the target's threshold (db/quantiles.py
+# attainment_matrix; the TTFT SLO).
+Compute = Literal["rate", "quantile", "gauge_avg", "gauge_max", "ratio", "count", "derived", "record", "share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,8 @@ _PRESENTED: tuple[Figure, ...] = (
     _C("ttft_p50_s", unit="s", label="TTFT P50", help="TTFT P50 (s)"),
     _C("ttft_p95_s", unit="s", label="TTFT P95", help="TTFT P95 (s)"),
     _C("ttft_p99_s", unit="s", label="TTFT P99", help="TTFT P99 (s)"),
+    Figure("ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0, label="TTFT SLO attainment",
+           help="share of requests with TTFT within the target's ttft_p95_slo_s, from the buckets (0–1)"),
     _C("itl_p95_s", unit="s", label="ITL P95", help="inter-token latency P95 (s)"),
     _C("e2e_p95_s", unit="s", label="E2E P95", help="end-to-end latency P95 (s)"),
     Figure("preemptions", "count", ("preemptions",), label="preemptions", help="preemptions in the window (count)"),

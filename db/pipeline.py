@@ -19,10 +19,11 @@ from sqlalchemy import Connection
 from collectors.catalogue import FINISHED_BY_REASON, sleep_state
 from db import aggregate, mbu_figures, sources
 from db.figures import FIGURES, record_fields
-from db.quantiles import holding_buckets, quantile_matrix
+from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
 from db.results import CeilingInfo, GpuFigures, WindowFigures
 from db.schema import COUNTERS, GAUGES, HISTOGRAMS
 from db.sources import RAW
+from db.thresholds import stored_ttft_slo
 
 RAW_WINDOW_MAX_S = 6 * 3600
 HOURLY_WINDOW_MIN_S = 2 * 86400
@@ -34,7 +35,8 @@ _RATES = tuple(f for f in _MODEL_ROWS if f.compute == "rate")
 _RATIOS = tuple(f for f in _MODEL_ROWS if f.compute == "ratio")
 _GAUGES = tuple(f for f in _MODEL_ROWS if f.compute in ("gauge_avg", "gauge_max"))
 _DERIVED = tuple(f for f in _MODEL_ROWS if f.compute == "derived")
-_ENGINE_ORDER = ("quantile", "rate", "count", "gauge_avg", "gauge_max", "ratio", "derived")
+_SHARES = tuple(f for f in _MODEL_ROWS if f.compute == "share")  # within the target's TTFT SLO
+_ENGINE_ORDER = ("quantile", "rate", "count", "gauge_avg", "gauge_max", "ratio", "derived", "share")
 # every figure the engine computes: SeriesPoint's fields (the target rows' figures last)
 POINT_KEYS = (
     *(f.name for kind in _ENGINE_ORDER for f in _MODEL_ROWS if f.compute == kind),
@@ -114,13 +116,15 @@ def figures(
     level: int,
     want: frozenset[str] | None = None,
     covered_by: Mapping[int, Sequence[int]] | None = None,
+    slo: Mapping[int, float] | None = None,
 ) -> dict[int, dict[str, np.ndarray]]:
     """Per target (``models``: target id → the model ids whose figures are summed), arrays (one value
     per step, NaN = no data) of the wanted SeriesPoint fields and scrape counts.
 
     ``span`` = (start, end, step) in unix seconds; ``want`` None = every field; ``covered_by``: all
     the target's models when ``models`` are only some of them (rates divide by the time the
-    target's rounds cover, which every model's rows share).
+    target's rounds cover, which every model's rows share); ``slo``: target id → the TTFT SLO the
+    share figures judge by (None: the thresholds stored for each target, db/thresholds.py).
     """
     start, end, step = span
     want = ALL_FIELDS if want is None else want
@@ -141,8 +145,11 @@ def figures(
     if covered_by is not None and "covered_ms" in spec["sum"]:  # some models' rates: the target's covered time
         out.update(_model_figures(conn, segments, covered_by, grid, {"sum": ["covered_ms"]}))
     quantiles = [(h, q, name) for h, q, name in _QUANTILES if name in want]
-    if quantiles:
-        out.update(_quantile_figures(conn, segments, models, grid, quantiles))
+    shares = [f for f in _SHARES if f.name in want]
+    if shares:  # the SLO of each (target, step) cell, kept for the window's record
+        out["ttft_slo_s"] = _slo_cells(conn, models, slo, groups)
+    if quantiles or shares:
+        out.update(_quantile_figures(conn, segments, models, grid, quantiles, shares, out.get("ttft_slo_s")))
     _rates(out, float(step))
     _ratios(out)
     _derived(out)
@@ -257,9 +264,11 @@ def _model_figures(
 def _quantile_figures(
     conn: Connection, segments: list[tuple[int, int, int]], models: Mapping[int, Sequence[int]],
     grid: tuple[int, int, int], quantiles: list[tuple[str, float, str]],
+    shares: Sequence[Any] = (), thresholds: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Wanted quantiles per (target, step) cell, every model's buckets merged: per step by the
-    database for one target, per model and step for several (then merged by target here)."""
+    database for one target, per model and step for several (then merged by target here); and the
+    wanted shares within each cell's threshold from the same buckets (:func:`_share_arrays`)."""
     start, step, groups = grid
     ids = [m for ms in models.values() for m in ms]
     by_model = len(models) > 1
@@ -267,7 +276,7 @@ def _quantile_figures(
     layouts = sources.layouts(conn)
     cells = len(models) * groups
     out: dict[str, np.ndarray] = {}
-    for hist in sorted({h for h, _, _ in quantiles}):
+    for hist in sorted({h for h, _, _ in quantiles} | {f.inputs[0] for f in shares}):
         rows = [r for lv, lo, hi in segments
                 for r in sources.fetch_hist_grouped(conn, lv, ids, (lo, hi, start, step), hist, by_model)]  # fmt: skip
         key = np.fromiter((r[-3] for r in rows), dtype=np.int64, count=len(rows))
@@ -283,7 +292,29 @@ def _quantile_figures(
                     lower[keys], upper[keys] = holding_buckets(values[keys], inf[keys], bounds)
                 out[name], out[name + "_inf"] = values, inf
                 out[name + "_lower"], out[name + "_upper"] = lower, upper
+        for fig in shares:
+            if fig.inputs[0] == hist and thresholds is not None:
+                out.update(_share_arrays(fig.name, cells, parts, thresholds))
     return out
+
+
+_SHARE_PARTS = ("", "_lower_le", "_lower_share", "_upper_le", "_upper_share")  # db.quantiles.Attainment's order
+
+
+def _share_arrays(name: str, cells: int, parts: list[Any], thresholds: np.ndarray) -> dict[str, np.ndarray]:
+    """A share figure per cell, with the bounds either side of its threshold where it falls between two."""
+    out = {name + suffix: np.full(cells, np.nan) for suffix in _SHARE_PARTS}
+    for keys, bounds, counts in parts:
+        for suffix, values in zip(_SHARE_PARTS, attainment_matrix(thresholds[keys], bounds, counts), strict=True):
+            out[name + suffix][keys] = values
+    return out
+
+
+def _slo_cells(conn: Connection, models: Mapping[int, Sequence[int]], slo: Mapping[int, float] | None,
+               groups: int) -> np.ndarray:  # fmt: skip
+    """The TTFT SLO of every (target, step) cell: given, else stored; NaN for a target with none."""
+    known = stored_ttft_slo(conn, models) if slo is None else slo
+    return np.repeat(np.asarray([known.get(t, np.nan) for t in models], dtype=np.float64), groups)
 
 
 def _nullable(values: np.ndarray) -> list[float | None]:
@@ -352,7 +383,20 @@ def window_from(
                                            if point[f"{k}_per_s"] is not None},
         quantile_buckets=_holding(f),
         **mbu,
+        ttft_slo_bounds=_slo_bounds(f),
+        ttft_slo_s=_first(f.get("ttft_slo_s")),
     )
+
+
+def _first(values: np.ndarray | None) -> float | None:
+    return None if values is None or values[0] != values[0] else float(values[0])  # NaN: none
+
+
+def _slo_bounds(f: dict[str, np.ndarray]) -> tuple[float, float, float, float] | None:
+    """(lower_le, lower_share, upper_le, upper_share) of a one-step window whose SLO falls between two
+    bucket bounds; None where it is a bound (exact) or there is no value."""
+    sides = [_first(f.get("ttft_slo_attainment" + suffix)) for suffix in _SHARE_PARTS[1:]]
+    return None if None in sides else (sides[0], sides[1], sides[2], sides[3])  # type: ignore[return-value]
 
 
 def _holding(f: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:

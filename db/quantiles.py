@@ -9,12 +9,17 @@ Semantics, as in Prometheus' ``promql/quantile.go`` (``bucketQuantile``):
 - rank in the +Inf bucket → the largest finite bound, flagged (``in_inf_bucket``);
 - Δcount = 0 (no requests in the window) → None (Prometheus: NaN, drawn as a gap);
 - fewer than two buckets, or a last bound that is not +Inf → None (Prometheus: NaN).
+
+The share of observations within a threshold (SLO attainment, :func:`attainment_matrix`) reads the
+same increases the other way round: the cumulative count at the threshold ÷ Δcount, exact at a
+bucket bound, interpolated between two bounds as above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -105,3 +110,60 @@ def holding_buckets(values: np.ndarray, in_inf: np.ndarray, bounds: Sequence[flo
     lower, upper = np.where(in_inf, finite[-1], lower), np.where(in_inf, INF, upper)
     missing = np.isnan(values)
     return np.where(missing, np.nan, lower), np.where(missing, np.nan, upper)
+
+
+class Attainment(NamedTuple):
+    """:func:`attainment_matrix`'s arrays, one value per row (NaN: no value).
+
+    ``share``: the share of observations at or below the threshold (0–1). Where the threshold is a
+    bucket bound it is exact and the four bounds fields are NaN. Otherwise the histogram knows only
+    the shares at the bounds either side, ``(lower_le, lower_share)`` and ``(upper_le,
+    upper_share)``, and ``share`` interpolates linearly between them, as ``histogram_quantile``
+    interpolates inside a bucket (the first bucket's lower bound is 0, with share 0). A threshold
+    above the largest finite bound has ``upper_le`` +Inf and ``upper_share`` 1: nothing can be
+    interpolated there, so ``share`` is the share at the largest finite bound, a floor (every
+    observation of the +Inf bucket counted as over the threshold).
+    """
+
+    share: np.ndarray
+    lower_le: np.ndarray
+    lower_share: np.ndarray
+    upper_le: np.ndarray
+    upper_share: np.ndarray
+
+
+def attainment_matrix(threshold: np.ndarray, bounds: Sequence[float], counts: np.ndarray) -> Attainment:
+    """The share of each row's observations at or below its ``threshold`` (rows × buckets of
+    per-bucket increases, ``bounds`` ascending and ending in +Inf): SLO attainment as vLLM's Grafana
+    Overview computes it (``rate(_bucket{le=SLO}) ÷ rate(_count)``), with the interpolation for a
+    threshold between two bounds. Δcount = 0, a NaN threshold or a malformed layout → NaN."""
+    rows = counts.shape[0]
+    if counts.size == 0 or len(bounds) < 2 or bounds[-1] != INF:
+        return Attainment(*(np.full(rows, np.nan) for _ in range(5)))
+    cum = np.cumsum(np.maximum(counts, 0), axis=1).astype(np.float64)
+    total = cum[:, -1]
+    finite = np.asarray(bounds[:-1], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        at_bound = cum[:, :-1] / np.where(total > 0, total, 1.0)[:, None]  # share at each finite bound
+    slo = np.asarray(threshold, dtype=np.float64)
+    r = np.arange(rows)
+    n = len(finite)
+    # a threshold equal to a bound (as the settings parse "2.5s" and the page says le="2.5") is exact
+    same = np.isclose(finite[None, :], slo[:, None], rtol=1e-9, atol=0.0)
+    exact = same.any(axis=1)
+    at = np.searchsorted(finite, np.nan_to_num(slo, nan=0.0), side="left")  # first bound ≥ threshold
+    below, inside = at > 0, at < n
+    lower_le = np.where(below, finite[np.maximum(at - 1, 0)], 0.0)
+    lower_share = np.where(below, at_bound[r, np.maximum(at - 1, 0)], 0.0)
+    upper_le = np.where(inside, finite[np.minimum(at, n - 1)], INF)
+    upper_share = np.where(inside, at_bound[r, np.minimum(at, n - 1)], 1.0)
+    # between two bounds: linear; above the last finite one (or a first bound ≤ 0): the lower share
+    interpolates = inside & (upper_le > lower_le)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        width = np.where(interpolates, upper_le - lower_le, 1.0)
+        between = lower_share + (upper_share - lower_share) * np.clip((slo - lower_le) / width, 0.0, 1.0)
+    share = np.where(exact, at_bound[r, same.argmax(axis=1)], np.where(interpolates, between, lower_share))
+    missing = (total <= 0) | np.isnan(slo)
+    share = np.where(missing, np.nan, share)
+    hide = missing | exact
+    return Attainment(share, *(np.where(hide, np.nan, a) for a in (lower_le, lower_share, upper_le, upper_share)))

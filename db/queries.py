@@ -97,6 +97,7 @@ class Reader:
         *,
         level: int | None = None,
         gpus: bool = True,
+        ttft_slo_s: float | None = None,
     ) -> WindowFigures:
         """Every ``status`` figure over (end − window_s, end] for ``model`` (None = all models summed):
         the rounds stamped in those whole seconds, one stamped exactly at ``end`` included (a series'
@@ -105,8 +106,10 @@ class Reader:
         ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
         rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
         ``gpus=False`` leaves ``gpus`` empty and skips their reads (and so the measured MBU).
+        ``ttft_slo_s``: the SLO ``ttft_slo_attainment`` judges by (the target's effective
+        ``ttft_p95_slo_s``, as ``status`` and the UI know it); None: the thresholds stored for it.
         """
-        return self._run("reading a window", _window, target, end, window_s, model, level, gpus)
+        return self._run("reading a window", _window, target, end, window_s, model, level, gpus, ttft_slo_s)
 
     def series(
         self,
@@ -316,6 +319,7 @@ def _window(
     model: str | None,
     level: int | None = None,
     with_gpus: bool = True,
+    ttft_slo_s: float | None = None,
 ) -> WindowFigures:
     hi = int(math.floor(end)) + 1  # include a scrape stamped exactly at ``end``
     lo = hi - int(window_s)
@@ -325,7 +329,8 @@ def _window(
     level = window_level(window_s) if level is None else level
     if row is not None:
         ids = [i for i, _ in _model_ids(conn, row.id, model)]
-        f = figures(conn, {row.id: ids}, (lo, hi, hi - lo), level, covered_by=_everyone(conn, row.id, model))[row.id]
+        slo = None if ttft_slo_s is None else {row.id: ttft_slo_s}
+        f = figures(conn, {row.id: ids}, (lo, hi, hi - lo), level, covered_by=_everyone(conn, row.id, model), slo=slo)[row.id]
         last, ceiling = _last_scrape(conn, row.id, end), target_ceiling(conn, row.id)
         gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
     engine = None if row is None else row.engine

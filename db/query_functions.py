@@ -6,6 +6,10 @@
   layout of the last row fed that has increases). A window's P95 is this, not an average of
   minute P95s. NULL when no row had a request, or ``q`` is outside [0, 1].
 - ``bucket_quantile(q, bounds, buckets)``: the same for one row (the views' per-minute quantiles).
+- ``bucket_share(le, bounds, buckets)``: the share (0–1) of one row's observations at or below
+  ``le`` (:func:`db.quantiles.attainment_matrix`: exact at a bound, interpolated between two, the
+  share at the largest finite bound above it); NULL when the row had no request (the views' TTFT SLO
+  attainment).
 - ``iso_time(ts)``: unix seconds → ``2026-12-01T20:15:00Z`` (ISO 8601, UTC, seconds).
 
 SQLite: Python functions registered on each connection (:func:`register`); a SQLite tool that does
@@ -20,8 +24,10 @@ import sqlite3
 import struct
 from functools import lru_cache
 
+import numpy as np
+
 from db.histo import bounds_from_key, remap_index
-from db.quantiles import quantile_value
+from db.quantiles import attainment_matrix, quantile_value
 
 SCHEMA = "sweetspot_query"
 
@@ -70,12 +76,26 @@ def bucket_quantile(q: float | None, bounds: str | None, buckets: bytes | None) 
     if bounds is None or not buckets or q is None or not 0.0 <= q <= 1.0:
         return None
     target = _bounds(bounds)
+    return quantile_value(q, target, _dense(target, buckets))
+
+
+def _dense(target: tuple[float, ...], buckets: bytes) -> list[int]:
+    """One row's packed increases (db/histo.py) as one count per bucket of its layout."""
     dense = [0] * len(target)
     size = len(dense)
     for value in struct.unpack(f"<{len(buckets) >> 2}I", buckets[: len(buckets) & ~3]):
         if (value & 255) < size:
             dense[value & 255] += value >> 8
-    return quantile_value(q, target, dense)
+    return dense
+
+
+def bucket_share(le: float | None, bounds: str | None, buckets: bytes | None) -> float | None:
+    # one row's share within ``le``: the views' TTFT SLO attainment per minute and hour
+    if bounds is None or not buckets or le is None:
+        return None
+    target = _bounds(bounds)
+    share = attainment_matrix(np.asarray([float(le)]), target, np.asarray([_dense(target, buckets)])).share[0]
+    return None if share != share else float(share)  # NaN: no request
 
 
 def iso_time(ts: float | None) -> str | None:
@@ -88,7 +108,44 @@ def register(conn: sqlite3.Connection) -> None:
     """Make the view functions available on one SQLite connection."""
     conn.create_aggregate("histogram_quantile", 3, HistogramQuantile)  # type: ignore[arg-type]
     conn.create_function("bucket_quantile", 3, bucket_quantile, deterministic=True)
+    conn.create_function("bucket_share", 3, bucket_share, deterministic=True)
     conn.create_function("iso_time", 1, iso_time, deterministic=True)
+
+
+# PostgreSQL's bucket_share: db/quantiles.py:attainment_matrix for one row, line for line (1-based
+# arrays). Apart from the rest, so that a migration can add it to a database whose schema has the others.
+SHARE_DDL = [
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.share_of(le float8, bounds float8[], increases float8[]) RETURNS float8
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $body$
+DECLARE
+    n int := pg_catalog.array_length(bounds, 1);
+    running float8 := 0;
+    below float8 := 0; lower_le float8 := 0; total float8 := 0; i int;
+BEGIN
+    IF le IS NULL OR increases IS NULL OR n IS NULL OR n < 2 OR bounds[n] <> 'Infinity'::float8 OR pg_catalog.array_length(increases, 1) <> n THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN 1 .. n LOOP
+        total := total + GREATEST(increases[i], 0);
+    END LOOP;
+    IF total <= 0 THEN RETURN NULL; END IF;
+    FOR i IN 1 .. n - 1 LOOP
+        running := running + GREATEST(increases[i], 0);
+        IF pg_catalog.abs(bounds[i] - le) <= 1e-9 * pg_catalog.abs(le) THEN RETURN running / total; END IF;
+        IF bounds[i] > le THEN
+            IF bounds[i] <= lower_le THEN RETURN below / total; END IF;
+            RETURN (below + (running - below) * LEAST(GREATEST((le - lower_le) / (bounds[i] - lower_le), 0), 1)) / total;
+        END IF;
+        below := running; lower_le := bounds[i];
+    END LOOP;
+    RETURN below / total;
+END
+$body$""",
+    f"""CREATE OR REPLACE FUNCTION {SCHEMA}.bucket_share(le float8, bounds text, buckets bytea) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$body$ SELECT {SCHEMA}.share_of(le, {SCHEMA}.bucket_bounds(bounds),
+    ({SCHEMA}.histogram_accumulate(NULL, 0, bounds, buckets)).counts) $body$""",
+]
 
 
 # PostgreSQL: the same functions. Bodies name everything with its schema: SQL function bodies are
@@ -204,4 +261,5 @@ $body$""",
     f"""CREATE OR REPLACE FUNCTION {SCHEMA}.bucket_quantile(q float8, bounds text, buckets bytea) RETURNS float8
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
 $body$ SELECT {SCHEMA}.histogram_final({SCHEMA}.histogram_accumulate(NULL, q, bounds, buckets)) $body$""",
+    *SHARE_DDL,
 ]

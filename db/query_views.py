@@ -73,6 +73,8 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("queue_depth_max", "requests", "gateway queue depth, maximum (the target's; NULL: no gateway source)"),
         Col("kv_cache_usage_max", "fraction 0–1", "KV-cache usage, maximum"),
         *quantiles,
+        Col("ttft_slo_attainment_pct", "%", f"share of the {p}'s requests with TTFT within the target's ttft_p95_slo_s"
+            " (target_info), from the buckets: exact at a bucket bound, else interpolated (docs/metrics.md); NULL: no request"),
         Col("gpu_memory_used_gb", "GB (10⁹ B)", "GPU memory used, summed over the target's GPUs (averages)"),
         Col("dram_bw_gbps", "GB/s", "DRAM bandwidth, summed over the target's GPUs (NULL: no bandwidth source)"),
         Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
@@ -340,6 +342,7 @@ WHERE r.step = {step}"""
  b.preemptions, b.running_avg, b.running_max, b.waiting_avg, b.waiting_max, b.queue_depth_max,
  b.kv_cache_usage_max,
  {quantiles},
+ 100 * bucket_share(b.th_ttft, b.ttft_bounds, b.ttft_buckets) AS ttft_slo_attainment_pct,
  b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct,
  b.iteration_tokens_count / b.covered_s AS steps_per_s, {mbu_pct} AS mbu_pct, {mbu_source} AS mbu_source,
  b.ceiling_steps_per_s, b.generation_tokens / b.covered_s / b.ceiling_steps_per_s AS ceiling_share,

@@ -165,6 +165,20 @@ class WindowFigures(EngineFigures):
     mbu_modelled: float | None = None  # steps/s × bytes per step ÷ peak (the target's step model)
     # the measured step rate above the ceiling's bound: its inputs are wrong (core.mbu.check_step_bound)
     step_bound_breach: StepBoundBreach | None = None
+    # TTFT SLO attainment (db/quantiles.py attainment_matrix): the share of requests whose TTFT was
+    # within ttft_slo_s (0–1). Exact where the SLO is a bucket bound (ttft_slo_bounds None), else
+    # interpolated between the bounds either side: (lower_le, lower_share, upper_le, upper_share).
+    ttft_slo_attainment: float | None = None
+    ttft_slo_bounds: tuple[float, float, float, float] | None = None
+    ttft_slo_s: float | None = None  # the SLO it was judged against (the target's ttft_p95_slo_s)
+
+    def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
+        """The TTFT P95's bucket (lower, upper] when the SLO lies strictly inside it: the buckets
+        cannot tell whether the P95 meets the SLO (a P95 in (2.5, 5] against 3 s). None otherwise."""
+        bucket = self.quantile_buckets.get("ttft_p95_s")
+        if bucket is None or self.ttft_slo_s is None or not bucket[0] < self.ttft_slo_s < bucket[1]:
+            return None
+        return bucket
 
 
 @dataclass(frozen=True)
@@ -189,6 +203,7 @@ class SeriesPoint(EngineFigures):
     up_ratio: float | None  # share of successful scrapes in the step
     # preemptions ÷ the time their scrapes cover (a bar per step would spike after a gap otherwise)
     preemptions_per_s: float | None = None
+    ttft_slo_attainment: float | None = None  # 0–1, against the target's stored ttft_p95_slo_s
 
 
 @dataclass(frozen=True)

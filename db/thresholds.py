@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, delete
+from sqlalchemy import Connection, Engine, delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
@@ -36,3 +36,13 @@ def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSetting
     except SQLAlchemyError as exc:
         raise storage_error("storing the sweet-spot thresholds", exc) from None
     return len(rows)
+
+
+def stored_ttft_slo(conn: Connection, target_ids: Iterable[int]) -> dict[int, float]:
+    """Each target's stored TTFT SLO (its own row, else the global "*" one), by target id; a target
+    with neither is left out."""
+    th, t = schema.sweetspot_thresholds, schema.targets
+    slo = dict(conn.execute(select(th.c.target, th.c.ttft_p95_slo_s)).all())
+    names = conn.execute(select(t.c.id, t.c.name).where(t.c.id.in_(list(target_ids)))).all()
+    out = {int(tid): slo.get(name, slo.get(EVERY_TARGET)) for tid, name in names}
+    return {tid: float(v) for tid, v in out.items() if v is not None}

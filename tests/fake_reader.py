@@ -64,7 +64,8 @@ class FakeReader:
     def models(self, target: str) -> list[str]:
         return ["llama-70b-awq"]
 
-    def window(self, target: str, end: float, window_s: float, model: str | None = None, level: int | None = None) -> WindowFigures:
+    def window(self, target: str, end: float, window_s: float, model: str | None = None, level: int | None = None,
+               ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
         error = None if self.up else "connection refused"
         base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error)
         return dataclasses.replace(base, **self.figures)  # type: ignore[arg-type]

@@ -54,12 +54,15 @@ def test_figures_are_the_facades(filled):
         assert (d.ttft_p95_s, d.tokens_per_s_avg, d.preemptions) == (whole.ttft_p95_s, whole.tokens_per_s, whole.preemptions)
         assert d.ceiling_steps_per_s == whole.ceiling_steps_per_s == 180.0
         assert (d.mbu, d.mbu_source) == (whole.mbu, whole.mbu_source)
+        slo = reader.window(name, NOW, PERIOD, ttft_slo_s=3.0)  # the default [sweetspot] ttft_p95_slo_s
+        assert (d.ttft_slo_s, d.ttft_slo_attainment, d.ttft_slo_bounds) == (3.0, slo.ttft_slo_attainment, slo.ttft_slo_bounds)
         minutes = reader.series(name, NOW - PERIOD, NOW, 60, fields=("tokens_per_s",))
         assert d.tokens_per_s_peak == max(p.tokens_per_s for p in minutes if p.tokens_per_s is not None)
     assert by_name["demo"].tokens_per_s_avg is not None and by_name["demo"].tokens_per_s_peak >= by_name["demo"].tokens_per_s_avg
     # edge: data for the period's second hour only, and none for its last 10 minutes: 70 of 120 minutes
     assert by_name["edge"].no_data == pytest.approx(70 / 120, abs=1 / 24)
     assert by_name["demo"].no_data == 0.0 and by_name["demo"].in_sweet_spot is not None
+    assert by_name["demo"].ttft_slo_attainment is not None
     assert 0.0 <= by_name["demo"].in_sweet_spot <= 1.0
     incidents = by_name["demo"].incidents
     assert [(i.rule, i.started_at, i.ended_at) for i in incidents] == [
@@ -173,3 +176,15 @@ def test_each_step_is_judged_as_the_facades_window_of_that_step_would_be(filled)
 def test_the_ttft_p95_line_names_the_engines_bucket():
     target = digest.TargetDigest("demo", 0.5, 0.0, 0.29, 120.0, 150.0, 180.0, 0.0, (), ttft_p95_bucket=(0.25, 0.5))
     assert "TTFT P95: 0.29 s (vLLM's bucket (0.25, 0.5] s)" in digest.render_text(digest.Digest(NOW - 86400, NOW, "UTC", (target,)))
+
+
+def test_the_slo_attainment_lines_say_how_the_share_was_read_and_why_the_p95_cannot_be_judged():
+    target = digest.TargetDigest("demo", 0.5, 0.0, 4.2, 120.0, 150.0, 180.0, 0.0, (), ttft_p95_bucket=(2.5, 5.0),
+                                 ttft_slo_s=3.0, ttft_slo_attainment=0.79, ttft_slo_bounds=(2.5, 0.75, 5.0, 0.95),
+                                 ttft_slo_p95_bucket=(2.5, 5.0))  # fmt: skip
+    text = digest.render_text(digest.Digest(NOW - 86400, NOW, "UTC", (target,)))
+    assert "  TTFT SLO: TTFT ≤ 3 s: 79.0 % of requests, interpolated between ≤ 2.5 s: 75.0 % and ≤ 5 s: 95.0 %\n" in text
+    assert "TTFT P95 lies in vLLM's bucket (2.5, 5] s, which holds the 3 s SLO" in text and "--custom-histogram-buckets" in text
+    exact = dataclasses.replace(target, ttft_slo_s=2.5, ttft_slo_attainment=0.75, ttft_slo_bounds=None, ttft_slo_p95_bucket=None)
+    text = digest.render_text(digest.Digest(NOW - 86400, NOW, "UTC", (exact,)))
+    assert "TTFT SLO: TTFT ≤ 2.5 s: 75.0 % of requests, exact (a bucket bound)" in text and "cannot tell" not in text

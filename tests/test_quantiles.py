@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from db import histo
-from db.quantiles import histogram_quantile, holding_buckets, quantile_matrix
+from db.quantiles import attainment_matrix, histogram_quantile, holding_buckets, quantile_matrix
 
 INF = float("inf")
 B = (0.1, 0.5, 1.0, INF)
@@ -100,3 +100,43 @@ def test_the_bucket_holding_a_quantile(increases: tuple[int, ...], q: float, buc
     lower, upper = holding_buckets(values, inf, B)
     assert (lower[0], upper[0]) == bucket
     assert lower[1] != lower[1] and upper[1] != upper[1]  # no requests: no value, no bucket
+
+
+# TTFT-like bounds; per-bucket increases 10, 20, 30, 30, 10: cumulative 10, 30, 60, 90 of 100
+SLO_BOUNDS = (0.5, 1.0, 2.5, 5.0, INF)
+SLO_COUNTS = (10, 20, 30, 30, 10)
+
+
+@pytest.mark.parametrize(
+    ("slo", "share", "bounds"),
+    [
+        (2.5, 0.6, None),  # a bucket bound: 60 of 100, exact
+        (1.0, 0.3, None),
+        (3.0, 0.66, (2.5, 0.6, 5.0, 0.9)),  # 0.6 + (0.9 − 0.6) × (3 − 2.5) / (5 − 2.5)
+        (0.25, 0.05, (0.0, 0.0, 0.5, 0.1)),  # below the first bound: from (0, 0), as histogram_quantile
+        (10.0, 0.9, (5.0, 0.9, INF, 1.0)),  # above the last finite bound: the share at it, a floor
+    ],
+)
+def test_slo_attainment_by_hand(slo: float, share: float, bounds: tuple[float, ...] | None) -> None:
+    got = attainment_matrix(np.array([slo]), SLO_BOUNDS, np.array([SLO_COUNTS]))
+    assert got.share[0] == pytest.approx(share)
+    sides = (got.lower_le[0], got.lower_share[0], got.upper_le[0], got.upper_share[0])
+    if bounds is None:
+        assert all(v != v for v in sides)  # NaN: nothing to interpolate
+    else:
+        assert sides == pytest.approx(bounds)
+
+
+def test_slo_attainment_of_an_empty_window_is_no_value() -> None:
+    got = attainment_matrix(np.array([3.0, 2.5]), SLO_BOUNDS, np.zeros((2, 5)))
+    assert all(np.isnan(a).all() for a in got)
+    assert np.isnan(attainment_matrix(np.array([3.0]), (0.5, 1.0), np.array([[1, 1]])).share).all()  # no +Inf
+    assert np.isnan(attainment_matrix(np.array([np.nan]), SLO_BOUNDS, np.array([SLO_COUNTS])).share).all()  # no SLO
+
+
+def test_slo_attainment_per_row() -> None:
+    # each row its own threshold (several targets' steps at once), one row without requests
+    counts = np.array([SLO_COUNTS, (0, 0, 0, 4, 0), (0, 0, 0, 0, 0)])
+    got = attainment_matrix(np.array([5.0, 3.0, 3.0]), SLO_BOUNDS, counts)
+    assert got.share[:2].tolist() == pytest.approx([0.9, 0.2])  # 4 in (2.5, 5]: 0 + 1 × 0.5 / 2.5
+    assert np.isnan(got.share[2])

@@ -289,3 +289,32 @@ def test_outside_hours_and_spells_add_up_from_the_minutes(url):
 
 def _unix(iso: str) -> int:
     return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp())
+
+
+@pytest.mark.parametrize("view,step", [("minutes", 60), ("hours", 3600)])
+def test_ttft_slo_attainment_equals_the_facade(url, view, step):
+    """The share within the stored SLO (the seeded 3 s: between the 2.5 and 5 s bounds), per period,
+    from bucket_share in SQL (PL/pgSQL on PostgreSQL) and attainment_matrix in the facade."""
+    reader = Reader(url)
+    end = minute_mark(url)[0 if step == 60 else 1]
+    got = rows(url, f"SELECT ts, ttft_slo_attainment_pct AS pct FROM {view} WHERE target = 'demo' ORDER BY ts")
+    points = {p.ts: p for p in reader.series("demo", got[0]["ts"], end, step, level=step)}
+    shares = [(row["pct"], points[float(row["ts"])].ttft_slo_attainment) for row in got if float(row["ts"]) in points]
+    assert any(a is not None and 0 < a < 100 for a, _ in shares), shares  # some periods partly within
+    for pct, share in shares:
+        assert close(pct, None if share is None else 100 * share), (view, pct, share)
+    exact = rows(url, "SELECT bucket_share(2.5, ttft_bounds, ttft_buckets) AS s,"
+                      " bucket_share(3.0, ttft_bounds, ttft_buckets) AS t FROM minutes WHERE ttft_buckets IS NOT NULL")  # fmt: skip
+    assert all(r["s"] <= r["t"] for r in exact)  # a higher SLO never has a smaller share
+
+
+@pytest.mark.parametrize(("le", "share"), [(2.5, 0.6), (3.0, 0.66), (0.25, 0.05), (10.0, 0.9), (None, None)])
+def test_bucket_share_by_hand(url, le, share):
+    """bucket_share on one row of hand-made increases (10, 20, 30, 30, 10 over 0.5, 1, 2.5, 5, +Inf),
+    the same on SQLite (attainment_matrix) and PostgreSQL (PL/pgSQL): tests/test_quantiles.py's cases."""
+    from db.histo import bounds_key, encode
+
+    params = {"le": le, "bounds": bounds_key((0.5, 1.0, 2.5, 5.0, float("inf"))), "buckets": encode((10, 20, 30, 30, 10))}
+    got = rows(url, "SELECT bucket_share(:le, :bounds, :buckets) AS s", **params)[0]["s"]
+    assert close(got, share), (le, got)
+    assert rows(url, "SELECT bucket_share(3.0, :bounds, NULL) AS s", bounds=params["bounds"])[0]["s"] is None  # no request

@@ -168,3 +168,12 @@ for_s = "10m"
     assert by_name["concurrency"] == [('sweetspot:running_avg:5m{instance!~"batch"} > 16', "5m"),
                                       ('sweetspot:running_avg:5m{instance="batch"} > 16', "10m")]  # fmt: skip
     assert by_name["preemptions"] == [("sweetspot:preemptions:5m > 0", None)]
+
+
+def test_a_rule_over_the_slo_attainment_is_left_out_saying_why():
+    from core.settings import AlertsSettings, RuleSettings
+
+    rule = RuleSettings(name="ttft_slo", expr="ttft_slo_attainment", op="<", threshold="0.95", severity="warning")
+    text = export(Settings(alerts=AlertsSettings(rules=(rule,))), Options())
+    assert "#   ttft_slo: needs ttft_slo_attainment: the share within each target's SLO is interpolated" in text
+    assert "ttft_slo" not in alert_names(text)

@@ -198,3 +198,21 @@ def test_the_stored_thresholds_judge_mbu_after_0018(tmp_path):
     with sqlite3.connect(tmp_path / "old.db") as conn:
         assert [r[0] for r in conn.execute("SELECT min_mbu FROM sweetspot_thresholds")] == [0.3]
         assert "kv_bytes_per_token" in {r[1] for r in conn.execute("PRAGMA table_info(targets)")}
+def test_the_slo_attainment_migration_reaches_a_schema_made_before_it(db_url):
+    # a database migrated before 0019: its views lack ttft_slo_attainment_pct and (PostgreSQL) its
+    # schema lacks bucket_share, which the gated DDL of the standing step would not create
+    from db import query_views
+    from db.query_runner import Limits, run_query
+
+    engine = open_engine(db_url)
+    with engine.begin() as conn:
+        query_views.drop_views(conn)
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("DROP FUNCTION sweetspot_query.bucket_share(float8, text, bytea)"))
+            conn.execute(text("DROP FUNCTION sweetspot_query.share_of(float8, float8[], float8[])"))
+        conn.execute(text("DELETE FROM sweetspot_migrations WHERE name = '0019_ttft_slo_attainment'"))
+    done = migrations.upgrade(engine)
+    engine.dispose()
+    assert done.numbered == ["0019_ttft_slo_attainment"] and "view minutes" in done.standing
+    sql = "SELECT ttft_slo_attainment_pct, bucket_share(3.0, '[2.5, 5.0, \"+Inf\"]', NULL) AS s FROM minutes"
+    assert run_query(db_url, sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {}).rows == []

@@ -88,3 +88,19 @@ def test_the_ttft_tile_hover_names_the_engines_bucket():
     (ttft, *_) = widgets.kpi_tiles(window(quantile_buckets={"ttft_p95_s": (0.25, 0.5)}), RULES)
     assert "bucket (0.25, 0.5] s" in ttft.help
     assert "bucket" not in widgets.kpi_tiles(window(), RULES)[0].help  # no value, no bucket
+
+
+def test_the_slo_tile_shows_the_share_and_the_bounds_either_side_and_the_p95_tile_says_when_its_bucket_holds_the_slo():
+    between = window(ttft_p95_s=4.2, quantile_buckets={"ttft_p95_s": (2.5, 5.0)}, ttft_slo_s=3.0,
+                     ttft_slo_attainment=0.79, ttft_slo_bounds=(2.5, 0.75, 5.0, 0.95))  # fmt: skip
+    ttft, slo, *_ = widgets.kpi_tiles(between, RULES)
+    assert (slo.label, slo.value, slo.context) == ("TTFT SLO attainment · 5m", "79.0 %", "≤ 3 s · 2.5 s: 75.0 %, 5 s: 95.0 %")
+    assert "interpolated between ≤ 2.5 s: 75.0 % and ≤ 5 s: 95.0 %" in slo.help
+    assert ttft.context == "SLO 3 s · inside its bucket (2.5, 5] s"
+    assert "--custom-histogram-buckets (vLLM ≥ 0.32" in ttft.help and "cannot tell" in slo.help
+    exact = window(ttft_p95_s=1.2, quantile_buckets={"ttft_p95_s": (1.0, 2.5)}, ttft_slo_s=2.5, ttft_slo_attainment=0.9)
+    ttft, slo, *_ = widgets.kpi_tiles(exact, RULES)
+    assert (slo.value, slo.context, ttft.context) == ("90.0 %", "≤ 2.5 s · exact (a bucket bound)", "SLO 3 s")
+    assert "cannot tell" not in ttft.help + slo.help
+    _, idle, *_ = widgets.kpi_tiles(window(ttft_slo_s=3.0), RULES)
+    assert (idle.value, idle.context) == ("—", "≤ 3 s · no request")

@@ -56,6 +56,10 @@ WHY_NOT = {
     "sleep_state": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
     "no_data": "no data is Sweetspot's judgement of its own scrapes (alert on up == 0 in Prometheus)",
     "up": "use Prometheus' own up series",
+    # a recording rule per figure and window knows no target's SLO; vLLM's Grafana tile divides the
+    # bucket at the SLO by the count, which holds only where the SLO is a bucket bound
+    "ttft_slo_attainment": "the share within each target's SLO is interpolated between bucket bounds by Sweetspot "
+    "(in PromQL: rate(vllm:time_to_first_token_seconds_bucket{le=\"<SLO>\"}) / rate(..._count), the SLO a bound)",
 }
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from app.alerts.figures import no_data_reason, window_names
 from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.alerts.rules import Names, outcome, rule_set
-from app.formatting import ceiling_text, mbu_text, percent, series_limit_warning
+from app.formatting import (ceiling_text, mbu_text, percent, series_limit_warning, slo_attainment_text,
+                            slo_bucket_warning)
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
@@ -73,6 +74,8 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     buckets = data.pop("quantile_buckets")
     for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
+    # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
+    data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
     return data
 
 
@@ -143,6 +146,10 @@ def render(fig: WindowFigures) -> str:
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
+    if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
+        lines.append(f"  TTFT SLO                 {text}")
+    if warning := slo_bucket_warning(fig):
+        lines.append(f"  warning: {warning}")
     if fig.ceiling:
         c = fig.ceiling
         kv = f"{c.kv_bytes_per_token:,.0f} bytes ({c.kv_source})" if c.kv_bytes_per_token else "unknown (the weights only)"
@@ -176,7 +183,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     name = _target_name(args, settings, reader)
     now = time.time()
-    fig = reader.window(name, now, window_s)
+    fig = reader.window(name, now, window_s, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
     verdict = judge(reader, settings, fig)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
     info = next((t for t in reader.targets() if t.name == name), None)

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from app.alerts.rules import rule_set
-from app.formatting import elapsed, mbu_text, number, percent, with_unit
+from app.formatting import elapsed, mbu_text, number, percent, slo_attainment_text, slo_in_bucket_text, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
@@ -66,6 +66,11 @@ class TargetDigest:
     ttft_p95_bucket: tuple[float, float] | None = None  # the engine's histogram bucket holding the P95
     mbu: float | None = None  # 0–1 over the period, with its source
     mbu_source: str | None = None
+    # TTFT SLO attainment over the period (WindowFigures' fields of the same names)
+    ttft_slo_s: float | None = None
+    ttft_slo_attainment: float | None = None
+    ttft_slo_bounds: tuple[float, float, float, float] | None = None
+    ttft_slo_p95_bucket: tuple[float, float] | None = None  # the P95's bucket when it holds the SLO
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,8 @@ def judged_step(start: float, end: float) -> float:
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
-    whole = reader.window(name, end, end - start)  # the GPUs too: their bandwidth is the measured MBU
+    # the GPUs too: their bandwidth is the measured MBU
+    whole = reader.window(name, end, end - start, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
     verdicts = judge_steps(reader, settings, whole, start, end)
     judged = [v for v in verdicts if v != NO_DATA]
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
@@ -103,6 +109,8 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         ceiling_steps_per_s=whole.ceiling_steps_per_s, preemptions=whole.preemptions,
         incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
         mbu=whole.mbu, mbu_source=whole.mbu_source,
+        ttft_slo_s=whole.ttft_slo_s, ttft_slo_attainment=whole.ttft_slo_attainment, ttft_slo_bounds=whole.ttft_slo_bounds,
+        ttft_slo_p95_bucket=whole.ttft_slo_in_p95_bucket(),
     )  # fmt: skip
 
 
@@ -179,6 +187,8 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
         f"preemptions: {number(d.preemptions)}",
         f"incidents: {len(d.incidents) or 'none'}",
     ]
+    slo = [slo_attainment_text(d.ttft_slo_s, d.ttft_slo_attainment, d.ttft_slo_bounds), slo_in_bucket_text(d.ttft_slo_s, d.ttft_slo_p95_bucket)]
+    lines[2:2] = [f"TTFT SLO: {line}" for line in slo[:1] if line] + [line for line in slo[1:] if line]
     for i in d.incidents:
         where = f" ({visible(i.model)})" if i.model else ""
         state = "" if i.ended_at is not None else ", still firing"

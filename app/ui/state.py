@@ -310,8 +310,8 @@ class Context:
 
     def window(self, end: float) -> WindowFigures:
         """The chosen target/model's figures over the verdict window ending at ``end`` (guarded, cached)."""
-        v, url = self.view, self.settings.db_url
-        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model, None)
+        v, url, slo = self.view, self.settings.db_url, self.sweetspot.ttft_p95_slo_s
+        return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model, None, slo)
 
     def verdict_window(self, span: Span) -> WindowFigures:
         """The figures the verdict and tiles judge: the verdict window up to now on a live range; a
@@ -320,7 +320,7 @@ class Context:
         if span.live:
             return self.window(span.at)
         v, url = self.view, self.settings.db_url
-        args = (url, v.target, span.end, span.end - span.start, v.model, level_of(span.step_s))
+        args = (url, v.target, span.end, span.end - span.start, v.model, level_of(span.step_s), self.sweetspot.ttft_p95_slo_s)
         return guard("the window figures", _window, *args)
 
     def series_drawn(self, span: Span, fields: Sequence[str], minimum: float = 0.0) -> tuple[list[SeriesPoint], charts.Frame]:
@@ -354,8 +354,10 @@ def _floor(ts: float, step: float) -> float:
 
 
 @st.cache_data(ttl=FINE_TTL_S, max_entries=256, show_spinner=False)
-def _window(url: str, target: str, end: float, window_s: float, model: str | None, level: int | None) -> WindowFigures:
-    return reader(url).window(target, end, window_s, model=model, level=level)
+def _window(url: str, target: str, end: float, window_s: float, model: str | None, level: int | None,
+            ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
+    # the target's effective SLO (its overrides on [sweetspot]): the tile judges by the banner's numbers
+    return reader(url).window(target, end, window_s, model=model, level=level, ttft_slo_s=ttft_slo_s)
 
 
 def _query_series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,

@@ -15,7 +15,20 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import MISSING, ago, clock, gibibytes, mbu_text, number, percent, tokens, with_unit
+from app.formatting import (
+    MISSING,
+    ago,
+    clock,
+    gibibytes,
+    mbu_text,
+    number,
+    percent,
+    share,
+    slo_attainment_text,
+    slo_bucket_warning,
+    tokens,
+    with_unit,
+)
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
@@ -130,6 +143,34 @@ def held_in(f: WindowFigures, name: str) -> str:
     return f" vLLM's histogram puts it in the bucket ({bucket[0]:g}, {bucket[1]:g}] s; a client timing the same requests measures its own figure."
 
 
+def p95_slo_note(f: WindowFigures) -> str:
+    """`` · inside its bucket (2.5, 5] s`` when the P95's bucket holds the SLO: not to be told apart."""
+    bucket = f.ttft_slo_in_p95_bucket()
+    return "" if bucket is None else f" · inside its bucket ({number(bucket[0])}, {number(bucket[1])}] s"
+
+
+def slo_warning(f: WindowFigures) -> str:
+    warning = slo_bucket_warning(f)
+    return "" if warning is None else f" {warning}"
+
+
+def slo_tile(f: WindowFigures, w: str) -> Tile:
+    """TTFT SLO attainment: ``79 %`` / ``≤ 3 s · 2.5 s: 75 %, 5 s: 95 %`` (the bounds' shares where the SLO
+    falls between two; ``exact`` at a bound), as vLLM's Grafana Overview shows it."""
+    slo = f"≤ {number(f.ttft_slo_s)} s" if f.ttft_slo_s is not None else "no SLO"
+    if f.ttft_slo_attainment is None:
+        context = f"{slo} · no request"
+    elif f.ttft_slo_bounds is None:
+        context = f"{slo} · exact (a bucket bound)"
+    else:
+        lower_le, lower, upper_le, upper = f.ttft_slo_bounds
+        context = f"{slo} · {number(lower_le)} s: {share(lower)}, {number(upper_le)} s: {share(upper)}"
+    how = slo_attainment_text(f.ttft_slo_s, f.ttft_slo_attainment, f.ttft_slo_bounds)
+    return Tile(f"TTFT SLO attainment · {w}", share(f.ttft_slo_attainment), context,
+                "Share of requests whose TTFT was within the SLO, from vLLM's TTFT buckets (as vLLM's Grafana Overview)."
+                + (f" {how}." if how else "") + slo_warning(f))  # fmt: skip
+
+
 def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
@@ -141,7 +182,8 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token." + held_in(f, "ttft_p95_s")),
+        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s{p95_slo_note(f)}", "95th percentile time to first token." + held_in(f, "ttft_p95_s") + slo_warning(f)),
+        slo_tile(f, w),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; the report's % of ceiling = tok/s ÷ the steps/s bound (not an efficiency: see MBU)."),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),

@@ -41,6 +41,8 @@ def live() -> None:
     over = state.over_text(span, view.window_s)
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
     widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
+    if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
+        st.caption(warning.strip())
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(
