@@ -13,19 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
-from app.alerts.model import CRITICAL, NO_DATA, WARNING
+from app.alerts.model import CRITICAL, WARNING
 from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
 from app.formatting import compared
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from core.text import visible
 from db.results import SeriesPoint, WindowFigures
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
-# A verdict's states; the third, NO_DATA, and the severities are the alert lifecycle's (app.alerts.model).
-IN_SWEET_SPOT = "in_sweet_spot"
-OUTSIDE = "outside"
+# A verdict's states are the stored verdicts' (db/verdicts.py); the severities the alert lifecycle's.
 
 
 @dataclass(frozen=True)

@@ -379,6 +379,16 @@ def _series_limit(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} INTEGER"))
 
 
+def _verdicts(conn: Connection) -> None:
+    # The evaluator's per-minute verdicts (db/verdicts.py). The minutes and hours views read them
+    # instead of judging minutes in SQL: drop the views, the standing step makes them from the code.
+    # A fresh database got the table from 0001 (built from the current schema): checkfirst.
+    schema.metadata.create_all(conn, tables=[schema.verdicts], checkfirst=True)
+    from db.query_views import drop_views
+
+    drop_views(conn)
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -396,6 +406,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0014_masked_query_tokens", _masked_query_tokens),
     ("0015_series_limit", _series_limit),
     ("0016_notification_channel", _notification_channel),
+    ("0017_verdicts", _verdicts),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, inspect, text
 
 from db.ceiling import DEFAULT_BANDWIDTH_GBPS
 from db.query_functions import SCHEMA
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,25 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
         Col("ceiling_tokens_per_s", "tok/s", "the target's bandwidth ceiling (DOMAIN.md §1)"),
         Col("efficiency", "fraction", "tokens_per_s ÷ ceiling_tokens_per_s"),
-        Col(
-            "in_sweet_spot",
-            "1/0/NULL",
-            f"1: every per-{p} rule held; 0: a rule broke; NULL: no vLLM figures or no thresholds (never 1 without data)",
-        ),
+        *_verdict_columns(period),
         *buckets,
     )
+
+
+def _verdict_columns(period: str) -> tuple[Col, ...]:
+    # The alert evaluator's stored verdicts (db/verdicts.py): the views judge nothing themselves.
+    if period == "minute":
+        return (
+            Col("in_sweet_spot", "1/0/NULL", "the target's verdict of the minute: 1 in the sweet spot, 0 outside, "
+                "NULL no data or no verdict stored (the verdict_history view)"),
+            Col("verdict", "", "in_sweet_spot, outside, no_data, or 'no verdict stored' (no evaluator ran then)"),
+            Col("rules_held", "", "the rules that held that minute, comma-separated (NULL: no verdict stored)"),
+        )
+    return (
+        Col("in_sweet_spot", "1/0/NULL", "from the hour's minute verdicts: 0 when a minute was outside, 1 when "
+            "none was and one was in the sweet spot, NULL when none was judged with data"),
+        Col("verdict", "", "outside, in_sweet_spot or no_data by the same rule, or 'no verdict stored' (none stored)"),
+    )  # fmt: skip
 
 
 def _gpu_figures(period: str) -> tuple[Col, ...]:
@@ -137,6 +150,20 @@ VIEWS: tuple[View, ...] = (
     ),
     View("minutes", "one row per target, model and minute (minute rollups, kept rollup_retention_s)", _figures("minute")),
     View("hours", "one row per target, model and hour (hourly rollups, kept hourly_retention_s)", _figures("hour")),
+    View(
+        "verdict_history",
+        "one row per target and minute the alert evaluator judged, with the target's effective rules "
+        "(kept rollup_retention_s)",
+        (
+            Col("target", "", "target name"),
+            Col("ts", "unix s", "the minute's start (UTC)"),
+            TIME,
+            Col("state", "", "in_sweet_spot, outside or no_data, as status says it"),
+            Col("rules_held", "", "the rules that held, comma-separated in rule order (empty: none)"),
+            Col("held_values", "JSON", "each rule that held → its value, unscaled (e.g. kv_cache_usage_max as 0–1)"),
+            *_at("evaluated", "the evaluation that judged the minute: each rule's window ended then"),
+        ),
+    ),
     View("gpu_minutes", "one row per GPU and minute", _gpu_figures("minute")),
     View("gpu_hours", "one row per GPU and hour", _gpu_figures("hour")),
     View(
@@ -266,12 +293,10 @@ FROM targets t {_THRESHOLDS}"""
 
 
 # One row per target, computed once per query (the GROUP BY keeps SQLite from copying its
-# subqueries into every minute row): name, ceiling, model count and the thresholds in effect.
+# subqueries into every minute row): name, ceiling, model count.
 _PER_TARGET = f"""SELECT t.id, t.name, {_ceiling("t")} AS ceiling,
- (SELECT COUNT(*) FROM models cm WHERE cm.target_id = t.id) AS models,
- th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
- th.kv_warning AS th_kv, th.min_efficiency AS th_efficiency
-FROM targets t {_THRESHOLDS} GROUP BY t.id, th.target"""
+ (SELECT COUNT(*) FROM models cm WHERE cm.target_id = t.id) AS models
+FROM targets t GROUP BY t.id"""
 
 
 def _figures_sql(step: int) -> str:
@@ -282,7 +307,7 @@ def _figures_sql(step: int) -> str:
         " WHERE c.step = r.step AND c.ts = r.ts AND c.model_id IN (SELECT cm.id FROM models cm WHERE cm.target_id = m.target_id)) END"
     )
     gpu = f"FROM gpu_rollups gr JOIN gpus g ON g.id = gr.gpu_id WHERE g.target_id = m.target_id AND gr.step = {step} AND gr.ts = r.ts"
-    # TTFT P95 is stored with the rollup (the verdict reads it every minute); the others on demand
+    # TTFT P95 is stored with the rollup (charts read it every minute); the others on demand
     quantiles = ",\n ".join(
         "b.ttft_p95_s" if (h, q) == ("ttft", 95) else f"bucket_quantile({q / 100}, b.{h}_bounds, b.{h}_buckets) AS {h}_p{q}_s"
         for h in ("ttft", "itl", "e2e")
@@ -299,7 +324,7 @@ def _figures_sql(step: int) -> str:
  (SELECT SUM(gr.memory_used_bytes_sum / gr.samples) / 1000000000 {gpu}) AS gpu_memory_used_gb,
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
- r.ttft_p95_s, tx.ceiling AS ceiling_tokens_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_efficiency,
+ r.ttft_p95_s, tx.ceiling AS ceiling_tokens_per_s,
  {layouts}
 FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN ({_PER_TARGET}) tx ON tx.id = m.target_id
 LEFT JOIN target_rollups tr ON tr.target_id = m.target_id AND tr.step = r.step AND tr.ts = r.ts
@@ -313,31 +338,31 @@ WHERE r.step = {step}"""
  {quantiles},
  b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct, b.ceiling_tokens_per_s,
  b.generation_tokens / b.covered_s / b.ceiling_tokens_per_s AS efficiency,
- b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_efficiency,
- CASE WHEN COALESCE(b.waiting_max, 0) > COALESCE(b.queue_depth_max, 0) THEN COALESCE(b.waiting_max, 0)
-   ELSE COALESCE(b.queue_depth_max, 0) END AS queued,
  b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
 FROM ({base}) b"""
-    # app/verdict.py's per-step clauses; a NULL figure breaks no clause (NULL OR x is x here).
-    not_serving = "(f.queued > 0 AND f.running_max = 0 AND f.tokens_per_s = 0)"
-    broken = " OR ".join(
-        (
-            "f.ttft_p95_s > f.th_ttft",
-            "f.preemptions > 0",
-            "COALESCE(f.running_avg, f.running_max) > f.th_concurrency",
-            "f.kv_cache_usage_max >= f.th_kv",
-            not_serving,
-            f"(f.tokens_per_s IS NOT NULL AND f.ceiling_tokens_per_s > 0 AND f.queued > 0"
-            f" AND NOT COALESCE({not_serving}, FALSE) AND f.tokens_per_s < f.th_efficiency * f.ceiling_tokens_per_s)",
-        )
-    )
-    verdict = (
-        "CASE WHEN f.th_target IS NULL OR (f.tokens_per_s IS NULL AND f.running_max IS NULL) THEN NULL"
-        f" WHEN {broken} THEN 0 ELSE 1 END"
-    )
-    names = [c.name for c in _figures("minute")]
-    select = ", ".join(verdict + " AS in_sweet_spot" if n == "in_sweet_spot" else f"f.{n}" for n in names)
-    return f"SELECT {select}\nFROM ({figures}) f"
+    names = [c.name for c in _figures("minute" if step == 60 else "hour")]
+    if step == 60:  # the minute's stored verdict
+        verdict = {"in_sweet_spot": _in_sweet_spot("v.state"), "verdict": _verdict_text("v.state"), "rules_held": "v.rules_held"}
+        return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f LEFT JOIN verdicts v ON v.target = f.target AND v.ts = f.ts"
+    # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
+    count = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
+    hour = (f"(SELECT CASE WHEN COUNT(*) = 0 THEN NULL WHEN {count(OUTSIDE)} > 0 THEN '{OUTSIDE}'"
+            f" WHEN {count(IN_SWEET_SPOT)} > 0 THEN '{IN_SWEET_SPOT}' ELSE '{NO_DATA}' END"
+            f" FROM verdicts v WHERE v.target = h.target AND v.ts >= h.ts AND v.ts < h.ts + {step})")  # fmt: skip
+    verdict = {"in_sweet_spot": _in_sweet_spot("f.v_state"), "verdict": _verdict_text("f.v_state")}
+    return f"SELECT {_select(names, verdict)}\nFROM (SELECT h.*, {hour} AS v_state FROM ({figures}) h) f"
+
+
+def _select(names: list[str], verdict: dict[str, str]) -> str:
+    return ", ".join(f"{verdict[n]} AS {n}" if n in verdict else f"f.{n}" for n in names)
+
+
+def _in_sweet_spot(state: str) -> str:
+    return f"CASE {state} WHEN '{IN_SWEET_SPOT}' THEN 1 WHEN '{OUTSIDE}' THEN 0 END"
+
+
+def _verdict_text(state: str) -> str:
+    return f"COALESCE({state}, '{NOT_STORED}')"
 
 
 def _gpu_sql(step: int) -> str:
@@ -361,6 +386,8 @@ SQL: dict[str, str] = {
     "hours": _figures_sql(3600),
     "gpu_minutes": _gpu_sql(60),
     "gpu_hours": _gpu_sql(3600),
+    "verdict_history": "SELECT target, ts, iso_time(ts) AS time, state, rules_held, held_values, evaluated_at,"
+    " iso_time(evaluated_at) AS evaluated_time FROM verdicts",
     "alert_history": "SELECT id, rule, target, model, from_state, to_state, at AS changed_at,"
     " iso_time(at) AS changed_time, value, threshold, severity, summary, recommendation, labels FROM alert_transitions",
     "silence_list": f"SELECT id, matchers, {_times('starts', 'ends')}, author, comment,"
