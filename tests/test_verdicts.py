@@ -84,3 +84,12 @@ def test_verdicts_are_kept_as_long_as_the_minute_rollups(engine, db_url):
     assert deleted["verdicts"] == 3
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(schema.verdicts)).scalar() == 3
+
+
+def test_the_overview_says_how_the_ranges_minutes_were_judged():
+    from app.ui.widgets import history_text
+
+    rows = [StoredVerdict("t", T0 + 60 * i, s, T0) for i, s in enumerate((IN_SWEET_SPOT, IN_SWEET_SPOT, OUTSIDE, NO_DATA))]
+    assert history_text(rows, T0, T0 + 600) == ("Minutes of this range, as the alert evaluator judged them: 20 % in the "
+                                                 "sweet spot, 10 % outside, 10 % no data, 60 % no verdict stored.")  # fmt: skip
+    assert history_text([], T0, T0 + 600).startswith("Minutes of this range: no verdict stored")

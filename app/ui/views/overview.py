@@ -29,11 +29,8 @@ def live() -> None:
     points, frame = ctx.series_drawn(span, OTHERS)
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
     verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules)
-    since = {
-        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, sweetspot, view.window_s,
-                             figures.ceiling_tokens_per_s, ctx.alert_rules)
-        for c in verdict.clauses
-    }  # fmt: skip
+    history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
+    since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
         since.update(state.guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
@@ -41,6 +38,7 @@ def live() -> None:
     over = state.over_text(span, view.window_s)
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
     widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
+    st.caption(widgets.history_text(history, span.start, span.end))
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(
