@@ -93,7 +93,6 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("itl", "histogram", "seconds", "sum", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "sglang:inter_token_latency_seconds"), "inter-token latency (TPOT before 0.11)", quantiles=((0.95, "itl_p95_s"),)),
     _S("e2e", "histogram", "seconds", "sum", ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"), "end-to-end request latency", quantiles=((0.95, "e2e_p95_s"),)),
     _S("queue_time", "histogram", "seconds", "sum", ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"), "time spent waiting in the engine's queue", quantiles=((0.95, "queue_time_p95_s"),)),
-    _S("decode_time", "histogram", "seconds", "sum", ("vllm:request_decode_time_seconds",), "time spent decoding", quantiles=((0.95, "decode_time_p95_s"),)),
     _S("prefill_time", "histogram", "seconds", "sum", ("vllm:request_prefill_time_seconds",), "time spent in prefill (TTFT ≈ input processing + queue + prefill)", quantiles=((0.95, "prefill_time_p95_s"),)),
     _S("tpot", "histogram", "seconds", "sum", ("vllm:request_time_per_output_token_seconds", "sglang:request_time_per_output_token_seconds"), "each finished request's mean time per output token", quantiles=((0.95, "tpot_p95_s"),)),
     # info: labels carry the values

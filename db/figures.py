@@ -118,7 +118,6 @@ _PRESENTED: tuple[Figure, ...] = (
        help="requests finished by an engine error per second (vLLM ≥ 0.32)", hint="vLLM ≥ 0.32 (error reason)"),
     Figure("admission_rejections_per_min", "record", unit="req/min", label="rejected at admission"),
     _C("prefill_time_p95_s", unit="s", label="prefill time P95", hint="vLLM ≥ 0.6; SGLang does not expose it"),
-    _C("decode_time_p95_s", unit="s", label="decode time P95", help="decode time P95 (s)", hint="vLLM ≥ 0.11"),
     Figure("spec_decode_acceptance_rate", "ratio", ("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
            unit="%", scale=100.0, label="spec-decode acceptance", hint=_SPEC),
     # not among status's lines

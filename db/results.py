@@ -100,7 +100,6 @@ class EngineFigures:
     spec_decode_mean_acceptance_length: float | None = None  # tokens per draft, ≥ 1
     queue_time_p95_s: float | None = None  # TTFT ≈ input processing + queue + prefill
     prefill_time_p95_s: float | None = None
-    decode_time_p95_s: float | None = None
     tpot_p95_s: float | None = None  # per-request mean time per output token
 
 

@@ -246,7 +246,7 @@ def latency_scale(values: Iterable[float | None], slo_s: float) -> tuple[alt.Sca
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
-    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95", "decode_time_p95_s": "decode P95"}
+    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
     data = long_rows(points, fields, frame.step_s)
     scale, note = latency_scale(data["value"], slo_s)
     if note:  # no zero on a log axis (a 0 s quantile is a step without requests)
