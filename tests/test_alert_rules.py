@@ -34,7 +34,6 @@ BAD = {
     "sleeping": {"sleep_state": "weights_offloaded"},
     "requests_failing": {"finished_error_per_s": 0.2},
     "requests_aborted": {"finished_abort_per_s": 0.1},  # of 0.4 req/s finished
-    "itl_slow": {"itl_p95_s": 0.8},
 }
 RAMP = [4, 6, 5, 9, 14, 19]
 

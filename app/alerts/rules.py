@@ -174,13 +174,6 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
-        "itl_slow", "itl_p95_s", ">", "0.5", WARNING, for_s=120.0,
-        panel="concurrency", title="ITL P95",
-        label="ITL P95 over {window}", unit="s",
-        recommendation="Each decode step is slow: lower --max-num-seqs or the gateway concurrency limit toward the "
-        "sweet spot ({concurrency}); a bigger batch slows every step.",
-    ),
-    Rule(
         "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
         title="target down",
         label="no data over {window}: {no_data_reason}",
