@@ -341,9 +341,11 @@ WHERE r.step = {step}"""
  b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
 FROM ({base}) b"""
     names = [c.name for c in _figures("minute" if step == 60 else "hour")]
-    if step == 60:  # the minute's stored verdict
-        verdict = {"in_sweet_spot": _in_sweet_spot("v.state"), "verdict": _verdict_text("v.state"), "rules_held": "v.rules_held"}
-        return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f LEFT JOIN verdicts v ON v.target = f.target AND v.ts = f.ts"
+    if step == 60:  # the minute's stored verdict: lookups by its key, made only for a query that reads them
+        stored = lambda column: f"(SELECT v.{column} FROM verdicts v WHERE v.target = f.target AND v.ts = f.ts)"  # noqa: E731
+        verdict = {"in_sweet_spot": _in_sweet_spot(stored("state")), "verdict": _verdict_text(stored("state")),
+                   "rules_held": stored("rules_held")}  # fmt: skip
+        return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f"
     # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
     count = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
     hour = (f"(SELECT CASE WHEN COUNT(*) = 0 THEN NULL WHEN {count(OUTSIDE)} > 0 THEN '{OUTSIDE}'"
