@@ -12,20 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.alerts.figures import no_data_reason, queue_growth, step_names, window_names
-from app.alerts.model import CRITICAL, NO_DATA, WARNING
-from app.alerts.rules import CLEAR, DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, by_name, outcome, wording
+from app.alerts.figures import no_data_reason, queue_growth, window_names
+from app.alerts.model import CRITICAL, WARNING
+from app.alerts.rules import DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, outcome, wording
 from app.formatting import compared
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from core.text import visible
 from db.results import SeriesPoint, WindowFigures
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE, StoredVerdict
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
-# A verdict's states; the third, NO_DATA, and the severities are the alert lifecycle's (app.alerts.model).
-IN_SWEET_SPOT = "in_sweet_spot"
-OUTSIDE = "outside"
+# A verdict's states are the stored verdicts' (db/verdicts.py); the severities the alert lifecycle's.
 
 
 @dataclass(frozen=True)
@@ -116,31 +115,23 @@ def _clause(rule: Rule, o: Outcome, names: Names) -> Clause:
     )  # fmt: skip
 
 
-def broken_since(
-    name: str,
-    points: Sequence[SeriesPoint],
-    sweetspot: SweetSpotSettings,
-    window_s: float,
-    ceiling: float | None = None,
-    alert_rules: Sequence[Rule] = DEFAULT_RULES,
-) -> float | None:
-    """Start (unix s) of the current spell in which rule ``name`` kept breaking, from series steps.
+def broken_since(name: str, history: Sequence[StoredVerdict], window_s: float) -> float | None:
+    """Start (unix s) of the current spell in which rule ``name`` kept holding, from the minutes'
+    stored verdicts (``Reader.verdicts``, oldest first: the evaluator's judgement, never redone here).
 
-    A spell tolerates healthy steps shorter than ``window_s`` (preemptions come in bursts, TTFT
-    wobbles); it ends at the first healthy stretch of a whole window. None when the steps do not
-    show the rule broken in the last window (or the rule has no per-step form: it reads a
-    window-only figure such as the queue growth).
+    A spell tolerates minutes without the rule shorter than ``window_s`` (preemptions come in bursts,
+    TTFT wobbles); it ends at the first whole window of judged minutes in which it did not hold.
+    Minutes of no data or without a stored verdict neither start nor end it. None when the rule did
+    not hold in the last window of the history.
     """
-    rule = by_name(alert_rules, name)
-    if rule is None or not points:
+    if not history:
         return None
     since: float | None = None
-    newest = points[-1].ts
-    for p in reversed(points):
-        status = outcome(rule, Names(step_names(p, sweetspot, ceiling))).status
-        if status == HOLDS:
-            since = p.ts
-        elif status == CLEAR and (since if since is not None else newest) - p.ts >= window_s:
+    newest = float(history[-1].ts)
+    for v in reversed(history):
+        if name in v.held:
+            since = float(v.ts)
+        elif v.state != NO_DATA and (since if since is not None else newest) - v.ts >= window_s:
             break
     return since
 

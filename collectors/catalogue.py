@@ -137,6 +137,17 @@ BY_KEY: dict[str, MetricSpec] = {spec.key: spec for spec in CATALOGUE}
 # The figures that divide one counter's increase by another's are ratio rows of db/figures.py.
 
 
+def catalogue_markdown() -> str:
+    """docs/metrics.md's table of the catalogue (between ``catalogue:begin`` and ``catalogue:end``)."""
+    rows = [
+        f"| `{s.key}` | {s.kind} | {s.unit} | {s.agg} | {', '.join(f'`{n}`' for n in s.names) or '(derived)'} | "
+        f"{s.description}{''.join(f' (`{k}={v}`)' for k, v in s.where)} |"
+        for s in CATALOGUE
+    ]
+    head = "| key | kind | unit | across engines | exposed names (preferred first) | description |"
+    return "\n".join([head, "|---|---|---|---|---|---|", *rows])
+
+
 def keys(kind: Kind) -> tuple[str, ...]:
     """The catalogue keys of one kind, in catalogue order (the storage columns follow it)."""
     return tuple(spec.key for spec in CATALOGUE if spec.kind == kind)

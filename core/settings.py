@@ -273,6 +273,8 @@ class RuleSettings:
     recommendation: str = _setting("", "what to do: the vLLM or gateway knob to turn")
     labels: dict[str, str] = _setting(None, "labels attached to the alert (e.g. team = 'serving')", factory=dict)
     per_model: bool = _setting(False, "true: also one alert per model the target serves")
+    panel: str = _setting("", "the dashboard panel its alert e-mail shows: ttft, preemptions, kv_cache, concurrency, throughput")
+    title: str = _setting("", "its short name in e-mail subjects, e.g. 'TTFT P99'")
 
 
 @dataclass(frozen=True)

@@ -399,6 +399,8 @@ def _min_mbu(conn: Connection) -> None:
     if "min_efficiency" in have and "min_mbu" not in have:
         conn.execute(text("ALTER TABLE sweetspot_thresholds RENAME COLUMN min_efficiency TO min_mbu"))
         conn.execute(text("UPDATE sweetspot_thresholds SET min_mbu = :v"), {"v": SweetSpotSettings().min_mbu})
+
+
 def _ttft_slo_attainment(conn: Connection) -> None:
     # The minutes and hours views gain ttft_slo_attainment_pct: dropped here, the standing step makes
     # them again. A PostgreSQL schema made before has the other view functions but not bucket_share.
@@ -409,6 +411,16 @@ def _ttft_slo_attainment(conn: Connection) -> None:
     if conn.dialect.name == "postgresql" and conn.execute(text(f"SELECT to_regtype('{SCHEMA}.histogram_state')")).scalar():
         for statement in SHARE_DDL:
             conn.execute(text(statement))
+
+
+def _verdicts(conn: Connection) -> None:
+    # The evaluator's per-minute verdicts (db/verdicts.py). The minutes and hours views read them
+    # instead of judging minutes in SQL: drop the views, the standing step makes them from the code.
+    # A fresh database got the table from 0001 (built from the current schema): checkfirst.
+    schema.metadata.create_all(conn, tables=[schema.verdicts], checkfirst=True)
+    from db.query_views import drop_views
+
+    drop_views(conn)
 
 
 # One line each, numbers ascending (checked below); a new one takes the next free number.
@@ -431,6 +443,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0017_kv_bytes_per_token", _kv_bytes_per_token),
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
+    ("0020_verdicts", _verdicts),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

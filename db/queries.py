@@ -47,6 +47,8 @@ from db.sources import RAW
 
 if TYPE_CHECKING:
     from db.notifications import NotificationEntry
+    from db.verdicts import StoredVerdict
+
 
 def _make(cls: type, values: dict[str, Any]) -> Any:
     """Build a frozen result dataclass without its per-field ``object.__setattr__`` calls.
@@ -159,6 +161,13 @@ class Reader:
         from db.fleet import fleet_figures
 
         return fleet_figures(self.engine, end, window_s, series, fields)
+
+    def verdicts(self, target: str, start: float, end: float) -> list[StoredVerdict]:
+        """``target``'s sweet-spot verdicts of the minutes starting in [start, end), as the alert
+        evaluator stored them (db/verdicts.py); a minute without one was not judged."""
+        from db.verdicts import read
+
+        return self._run("reading the verdicts", read, target, start, end)
 
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, inspect, text
 
 from core import mbu
 from db.query_functions import SCHEMA
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,25 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("mbu_source", "", "where mbu_pct came from: measured (NVML GPM or DCGM), engine estimate, modelled"),
         Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: at most this many decode steps/s (NULL: no inputs)"),
         Col("ceiling_share", "fraction", "the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (not an efficiency)"),
-        Col(
-            "in_sweet_spot",
-            "1/0/NULL",
-            f"1: every per-{p} rule held; 0: a rule broke; NULL: no vLLM figures or no thresholds (never 1 without data)",
-        ),
+        *_verdict_columns(period),
         *buckets,
     )
+
+
+def _verdict_columns(period: str) -> tuple[Col, ...]:
+    # The alert evaluator's stored verdicts (db/verdicts.py): the views judge nothing themselves.
+    if period == "minute":
+        return (
+            Col("in_sweet_spot", "1/0/NULL", "the target's verdict of the minute: 1 in the sweet spot, 0 outside, "
+                "NULL no data or no verdict stored (the verdict_history view)"),
+            Col("verdict", "", "in_sweet_spot, outside, no_data, or 'no verdict stored' (no evaluator ran then)"),
+            Col("rules_held", "", "the rules that held that minute, comma-separated (NULL: no verdict stored)"),
+        )
+    return (
+        Col("in_sweet_spot", "1/0/NULL", "from the hour's minute verdicts: 0 when a minute was outside, 1 when "
+            "none was and one was in the sweet spot, NULL when none was judged with data"),
+        Col("verdict", "", "outside, in_sweet_spot or no_data by the same rule, or 'no verdict stored' (none stored)"),
+    )  # fmt: skip
 
 
 def _gpu_figures(period: str) -> tuple[Col, ...]:
@@ -143,6 +156,20 @@ VIEWS: tuple[View, ...] = (
     ),
     View("minutes", "one row per target, model and minute (minute rollups, kept rollup_retention_s)", _figures("minute")),
     View("hours", "one row per target, model and hour (hourly rollups, kept hourly_retention_s)", _figures("hour")),
+    View(
+        "verdict_history",
+        "one row per target and minute the alert evaluator judged, with the target's effective rules "
+        "(kept rollup_retention_s)",
+        (
+            Col("target", "", "target name"),
+            Col("ts", "unix s", "the minute's start (UTC)"),
+            TIME,
+            Col("state", "", "in_sweet_spot, outside or no_data, as status says it"),
+            Col("rules_held", "", "the rules that held, comma-separated in rule order (empty: none)"),
+            Col("held_values", "JSON", "each rule that held → its value, unscaled (e.g. kv_cache_usage_max as 0–1)"),
+            *_at("evaluated", "the evaluation that judged the minute: each rule's window ended then"),
+        ),
+    ),
     View("gpu_minutes", "one row per GPU and minute", _gpu_figures("minute")),
     View("gpu_hours", "one row per GPU and hour", _gpu_figures("hour")),
     View(
@@ -309,7 +336,7 @@ def _figures_sql(step: int) -> str:
         " WHERE c.step = r.step AND c.ts = r.ts AND c.model_id IN (SELECT cm.id FROM models cm WHERE cm.target_id = m.target_id)) END"
     )
     gpu = f"FROM gpu_rollups gr JOIN gpus g ON g.id = gr.gpu_id WHERE g.target_id = m.target_id AND gr.step = {step} AND gr.ts = r.ts"
-    # TTFT P95 is stored with the rollup (the verdict reads it every minute); the others on demand
+    # TTFT P95 is stored with the rollup (charts read it every minute); the others on demand
     quantiles = ",\n ".join(
         "b.ttft_p95_s" if (h, q) == ("ttft", 95) else f"bucket_quantile({q / 100}, b.{h}_bounds, b.{h}_buckets) AS {h}_p{q}_s"
         for h in ("ttft", "itl", "e2e")
@@ -351,26 +378,31 @@ WHERE r.step = {step}"""
    ELSE COALESCE(b.queue_depth_max, 0) END AS queued,
  b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
 FROM ({base}) b"""
-    # app/verdict.py's per-step clauses; a NULL figure breaks no clause (NULL OR x is x here).
-    not_serving = "(f.queued > 0 AND f.running_max = 0 AND f.tokens_per_s = 0)"
-    broken = " OR ".join(
-        (
-            "f.ttft_p95_s > f.th_ttft",
-            "f.preemptions > 0",
-            "COALESCE(f.running_avg, f.running_max) > f.th_concurrency",
-            "f.kv_cache_usage_max >= f.th_kv",
-            not_serving,
-            f"(f.mbu_pct IS NOT NULL AND f.queued > 0"
-            f" AND NOT COALESCE({not_serving}, FALSE) AND f.mbu_pct < 100 * f.th_mbu)",
-        )
-    )
-    verdict = (
-        "CASE WHEN f.th_target IS NULL OR (f.tokens_per_s IS NULL AND f.running_max IS NULL) THEN NULL"
-        f" WHEN {broken} THEN 0 ELSE 1 END"
-    )
-    names = [c.name for c in _figures("minute")]
-    select = ", ".join(verdict + " AS in_sweet_spot" if n == "in_sweet_spot" else f"f.{n}" for n in names)
-    return f"SELECT {select}\nFROM ({figures}) f"
+    names = [c.name for c in _figures("minute" if step == 60 else "hour")]
+    if step == 60:  # the minute's stored verdict: lookups by its key, made only for a query that reads them
+        stored = lambda column: f"(SELECT v.{column} FROM verdicts v WHERE v.target = f.target AND v.ts = f.ts)"  # noqa: E731
+        verdict = {"in_sweet_spot": _in_sweet_spot(stored("state")), "verdict": _verdict_text(stored("state")),
+                   "rules_held": stored("rules_held")}  # fmt: skip
+        return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f"
+    # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
+    count = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
+    hour = (f"(SELECT CASE WHEN COUNT(*) = 0 THEN NULL WHEN {count(OUTSIDE)} > 0 THEN '{OUTSIDE}'"
+            f" WHEN {count(IN_SWEET_SPOT)} > 0 THEN '{IN_SWEET_SPOT}' ELSE '{NO_DATA}' END"
+            f" FROM verdicts v WHERE v.target = h.target AND v.ts >= h.ts AND v.ts < h.ts + {step})")  # fmt: skip
+    verdict = {"in_sweet_spot": _in_sweet_spot("f.v_state"), "verdict": _verdict_text("f.v_state")}
+    return f"SELECT {_select(names, verdict)}\nFROM (SELECT h.*, {hour} AS v_state FROM ({figures}) h) f"
+
+
+def _select(names: list[str], verdict: dict[str, str]) -> str:
+    return ", ".join(f"{verdict[n]} AS {n}" if n in verdict else f"f.{n}" for n in names)
+
+
+def _in_sweet_spot(state: str) -> str:
+    return f"CASE {state} WHEN '{IN_SWEET_SPOT}' THEN 1 WHEN '{OUTSIDE}' THEN 0 END"
+
+
+def _verdict_text(state: str) -> str:
+    return f"COALESCE({state}, '{NOT_STORED}')"
 
 
 def _gpu_sql(step: int) -> str:
@@ -394,6 +426,8 @@ SQL: dict[str, str] = {
     "hours": _figures_sql(3600),
     "gpu_minutes": _gpu_sql(60),
     "gpu_hours": _gpu_sql(3600),
+    "verdict_history": "SELECT target, ts, iso_time(ts) AS time, state, rules_held, held_values, evaluated_at,"
+    " iso_time(evaluated_at) AS evaluated_time FROM verdicts",
     "alert_history": "SELECT id, rule, target, model, from_state, to_state, at AS changed_at,"
     " iso_time(at) AS changed_time, value, threshold, severity, summary, recommendation, labels FROM alert_transitions",
     "silence_list": f"SELECT id, matchers, {_times('starts', 'ends')}, author, comment,"

@@ -209,8 +209,9 @@ def _gpu_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
 
 
 def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str, int]:
-    """Delete raw rows older than ``raw_retention_s`` (only once rolled up), minute rollups older
-    than ``rollup_retention_s`` and hourly ones older than ``hourly_retention_s``; rows deleted per table.
+    """Delete raw rows older than ``raw_retention_s`` (only once rolled up), minute rollups and the
+    minutes' verdicts older than ``rollup_retention_s`` and hourly rollups older than
+    ``hourly_retention_s``; rows deleted per table.
 
     The loader refuses retentions out of order; settings built otherwise are still read in order: a
     tier is kept at least as long as the one it is folded from, and raw rows at least a minute, so
@@ -231,6 +232,9 @@ def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str,
                 for table in (schema.target_rollups, schema.model_rollups, schema.gpu_rollups):
                     n = conn.execute(delete(table).where(table.c.step == step, table.c.ts < cut)).rowcount
                     deleted[f"{table.name}[{step}s]"] = n
+            # the minutes' verdicts go with the minute rollups they judge
+            verdicts = schema.verdicts
+            deleted[verdicts.name] = conn.execute(delete(verdicts).where(verdicts.c.ts < int(now - minute_keep))).rowcount
     except SQLAlchemyError as exc:
         raise storage_error("applying retention", exc) from None
     return deleted

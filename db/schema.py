@@ -403,7 +403,7 @@ notification_groups = Table(
 
 # --- ad-hoc queries (docs/query.md) -------------------------------------------------------------
 # The sweet-spot thresholds in effect per target, written by the collector when it starts (from
-# the settings), so that the query views judge each minute by the same numbers as the banner.
+# the settings), so that the target_info view shows the numbers the banner and alerts judge by.
 # target "*" holds the global [sweetspot] table, used for a target without a row of its own.
 sweetspot_thresholds = Table(
     "sweetspot_thresholds",
@@ -435,4 +435,19 @@ backfill_progress = Table(
     Column("source", Text, primary_key=True),  # "<server URL> <selector>"
     Column("done_until", Integer, nullable=False),  # every step before it is imported
     Column("updated_at", Integer, nullable=False),
+)
+
+# --- the sweet-spot verdict of each minute (db/verdicts.py) ---------------------------------------
+# Written by the alert evaluator, one row per target and minute, with the target's effective rules
+# (overrides included); the query views, the digest and the Overview read it. Kept as long as the
+# minute rollups (rollup_retention_s).
+verdicts = Table(
+    "verdicts",
+    metadata,
+    Column("target", Text, primary_key=True),
+    Column("ts", Integer, primary_key=True),  # the minute's start (unix s, a multiple of 60)
+    Column("state", Text, nullable=False),  # in_sweet_spot, outside or no_data
+    Column("rules_held", Text, nullable=False),  # names of the rules that held, comma-separated, in rule order
+    Column("held_values", Text, nullable=False),  # JSON object: each rule that held → its value (unscaled)
+    Column("evaluated_at", Integer, nullable=False),  # the evaluation: each rule's window ended then
 )

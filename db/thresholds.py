@@ -1,8 +1,9 @@
 """The sweet-spot thresholds in effect, stored for the query views (``sweetspot_thresholds``).
 
-The collector writes them when it starts, from the settings, so that ``minutes.in_sweet_spot``
-judges each minute by the numbers the banner and the alerts use. Target ``"*"`` holds the global
-``[sweetspot]`` table, for targets without a row of their own.
+The collector writes them when it starts, from the settings, so that the ``target_info`` view shows
+the numbers the banner and the alerts judge by (the minutes' verdicts themselves are the alert
+evaluator's, db/verdicts.py). Target ``"*"`` holds the global ``[sweetspot]`` table, for targets
+without a row of their own.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepLevel, SweepRun, TargetInfo, WindowFigures
+from db.verdicts import StoredVerdict
 from tests.builders import CEILING, point, window
 
 NAMES = {"ttft": "vllm:time_to_first_token_seconds", "kv_cache_usage": "vllm:kv_cache_usage_perc"}
@@ -88,6 +89,9 @@ class FakeReader:
         return point(ts, running_avg=running, running_max=running + 2, tokens_per_s=tok, ttft_p95_s=0.8 + 0.13 * running,
                      ttft_p50_s=0.4 + 0.05 * running, ttft_p99_s=1.0 + 0.18 * running, kv_cache_usage_max=0.3 + 0.65 * wave,
                      queue_depth_max=max(0.0, running - 16), preemptions=1.0 if wave > 0.97 else 0.0)  # fmt: skip
+
+    def verdicts(self, target: str, start: float, end: float) -> list[StoredVerdict]:
+        return []  # no evaluator ran: the scenarios pin figures, not stored verdicts
 
     def gpu_series(self, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
         n = int((end - start) // step_s)

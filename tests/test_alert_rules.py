@@ -149,7 +149,8 @@ def test_the_recommendation_names_its_knobs_and_reaches_the_email(rule):
     assert [k for k in KNOBS[rule.name] if k not in text] == []
     assert "no data" not in text and "{" not in text  # every field filled in
     email = email_settings(25).alerts.email
-    out = compose(Due("g", "demo", ("ops@x",), (state(rule.name, recommendation=text),), ()), email, END, lambda s: None)
+    out = compose(Due("g", "demo", ("ops@x",), (state(rule.name, recommendation=text),), ()), email, END, lambda s: None,
+                  lambda s: rule)
     row = Notification(1, "g", out.kind, "queued", out.recipients, out.subject, out.body_text, out.body_html,
                        out.images, out.alerts, int(END), int(END), 0, None, None, None)  # fmt: skip
     msg = mime(row, email.from_address)

@@ -9,21 +9,25 @@ import shutil
 import time
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import delete, func, insert, select
 
+from app.alerts.evaluator import Evaluator
 from app.cli import main
+from app.formatting import percent
 from app.notify import digest
 from app.notify.notifier import Notifier, digest_once
 from core.settings import AlertsSettings, DigestSettings, Settings
-from db import schema
+from db import schema, verdicts
 from db.engine import open_engine
 from db.queries import Reader
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 from tests import ui_db
 from tests.notify_helpers import email_settings, state, write_states
 from tests.support.smtp_server import Mailbox, serve
 
 NOW = float(int(time.time()) // 60 * 60)
 PERIOD = 2 * 3600.0
+UNJUDGED = 20  # minutes
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +36,20 @@ def filled(tmp_path_factory):
     with one resolved preemption incident and one still firing."""
     url = ui_db.fill(tmp_path_factory.mktemp("digest") / "sweetspot.db", NOW, hours=2)
     engine = open_engine(url)
+    # the evaluator's verdicts of every minute but the period's first UNJUDGED ones (the alerts it
+    # would store meanwhile are put back as they were: the incidents below are the test's own)
+    alerts = (schema.alert_states, schema.alert_transitions)
+    with engine.connect() as conn:
+        kept = [conn.execute(select(t)).mappings().all() for t in alerts]
+    targets = tuple(ui_db.target_settings(n) for n in ("demo", "edge", "sglang"))
+    evaluator = Evaluator(engine, Settings(db_url=url, targets=targets))
+    for ts in range(int(NOW - PERIOD) + UNJUDGED * 60, int(NOW), 60):
+        evaluator.evaluate_once(ts + 30)
+    with engine.begin() as conn:
+        for table, rows_ in zip(alerts, kept, strict=True):
+            conn.execute(delete(table))
+            if rows_:
+                conn.execute(insert(table), [dict(r) for r in rows_])
     t = schema.alert_transitions
     rows = [("preemptions", "inactive", "firing", NOW - 3000), ("preemptions", "firing", "resolved", NOW - 2400),
             ("ttft_p95", "pending", "firing", NOW - 600)]  # fmt: skip
@@ -59,8 +77,9 @@ def test_figures_are_the_facades(filled):
         minutes = reader.series(name, NOW - PERIOD, NOW, 60, fields=("tokens_per_s",))
         assert d.tokens_per_s_peak == max(p.tokens_per_s for p in minutes if p.tokens_per_s is not None)
     assert by_name["demo"].tokens_per_s_avg is not None and by_name["demo"].tokens_per_s_peak >= by_name["demo"].tokens_per_s_avg
-    # edge: data for the period's second hour only, and none for its last 10 minutes: 70 of 120 minutes
-    assert by_name["edge"].no_data == pytest.approx(70 / 120, abs=1 / 24)
+    # edge: data for the period's second hour only, and none for its last 10 minutes: 50 of the 100
+    # judged minutes are no data (give or take the evaluator's 5-minute windows at the edges)
+    assert by_name["edge"].no_data == pytest.approx(50 / 120, abs=6 / 120)
     assert by_name["demo"].no_data == 0.0 and by_name["demo"].in_sweet_spot is not None
     assert by_name["demo"].ttft_slo_attainment is not None
     assert 0.0 <= by_name["demo"].in_sweet_spot <= 1.0
@@ -147,30 +166,39 @@ def test_status_says_whether_email_is_on(filled, capsys, monkeypatch):
     assert '"email": "e-mail on: mail.example.test:587 (starttls) to b@x"' in capsys.readouterr().out
 
 
-def test_each_step_is_judged_as_the_facades_window_of_that_step_would_be(filled):
-    from app.alerts.rules import rule_set
-    from app.verdict import evaluate
+def test_the_time_in_the_sweet_spot_counts_the_stored_verdicts(filled):
+    """The digest judges nothing: its shares are the stored minutes' verdicts; a minute without one
+    is "no verdict stored", and changing a stored verdict changes the digest."""
+    reader, engine = Reader(filled), open_engine(filled)
+    start = NOW - PERIOD
 
-    reader, settings = Reader(filled), Settings(db_url=filled)
-    for name in ("demo", "edge"):
-        whole = reader.window(name, NOW, PERIOD)
-        states = digest.judge_steps(reader, settings, whole, NOW - PERIOD, NOW)
-        step = digest.judged_step(NOW - PERIOD, NOW)
-        first = (NOW - PERIOD) // step * step
-        # The digest's steps are the series' steps, as every chart and rollup counts them: the whole
-        # seconds [ts, ts + step). The facade's window ending at E counts (E - window, E], so the window
-        # of exactly a step's rounds ends one second before the next step begins. (The window ending at
-        # the next step's start also counts the round stamped there, and not the step's first: whenever
-        # such a round held a breach, the two disagreed: the test failed at some times of day.)
-        figures = [reader.window(name, first + (i + 1) * step - 1, step) for i in range(len(states))]
-        windows = [evaluate(f, settings.sweetspot, (), rule_set(settings, name)).state for f in figures]
-        # a step in which the target went down is judged on its successful scrapes; the window over
-        # it says no data, as its last scrape failed: the one step where the two differ
-        up = {p.ts: p.up_ratio for p in reader.series(name, first, first + len(states) * step, step)}
-        partial = [i for i in range(len(states)) if up.get(first + i * step) not in (None, 0.0, 1.0)]
-        assert [s for i, s in enumerate(states) if i not in partial] == [w for i, w in enumerate(windows) if i not in partial]
-        assert len(partial) == (1 if name == "edge" and NOW % step else 0)  # a step's first round failed: no data in both
-        assert {"in_sweet_spot", "outside"} & set(states)
+    def counted(name: str) -> dict[str, float]:
+        with engine.connect() as conn:
+            got = conn.execute(select(schema.verdicts.c.state, func.count()).where(
+                schema.verdicts.c.target == name, schema.verdicts.c.ts >= start, schema.verdicts.c.ts < NOW,
+            ).group_by(schema.verdicts.c.state)).all()  # fmt: skip
+        return {state: n / 120 for state, n in got}
+
+    def report() -> dict[str, digest.TargetDigest]:
+        return {d.target: d for d in digest.build(reader, engine, Settings(db_url=filled), start, NOW).targets}
+
+    for name, d in report().items():
+        shares = counted(name)
+        assert d.outside == shares.get(OUTSIDE, 0.0) and d.no_data == shares.get(NO_DATA, 0.0), name
+        assert (d.in_sweet_spot or 0.0) == shares.get(IN_SWEET_SPOT, 0.0), name
+        assert d.not_stored == pytest.approx(UNJUDGED / 120), name
+    before = report()["demo"]
+    minute = int(NOW) - 120
+    with engine.begin() as conn:
+        state = conn.execute(select(schema.verdicts.c.state).where(
+            schema.verdicts.c.target == "demo", schema.verdicts.c.ts == minute)).scalar_one()  # fmt: skip
+        flipped = OUTSIDE if state != OUTSIDE else IN_SWEET_SPOT
+        verdicts.write(conn, [verdicts.StoredVerdict("demo", minute, flipped, minute + 30, {})])
+    after = report()["demo"]
+    assert after.outside - before.outside == pytest.approx(1 / 120 if flipped == OUTSIDE else -1 / 120)
+    text = digest.render_text(digest.build(reader, engine, Settings(db_url=filled), start, NOW))
+    assert f"no verdict stored {percent(UNJUDGED / 120)})" in text
+    engine.dispose()
 
 
 def test_the_ttft_p95_line_names_the_engines_bucket():

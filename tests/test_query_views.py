@@ -3,7 +3,6 @@ PostgreSQL, over a history the simulator wrote through the real ingestion path."
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
 import re
@@ -14,17 +13,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
+from app.alerts.evaluator import Evaluator
 from core import mbu
-from core.settings import SweetSpotSettings
+from core.settings import Settings, SweetSpotSettings
 from db import canned, query_views
 from db.engine import open_engine
 from db.queries import Reader
 from db.query_runner import Limits, run_query
-from db.results import WindowFigures
-from db.thresholds import EVERY_TARGET, write_thresholds
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
 from tests import query_db
 from tests.conftest import _new_postgres_db
+from tests.ui_db import target_settings
 
 NOW = float(int(time.time()) // 60 * 60 + 17)
 LIMITS = Limits(timeout_s=20, row_limit=100_000, max_timeout_s=30)
@@ -143,15 +142,6 @@ def test_tokens_by_concurrency_equal_the_facade(url):
         assert r["tokens_per_s_avg"] == pytest.approx(sum(groups[r["concurrency"]]) / len(groups[r["concurrency"]]))
 
 
-def _figures(point, ceiling):
-    fields = {f.name for f in dataclasses.fields(WindowFigures)}
-    values = {k: v for k, v in dataclasses.asdict(point).items() if k in fields}
-    return WindowFigures(
-        target="demo", model=None, window_s=60.0, start=point.ts, end=point.ts + 60, **values,
-        ttft_p95_in_inf_bucket=False, ceiling_steps_per_s=ceiling,
-        ceiling_share=None if point.tokens_per_s is None else point.tokens_per_s / ceiling, ceiling=None, gpus=(),
-        last_scrape_at=point.ts, up=True, last_error=None, scrapes=12, failed_scrapes=0,
-    )  # fmt: skip
 
 
 def _middle(points, name: str) -> float:
@@ -178,22 +168,42 @@ THRESHOLDS = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", list(THRESHOLDS))
-def test_each_minutes_verdict_is_the_banners(url, case):
-    """The view's in_sweet_spot is app/verdict.py's evaluate over the same minute's facade figures."""
+@pytest.fixture(scope="module")
+def judged(url):
+    """The history judged minute by minute by the alert evaluator, with thresholds that split it."""
     reader, mark = Reader(url), minute_mark(url)[0]
     first = rows(url, "SELECT MIN(ts) AS t FROM minutes WHERE target = 'demo'")[0]["t"]
     points = [p for p in reader.series("demo", first, mark, 60, level=60) if p.up_ratio]
-    rules = THRESHOLDS[case](points)
+    settings = Settings(db_url=url, sweetspot=THRESHOLDS["mixed"](points),
+                        targets=(target_settings("demo"), target_settings("edge")))  # fmt: skip
     engine = open_engine(url, migrate=False)
-    write_thresholds(engine, [(EVERY_TARGET, SweetSpotSettings()), ("demo", rules)])
+    evaluator = Evaluator(engine, settings)
+    for ts in range(int(first) + 600, mark, 60):  # the first ten minutes stay unjudged: "no verdict stored"
+        evaluator.evaluate_once(ts + 30)
     engine.dispose()
-    got = {r["ts"]: r["in_sweet_spot"] for r in rows(url, "SELECT ts, in_sweet_spot FROM minutes WHERE target = 'demo'")}
+    return first, mark
+
+
+def test_each_minutes_verdict_is_the_stored_one(url, judged):
+    """The views judge nothing: a minute's in_sweet_spot and verdict are the evaluator's stored verdict."""
+    first, mark = judged
+    stored = {(r["target"], r["ts"]): r for r in rows(url, "SELECT * FROM verdict_history")}
+    assert {r["state"] for r in stored.values()} == {IN_SWEET_SPOT, OUTSIDE, NO_DATA}, "thresholds that split the minutes"
     states = {IN_SWEET_SPOT: 1, OUTSIDE: 0, NO_DATA: None}
-    expected = {int(p.ts): states[evaluate(_figures(p, 180.0), rules).state] for p in points}
-    assert got == expected
-    if case != "defaults":
-        assert 0 in got.values() and 1 in got.values(), "thresholds that split the minutes"
+    got = rows(url, "SELECT target, ts, in_sweet_spot, verdict, rules_held FROM minutes")
+    assert got
+    for r in got:
+        v = stored.get((r["target"], r["ts"]))
+        if v is None:
+            assert (r["in_sweet_spot"], r["verdict"], r["rules_held"]) == (None, NOT_STORED, None), r
+        else:
+            assert (r["in_sweet_spot"], r["verdict"], r["rules_held"]) == (states[v["state"]], v["state"], v["rules_held"]), r
+    assert any(r["ts"] < first + 600 and r["verdict"] == NOT_STORED for r in got)
+    for r in rows(url, "SELECT target, ts, in_sweet_spot, verdict FROM hours"):
+        minutes = [v["state"] for (t, ts), v in stored.items() if t == r["target"] and r["ts"] <= ts < r["ts"] + 3600]
+        expected = (OUTSIDE if OUTSIDE in minutes else IN_SWEET_SPOT if IN_SWEET_SPOT in minutes
+                    else NO_DATA if minutes else NOT_STORED)  # fmt: skip
+        assert (r["verdict"], r["in_sweet_spot"]) == (expected, states.get(expected)), r
 
 
 def test_views_match_their_catalogue(url):
@@ -249,13 +259,7 @@ def _minute_verdicts(url) -> dict[tuple[str, int], int | None]:
     return merged
 
 
-def test_outside_hours_and_spells_add_up_from_the_minutes(url):
-    reader, mark = Reader(url), minute_mark(url)[0]
-    first = rows(url, "SELECT MIN(ts) AS t FROM minutes WHERE target = 'demo'")[0]["t"]
-    points = [p for p in reader.series("demo", first, mark, 60, level=60) if p.up_ratio]
-    engine = open_engine(url, migrate=False)
-    write_thresholds(engine, [(EVERY_TARGET, THRESHOLDS["mixed"](points))])
-    engine.dispose()
+def test_outside_hours_and_spells_add_up_from_the_minutes(url, judged):
     verdicts = _minute_verdicts(url)
     assert 0 in verdicts.values() and 1 in verdicts.values(), "thresholds that split the minutes"
     days: dict[tuple[str, int], list[int | None]] = {}

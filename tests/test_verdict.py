@@ -16,6 +16,7 @@ from app.verdict import (
     queue_growth,
 )
 from core.settings import SweetSpotSettings
+from db.verdicts import StoredVerdict
 from tests.builders import END, point, queue_ramp, window
 
 RULES = SweetSpotSettings()
@@ -187,23 +188,32 @@ def test_queue_growth_needs_the_whole_span():
     assert queue_growth(recent, END, 180.0) is None
 
 
+def minutes(*held: str | None) -> list[StoredVerdict]:
+    """Stored verdicts of the minutes up to END: each the rules that held ("" none, None no data)."""
+    start = int(END) - 60 * (len(held) - 1)
+    return [StoredVerdict("t", start + 60 * i, NO_DATA if h is None else OUTSIDE if h else IN_SWEET_SPOT, start + 60 * i,
+                          dict.fromkeys(h.split(",") if h else ())) for i, h in enumerate(held)]  # fmt: skip
+
+
 def test_since_when_a_clause_broke():
-    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate([2, 2, 2, 4, 4, 2.9, 4.5, 5, 5, 5])]
-    # 2.9 is one healthy minute inside the spell: shorter than the 5-minute window, so it does not end it.
-    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 180
+    history = minutes("", "", "", "ttft_p95", "ttft_p95", "", "ttft_p95", "ttft_p95,preemptions", "ttft_p95", "ttft_p95")
+    # one minute without it inside the spell: shorter than the 5-minute window, so it does not end it
+    assert broken_since("ttft_p95", history, 300.0) == END - 540 + 180
+    assert broken_since("preemptions", history, 300.0) == END - 540 + 420
 
 
 def test_since_stops_at_a_healthy_window():
-    values = [4, 4, 2, 2, 2, 2, 2, 2, 4, 4]
-    points = [point(END - 600 + 60 * i, ttft_p95_s=v) for i, v in enumerate(values)]
-    assert broken_since("ttft_p95", points, RULES, 300.0) == END - 600 + 480
+    history = minutes("ttft_p95", "ttft_p95", "", "", "", "", "", "", "ttft_p95", "ttft_p95")
+    assert broken_since("ttft_p95", history, 300.0) == END - 540 + 480
 
 
-def test_since_ignores_gaps_and_unknown_clauses():
-    points = [point(END - 120, preemptions=2.0), point(END - 60, preemptions=None), point(END, preemptions=1.0)]
-    assert broken_since("preemptions", points, RULES, 300.0) == END - 120
-    assert broken_since("queue_growing", points, RULES, 300.0) is None
-    assert broken_since("preemptions", [point(END)], RULES, 300.0) is None
+def test_since_ignores_no_data_and_missing_minutes():
+    history = minutes("preemptions", None, "preemptions")
+    assert broken_since("preemptions", history, 300.0) == END - 120
+    assert broken_since("preemptions", [history[0], history[2]], 300.0) == END - 120  # a minute not stored
+    assert broken_since("queue_growing", history, 300.0) is None
+    assert broken_since("preemptions", minutes(""), 300.0) is None
+    assert broken_since("preemptions", [], 300.0) is None
 
 
 def test_last_up_is_where_no_data_began():

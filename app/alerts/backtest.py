@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.alerts.figures import step_names
+from app.alerts.figures import step_window, window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, RESOLVED, Transition
 from app.alerts.rules import Names, Rule, outcome
@@ -50,9 +50,9 @@ def backtest(reader: Reader, settings: Settings, target: str, rule: Rule, start:
     firing_s = 0.0
     for i, p in enumerate(points):
         at = int(p.ts + step)
-        names = step_names(p, sweetspot, ceiling, points[max(0, i - QUEUE_LOOKBACK) : i + 1])
+        names = window_names(step_window(p, target, step, ceiling), sweetspot, points[max(0, i - QUEUE_LOOKBACK) : i + 1])
         before = state.state
-        state, change = advance(state, rule, outcome(rule, Names(names)), at)
+        state, change = advance(state, rule, outcome(rule, Names(names, step)), at)
         firing_s += step if before == FIRING and state.state in (FIRING, RESOLVED) else 0.0
         if change is not None:
             transitions.append(change)

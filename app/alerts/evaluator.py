@@ -6,7 +6,9 @@ or renews the lease first, so a second collector on the same database evaluates 
 so in its log. The figures come from the query facade, read for every target at once (one window
 per distinct rule window and one short queue series, :meth:`Evaluator._read_all`), never one query
 per rule. States are loaded once and written in one transaction per evaluation, so a restart resumes exactly where the last
-evaluation left off (a pending timer keeps its start, a firing alert is not announced again).
+evaluation left off (a pending timer keeps its start, a firing alert is not announced again). The
+first evaluation of each minute also stores every target's verdict of that minute (db/verdicts.py):
+the one judge the query views, the digest and the Overview's history read.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
-from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 from core.settings import Settings, effective_sweetspot
+from db import verdicts
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
+from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,14 @@ QUEUE_STEP_S = 30.0
 @dataclasses.dataclass(frozen=True)
 class Derived:
     """What the last evaluation found for one whole target, for the collector's ``/metrics``: every
-    name over its shortest rule window, the verdict (the banner's states, without the ``for`` timers)
-    and how many of its alerts fire, by severity."""
+    name over its shortest rule window, the verdict (the banner's states, without the ``for`` timers:
+    what db/verdicts.py stores for the minute), the rules that held, and how many of its alerts fire,
+    by severity."""
 
     names: dict[str, Any]
     verdict: str  # in_sweet_spot, outside or no_data
     firing: dict[str, int]
+    held: dict[str, float | None] = dataclasses.field(default_factory=dict)  # whole-target rules that held → value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Evaluator:
         self.derived: dict[str, Derived] = {}  # target → the last evaluation's figures (replaced whole)
         self.last_duration_s: float | None = None  # of the last evaluate_once run by :meth:`run`
         self._names: dict[str, dict[str, Any]] = {}
+        self._minute: int | None = None  # the last minute whose verdicts were stored
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self) -> str:
@@ -130,22 +136,24 @@ class Evaluator:
         states_, retired = self._retired(stored, at)
         states += states_
         transitions += retired
+        minute = verdicts.minute_of(at)
+        judged = [verdicts.StoredVerdict(t, minute, d.verdict, at, d.held) for t, d in derived.items()]
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
-        self.derived = derived
+            if minute != self._minute:  # the minute's verdict: its first evaluation's
+                verdicts.write(conn, judged)
+        self.derived, self._minute = derived, minute
         return transitions
 
     def _derived(self, target: str, outcomes: dict[tuple[str, str], tuple[Outcome, str]], states: list[AlertState]) -> Derived:
         names = self._names.get(target, {})
-        if names.get("no_data", 1.0):
-            verdict = NO_DATA
-        else:
-            verdict = OUTSIDE if any(out.status == HOLDS for (_, m), (out, _) in outcomes.items() if not m) else IN_SWEET_SPOT
+        held = {name: out.value for (name, m), (out, _) in outcomes.items() if not m and out.status == HOLDS}
+        verdict = NO_DATA if names.get("no_data", 1.0) else OUTSIDE if held else IN_SWEET_SPOT
         firing: dict[str, int] = {}
         for s in states:
             if s.target == target and s.state == FIRING:
                 firing[s.severity] = firing.get(s.severity, 0) + 1
-        return Derived(names, verdict, firing)
+        return Derived(names, verdict, firing, held)
 
     def _take_up_discovered(self) -> None:
         """Targets a ``[[prometheus]]`` source found are judged by the same rules (the global

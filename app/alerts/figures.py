@@ -68,37 +68,25 @@ def _mbu_missing(f: WindowFigures) -> str:
     return mbu_figures.missing_reason(f.ceiling, mbu_figures.peak_gbps(f.ceiling, f.gpus), f.steps_per_s)
 
 
-def step_names(
-    p: SeriesPoint, sweetspot: SweetSpotSettings, ceiling: float | None, recent: Sequence[SeriesPoint] | None = None
-) -> dict[str, Any]:
-    """The names over one series step (the Overview's "since when", the backtest). Window-only
-    figures are missing: a rule over them has no per-step form. ``recent`` (the steps up to this
-    one) gives the queue-growth names."""
-    names: dict[str, Any] = {k: getattr(p, k) for k in FIGURES if hasattr(p, k)}
+# The figures a series step and a window share: a step is judged as the window it covers.
+_SHARED = tuple(f.name for f in dataclasses.fields(SeriesPoint) if f.name in {g.name for g in dataclasses.fields(WindowFigures)})
+
+
+def step_window(p: SeriesPoint, target: str, step_s: float, ceiling: float | None) -> WindowFigures:
+    """A series step as the window of figures it covers, [ts, ts + step_s), so that rules judge it
+    through :func:`window_names`, the one conversion from figures to the names rules use (the
+    backtest replays a rule over steps so). A step without a successful scrape reads as a window
+    whose last scrape failed; the sleep state is the step's (an engine asleep in it)."""
+    up = bool(p.up_ratio)
     tok = p.tokens_per_s
-    names.update(
-        ceiling_steps_per_s=ceiling,
-        ceiling_share=None if tok is None or not ceiling else tok / ceiling,
-        mbu_source="",
-        mbu_missing="no MBU in this step",
-        queued=_queued(p.waiting_max, p.queue_depth_max),
-        up=None if p.up_ratio is None else float(p.up_ratio > 0),
-        no_data=1.0 if not p.up_ratio or (p.tokens_per_s is None and p.running_max is None) else 0.0,
-        no_data_reason="no successful scrape in this step",
-        ttft_p95_note="",
-        asleep=1.0 if (p.sleep_weights_offloaded_max or 0) > 0 or (p.sleep_discard_all_max or 0) > 0 else 0.0,
-        sleep_state="",
-    )
-    names.update(_exposed(p))
-    if recent is not None:
-        growth = queue_growth(recent, recent[-1].ts if recent else p.ts, sweetspot.queue_growth_s)
-        names.update(
-            queue_growing=0.0 if growth is None else 1.0,
-            queue_before=None if growth is None else growth[0],
-            queue_now=None if growth is None else growth[1],
-        )
-    names.update(dataclasses.asdict(sweetspot))
-    return names
+    asleep = ("discard_all" if (p.sleep_discard_all_max or 0) > 0
+              else "weights_offloaded" if (p.sleep_weights_offloaded_max or 0) > 0 else None)  # fmt: skip
+    return WindowFigures(
+        **{k: getattr(p, k) for k in _SHARED}, target=target, model=None, window_s=step_s, start=p.ts, end=p.ts + step_s,
+        ttft_p95_in_inf_bucket=False, ceiling_steps_per_s=ceiling, ceiling_share=None if tok is None or not ceiling else tok / ceiling,
+        ceiling=None, gpus=(), last_scrape_at=p.ts + step_s, up=up, last_error=None if up else "no successful scrape in this step",
+        scrapes=1, failed_scrapes=0 if up else 1, sleep_state=asleep,
+    )  # fmt: skip
 
 
 def _exposed(f: WindowFigures | SeriesPoint) -> dict[str, float]:

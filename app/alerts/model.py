@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from db.verdicts import NO_DATA  # one word for "cannot be judged": an alert's state and a minute's verdict
+
 INACTIVE = "inactive"
 PENDING = "pending"
 FIRING = "firing"
 RESOLVED = "resolved"
-NO_DATA = "no_data"
 ERROR = "error"
 STATES = (INACTIVE, PENDING, FIRING, RESOLVED, NO_DATA, ERROR)
 

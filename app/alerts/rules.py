@@ -35,6 +35,8 @@ OP_TEXT = {">=": "≥", "<=": "≤", "!=": "≠"}
 FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
 
 DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
+# The dashboard panels a rule may declare for its e-mail's chart (app/notify/images.py draws each).
+PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class Rule:
     # lacks): the rule is then not evaluated, whatever ``when`` says, and says why ("" = no data for expr)
     no_value: str = ""
     source: str = DEFAULT_SOURCE
+    panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
+    title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
 
 
 @dataclass(frozen=True)
@@ -89,12 +93,14 @@ _GPU_MEMORY_CAUTION = ("Do not raise --gpu-memory-utilization to 0.95 on 32 GB c
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "sleeping", "asleep", ">", "0", WARNING, show_values=False,
+        title="engine asleep",
         label="engine asleep ({sleep_state}): up, not down, and serving nothing",
         recommendation="The engine was put to sleep (vLLM's POST /sleep): wake it with POST /wake_up, or take it "
         "out of the gateway's pool while it sleeps.",
     ),
     Rule(
         "not_serving", "queued", ">", "0", CRITICAL, for_s=120.0,
+        panel="throughput", title="up but not serving",
         when="running_max == 0 and tokens_per_s == 0 and asleep == 0",
         label="up but not serving over {window}: queued requests", unit="requests", detail="nothing running, 0 tok/s",
         recommendation="vLLM is up but runs nothing while requests wait: check its log for a stuck engine or a "
@@ -102,6 +108,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "ttft_p95", "ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
+        panel="ttft", title="TTFT P95",
         label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}",
         recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
         "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
@@ -110,30 +117,35 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "preemptions", "preemptions", ">", "0", CRITICAL,
+        panel="preemptions", title="preemptions",
         label="preemptions over {window}",
         recommendation="The KV cache is exhausted: lower --max-num-seqs (at most 32) and --max-model-len (6144 instead "
         "of 8192), or cap in-flight requests with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
+        panel="kv_cache", title="KV cache critical",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
         recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
         "limit, now. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
+        panel="kv_cache", title="KV cache",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
         recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit, "
         "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "concurrency", "running_avg", ">", "concurrency", WARNING, for_s=300.0,
+        panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency",
         recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
         "--max-num-seqs to at most 32: past the knee throughput barely grows while latency doubles.",
     ),
     Rule(
         "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
+        panel="concurrency", title="gateway queue growing",
         label="gateway queue growing for {queue_growth}", unit="requests",
         detail="{queue_growth} ago; demand exceeds the sweet-spot capacity",
         recommendation="Demand exceeds the sweet-spot capacity: add a replica or shed load. Raising the gateway "
@@ -141,6 +153,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "efficiency", "mbu", "<", "min_mbu", WARNING, for_s=600.0,
+        panel="throughput", title="low efficiency",
         when=f"queued > 0 and {_SERVING} and asleep == 0",
         label="MBU over {window}", unit="%", scale=100.0, detail="{mbu_source}, while {queued} requests wait",
         no_value="not evaluated: {mbu_missing}",
@@ -150,12 +163,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "requests_failing", "finished_error_per_s", ">", "0", CRITICAL, for_s=60.0, when="errors_exposed",
+        title="requests failing",
         label="requests finished by an engine error over {window}", unit="req/s",
         recommendation="vLLM ends requests with finished_reason=\"error\": read its log for the exception (a CUDA "
         "error or an out-of-memory in a step) and restart it if the errors keep coming.",
     ),
     Rule(
         "requests_aborted", "finished_abort_per_s", ">", "0.05 * requests_per_s", WARNING, for_s=300.0,
+        title="requests aborted",
         when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
         detail="more than 5 % of finished requests",
         recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
@@ -163,6 +178,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
+        title="target down",
         label="no data over {window}: {no_data_reason}",
         recommendation="Check that the collector reaches targets[].vllm_url (python -m app inspect URL) and that "
         "vLLM is running.",
@@ -296,7 +312,9 @@ class _Fields(dict[str, Any]):
 
 
 # -- the effective rule set --------------------------------------------------------------------------
-_TEXT_FIELDS = ("expr", "op", "threshold", "when", "severity", "label", "unit", "detail", "recommendation")
+_TEXT_FIELDS = (
+    "expr", "op", "threshold", "when", "severity", "label", "unit", "detail", "recommendation", "panel", "title",
+)  # fmt: skip
 _OPTIONAL_FIELDS = ("window_s", "for_s", "keep_firing_for_s", "scale")
 
 
@@ -344,6 +362,8 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
             raise ConfigError(f"{key}.op: {entry.op!r} is not one of {', '.join(OPS)}")
         if entry.severity and entry.severity not in SEVERITIES:
             raise ConfigError(f"{key}.severity: {entry.severity!r} is not one of {', '.join(SEVERITIES)}")
+        if entry.panel and entry.panel not in PANELS:
+            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANELS)}")
         for name in ("expr", "threshold", "when"):
             _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
         unknown = [t for t in entry.targets if targets and t not in targets]
@@ -378,3 +398,9 @@ def names_in(rule: Rule) -> frozenset[str]:
 
 def by_name(rules: Sequence[Rule], name: str) -> Rule | None:
     return next((r for r in rules if r.name == name), None)
+
+
+def declared(settings: Settings, target: str, name: str) -> Rule | None:
+    """The rule ``name`` as it applies to ``target`` now (its panel and title for an e-mail), or None
+    when no rule of that name applies there any more (a stored alert of a removed rule)."""
+    return by_name(rule_set(settings, target), name)

@@ -12,8 +12,14 @@ from typing import Any
 from app.alerts.figures import no_data_reason, window_names
 from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.alerts.rules import Names, outcome, rule_set
-from app.formatting import (ceiling_text, mbu_text, percent, series_limit_warning, slo_attainment_text,
-                            slo_bucket_warning)
+from app.formatting import (
+    ceiling_text,
+    mbu_text,
+    percent,
+    series_limit_warning,
+    slo_attainment_text,
+    slo_bucket_warning,
+)
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE

@@ -2,16 +2,15 @@
 (average and peak against the ceiling), preemptions, incidents, and charts of the period.
 
 Figures come from the query facade (``Reader.window`` over the period, ``Reader.series`` for the
-peak and the charts); the time in the sweet spot judges each step of the period (one series read)
-with the target's rules (app/verdict.py, the banner's), as a window of that step; a step without
-a successful scrape counts as no data, never as "in". Incidents come from ``alert_transitions``
-(firing → resolved).
+peak and the charts); the time in the sweet spot counts the period's minutes by the verdicts the
+alert evaluator stored (``Reader.verdicts``, db/verdicts.py: the target's effective rules, the
+banner's and the alerts'); a minute without a stored verdict is counted apart ("no verdict
+stored"), never judged again here. Incidents come from ``alert_transitions`` (firing → resolved).
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 import html
 import logging
@@ -21,20 +20,18 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from app.alerts.rules import rule_set
 from app.formatting import elapsed, mbu_text, number, percent, slo_attainment_text, slo_in_bucket_text, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
-from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
 from core.schedule import zone
 from core.settings import Settings, effective_sweetspot
 from core.text import visible
 from db import schema
-from db.results import SeriesPoint, WindowFigures
+from db.verdicts import shares
 
 log = logging.getLogger(__name__)
 
-JUDGED_STEPS = 288  # the period is judged in this many steps at most (5 min steps for a day)
+CHART_STEPS = 288  # the period's charts have this many steps at most (5 min steps for a day)
 PEAK_STEP_S = 60.0  # the peak tok/s is the highest 1-minute rate
 _ENDS = ("resolved", "inactive")
 
@@ -55,8 +52,8 @@ class Incident:
 @dataclass(frozen=True)
 class TargetDigest:
     target: str
-    in_sweet_spot: float | None  # share of the period's steps, 0–1; None when no step had data
-    no_data: float  # share of steps that could not be judged
+    in_sweet_spot: float | None  # share of the period's minutes, 0–1; None when none was judged with data
+    no_data: float  # share of minutes judged "no data"
     ttft_p95_s: float | None
     tokens_per_s_avg: float | None
     tokens_per_s_peak: float | None
@@ -71,6 +68,8 @@ class TargetDigest:
     ttft_slo_attainment: float | None = None
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_p95_bucket: tuple[float, float] | None = None  # the P95's bucket when it holds the SLO
+    outside: float = 0.0  # share of minutes judged outside the sweet spot
+    not_stored: float = 0.0  # share of minutes without a stored verdict (no evaluator ran then)
 
 
 @dataclass(frozen=True)
@@ -89,57 +88,28 @@ def build(reader: Any, engine: Engine, settings: Settings, start: float, end: fl
                   tuple(_target(reader, settings, name, start, end, transitions.get(name, [])) for name in names))  # fmt: skip
 
 
-def judged_step(start: float, end: float) -> float:
-    """The length of the steps the time in the sweet spot is judged in: ≥ 5 min, ≤ JUDGED_STEPS of them."""
-    return max(300.0, -(-(end - start) // JUDGED_STEPS))
+def chart_step(start: float, end: float) -> float:
+    """The step of the period's charts: ≥ 5 min, ≤ CHART_STEPS of them."""
+    return max(300.0, -(-(end - start) // CHART_STEPS))
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
     # the GPUs too: their bandwidth is the measured MBU
     whole = reader.window(name, end, end - start, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
-    verdicts = judge_steps(reader, settings, whole, start, end)
-    judged = [v for v in verdicts if v != NO_DATA]
+    judged = shares(reader.verdicts(name, start, end), start, end)
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
     peak = max((r for r in rates if r is not None), default=None)
     return TargetDigest(
         target=name,
-        in_sweet_spot=(sum(v == IN_SWEET_SPOT for v in judged) / len(verdicts)) if judged else None,
-        no_data=(len(verdicts) - len(judged)) / len(verdicts) if verdicts else 1.0,
+        in_sweet_spot=judged.in_sweet_spot if judged.in_sweet_spot or judged.outside else None, no_data=judged.no_data,
         ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
         ceiling_steps_per_s=whole.ceiling_steps_per_s, preemptions=whole.preemptions,
         incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
         mbu=whole.mbu, mbu_source=whole.mbu_source,
         ttft_slo_s=whole.ttft_slo_s, ttft_slo_attainment=whole.ttft_slo_attainment, ttft_slo_bounds=whole.ttft_slo_bounds,
         ttft_slo_p95_bucket=whole.ttft_slo_in_p95_bucket(),
+        outside=judged.outside, not_stored=judged.not_stored,
     )  # fmt: skip
-
-
-_SHARED = tuple(f.name for f in dataclasses.fields(SeriesPoint) if f.name in {g.name for g in dataclasses.fields(WindowFigures)})
-
-
-def judge_steps(reader: Any, settings: Settings, whole: WindowFigures, start: float, end: float) -> list[str]:
-    """The verdict of each step of the period (aligned to multiples of the step), from one series read:
-    each step's figures judged with the target's rules as a window of that step. A step without a
-    successful scrape is no data."""
-    step = judged_step(start, end)
-    first = start // step * step
-    grid = [first + i * step for i in range(int(-(-(end - first) // step)))]
-    points = {p.ts: p for p in reader.series(whole.target, first, grid[-1] + step, step)} if grid else {}
-    sweetspot, rules = effective_sweetspot(settings, whole.target), rule_set(settings, whole.target)
-    states = []
-    for ts in grid:
-        p = points.get(ts)
-        if p is None or not p.up_ratio:
-            states.append(NO_DATA)
-            continue
-        ceiling = whole.ceiling_steps_per_s
-        figures = dataclasses.replace(
-            whole, **{k: getattr(p, k) for k in _SHARED}, window_s=step, start=ts, end=ts + step, up=True,
-            last_scrape_at=ts + step, last_error=None, scrapes=1, failed_scrapes=0, ttft_p95_in_inf_bucket=False,
-            ceiling_share=p.tokens_per_s / ceiling if p.tokens_per_s is not None and ceiling else None,
-        )  # fmt: skip
-        states.append(evaluate(figures, sweetspot, (), rules).state)
-    return states
 
 
 def _transitions(engine: Engine, end: float) -> dict[str, list[Any]]:
@@ -180,7 +150,8 @@ def subject(digest: Digest) -> str:
 def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" (the report's ceiling: at most {number(d.ceiling_steps_per_s)} steps/s)" if d.ceiling_steps_per_s else ""
     lines = [
-        f"time in the sweet spot: {percent(d.in_sweet_spot)} (no data {percent(d.no_data)})",
+        f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}, no data {percent(d.no_data)}"
+        + (f", no verdict stored {percent(d.not_stored)})" if d.not_stored else ")"),
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         mbu_text(d.mbu, d.mbu_source),
@@ -232,7 +203,7 @@ def period_charts(reader: Any, settings: Settings, start: float, end: float) -> 
         from app.notify.images import WIDTH, png
         from app.ui import charts
 
-        step = judged_step(start, end)
+        step = chart_step(start, end)
         frame = charts.Frame(start, end, step)
         points = reader.series(target, start, end, step)
         if not points:

@@ -72,12 +72,12 @@ def grouper(channel: str, settings: WebhookSettings) -> Grouper:
     return lambda state: grouped(state, settings.group_by, to, prefix(channel))
 
 
-def compose(channel: str, due: Due, dashboard_url: str, now: float) -> Outgoing:
+def compose(channel: str, due: Due, dashboard_url: str, now: float, rule_of: message.RuleOf) -> Outgoing:
     """The notification of ``due``: its alerts as Prometheus labels and annotations, and its text."""
-    alerts = tuple(_alert(s, dashboard_url, now) for s in (*due.firing, *due.resolved))
-    subject = message.subject(due)
-    lines = [subject, *(f"- {message.title(s)} ({s.severity}) on {_where(s)}: {s.summary}" for s in due.firing),
-             *(f"- resolved: {message.title(s)} on {_where(s)}" for s in due.resolved)]  # fmt: skip
+    alerts = tuple(_alert(s, dashboard_url, now, message.title(s, rule_of)) for s in (*due.firing, *due.resolved))
+    subject = message.subject(due, rule_of)
+    lines = [subject, *(f"- {message.title(s, rule_of)} ({s.severity}) on {_where(s)}: {s.summary}" for s in due.firing),
+             *(f"- resolved: {message.title(s, rule_of)} on {_where(s)}" for s in due.resolved)]  # fmt: skip
     return Outgoing(due.group_key, due.kind, due.recipients, subject, "\n".join(lines), "", {}, alerts, channel=channel)
 
 
@@ -85,11 +85,11 @@ def _where(state: AlertState) -> str:
     return f"{state.target} / {state.model}" if state.model else state.target
 
 
-def _alert(state: AlertState, dashboard_url: str, now: float) -> dict[str, Any]:
+def _alert(state: AlertState, dashboard_url: str, now: float, title: str) -> dict[str, Any]:
     labels = {**state.labels, "alertname": state.rule, "severity": state.severity, "target": state.target}
     if state.model:
         labels["model"] = state.model
-    description = f"{message.title(state)} ({state.severity}) on {_where(state)}: {state.summary}"
+    description = f"{title} ({state.severity}) on {_where(state)}: {state.summary}"
     annotations = {"summary": state.summary, "description": description}
     if state.recommendation:
         annotations["recommendation"] = state.recommendation

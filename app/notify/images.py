@@ -1,8 +1,9 @@
 """The chart of an alert's figure as a PNG: the dashboard's own Altair panel (app/ui/charts.py),
 rendered by vl-convert (no browser). The last hour before the notification, with the threshold.
 
-A chart that cannot be drawn (no data, a rule over a figure without a panel, a rendering failure)
-is None: the e-mail goes without it, never not at all.
+The panel is the one the alert's rule declares (``Rule.panel``: the defaults in app/alerts/rules.py,
+``panel`` in ``[[alerts.rules]]``). A chart that cannot be drawn (no data, a rule without a panel,
+a rendering failure) is None: the e-mail goes without it, never not at all.
 """
 
 from __future__ import annotations
@@ -11,39 +12,32 @@ import logging
 from typing import Any
 
 from app.alerts.model import AlertState
-from core.settings import Settings
+from app.alerts.rules import declared
+from core.settings import Settings, effective_sweetspot
 
 log = logging.getLogger(__name__)
 WIDTH = 560
 HOUR_S = 3600.0
 STEP_S = 30.0
 
-# rule name (as it starts) → the SeriesPoint fields its panel draws; the panel builder is chosen below
-_FIELDS = {
+# The SeriesPoint fields each panel a rule may declare (app.alerts.rules.PANELS) draws.
+_FIELDS: dict[str, tuple[str, ...]] = {
     "ttft": ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s"),
-    "preempt": ("preemptions_per_s",),
-    "kv": ("kv_cache_usage_max",),
+    "preemptions": ("preemptions_per_s",),
+    "kv_cache": ("kv_cache_usage_max",),
     "concurrency": ("running_avg", "waiting_max", "queue_depth_max"),
-    "running": ("running_avg", "waiting_max", "queue_depth_max"),
-    "queue": ("running_avg", "waiting_max", "queue_depth_max"),
-    "efficiency": ("tokens_per_s",),
-    "not_serving": ("tokens_per_s",),
-    "tokens": ("tokens_per_s",),
+    "throughput": ("tokens_per_s",),
 }
 
 
-def panel_of(rule: str) -> str | None:
-    """The key of :data:`_FIELDS` that draws ``rule``'s figure, or None (no chart for it)."""
-    return next((key for key in _FIELDS if rule.startswith(key)), None)
-
-
 def alert_chart(reader: Any, settings: Settings, state: AlertState, now: float) -> bytes | None:
-    """The PNG of ``state``'s figure over the hour before ``now``, or None when it cannot be drawn."""
-    panel = panel_of(state.rule)
-    if panel is None:
+    """The PNG of the panel ``state``'s rule declares, over the hour before ``now``; None when the rule
+    declares none or it cannot be drawn."""
+    rule = declared(settings, state.target, state.rule)
+    if rule is None or rule.panel not in _FIELDS:
         return None
     try:
-        spec = _spec(reader, settings, state, panel, now)
+        spec = _spec(reader, settings, state, rule.panel, now)
         return None if spec is None else png(spec)
     except Exception as exc:  # noqa: BLE001 - a chart is an extra: the e-mail is sent without it
         log.warning("no chart for %s on %s: %s: %s", state.rule, state.target, type(exc).__name__, exc)
@@ -58,14 +52,14 @@ def _spec(reader: Any, settings: Settings, state: AlertState, panel: str, now: f
     points = reader.series(state.target, frame.start, frame.end, STEP_S, model=state.model or None, fields=_FIELDS[panel])
     if not points:
         return None
-    s = settings.sweetspot
+    s = effective_sweetspot(settings, state.target)
     if panel == "ttft":
         chart = charts.ttft_chart(points, frame, state.threshold if state.threshold is not None else s.ttft_p95_slo_s)
-    elif panel == "preempt":
+    elif panel == "preemptions":
         chart = charts.preemption_chart(points, frame)
-    elif panel == "kv":
+    elif panel == "kv_cache":
         chart = charts.kv_chart(points, frame, s.kv_warning, s.kv_critical)
-    elif panel in ("concurrency", "running", "queue"):
+    elif panel == "concurrency":
         chart = charts.concurrency_chart(points, frame, int(state.threshold or s.concurrency))
     else:
         ceiling = next((t.ceiling for t in reader.targets() if t.name == state.target), None)

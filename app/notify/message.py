@@ -22,31 +22,22 @@ from typing import Any
 from urllib.parse import urlencode
 
 from app.alerts.model import AlertState
+from app.alerts.rules import Rule
 from app.notify.grouping import Due
 from app.notify.outbox import Notification, Outgoing
 from core.settings import EmailSettings
 from core.text import header, visible
 
-# short names of the default rules for subjects; another rule is named by its own name
-TITLES = {
-    "ttft_p95": "TTFT P95",
-    "preemptions": "preemptions",
-    "concurrency": "concurrency",
-    "queue_growing": "gateway queue growing",
-    "kv_cache": "KV cache",
-    "kv_cache_critical": "KV cache critical",
-    "efficiency": "low efficiency",
-    "not_serving": "up but not serving",
-    "no_data": "no data",
-    "target_down": "target down",
-}
 LEAD_S = 1800.0  # the dashboard link starts this long before the alert's condition first held
 SUMMARY_LIMIT = 1000  # characters of an alert's summary or recommendation in an e-mail
 Chart = Callable[[AlertState], bytes | None]
+RuleOf = Callable[[AlertState], Rule | None]  # the rule an alert's state comes from (app.alerts.rules.declared)
 
 
-def title(state: AlertState) -> str:
-    return visible(TITLES.get(state.rule, state.rule.replace("_", " ")))
+def title(state: AlertState, rule_of: RuleOf) -> str:
+    """The alert's short name: the title its rule declares, else the rule's name with spaces."""
+    rule = rule_of(state)
+    return visible(rule.title if rule is not None and rule.title else state.rule.replace("_", " "))
 
 
 def when(ts: float | None) -> str:
@@ -69,14 +60,15 @@ def _local(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M", time.localtime(ts))
 
 
-def subject(due: Due) -> str:
-    names = list(dict.fromkeys(title(s) for s in (due.firing or due.resolved)))
+def subject(due: Due, rule_of: RuleOf) -> str:
+    names = list(dict.fromkeys(title(s, rule_of) for s in (due.firing or due.resolved)))
     head = f"[FIRING:{len(due.firing)}]" if due.firing else "[RESOLVED]"
     return header(f"{head} {visible(due.label)}: {', '.join(names)}")
 
 
-def compose(due: Due, email: EmailSettings, now: float, chart: Chart) -> Outgoing:
-    """The e-mail for ``due``; ``chart(state)`` draws the PNG of a firing alert's figure (None: none)."""
+def compose(due: Due, email: EmailSettings, now: float, chart: Chart, rule_of: RuleOf) -> Outgoing:
+    """The e-mail for ``due``; ``chart(state)`` draws the PNG of a firing alert's figure (None: none);
+    ``rule_of(state)`` is the rule that declares its title."""
     images: dict[str, str] = {}
     text: list[str] = []
     blocks: list[str] = []
@@ -92,16 +84,18 @@ def compose(due: Due, email: EmailSettings, now: float, chart: Chart) -> Outgoin
                 cid = f"chart{len(images) + 1}"
                 images[cid] = base64.b64encode(png).decode()
             link = dashboard_link(email.dashboard_url, state, now)
-            text.extend(_text(state, heading == "Resolved", link))
-            blocks.append(_html(state, heading == "Resolved", link, cid))
+            name = title(state, rule_of)
+            text.extend(_text(state, name, heading == "Resolved", link))
+            blocks.append(_html(state, name, heading == "Resolved", link, cid))
     footer = "Sent by Sweetspot. Silence it: python -m app alerts silence add (docs/alerts.md)."
-    body_text = "\n".join([subject(due), "", *text, footer]) + "\n"
+    head = subject(due, rule_of)
+    body_text = "\n".join([head, "", *text, footer]) + "\n"
     body_html = (
-        f"<html><body style='font-family:sans-serif'><h1 style='font-size:18px'>{html.escape(subject(due))}</h1>"
+        f"<html><body style='font-family:sans-serif'><h1 style='font-size:18px'>{html.escape(head)}</h1>"
         + "".join(blocks) + f"<p style='color:#777'>{html.escape(footer)}</p></body></html>"
     )  # fmt: skip
     about = tuple(summary_of(s) for s in (*due.firing, *due.resolved))
-    return Outgoing(due.group_key, due.kind, due.recipients, subject(due), body_text, body_html, images, about)
+    return Outgoing(due.group_key, due.kind, due.recipients, head, body_text, body_html, images, about)
 
 
 def summary_of(state: AlertState) -> dict[str, Any]:
@@ -110,8 +104,8 @@ def summary_of(state: AlertState) -> dict[str, Any]:
             "severity": state.severity}  # fmt: skip
 
 
-def _text(state: AlertState, resolved: bool, link: str) -> list[str]:
-    lines = [f"- {title(state)} ({state.severity}) on {_where(state)}: {_summary(state)}"]
+def _text(state: AlertState, name: str, resolved: bool, link: str) -> list[str]:
+    lines = [f"- {name} ({state.severity}) on {_where(state)}: {_summary(state)}"]
     lines.append(f"  firing since {when(state.firing_since)}" + (f", resolved at {when(state.resolved_at)}" if resolved else ""))
     if state.recommendation and not resolved:
         lines.append(f"  What to do: {visible(state.recommendation, SUMMARY_LIMIT)}")
@@ -120,19 +114,19 @@ def _text(state: AlertState, resolved: bool, link: str) -> list[str]:
     return [*lines, ""]
 
 
-def _html(state: AlertState, resolved: bool, link: str, cid: str) -> str:
+def _html(state: AlertState, name: str, resolved: bool, link: str, cid: str) -> str:
     e = html.escape
     colour = "#2ca02c" if resolved else ("#d62728" if state.severity == "critical" else "#ff7f0e")
     parts = [
         f"<div style='border-left:4px solid {colour};padding-left:10px;margin:12px 0'>",
-        f"<p><b>{e(title(state))}</b> ({e(state.severity)}) on {e(_where(state))}<br>{e(_summary(state))}</p>",
+        f"<p><b>{e(name)}</b> ({e(state.severity)}) on {e(_where(state))}<br>{e(_summary(state))}</p>",
         f"<p>Firing since {e(when(state.firing_since))}"
         + (f", resolved at {e(when(state.resolved_at))}" if resolved else "") + "</p>",
     ]  # fmt: skip
     if state.recommendation and not resolved:
         parts.append(f"<p><b>What to do:</b> {e(visible(state.recommendation, SUMMARY_LIMIT))}</p>")
     if cid:
-        parts.append(f"<p><img src='cid:{cid}' alt='{e(title(state))}, last hour' width='560'></p>")
+        parts.append(f"<p><img src='cid:{cid}' alt='{e(name)}, last hour' width='560'></p>")
     if link:
         parts.append(f"<p><a href='{e(link)}'>Open the dashboard at this incident</a></p>")
     return "".join(parts) + "</div>"

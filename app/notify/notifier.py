@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 
 from app.alerts import store
 from app.alerts.model import AlertState
+from app.alerts.rules import Rule, declared
 from app.notify import grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
@@ -94,14 +95,14 @@ class Notifier:
             own = {k: v for k, v in logs.items() if not k.startswith(prefixes)}
             plan = grouping.plan(states, own, self.email, self.muted, now)
             # composing (charts: about a second each) happens before the transaction, outside the lock
-            outgoing += [message.compose(due, self.email, now, lambda s: self._chart(s, now)) for due in plan.due]
-            outgoing += [_held_entry(held, outbox.EMAIL) for held in plan.held]
+            outgoing += [message.compose(due, self.email, now, lambda s: self._chart(s, now), self.rule_of) for due in plan.due]
+            outgoing += [_held_entry(held, outbox.EMAIL, self.rule_of) for held in plan.held]
             groups += plan.groups
         for channel, settings in self.hooks():
             own = {k: v for k, v in logs.items() if k.startswith(hooks.prefix(channel))}
             plan = grouping.plan(states, own, settings, self.muted, now, hooks.grouper(channel, settings))
-            outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now) for due in plan.due]
-            outgoing += [_held_entry(held, channel) for held in plan.held]
+            outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now, self.rule_of) for due in plan.due]
+            outgoing += [_held_entry(held, channel, self.rule_of) for held in plan.held]
             groups += plan.groups
         if not outgoing and not groups:
             return 0
@@ -125,6 +126,10 @@ class Notifier:
 
             self._reader = Reader(engine=self.engine)
         return self._reader
+
+    def rule_of(self, state: AlertState) -> Rule | None:
+        """The rule ``state`` comes from, as it applies to its target now (its e-mail title and panel)."""
+        return declared(self.settings, state.target, state.rule)
 
     def _chart(self, state: AlertState, now: float) -> bytes | None:
         from app.notify.images import alert_chart
@@ -214,8 +219,8 @@ def _message(item: outbox.Notification, sender: str) -> EmailMessage:
         raise smtp.MailError(f"notification {item.id} cannot be built into a message: {type(exc).__name__}: {exc}") from None
 
 
-def _held_entry(held: Held, channel: str) -> Outgoing:
-    names = ", ".join(dict.fromkeys(message.title(s) for s in held.alerts))
+def _held_entry(held: Held, channel: str, rule_of: message.RuleOf) -> Outgoing:
+    names = ", ".join(dict.fromkeys(message.title(s, rule_of) for s in held.alerts))
     why = "resolved while silenced: nothing is sent" if held.resolved else "held back by a silence or mute window"
     text = f"{names} on {held.label}: {why}"
     alerts = tuple(message.summary_of(s) for s in held.alerts)

@@ -36,6 +36,7 @@ from core.settings import (
 )
 from core.text import markdown, markdown_code, reads_the_same_in_markdown
 from db.results import SeriesPoint, TargetInfo, WindowFigures
+from db.verdicts import StoredVerdict
 
 T = TypeVar("T")
 
@@ -323,6 +324,12 @@ class Context:
         args = (url, v.target, span.end, span.end - span.start, v.model, level_of(span.step_s), self.sweetspot.ttft_p95_slo_s)
         return guard("the window figures", _window, *args)
 
+    def verdicts(self, span: Span) -> list[StoredVerdict]:
+        """The viewed target's stored minute verdicts over the span (guarded, cached): the Overview's
+        history, as the alert evaluator judged it (db/verdicts.py)."""
+        v, url = self.view, self.settings.db_url
+        return guard("the verdicts", _verdicts, url, v.target, span.start, _floor(span.at, 60.0) + 60.0)
+
     def series_drawn(self, span: Span, fields: Sequence[str], minimum: float = 0.0) -> tuple[list[SeriesPoint], charts.Frame]:
         """The series at the span's step (at least ``minimum``), or coarser where the rounds are further
         apart than that step (:func:`data_step`), with the frame it is drawn on."""
@@ -358,6 +365,11 @@ def _window(url: str, target: str, end: float, window_s: float, model: str | Non
             ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
     # the target's effective SLO (its overrides on [sweetspot]): the tile judges by the banner's numbers
     return reader(url).window(target, end, window_s, model=model, level=level, ttft_slo_s=ttft_slo_s)
+
+
+@st.cache_data(ttl=FINE_TTL_S, max_entries=64, show_spinner=False)
+def _verdicts(url: str, target: str, start: float, end: float) -> list[StoredVerdict]:
+    return reader(url).verdicts(target, start, end)
 
 
 def _query_series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,

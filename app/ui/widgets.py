@@ -37,6 +37,7 @@ from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
+from db.verdicts import StoredVerdict, shares
 
 
 def since_text(ts: float | None, now: float, range_start: float) -> str:
@@ -339,3 +340,15 @@ def sparkline_svg(values: Sequence[float | None], color: str = "#1f77b4") -> str
            f'<path d="{"".join(path)}" fill="none" stroke="{color}" stroke-width="1.5" stroke-linecap="round" '
            'stroke-linejoin="round"/></svg>')  # fmt: skip
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
+
+
+def history_text(history: Sequence[StoredVerdict], start: float, end: float) -> str:
+    """The range's minutes as the alert evaluator judged them (stored verdicts): ``Minutes of this
+    range: 82 % in the sweet spot, 12 % outside, 1 % no data, 5 % no verdict stored``."""
+    s = shares(history, start, end)
+    if not s.minutes or s.not_stored == 1.0:
+        return "Minutes of this range: no verdict stored (the collector's alert evaluator judges each minute as it runs)."
+    parts = [f"{percent(s.in_sweet_spot)} in the sweet spot", f"{percent(s.outside)} outside", f"{percent(s.no_data)} no data"]
+    if s.not_stored:
+        parts.append(f"{percent(s.not_stored)} no verdict stored")
+    return "Minutes of this range, as the alert evaluator judged them: " + ", ".join(parts) + "."

@@ -29,11 +29,8 @@ def live() -> None:
     points, frame = ctx.series_drawn(span, OTHERS)
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
     verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules)
-    since = {
-        c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, sweetspot, view.window_s,
-                             figures.ceiling_steps_per_s, ctx.alert_rules)
-        for c in verdict.clauses
-    }  # fmt: skip
+    history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
+    since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
         since.update(state.guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
@@ -43,6 +40,7 @@ def live() -> None:
     widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
     if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
         st.caption(warning.strip())
+    st.caption(widgets.history_text(history, span.start, span.end))
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(

@@ -1,0 +1,94 @@
+"""The sweet-spot verdict of each target and minute, as the alert evaluator judged it (``verdicts``).
+
+One judge: the evaluator (app/alerts/evaluator.py) applies each target's effective rules (the
+defaults, ``[[alerts.rules]]``, per-target overrides and thresholds) and writes one row per target
+per minute, at its first evaluation of that minute; the query views, the digest and the Overview
+read the rows back, and nothing recomputes a verdict from stored figures. A minute without a row
+was not judged (no evaluator ran then, or it is older than the table): readers say
+:data:`NOT_STORED`, never guess.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from db import schema
+
+# A verdict's states (``status`` prints the same words).
+IN_SWEET_SPOT = "in_sweet_spot"
+OUTSIDE = "outside"
+NO_DATA = "no_data"
+STATES = (IN_SWEET_SPOT, OUTSIDE, NO_DATA)
+NOT_STORED = "no verdict stored"
+MINUTE_S = 60
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    """One target's verdict of one minute. ``held``: each rule that held → its value (unscaled; None
+    where the rule has no value, e.g. target_down), in rule order."""
+
+    target: str
+    ts: int  # the minute's start
+    state: str  # IN_SWEET_SPOT, OUTSIDE or NO_DATA
+    evaluated_at: int
+    held: dict[str, float | None] = field(default_factory=dict)
+
+
+def minute_of(at: float) -> int:
+    return int(at) // MINUTE_S * MINUTE_S
+
+
+def _row(v: StoredVerdict) -> dict[str, Any]:
+    return {"target": v.target, "ts": v.ts, "state": v.state, "rules_held": ",".join(v.held),
+            "held_values": json.dumps(v.held), "evaluated_at": v.evaluated_at}  # fmt: skip
+
+
+def write(conn: Connection, verdicts: Sequence[StoredVerdict]) -> None:
+    """Store ``verdicts`` in the caller's transaction; a (target, minute) already stored is replaced
+    (a restart within the minute writes it again, never twice)."""
+    if not verdicts:
+        return
+    t = schema.verdicts
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(t)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[t.c.target, t.c.ts],
+        set_={c: stmt.excluded[c] for c in ("state", "rules_held", "held_values", "evaluated_at")},
+    )
+    conn.execute(stmt, [_row(v) for v in verdicts])
+
+
+def read(conn: Connection, target: str, start: float, end: float) -> list[StoredVerdict]:
+    """``target``'s stored verdicts of the minutes starting in [start, end), oldest first."""
+    t = schema.verdicts
+    stmt = select(t).where(t.c.target == target, t.c.ts >= int(start), t.c.ts < int(end)).order_by(t.c.ts)
+    return [StoredVerdict(r.target, r.ts, r.state, r.evaluated_at, json.loads(r.held_values)) for r in conn.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class Shares:
+    """How a span's minutes were judged, each a share of its minutes (0–1)."""
+
+    minutes: int
+    in_sweet_spot: float
+    outside: float
+    no_data: float
+    not_stored: float  # minutes without a stored verdict
+
+
+def shares(verdicts: Sequence[StoredVerdict], start: float, end: float) -> Shares:
+    """The shares of the minutes starting in [start, end) in each state (``verdicts`` from :func:`read`)."""
+    minutes = len(range(-(-int(start) // MINUTE_S) * MINUTE_S, int(end), MINUTE_S))
+    counts = {s: sum(v.state == s for v in verdicts if start <= v.ts < end) for s in STATES}
+    if not minutes:
+        return Shares(0, 0.0, 0.0, 0.0, 1.0)
+    share = {s: n / minutes for s, n in counts.items()}
+    not_stored = max(0, minutes - sum(counts.values())) / minutes
+    return Shares(minutes, share[IN_SWEET_SPOT], share[OUTSIDE], share[NO_DATA], not_stored)

@@ -1,0 +1,92 @@
+"""An alert e-mail's title and chart come from what its rule declares (``panel``, ``title``), never
+from the rule's name: a custom rule gets the panel it declares, a per-target override its title."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.alerts.rules import DEFAULT_RULES, PANELS
+from app.loader import load_settings
+from app.notify import hooks, images, message
+from app.notify.grouping import Due
+from app.notify.notifier import Notifier
+from db.engine import open_engine
+from db.queries import Reader
+from db.writer import Writer
+from tests.notify_helpers import T0, email_settings, state
+from tests.ui_db import simulated_rounds, target_settings
+
+CONFIG = """
+[[targets]]
+name = "prod-70b"
+vllm_url = "http://127.0.0.1:1/metrics"
+
+[[targets]]
+name = "other"
+vllm_url = "http://127.0.0.1:2/metrics"
+
+[[alerts.rules]]
+name = "ttft_p99_guard"
+expr = "ttft_p99_s"
+op = ">"
+threshold = "6"
+panel = "kv_cache"
+title = "TTFT P99 guard"
+
+[[alerts.rules]]
+name = "ttft_p95_loose"
+expr = "ttft_p95_s"
+op = ">"
+threshold = "9"
+
+[[alerts.rules]]
+name = "preemptions"
+targets = ["prod-70b"]
+title = "work destroyed"
+"""
+
+
+@pytest.fixture
+def notifier(tmp_path, db_url):
+    path = tmp_path / "s.toml"
+    path.write_text(CONFIG)
+    settings = load_settings(path)
+    settings = dataclasses.replace(settings, alerts=dataclasses.replace(
+        settings.alerts, email=email_settings(25).alerts.email), db_url=db_url)  # fmt: skip
+    engine = open_engine(db_url)
+    yield Notifier(engine, settings, lambda: T0)
+    engine.dispose()
+
+
+def test_every_default_rule_declares_a_title_and_a_known_panel():
+    assert all(r.title for r in DEFAULT_RULES)
+    assert {r.panel for r in DEFAULT_RULES} - {""} <= set(PANELS) == set(images._FIELDS)
+
+
+def test_the_subject_uses_the_declared_titles_and_a_target_override(notifier):
+    firing = (state("ttft_p99_guard"), state("preemptions"), state("ttft_p95_loose"))
+    due = Due("g", "prod-70b", ("ops@x",), firing, ())
+    out = message.compose(due, notifier.email, T0, lambda s: None, notifier.rule_of)
+    # declared, overridden for this target only, and a rule without a title named by its name
+    assert out.subject == "[FIRING:3] prod-70b: TTFT P99 guard, work destroyed, ttft p95 loose"
+    other = Due("g", "other", ("ops@x",), (state("preemptions", target="other"),), ())
+    assert message.subject(other, notifier.rule_of) == "[FIRING:1] other: preemptions"
+    hook = hooks.compose(hooks.WEBHOOK, due, "", T0, notifier.rule_of)
+    assert "- TTFT P99 guard (critical) on prod-70b" in hook.body_text
+
+
+def test_a_custom_rule_gets_the_panel_it_declares_and_none_without(notifier):
+    writer = Writer(notifier.engine)
+    writer.register_target(target_settings("prod-70b"))
+    writer.write_rounds(simulated_rounds("prod-70b", T0 - 600, T0, 15.0))
+    reader = Reader(engine=notifier.engine)
+    guard = notifier.rule_of(state("ttft_p99_guard"))
+    assert guard is not None and guard.panel == "kv_cache"
+    spec = images._spec(reader, notifier.settings, state("ttft_p99_guard"), guard.panel, T0)
+    assert spec is not None and "KV-cache usage" in str(spec)
+    # named like the TTFT rule, but it declares no panel: no chart (a name prefix no longer picks one)
+    assert images.alert_chart(reader, notifier.settings, state("ttft_p95_loose"), T0) is None
+    png = images.alert_chart(reader, notifier.settings, state("ttft_p99_guard"), T0)
+    assert png is not None and png.startswith(b"\x89PNG")
