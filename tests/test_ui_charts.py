@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -37,13 +38,47 @@ def test_lines_break_at_gaps_and_share_one_domain():
     assert "SLO 3 s" in spec["title"]
 
 
-def test_ceiling_is_labelled_with_its_inputs():
+def test_ceiling_line_is_named_for_what_it_bounds_with_its_inputs():
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
-    assert charts.ceiling_label(ceiling) == "ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)"
+    assert charts.ceiling_label(ceiling) == "at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))"
     spec = charts.throughput_chart([point(END - 60)], FRAME, ceiling).to_dict()
-    texts = [layer for layer in spec["layer"] if "layer" in layer]
-    assert texts, "the ceiling line carries its label"
-    assert "60–80 % of the ceiling" in spec["title"]
+    labels = [row["label"] for data in spec["datasets"].values() for row in data if "label" in row]
+    assert labels == [charts.ceiling_label(ceiling)], "the ceiling line carries its label"
+    assert "bounds decode steps/s, not tok/s" in spec["title"]
+    # no "% of the ceiling" band: a share of a steps bound in tok/s is no measure of what systems reach
+    assert "%" not in spec["title"] and "efficiency" not in json.dumps(spec)
+    bare = charts.throughput_chart([point(END - 60)], FRAME, None).to_dict()
+    assert bare["title"].endswith("no ceiling: unknown: set targets[].ceiling.weight_gb and tensor_parallel")
+
+
+def roofline_spec(roofline: list[tuple[float, float]], tokens: float = 145.0) -> dict:
+    points = [point(END - 60, running_avg=32.0, tokens_per_s=tokens)]
+    return charts.operating_point_chart(points, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS,
+                                        roofline=roofline).to_dict(validate=True)  # fmt: skip
+
+
+def test_roofline_is_a_labelled_line_on_a_log_axis_when_far_above_the_measurements():
+    spec = roofline_spec([(1.0, 178.5), (32.0, 4563.7)])
+    texts = [row.get("text") for data in spec["datasets"].values() for row in data]
+    assert "roofline (modelled bound): 4,564 at 32" in texts
+    scales = [layer["encoding"]["y"].get("scale") for layer in spec["layer"] if "y" in layer.get("encoding", {})]
+    assert scales[0]["type"] == "log" and scales[0]["domain"] == pytest.approx([85 * 0.8, 4563.7 * 1.25])
+    assert spec["layer"][0]["encoding"]["y"]["title"] == "output tok/s (log scale)"
+    # within 4× the measurements the axis stays linear from 0
+    near = roofline_spec([(1.0, 100.0), (32.0, 400.0)])
+    assert near["layer"][0]["encoding"]["y"]["scale"] == {"domainMin": 0}
+
+
+def test_per_request_chart_draws_both_speeds_and_one_requests_bound():
+    from app.operating_point import request_speeds
+
+    speeds = request_speeds([point(END - 60, running_avg=32.0, tokens_per_s=145.0, itl_p95_s=0.25)])
+    spec = charts.per_request_chart(speeds, 178.54, "t").to_dict(validate=True)
+    rows = [row for data in spec["datasets"].values() for row in data]
+    assert {(r.get("series"), r.get("value")) for r in rows if "series" in r} == {("tok/s ÷ running", 145 / 32),
+                                                                                   ("1 ÷ ITL P95", 4.0)}  # fmt: skip
+    assert "one request: at most 179 tok/s (the roofline at 1)" in {r.get("label") for r in rows}
+    assert charts.per_request_chart(speeds, None, "t").to_dict(validate=True)["layer"][0]["mark"]["type"] == "circle"
 
 
 def test_kv_chart_is_in_percent_with_both_thresholds():

@@ -55,6 +55,9 @@ COLORS: dict[str, str] = {
     "abort": "#ff7f0e",
     "error": "#d62728",
     "rejected (503)": "#7b4173",
+    "roofline": "#e377c2",
+    "tok/s ÷ running": "#2ca02c",
+    "1 ÷ ITL P95": "#1f77b4",
 }
 TIME_FORMAT = "%b %d %H:%M"
 X_AXIS = alt.Axis(format=TIME_FORMAT, labelFlush=True, labelBound=True)  # time labels stay inside the plot
@@ -257,32 +260,28 @@ def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> Any
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
+NO_CEILING = "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
+
+
 def ceiling_label(ceiling: CeilingInfo) -> str:
-    """``ceiling 180 tok/s = 900 GB/s ÷ (40 GB ÷ 8)``: the figure with its inputs."""
+    """``at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))``: what the line bounds,
+    with its inputs. It bounds decode steps per second, drawn against tok/s because the report does."""
     return (
-        f"ceiling {number(ceiling.tokens_per_s)} tok/s = {number(ceiling.bandwidth_gbps)} GB/s ÷ "
-        f"({number(ceiling.weight_gb)} GB ÷ {ceiling.tensor_parallel})"
+        f"at most {number(ceiling.tokens_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"({number(ceiling.weight_gb)} GB ÷ TP {ceiling.tensor_parallel}))"
     )
 
 
-def throughput_chart(
-    points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None, band: tuple[float, float] = (0.6, 0.8)
-) -> AnyChart:
+def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None) -> AnyChart:
+    """Output tok/s against the report's ceiling line. The line bounds decode steps/s (one token per
+    running request each step), so aggregate tok/s passes it as soon as batching works (DOMAIN.md §1)."""
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
-        return _panel(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
-    low, high = band[0] * ceiling.tokens_per_s, band[1] * ceiling.tokens_per_s
-    # The band spans the frame in time too: the panel's zoom sits on its first layer (this one),
-    # and a scale-bound zoom needs a time field to bind to.
-    band_data = pd.DataFrame({"low": [low], "high": [high], "start": [frame.start * 1000], "end": [frame.end * 1000]})
-    shade = (
-        alt.Chart(band_data)
-        .mark_rect(color=COLORS["output tok/s"], opacity=0.12)
-        .encode(x=alt.X("start:T", title=None), x2="end:T", y="low:Q", y2="high:Q")
-    )
-    band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
-    chart = _layer(shade, lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
-    return _panel(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
+        return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling: {NO_CEILING}")
+    chart = _layer(lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
+    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
+             "bounds decode steps/s, not tok/s")
+    return _panel(chart, title)
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -478,19 +477,27 @@ def operating_point_chart(
     marks: Sequence[tuple[float, str]] = (),
     title: str = "",
     slo_s: float | None = None,
+    roofline: Sequence[tuple[float, float]] = (),
 ) -> alt.LayerChart:
     """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
-    a red dashed line. Legends sit under the plot: beside it, a half-page chart cuts them off.
+    a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
+    line; the axis turns logarithmic when it runs far above the measured values (:func:`spread_scale`).
+    Legends sit under the plot: beside it, a half-page chart cuts them off.
     """
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
     data = scatter_rows(points, y_attr)
     y = alt.Y("value:Q", title=y_title)
+    sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
     if slo_s is not None:
-        sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
+    elif roofline:
+        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], [v for _, v in roofline])
+        y = alt.Y("value:Q", title=y_title + note, scale=scale)
+        if note:
+            data = data[data["value"] > 0]  # no zero on a log axis
     dots = (
         alt.Chart(data)
         .mark_circle(size=28, opacity=0.7)
@@ -515,7 +522,79 @@ def operating_point_chart(
     layers.extend(_vmark(at, text) for at, text in marks)
     if slo_s is not None:
         layers.append(_slo_rule(slo_s))
+    if roofline:
+        layers.append(_roofline_layer(roofline, y_title))
     return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+
+
+# Past this ratio of a bound to the largest measured value a linear axis squashes the measurements
+# flat (the reference: a roofline of 4,564 tok/s at 32 against 145 measured): the axis turns log.
+LOG_ABOVE_DATA = 4.0
+
+
+def spread_scale(measured: Iterable[float | None], bound: Iterable[float]) -> tuple[alt.Scale, str]:
+    """The y scale of a chart of ``measured`` values under a modelled ``bound``, and a note for its title:
+    linear from 0 while the bound stays within :data:`LOG_ABOVE_DATA` × the data, else logarithmic
+    over every positive value."""
+    seen = [v for v in measured if v is not None and not math.isnan(v) and v > 0]
+    tops = [v for v in bound if v > 0]
+    top = max([*seen, *tops], default=1.0)
+    if not seen or top <= LOG_ABOVE_DATA * max(seen):
+        return alt.Scale(domainMin=0), ""
+    low = min([*seen, *tops])
+    return alt.Scale(type="log", domain=[low * 0.8, top * 1.25], nice=False), " (log scale)"
+
+
+ROOFLINE_NAME = "roofline (modelled bound)"
+
+
+def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [c for c, _ in roofline], "value": [v for _, v in roofline]})
+    data["label"] = ROOFLINE_NAME
+    base = alt.Chart(data).encode(x="running:Q", y="value:Q")
+    line = base.mark_line(color=COLORS["roofline"], strokeWidth=2).encode(
+        tooltip=["label:N", alt.Tooltip("running:Q", format=".1f"), alt.Tooltip("value:Q", title=y_title, format=",.0f")]
+    )
+    end = data.tail(1).assign(text=f"{ROOFLINE_NAME}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
+    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-6).encode(
+        x="running:Q", y="value:Q", text="text:N"
+    )
+    return _layer(line, label)
+
+
+def per_request_chart(speeds: Sequence[Any], bound: float | None, title: str) -> alt.LayerChart:
+    """Per-request decode speed against concurrency: aggregate tok/s ÷ running and 1 ÷ ITL P95 per step
+    (``speeds``: app.operating_point.RequestSpeed), and one request's bound as a labelled line."""
+    rows = [
+        {"running": s.running, "value": value, "series": name, "time": s.ts * 1000}
+        for s in speeds
+        for name, value in (("tok/s ÷ running", s.per_request_tokens_per_s), ("1 ÷ ITL P95", s.itl_tokens_per_s))
+        if value is not None
+    ]
+    data = pd.DataFrame(rows, columns=["running", "value", "series", "time"])
+    scale, note = spread_scale(data["value"], [bound] if bound else [])
+    names = ["tok/s ÷ running", "1 ÷ ITL P95"]
+    dots = (
+        alt.Chart(data)
+        .mark_circle(size=24, opacity=0.6)
+        .encode(
+            x=alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0)),
+            y=alt.Y("value:Q", title=f"tok/s per request{note}", scale=scale),
+            color=alt.Color("series:N", title=None, scale=alt.Scale(domain=names, range=[COLORS[n] for n in names]),
+                            legend=alt.Legend(orient="bottom", direction="horizontal")),
+            tooltip=[TOOLTIP_TIME, alt.Tooltip("running:Q", format=".1f"), "series:N",
+                     alt.Tooltip("value:Q", title="tok/s per request", format=".3~f")],
+        )
+    )  # fmt: skip
+    layers: list[Any] = [dots]
+    if bound:
+        label = f"one request: at most {number(bound)} tok/s (the roofline at 1)"
+        rule = pd.DataFrame({"value": [bound], "label": [label]})
+        base = alt.Chart(rule)
+        layers.append(base.mark_rule(color=COLORS["roofline"], strokeWidth=2).encode(y="value:Q", tooltip="label:N"))
+        layers.append(base.mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-4).encode(
+            x=alt.value("width"), y="value:Q", text="label:N"))  # fmt: skip
+    return _layer(*layers).properties(height=300, title=title)
 
 
 def _slo_rule(slo_s: float) -> alt.Chart:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.formatting import MISSING, number, with_unit
-from app.ui.charts import ENGINE_UUID
+from app.ui.charts import ENGINE_UUID, NO_CEILING
 from db.results import GpuFigures, GpuPoint, SeriesPoint, WindowFigures
 
 MFU_HINT = "start vLLM ≥ 0.33 with --enable-mfu-metrics to compare"
@@ -50,9 +50,9 @@ def ceiling_check_text(f: WindowFigures) -> str:
     """The ceiling's provenance with the engine's own traffic: does "weights once per step" hold?"""
     c = f.ceiling
     if c is None:
-        return "No ceiling known (set targets[].ceiling)."
+        return f"No ceiling: {NO_CEILING}."
     share = c.weight_gb / max(c.tensor_parallel, 1)
-    head = (f"Ceiling {number(c.tokens_per_s)} tok/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
+    head = (f"The report's ceiling, at most {number(c.tokens_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
             f"÷ {number(share)} GB of weights per GPU: it assumes each decode step reads that share once.")
     if f.engine_bw_gbps is None:
         return f"{head} Engine-side traffic: {MISSING} ({MFU_HINT})."

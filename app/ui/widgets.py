@@ -16,7 +16,7 @@ from html import escape
 import streamlit as st
 
 from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
-from app.ui.charts import Frame, bridges
+from app.ui.charts import NO_CEILING, Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
@@ -45,16 +45,15 @@ UNDER_LOADED = 0.8
 def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
     """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
 
-    ``under-loaded: 10 running of 16, no queue: room for more traffic (49 % of the ceiling)``.
+    ``under-loaded: 10 running of 16, no queue: room for more traffic``.
     """
     if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
     running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
-    share = f" ({percent(f.efficiency)} of the ceiling)" if f.efficiency is not None else ""
     if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
         queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
-        return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?{share}"
-    return f"under-loaded: {running}, no queue: room for more traffic{share}"
+        return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?"
+    return f"under-loaded: {running}, no queue: room for more traffic"
 
 
 def engine_note(f: WindowFigures) -> str:
@@ -130,19 +129,28 @@ def held_in(f: WindowFigures, name: str) -> str:
     return f" vLLM's histogram puts it in the bucket ({bucket[0]:g}, {bucket[1]:g}] s; a client timing the same requests measures its own figure."
 
 
+# The report's share, named as its definition: the ceiling bounds decode steps/s, not tok/s (DOMAIN.md §1).
+REPORT_SHARE = "the report's % of ceiling (tok/s ÷ steps/s bound)"
+TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's ceiling, bandwidth ÷ (weights ÷ TP), "
+               "bounds decode steps per second; each step yields a token per running request, so tok/s passes it "
+               "as soon as batching works. How well the GPUs' bandwidth is used is MBU (docs/ceiling.md).")
+
+
 def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = f"ceiling {number(f.ceiling_tokens_per_s)} tok/s"
+    ceiling = f"no ceiling: {NO_CEILING}"
+    if f.ceiling_tokens_per_s is not None:
+        ceiling = f"at most {number(f.ceiling_tokens_per_s)} steps/s: the report's ceiling"
     if f.efficiency is not None:
-        ceiling = f"{percent(f.efficiency)} of {ceiling}"
+        ceiling = f"{percent(f.efficiency)}: {REPORT_SHARE} · {ceiling}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
         Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s", "95th percentile time to first token." + held_in(f, "ttft_p95_s")),
-        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; efficiency = tok/s ÷ ceiling."),
+        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),

@@ -30,7 +30,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "why": ["; ".join(r.state.reasons) for r in rows],
         # spelled here, as every other page spells them: a missing figure reads "—", never "None"
         "tok/s": [number(x.tokens_per_s) for x in f],
-        "of ceiling": [percent(x.efficiency) for x in f],
+        "report's % of ceiling": [percent(x.efficiency) for x in f],
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
@@ -50,12 +50,13 @@ def live() -> None:
     st.dataframe(_table(rows), hide_index=True, width="stretch", column_config={
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
         "running": col.TextColumn(help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
+        "report's % of ceiling": col.TextColumn(help=widgets.REPORT_SHARE + ": the ceiling bounds decode steps/s"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip
     st.subheader("Per model")
     st.dataframe([{
         "model": m.model, "targets": m.targets, "outside or down": m.outside, "tok/s": number(m.tokens_per_s),
-        "ceiling tok/s": number(m.ceiling_tokens_per_s), "worst TTFT P95": with_unit(m.ttft_p95_s_worst, "s"),
+        "ceiling steps/s": number(m.ceiling_tokens_per_s), "worst TTFT P95": with_unit(m.ttft_p95_s_worst, "s"),
         "preemptions": number(m.preemptions), "running": number(m.running),
     } for m in by_model(rows)], hide_index=True, width="stretch")  # fmt: skip
 
