@@ -199,3 +199,75 @@ def request_speeds(points: Iterable[SeriesPoint]) -> list[RequestSpeed]:
         if per_request is not None or itl is not None:
             out.append(RequestSpeed(p.ts, p.running_avg, per_request, itl))
     return out
+
+
+# --- What the page shows ----------------------------------------------------------------------------
+
+NO_ROOFLINE = (
+    "No roofline: this target has no ceiling inputs. Set targets[].ceiling.weight_gb and tensor_parallel "
+    "(and bandwidth_gbps where no NVML reading gives the peak) to draw it; kv_bytes_per_token where vLLM's "
+    "cache_config_info does not give it."
+)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The roofline of one target over a range: the curve, the measured levels against it, its inputs."""
+
+    curve: list[tuple[float, float]]
+    gaps: list[RooflineGap]
+    single_request_tokens_per_s: float
+    inputs: str
+
+    def text(self) -> str:
+        """What the page says of it: the gap as a ratio, or that no measured level was there to judge."""
+        gap = gap_text(self.gaps)
+        return (gap[0].upper() + gap[1:] + ".") if gap else "No measured step with running requests in this range."
+
+    def caption(self) -> str:
+        return (f"Pink line: the roofline, the most aggregate decode tok/s each concurrency c allows if every step "
+                f"read at peak bandwidth: {self.inputs} (mean context over the range, from the request-length "
+                "histograms). Compute bounds it too at large batch and in prefill.")  # fmt: skip
+
+
+def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],
+             up_to: float) -> Roofline | None:  # fmt: skip
+    """The roofline of ``model`` from 1 to ``up_to`` running requests with the measured ``points`` against
+    it; None without a model (no ceiling inputs: :data:`NO_ROOFLINE` says which setting adds it)."""
+    if model is None:
+        return None
+    return Roofline(
+        curve=roofline_curve(model, mean_context, up_to),
+        gaps=roofline_gaps(model, mean_context, measured_levels(points)),
+        single_request_tokens_per_s=model.single_request_tokens_per_s(mean_context),
+        inputs=roofline_inputs_text(model, mean_context),
+    )
+
+
+def concurrency_reach(points: Iterable[SeriesPoint], levels: Iterable[tuple[float, object, object]],
+                      marks: Iterable[tuple[float, str]]) -> float:  # fmt: skip
+    """The largest concurrency the page's chart shows: measured running, a level, or a mark."""
+    seen = [p.running_avg for p in points if p.running_avg is not None]
+    return max([*seen, *(c for c, *_ in levels), *(at for at, _ in marks), 1.0])
+
+
+def per_request_text(speeds: Sequence[RequestSpeed], bound: float | None) -> str:
+    """``One request decodes at most 179 tok/s (the roofline at 1); measured: 4.5 tok/s per request at 32
+    running (tok/s ÷ running), 4 tok/s at the slow end (1 ÷ ITL P95)``: the busiest concurrency's medians."""
+    head = (f"One request decodes at most {number(bound)} tok/s (the roofline at 1)" if bound
+            else "No single-request bound (no ceiling inputs)")  # fmt: skip
+    if not speeds:
+        return head + "."
+    counts: dict[int, list[RequestSpeed]] = {}
+    for s in speeds:
+        counts.setdefault(round(s.running), []).append(s)
+    at, busiest = max(counts.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    per = _median([s.per_request_tokens_per_s for s in busiest])
+    itl = _median([s.itl_tokens_per_s for s in busiest])
+    return (f"{head}; measured at {at} running: {number(per)} tok/s per request (tok/s ÷ running), "
+            f"{number(itl)} tok/s at the slow end (1 ÷ ITL P95).")
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    seen = sorted(v for v in values if v is not None)
+    return seen[len(seen) // 2] if seen else None

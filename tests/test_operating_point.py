@@ -1,13 +1,17 @@
 import pytest
 
 from app.operating_point import (
+    NO_ROOFLINE,
     REFERENCE_LEVELS,
     Level,
     RequestSpeed,
+    concurrency_reach,
     find_knee,
     gap_text,
     measured_levels,
+    per_request_text,
     request_speeds,
+    roofline,
     roofline_curve,
     roofline_gaps,
     roofline_inputs_text,
@@ -89,3 +93,24 @@ def test_per_request_speed_is_tok_s_over_running_and_one_over_itl():
                              point(END, running_avg=0.0), point(END + 60, running_avg=8.0, tokens_per_s=None, itl_p95_s=None)])  # fmt: skip
     assert speeds == [RequestSpeed(END - 60, 32.0, 145.0 / 32, 4.0)]
     assert REFERENCE_MODEL.single_request_tokens_per_s(1000.0) == pytest.approx(178.537, rel=1e-5)
+
+
+def test_the_pages_roofline_says_the_gap_and_its_inputs_or_which_setting_adds_it():
+    points = [point(END - 60 * i, running_avg=32.0, tokens_per_s=145.0) for i in range(3)]
+    roof = roofline(REFERENCE_MODEL, 1000.0, points, up_to=concurrency_reach(points, REFERENCE_LEVELS, [(16.0, "x")]))
+    assert roof is not None and roof.curve[-1] == (32.0, pytest.approx(4563.66, rel=1e-5))
+    assert roof.text() == ("The engine delivers 3 % of the roofline at 32: the rest goes to compute, communication "
+                           "and scheduling.")  # fmt: skip
+    assert "c × 900 GB/s ÷ (40 GB ÷ TP 8 + c × 1,000 tokens × 327,680 B ÷ TP 8)" in roof.caption()
+    assert roof.single_request_tokens_per_s == pytest.approx(178.537, rel=1e-5)
+    assert roofline(None, 1000.0, points, 32.0) is None
+    assert "targets[].ceiling.weight_gb and tensor_parallel" in NO_ROOFLINE
+
+
+def test_per_request_text_reads_the_busiest_concurrency_against_one_requests_bound():
+    speeds = request_speeds([point(END - 60 * i, running_avg=32.0, tokens_per_s=144.0, itl_p95_s=0.25) for i in range(3)]
+                            + [point(END + 60, running_avg=8.0, tokens_per_s=85.0, itl_p95_s=0.1)])  # fmt: skip
+    assert per_request_text(speeds, 178.537) == ("One request decodes at most 179 tok/s (the roofline at 1); measured at 32 "
+                                                 "running: 4.5 tok/s per request (tok/s ÷ running), 4 tok/s at the slow end "
+                                                 "(1 ÷ ITL P95).")  # fmt: skip
+    assert per_request_text([], None) == "No single-request bound (no ceiling inputs)."
