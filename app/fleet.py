@@ -63,7 +63,7 @@ class ModelAggregate:
     targets: int
     outside: int  # targets outside the sweet spot or down
     tokens_per_s: float | None
-    ceiling_tokens_per_s: float | None
+    mbu_lowest: float | None  # the lowest MBU among the targets (0–1; each target's best source)
     ttft_p95_s_worst: float | None
     preemptions: float | None
     running: float | None
@@ -86,7 +86,7 @@ def target_state(
 def fleet(
     reader: Any, sweetspot: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None
 ) -> list[FleetRow]:
-    """Every stored target, worst first (state, then critical before warning, then lowest efficiency).
+    """Every stored target, worst first (state, then critical before warning, then lowest MBU).
 
     With ``settings``, each target is judged as the banner, ``status`` and the alert evaluator judge
     it: its effective thresholds (``targets[].sweetspot``) and rule set (``[[alerts.rules]]``).
@@ -110,9 +110,8 @@ def _recent(columns: dict[str, list[Any]], since: float) -> list[SeriesPoint]:
 
 
 def _worst_first(row: FleetRow) -> tuple[int, bool, float, str]:
-    efficiency = row.figures.efficiency
-    return (STATE_ORDER[row.state.state], not row.state.critical,
-            efficiency if efficiency is not None else math.inf, row.name)  # fmt: skip
+    mbu = row.figures.mbu
+    return (STATE_ORDER[row.state.state], not row.state.critical, mbu if mbu is not None else math.inf, row.name)
 
 
 def by_model(rows: Iterable[FleetRow]) -> list[ModelAggregate]:
@@ -132,7 +131,7 @@ def _aggregate(model: str, rows: list[FleetRow]) -> ModelAggregate:
         targets=len(rows),
         outside=sum(r.state.state in (OUTSIDE, DOWN) for r in rows),
         tokens_per_s=_sum(f.tokens_per_s for f in figs),
-        ceiling_tokens_per_s=_sum(f.ceiling_tokens_per_s for f in figs),
+        mbu_lowest=min((f.mbu for f in figs if f.mbu is not None), default=None),
         ttft_p95_s_worst=max((f.ttft_p95_s for f in figs if f.ttft_p95_s is not None), default=None),
         preemptions=_sum(f.preemptions for f in figs),
         running=_sum(f.running_avg for f in figs),
@@ -159,12 +158,12 @@ def names_form(info: TargetInfo) -> str | None:
 
 
 # -- the terminal table (status --all) -----------------------------------------------------------------
-def rows_json(rows: Iterable[FleetRow]) -> list[dict[str, Any]]:
+def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, Any]]:
     """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
-    from app.commands.status import figures_json
+    from app.commands.status import figures_json, not_evaluated
 
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
-             "discovered_by": r.discovered_by} for r in rows]  # fmt: skip
+             "not_evaluated": not_evaluated(settings, r.figures), "discovered_by": r.discovered_by} for r in rows]  # fmt: skip
 
 
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
@@ -175,21 +174,21 @@ def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = 
 
 def table(rows: Sequence[FleetRow]) -> str:
     """One line per target, worst first, then one per model (what the Fleet page shows)."""
-    head = f"{'target':28} {'state':18} {'tok/s':>7} {'ceiling':>7} {'TTFT P95':>8} {'preempt':>7} {'running':>7} {'queue':>5} {'KV':>5}  reasons"
+    head = f"{'target':28} {'state':18} {'tok/s':>7} {'MBU':>5} {'TTFT P95':>8} {'preempt':>7} {'running':>7} {'queue':>5} {'KV':>5}  reasons"
     lines = [head]
     for r in rows:
         f = r.figures
         lines.append(
-            f"{visible(r.name, 28):28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.ceiling_tokens_per_s, digits=0):>7} "
+            f"{visible(r.name, 28):28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.mbu, 100, 0, '%'):>5} "
             f"{_cell(f.ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
             f"{_cell(f.queue_depth_max, digits=0):>5} {_cell(f.kv_cache_usage_max, 100, 0, '%'):>5}  {'; '.join(r.state.reasons)}"
         )
     models = by_model(rows)
     if models:
         lines.append("")
-        lines.append(f"{'model':28} {'targets':>7} {'outside':>7} {'tok/s':>8} {'ceiling':>8} {'worst TTFT P95':>14} {'preempt':>7}")
+        lines.append(f"{'model':28} {'targets':>7} {'outside':>7} {'tok/s':>8} {'low MBU':>8} {'worst TTFT P95':>14} {'preempt':>7}")
         for m in models:
             lines.append(f"{visible(m.model, 28):28} {m.targets:>7} {m.outside:>7} {_cell(m.tokens_per_s):>8} "
-                         f"{_cell(m.ceiling_tokens_per_s, digits=0):>8} {_cell(m.ttft_p95_s_worst, digits=2, unit=' s'):>14} "
+                         f"{_cell(m.mbu_lowest, 100, 0, '%'):>8} {_cell(m.ttft_p95_s_worst, digits=2, unit=' s'):>14} "
                          f"{_cell(m.preemptions, digits=0):>7}")  # fmt: skip
     return terminal("\n".join(lines))

@@ -6,6 +6,12 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+from core.settings import NO_CEILING
+
+if TYPE_CHECKING:
+    from db.results import CeilingInfo
 
 MISSING = "—"  # a figure that is None (the state "no data" is app.alerts.model.NO_DATA)
 
@@ -114,3 +120,24 @@ def series_limit_warning(dropped: int, limit: int | None) -> str | None:
         return None
     return (f"{dropped:,} series over max_series = {limit:,} were dropped: only the page's first {limit:,} "
             "model × engine label sets are stored. Raise targets[].max_series if they are all wanted.")  # fmt: skip
+
+
+def mbu_text(mbu: float | None, source: str | None, missing: str = "unknown (no bandwidth source)") -> str:
+    """``MBU 23 % (measured, NVML GPM)``: the figure always with where it came from."""
+    if mbu is None or not source:
+        return f"MBU {missing}"
+    return f"MBU {percent(mbu)} ({mbu_source_text(source)})"
+
+
+def mbu_source_text(source: str | None) -> str:
+    """``measured (NVML GPM)`` (core.mbu's name) as a sentence reads it: ``measured, NVML GPM``."""
+    return (source or "").replace(" (", ", ").removesuffix(")")
+
+
+def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None) -> str:
+    """``at most 180 steps/s (the report's ceiling: 40 GB ÷ TP 8 at 900 GB/s, config)``, or the line
+    that says which inputs to set."""
+    if steps_per_s is None or ceiling is None:
+        return NO_CEILING
+    return (f"at most {number(steps_per_s)} steps/s (the report's ceiling: {ceiling.weight_gb:g} GB ÷ TP "
+            f"{ceiling.tensor_parallel} at {number(ceiling.bandwidth_gbps)} GB/s, {ceiling.bandwidth_source})")

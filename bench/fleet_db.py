@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, literal, select
 
 from bench.synth import rounds
-from core.settings import CeilingSettings, Settings, TargetSettings
+from core.settings import REFERENCE_CEILING, Settings, TargetSettings
 from db import schema
 from db.engine import open_engine
 from db.rollup import apply_retention, rollup
@@ -35,7 +35,7 @@ def build(db_url: str, targets: int, days: float, now: float, recent_s: float = 
     t0 = time.perf_counter()
     engine = open_engine(db_url)
     writer = Writer(engine)
-    writer.register_target(TargetSettings(name=name(0), ceiling=CeilingSettings(bandwidth_gbps=900.0)))
+    writer.register_target(TargetSettings(name=name(0), ceiling=REFERENCE_CEILING))  # the ceiling is configured, never borrowed
     start, recent = now - days * DAY, now - recent_s
     writer.write_rounds(rounds(name(0), start, recent, interval=60.0, seed=1))
     writer.write_rounds(rounds(name(0), recent, now, interval=5.0, seed=2))

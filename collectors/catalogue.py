@@ -95,6 +95,11 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("queue_time", "histogram", "seconds", "sum", ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"), "time spent waiting in the engine's queue", quantiles=((0.95, "queue_time_p95_s"),)),
     _S("prefill_time", "histogram", "seconds", "sum", ("vllm:request_prefill_time_seconds",), "time spent in prefill (TTFT ≈ input processing + queue + prefill)", quantiles=((0.95, "prefill_time_p95_s"),)),
     _S("tpot", "histogram", "seconds", "sum", ("vllm:request_time_per_output_token_seconds", "sglang:request_time_per_output_token_seconds"), "each finished request's mean time per output token", quantiles=((0.95, "tpot_p95_s"),)),
+    # the decode step model's inputs (core/mbu.py): the count of tokens per engine step is the engine's
+    # steps (a histogram despite its name); the request-length histograms' sum ÷ count the mean lengths
+    _S("iteration_tokens", "histogram", "tokens", "sum", ("vllm:iteration_tokens_total",), "tokens per engine step (a histogram despite its name): its count's rate is the engine's steps/s"),
+    _S("request_prompt_tokens", "histogram", "tokens", "sum", ("vllm:request_prompt_tokens",), "prompt tokens of each finished request (sum ÷ count: the mean prompt)"),
+    _S("request_generation_tokens", "histogram", "tokens", "sum", ("vllm:request_generation_tokens",), "output tokens of each finished request (sum ÷ count: the mean output)"),
     # info: labels carry the values
     _S("cache_config", "info", "labels", "first", ("vllm:cache_config_info",), "cache configuration (num_gpu_blocks, block_size, ...)"),
     _S("lora_requests", "info", "labels", "first", ("vllm:lora_requests_info",), "LoRA adapters running and waiting (the newest sample: its value is a timestamp)"),

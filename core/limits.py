@@ -65,13 +65,14 @@ _THRESHOLDS = {  # [sweetspot] and each target's [targets.sweetspot] overrides
     "concurrency": Limit(1, 1_000_000),
     "kv_warning": _FRACTION,
     "kv_critical": _FRACTION,
-    "min_efficiency": Limit(0, 1),
+    "min_mbu": Limit(0, 1),
     "queue_growth_s": _seconds(0, DAY, above=False),
 }
 _CEILING = {
     "weight_gb": Limit(0, 100_000, above=True),
     "tensor_parallel": Limit(1, 4096),
     "bandwidth_gbps": Limit(0, 1_000_000, above=True),
+    "kv_bytes_per_token": Limit(0, 1e9, above=True),
 }
 
 LIMITS: dict[str, Limit] = {

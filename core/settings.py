@@ -141,13 +141,31 @@ class GpuSettings:
 
 @dataclass(frozen=True)
 class CeilingSettings:
-    """Inputs of the bandwidth ceiling: ceiling tok/s = bandwidth per GPU ÷ (weight bytes ÷ TP)."""
+    """Inputs of the decode step model (core/mbu.py, docs/ceiling.md): the report's ceiling bounds decode
+    steps/s at bandwidth per GPU ÷ (weight bytes ÷ TP). No defaults: a target without weight_gb and
+    tensor_parallel has no ceiling, no step model and no modelled MBU (never the reference's borrowed)."""
 
-    weight_gb: float = _setting(40.0, "model weight size in GB (70B at 4 bit ≈ 40)")
-    tensor_parallel: int = _setting(8, "tensor-parallel size (GPUs the weights are split over)")
+    weight_gb: float | None = _setting(None, "model weight size in GB (70B at 4 bit ≈ 40); unset = no ceiling")
+    tensor_parallel: int | None = _setting(None, "tensor-parallel size (GPUs the weights are split over); unset = no ceiling")
     bandwidth_gbps: float | None = _setting(
-        None, "peak memory bandwidth per GPU in GB/s; unset = from NVML, else 900 (V100)"
+        None, "peak memory bandwidth per GPU in GB/s; unset = NVML's formula on the target's GPUs, else none"
     )
+    kv_bytes_per_token: float | None = _setting(
+        None, "KV-cache bytes one token of context holds, all layers and GPUs; unset = from vLLM's cache_config_info"
+    )
+
+    @property
+    def has_inputs(self) -> bool:
+        """Whether the step model's inputs are there (weights and TP; bandwidth may come from NVML)."""
+        return self.weight_gb is not None and self.tensor_parallel is not None
+
+
+# The reference deployment's inputs (DOMAIN.md §1): 70B at 4 bit over TP 8 on V100s; KV of a 70B Llama:
+# 80 layers × 8 KV heads × 128 dims × 2 (K and V) × 2 bytes. Only the demo configures them.
+REFERENCE_CEILING = CeilingSettings(weight_gb=40.0, tensor_parallel=8, bandwidth_gbps=900.0,
+                                    kv_bytes_per_token=80 * 8 * 128 * 2 * 2)
+# What a figure needing the ceiling says when the target's inputs are missing (status, the hints).
+NO_CEILING = "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
 
 
 @dataclass(frozen=True)
@@ -199,7 +217,7 @@ class SweetSpotSettings:
     concurrency: int = _setting(16, "sweet-spot concurrency: running requests above it leave the sweet spot")
     kv_warning: float = _setting(0.9, "KV-cache usage (0–1) that raises a warning")
     kv_critical: float = _setting(0.98, "KV-cache usage (0–1) that is critical (preemption imminent)")
-    min_efficiency: float = _setting(0.6, "tok/s under this fraction of the ceiling while requests queue")
+    min_mbu: float = _setting(0.3, "model bandwidth utilisation (0–1) under this while requests queue leaves the sweet spot")
     queue_growth_s: float = _setting(180.0, "gateway queue growing for this long leaves the sweet spot", kind="duration")
 
 
@@ -214,7 +232,7 @@ class SweetSpotOverrides:
     concurrency: int | None = _setting(None, "this target's sweet-spot concurrency")
     kv_warning: float | None = _setting(None, "this target's KV-cache warning level (0–1)")
     kv_critical: float | None = _setting(None, "this target's KV-cache critical level (0–1)")
-    min_efficiency: float | None = _setting(None, "this target's minimum efficiency while requests queue")
+    min_mbu: float | None = _setting(None, "this target's minimum MBU (0–1) while requests queue")
     queue_growth_s: float | None = _setting(None, "this target's queue-growth span", kind="duration")
 
 
@@ -539,6 +557,14 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
 
 
+# Settings no longer read: key → the one line that says what replaced it.
+_MIN_EFFICIENCY = ("no longer read: it judged output tok/s against the ceiling, a bound on decode steps/s; "
+                   "set {prefix}min_mbu instead (0–1, default 0.3: the rule judges model bandwidth utilisation, docs/ceiling.md)")
+REMOVED: dict[type, dict[str, str]] = {
+    SweetSpotSettings: {"min_efficiency": _MIN_EFFICIENCY},
+    SweetSpotOverrides: {"min_efficiency": _MIN_EFFICIENCY},
+}
+
 # Other spellings of a table's keys, as users of other tools type them: alias → field.
 ALIASES: dict[type, dict[str, str]] = {
     RuleSettings: {"for": "for_s", "keep_firing_for": "keep_firing_for_s"},  # Prometheus' names
@@ -549,6 +575,9 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str = "") -> Any:
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("kind") != INTERNAL}
     data = _resolve_aliases(data, ALIASES.get(cls, {}), prefix)
+    for key, why in REMOVED.get(cls, {}).items():
+        if key in data:
+            raise ConfigError(f"{prefix}{key}: {why.format(prefix=prefix)}")
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"unknown setting {prefix}{unknown[0]}{_suggestion(unknown[0], [*fields, *ALIASES.get(cls, {})])} "

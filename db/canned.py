@@ -72,9 +72,9 @@ ORDER BY ttft_p95_s DESC, ts LIMIT :limit""",
         "tokens_by_concurrency",
         "What tok/s did we get at each concurrency?",
         f"""SELECT target, concurrency, COUNT(*) AS minutes, AVG(tokens_per_s) AS tokens_per_s_avg,
-  MIN(tokens_per_s) AS tokens_per_s_min, MAX(tokens_per_s) AS tokens_per_s_max, AVG(ceiling) AS ceiling_tokens_per_s
+  MIN(tokens_per_s) AS tokens_per_s_min, MAX(tokens_per_s) AS tokens_per_s_max, AVG(mbu_pct) AS mbu_pct_avg
 FROM (SELECT target, ts, CAST(FLOOR(SUM(running_avg) + 0.5) AS INTEGER) AS concurrency,
-        SUM(tokens_per_s) AS tokens_per_s, MAX(ceiling_tokens_per_s) AS ceiling
+        SUM(tokens_per_s) AS tokens_per_s, MAX(mbu_pct) AS mbu_pct
       FROM minutes WHERE {WINDOW} AND running_avg IS NOT NULL GROUP BY target, ts) m
 GROUP BY target, concurrency ORDER BY target, concurrency""",
         (TARGET, START_30D, END),
@@ -136,7 +136,7 @@ GROUP BY target, day ORDER BY target, day""",
         "recent_minutes",
         "The last hour, minute by minute",
         f"""SELECT target, model, time, tokens_per_s, ttft_p95_s, running_avg, waiting_max, queue_depth_max,
-  kv_cache_usage_max, preemptions, efficiency, in_sweet_spot
+  kv_cache_usage_max, preemptions, steps_per_s, mbu_pct, mbu_source, in_sweet_spot
 FROM minutes WHERE {WINDOW} ORDER BY target, model, ts""",
         (TARGET, START_1H, END),
     ),

@@ -1,58 +1,95 @@
-"""The bandwidth ceiling (DOMAIN.md §1) and where its bandwidth figure came from.
+"""The report's ceiling of a stored target and where its inputs came from (docs/ceiling.md).
 
-ceiling_tok_s = bandwidth_gbps ÷ (weight_gb ÷ tensor_parallel): every decode step reads each GPU's
-share of the weights once. Bandwidth per GPU: the configured value ("config"), else the lowest NVML
-peak stored for the target's GPUs ("nvml-formula": bus width × max memory clock × 2 ÷ 8, wrong for
-some memory types, hence the config override), else 900 GB/s ("default (V100 reference)").
-Reference: 40 GB, TP 8, 900 GB/s → 180 tok/s.
+The ceiling bounds decode STEPS per second: bandwidth per GPU ÷ (weight_gb ÷ tensor_parallel)
+(core/mbu.py). Only a target configured with weight_gb and tensor_parallel has one: nothing is
+borrowed from the reference deployment. Bandwidth per GPU: the configured value ("config"), else the
+lowest NVML peak stored for the target's GPUs ("nvml-formula": bus width × max memory clock × 2 ÷ 8,
+wrong for some memory types, hence the config override), else none (no ceiling). KV bytes per token:
+vLLM's ``cache_config_info`` (kv_cache_memory_bytes ÷ its blocks' tokens × TP), else the configured value.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, func, select
 
+from core.mbu import kv_bytes_per_token
 from db import schema
 from db.results import CeilingInfo
 
-DEFAULT_BANDWIDTH_GBPS = 900.0
-DEFAULT_SOURCE = "default (V100 reference)"
-
 
 def compute_ceiling(
-    weight_gb: float, tensor_parallel: int, bandwidth_gbps: float | None = None, nvml_peak_gbps: float | None = None
-) -> CeilingInfo:
-    """The ceiling in output tokens/s with its inputs; config bandwidth wins over NVML, NVML over 900."""
+    weight_gb: float | None, tensor_parallel: int | None, bandwidth_gbps: float | None = None,
+    nvml_peak_gbps: float | None = None, kv: tuple[float | None, str | None] = (None, None),
+) -> CeilingInfo | None:  # fmt: skip
+    """The ceiling in decode steps/s with its inputs; config bandwidth wins over NVML; None without
+    weights, TP or any bandwidth. ``kv``: (KV bytes per token, its source)."""
+    if weight_gb is None or not tensor_parallel or weight_gb <= 0:
+        return None
     if bandwidth_gbps is not None:
         bw, source = bandwidth_gbps, "config"
     elif nvml_peak_gbps is not None:
         bw, source = nvml_peak_gbps, "nvml-formula"
     else:
-        bw, source = DEFAULT_BANDWIDTH_GBPS, DEFAULT_SOURCE
+        return None
     per_gpu_gb = weight_gb / max(tensor_parallel, 1)
     return CeilingInfo(
-        tokens_per_s=bw / per_gpu_gb,
+        steps_per_s=bw / per_gpu_gb,
         weight_gb=weight_gb,
         tensor_parallel=tensor_parallel,
         bandwidth_gbps=bw,
         bandwidth_source=source,
+        kv_bytes_per_token=kv[0],
+        kv_source=kv[1],
     )
 
 
-def target_ceiling(conn: Connection, target_id: int) -> CeilingInfo | None:
-    """The stored target's ceiling; None when its ceiling inputs were never registered."""
-    t = schema.targets
-    row = conn.execute(
-        select(t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps).where(t.c.id == target_id)
-    ).first()
-    if row is None or row.weight_gb is None or not row.tensor_parallel:
+def _kv(cache_config: str | None, configured: float | None, tensor_parallel: int | None) -> tuple[float | None, str | None]:
+    """KV bytes per token: the engine's cache_config_info labels first, else the configured value."""
+    try:
+        labels = json.loads(cache_config) if cache_config else {}
+    except ValueError:
+        labels = {}
+    if isinstance(labels, dict) and tensor_parallel:
+        blocks = _number(labels.get("num_gpu_blocks"))
+        tokens = _number(labels.get("kv_cache_size_tokens"))
+        found = kv_bytes_per_token(_number(labels.get("kv_cache_memory_bytes")),
+                                   blocks if tokens is None else tokens,
+                                   _number(labels.get("block_size")) if tokens is None else 1.0, tensor_parallel)  # fmt: skip
+        if found is not None:
+            return found, "cache_config_info"
+    return (configured, "config") if configured is not None else (None, None)
+
+
+def _number(text: object) -> float | None:
+    try:
+        return float(text) if isinstance(text, (str, int, float)) else None
+    except ValueError:
         return None
-    g = schema.gpus
+
+
+def ceilings(conn: Connection, target_ids: Sequence[int] | None = None) -> dict[int, CeilingInfo | None]:
+    """The stored targets' ceilings (``target_ids`` None: every target); None where inputs are missing."""
+    t, g = schema.targets, schema.gpus
     # Only NVML's own figure counts here: a peak a GPU row carries from configuration is the
-    # configured value, which the row above already holds.
-    # The slowest GPU bounds a tensor-parallel step, hence the minimum.
-    peak = conn.execute(
-        select(func.min(g.c.peak_bw_gbps)).where(
-            g.c.target_id == target_id, g.c.peak_bw_gbps.is_not(None), g.c.peak_bw_source == "nvml-formula"
-        )
-    ).scalar()
-    return compute_ceiling(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, peak)
+    # configured value, which the target row already holds. The slowest GPU bounds a
+    # tensor-parallel step, hence the minimum.
+    peaks_stmt = (select(g.c.target_id, func.min(g.c.peak_bw_gbps))
+                  .where(g.c.peak_bw_gbps.is_not(None), g.c.peak_bw_source == "nvml-formula").group_by(g.c.target_id))  # fmt: skip
+    rows_stmt = select(t.c.id, t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps, t.c.kv_bytes_per_token, t.c.cache_config)
+    if target_ids is not None:
+        peaks_stmt = peaks_stmt.where(g.c.target_id.in_(list(target_ids)))
+        rows_stmt = rows_stmt.where(t.c.id.in_(list(target_ids)))
+    peaks = dict(conn.execute(peaks_stmt).all())
+    return {
+        row.id: compute_ceiling(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, peaks.get(row.id),
+                                _kv(row.cache_config, row.kv_bytes_per_token, row.tensor_parallel))  # fmt: skip
+        for row in conn.execute(rows_stmt)
+    }
+
+
+def target_ceiling(conn: Connection, target_id: int) -> CeilingInfo | None:
+    """The stored target's ceiling; None when its inputs were never given (or no bandwidth is known)."""
+    return ceilings(conn, [target_id]).get(target_id)

@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 
 from collectors.catalogue import CATALOGUE
+from core.settings import NO_CEILING
 from db import derived
 
 # rate: a counter's increase ÷ the time the rounds cover; quantile: a histogram's, every model's
@@ -80,8 +81,22 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("up", "record", rows="target", scale=None, label="target up"),
     Figure("last_scrape_at", "record", rows="target", scale=None, label="last scrape"),
     _C("tokens_per_s", unit="tok/s", label="output tokens", help="output tokens per second"),
-    Figure("ceiling_tokens_per_s", "record", unit="tok/s", label="ceiling", help="bandwidth ceiling (tok/s)"),
-    Figure("efficiency", "record", unit="%", scale=100.0, label="efficiency", help="tokens_per_s ÷ ceiling (0–1)"),
+    Figure("ceiling_steps_per_s", "record", unit="steps/s", label="ceiling",
+           help="the report's ceiling: at most this many decode steps/s (bandwidth ÷ weights per GPU)", hint=NO_CEILING),
+    Figure("ceiling_share", "record", unit="%", scale=100.0, label="the report's % of ceiling",
+           help="the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (0–1; not an efficiency)", hint=NO_CEILING),
+    Figure("mbu", "record", unit="%", scale=100.0, label="MBU",
+           help="model bandwidth utilisation (0–1), best source first: measured, engine estimate, modelled"),
+    Figure("steps_per_s", "rate", ("iteration_tokens", "covered_ms"), unit="steps/s", label="engine steps",
+           help="engine steps (decode steps) per second: rate of vllm:iteration_tokens_total_count",
+           hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count"),
+    Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running"),
+           unit="tok/s", label="decode tok/s per request", help="tokens_per_s ÷ running_avg: each request's decode speed",
+           fn=derived.decode_tok_s_per_request),
+    Figure("mean_context_tokens", "derived", ("request_prompt_tokens", "request_generation_tokens"), unit="tokens",
+           label="mean context", help="mean prompt + half the mean output of finished requests (tokens)",
+           hint="vLLM's request-length histograms (request_prompt_tokens, request_generation_tokens)",
+           fn=derived.mean_context_tokens),
     _C("prompt_tokens_per_s", unit="tok/s", label="prompt tokens", help="prompt tokens per second"),
     _C("requests_per_s", unit="req/s", label="finished requests", help="finished requests per second"),
     _C("ttft_p50_s", unit="s", label="TTFT P50", help="TTFT P50 (s)"),
@@ -121,6 +136,14 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("spec_decode_acceptance_rate", "ratio", ("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
            unit="%", scale=100.0, label="spec-decode acceptance", hint=_SPEC),
     # not among status's lines
+    Figure("mbu_measured", "record", unit="%", scale=100.0,
+           help="MBU measured by the GPUs (NVML GPM or DCGM DRAM active), averaged over the target's GPUs (0–1)"),
+    Figure("mbu_engine", "record", unit="%", scale=100.0,
+           help="MBU from vLLM's byte counters per GPU ÷ peak bandwidth (0–1; --enable-mfu-metrics)"),
+    Figure("mbu_modelled", "record", unit="%", scale=100.0,
+           help="MBU of the step model: steps/s × bytes per step ÷ peak bandwidth (0–1)"),
+    Figure("mbu_source", "record", scale=0.0),
+    Figure("step_bound_breach", "record", scale=0.0),
     Figure("scrapes", "record", rows="target", help="scrapes in the window"),
     Figure("failed_scrapes", "record", rows="target", help="failed scrapes in the window"),
     _C("admission_rejections_per_s", unit="req/s",
@@ -150,6 +173,8 @@ def _catalogue_rows(presented: tuple[Figure, ...]) -> tuple[Figure, ...]:
 
 
 FIGURES: tuple[Figure, ...] = (*_PRESENTED, *_catalogue_rows(_PRESENTED))
+# Record figures a series step carries too: computed per step after the pipeline (db/queries.py).
+SERIES_RECORDS = frozenset({"mbu"})
 BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
 # Catalogue metrics that feed no figure, and why they may be missing.
 _UNREAD_HINTS = {"requests_swapped": "V0 engine only: expected on V1", "lora_requests": "LoRA off"}

@@ -16,9 +16,10 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import pipeline, schema
-from db.ceiling import compute_ceiling
+from db.ceiling import ceilings
 from db.engine import storage_error
-from db.results import CeilingInfo, WindowFigures
+from db.queries import gpu_figures_of
+from db.results import WindowFigures
 
 
 def last_round_at(engine: Engine) -> float | None:
@@ -41,7 +42,7 @@ def last_round_at(engine: Engine) -> float | None:
 
 @dataclass(frozen=True)
 class FleetFigures:
-    """One target's window (as ``Reader.window`` without GPUs) and its series steps (``fields`` only)."""
+    """One target's window (as ``Reader.window``) and its series steps (``fields`` only)."""
 
     window: WindowFigures
     series: dict[str, list[Any]]  # as Reader.series_columns: "ts" and every SeriesPoint field → list
@@ -60,18 +61,6 @@ def _last_scrapes(conn: Connection, end: float) -> dict[int, Any]:
 
     stmt = select(t.c.id, newest(s.c.ts).label("ts"), newest(s.c.up).label("up"), newest(s.c.error).label("error"))
     return {row.id: row for row in conn.execute(stmt) if row.ts is not None}
-
-
-def _ceilings(conn: Connection) -> dict[int, CeilingInfo | None]:
-    t, g = schema.targets, schema.gpus
-    peaks = dict(conn.execute(
-        select(g.c.target_id, func.min(g.c.peak_bw_gbps))
-        .where(g.c.peak_bw_gbps.is_not(None), g.c.peak_bw_source == "nvml-formula").group_by(g.c.target_id)).all())  # fmt: skip
-    out: dict[int, CeilingInfo | None] = {}
-    for row in conn.execute(select(t.c.id, t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps)):
-        usable = row.weight_gb is not None and row.tensor_parallel
-        out[row.id] = compute_ceiling(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, peaks.get(row.id)) if usable else None
-    return out
 
 
 def fleet_figures(
@@ -102,13 +91,17 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
     step = max(1, int(s_step))
     s_lo, s_hi = int(s_start) // step * step, int(math.ceil(s_end))
     steps = pipeline.figures(conn, models, (s_lo, s_hi, step), pipeline.level_for_step(step), frozenset(fields))
-    last, ceilings = _last_scrapes(conn, end), _ceilings(conn)
+    last, targets_ceiling = _last_scrapes(conn, end), ceilings(conn)
+    # every target's GPUs in one read: their bandwidth share is the measured MBU of each window
+    g = schema.gpus
+    gpu_rows = list(conn.execute(select(g).order_by(g.c.target_id, g.c.gpu_index, g.c.uuid)))
+    gpus = gpu_figures_of(conn, gpu_rows, lo, hi, pipeline.window_level(window_s))
     out = {}
     for tid, name in names.items():
         row = next(r for r in targets if r.id == tid)
         # the sleep state is one index look-up per target, at the window's last raw row
         sleep = pipeline.sleep_state_at(conn, models[tid], lo, hi) if models[tid] else None
-        window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), ceilings.get(tid), (),
+        window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), targets_ceiling.get(tid), gpus.get(tid, ()),
                                row.engine, sleep)  # fmt: skip
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
         points: dict[str, list[Any]] = {"ts": ts, **pipeline.columns(steps[tid])}

@@ -379,6 +379,28 @@ def _series_limit(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} INTEGER"))
 
 
+def _kv_bytes_per_token(conn: Connection) -> None:
+    # The configured KV bytes per token of a target (targets[].ceiling.kv_bytes_per_token), the step
+    # model's input when vLLM's cache_config_info does not give it. A fresh database got it from 0001.
+    if "kv_bytes_per_token" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN kv_bytes_per_token FLOAT"))
+
+
+def _min_mbu(conn: Connection) -> None:
+    # The efficiency rule judges MBU against sweetspot.min_mbu now, not tok/s against the ceiling (a
+    # bound on decode steps/s) with min_efficiency: the stored thresholds' column follows, at the new
+    # default until the collector writes the configured ones at its start. The views read it and show
+    # the new figures (mbu_pct, steps_per_s): dropped here, made again by the standing step.
+    from core.settings import SweetSpotSettings
+    from db.query_views import drop_views
+
+    drop_views(conn)
+    have = _columns(conn, "sweetspot_thresholds")
+    if "min_efficiency" in have and "min_mbu" not in have:
+        conn.execute(text("ALTER TABLE sweetspot_thresholds RENAME COLUMN min_efficiency TO min_mbu"))
+        conn.execute(text("UPDATE sweetspot_thresholds SET min_mbu = :v"), {"v": SweetSpotSettings().min_mbu})
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -396,6 +418,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0014_masked_query_tokens", _masked_query_tokens),
     ("0015_series_limit", _series_limit),
     ("0016_notification_channel", _notification_channel),
+    ("0017_kv_bytes_per_token", _kv_bytes_per_token),
+    ("0018_min_mbu", _min_mbu),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

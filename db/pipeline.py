@@ -17,11 +17,11 @@ import numpy as np
 from sqlalchemy import Connection
 
 from collectors.catalogue import FINISHED_BY_REASON, sleep_state
-from db import aggregate, sources
+from db import aggregate, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import holding_buckets, quantile_matrix
 from db.results import CeilingInfo, GpuFigures, WindowFigures
-from db.schema import COUNTERS
+from db.schema import COUNTERS, GAUGES, HISTOGRAMS
 from db.sources import RAW
 
 RAW_WINDOW_MAX_S = 6 * 3600
@@ -44,9 +44,30 @@ _UNBLANKED = frozenset(f.name for f in FIGURES if f.rows == "target")  # shown e
 # a gauge averaged over the step is reduced as its column's ``_avg``; a ratio's fallback gauge too
 _REDUCED = {f.name: f.column.removesuffix("_sum") + "_avg" if f.compute == "gauge_avg" else f.column for f in _GAUGES}
 _FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
+
+
+
+def _scalar_inputs(f: Any) -> tuple[str, ...]:
+    """The summed columns a rate or derived row reads: a counter itself, a histogram's ``_count`` and
+    ``_sum`` (steps/s is the rate of a histogram's count), a gauge's step sum (averaged by ``n``)."""
+    out: list[str] = []
+    for key in f.inputs:
+        if key in HISTOGRAMS:
+            out += [f"{key}_count", f"{key}_sum"] if f.compute == "derived" else [f"{key}_count"]
+        elif key in GAUGES and f.compute == "derived":
+            out.append(f"{key}_sum")
+        else:
+            out.append(key)
+    return tuple(out)
+
+
+_HIST_SCALARS = tuple(dict.fromkeys(c for f in _MODEL_ROWS if f.compute in ("rate", "derived")
+                                    for c in _scalar_inputs(f) if c.rsplit("_", 1)[0] in HISTOGRAMS))  # fmt: skip
+_DERIVED_GAUGES = tuple(dict.fromkeys(c for f in _DERIVED for c in _scalar_inputs(f) if c.removesuffix("_sum") in GAUGES))
 _SCALAR_SPEC = {
-    "sum": [*COUNTERS, "covered_ms"],
-    "avg": [f.column for f in _GAUGES if f.compute == "gauge_avg"] + [f"{f.fallback}_sum" for f in _RATIOS if f.fallback],
+    "sum": [*COUNTERS, *_HIST_SCALARS, "covered_ms"],
+    "avg": list(dict.fromkeys([f.column for f in _GAUGES if f.compute == "gauge_avg"] + list(_DERIVED_GAUGES)
+                              + [f"{f.fallback}_sum" for f in _RATIOS if f.fallback])),
     "max": [f.column for f in _GAUGES if f.compute == "gauge_max"],
 }
 # reduced columns whose per-model values describe the server, not a share of it: the largest model's
@@ -55,7 +76,9 @@ _MAX_ACROSS_MODELS = frozenset(
 )
 _NEEDED_BY: dict[str, set[str]] = {col: set() for cols in _SCALAR_SPEC.values() for col in cols}
 for _f in _MODEL_ROWS:
-    for _col in (*_f.inputs, *([_f.column] if _f in _GAUGES else []), *([f"{_f.fallback}_sum"] if _f.fallback else [])):
+    _cols = (*_f.inputs, *_scalar_inputs(_f), *([_f.column] if _f in _GAUGES else []),
+             *([f"{_f.fallback}_sum"] if _f.fallback else []))
+    for _col in _cols:
         if _col in _NEEDED_BY:
             _NEEDED_BY[_col].add(_f.name)
 # every figure the pipeline can compute (what a window asks for)
@@ -161,8 +184,9 @@ def _rates(f: dict[str, np.ndarray], step_s: float) -> None:
     with np.errstate(invalid="ignore"):
         seconds = np.where(covered > 0, covered / 1000.0, step_s)
     for fig in _RATES:
-        if fig.inputs[0] in f:
-            f[fig.name] = f[fig.inputs[0]] / seconds
+        counted = _scalar_inputs(fig)[0]  # a counter, or a histogram's count (steps/s)
+        if counted in f:
+            f[fig.name] = f[counted] / seconds
 
 
 def step_of(rows: list[Any], start: int, step: int) -> np.ndarray:
@@ -297,10 +321,13 @@ def window_from(
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
     engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
     # a window gives the preemptions' count, not their rate, and scrapes rather than a share of them
-    point = {k: v[0] for k, v in columns(f).items() if k in _WINDOW_FIELDS}
+    point: dict[str, Any] = {k: v[0] for k, v in columns(f).items() if k in _WINDOW_FIELDS}
     rejections = point["admission_rejections_per_s"]
     tok = point["tokens_per_s"]
-    ceiling_tok = ceiling.tokens_per_s if ceiling else None
+    bound = ceiling.steps_per_s if ceiling else None
+    peak = mbu_figures.peak_gbps(ceiling, gpus)
+    share = mbu_figures.gpu_share_pct(gpus)
+    mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.measured_source(gpus))
     return WindowFigures(
         target=target,
         model=model,
@@ -309,8 +336,8 @@ def window_from(
         end=float(end),
         **point,
         ttft_p95_in_inf_bucket=bool(f.get("ttft_p95_s_inf", [False])[0]) and point["ttft_p95_s"] is not None,
-        ceiling_tokens_per_s=ceiling_tok,
-        efficiency=None if tok is None or not ceiling_tok else tok / ceiling_tok,
+        ceiling_steps_per_s=bound,
+        ceiling_share=None if tok is None or not bound else tok / bound,
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
@@ -324,6 +351,7 @@ def window_from(
         requests_finished_per_s_by_reason={r: point[f"{k}_per_s"] for r, k in FINISHED_BY_REASON.items()
                                            if point[f"{k}_per_s"] is not None},
         quantile_buckets=_holding(f),
+        **mbu,
     )
 
 

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.catalogue import name_versions
-from db import aggregate, schema, sources
+from db import aggregate, mbu_figures, schema, sources
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
 from db.pipeline import (
@@ -104,7 +104,7 @@ class Reader:
 
         ``level`` forces 0 (raw), 60 or 3600 as :meth:`series` does: a past range's figures from the
         rollups its charts read (its raw rows may be gone); ``up`` then comes from the rollups' rounds.
-        ``gpus=False`` leaves ``gpus`` empty and skips their reads (the alert evaluator has no GPU rule).
+        ``gpus=False`` leaves ``gpus`` empty and skips their reads (and so the measured MBU).
         """
         return self._run("reading a window", _window, target, end, window_s, model, level, gpus)
 
@@ -256,13 +256,45 @@ def _series_columns(
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], **{k: [] for k in POINT_KEYS}}
+        return {"ts": [], "mbu": [], **{k: [] for k in POINT_KEYS}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
-    want = None if fields is None else frozenset(fields)
+    with_mbu = fields is None or "mbu" in fields
+    want = None if fields is None else frozenset(fields) | (MBU_INPUTS if with_mbu else frozenset())
     level = level_for_step(step) if level is None else level
     f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
-    cols = columns(f)
+    cols: dict[str, list[Any]] = columns(f)
+    if with_mbu:
+        cols["mbu"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
+
+
+# the series figures a step's MBU reads (db/mbu_figures.py)
+MBU_INPUTS = frozenset({"steps_per_s", "running_avg", "mean_context_tokens", "engine_read_bytes_per_s",
+                        "engine_write_bytes_per_s"})  # fmt: skip
+
+
+def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], span: tuple[int, int, int],
+                level: int) -> list[float | None]:  # fmt: skip
+    """Each step's MBU, best source first: the GPUs' bandwidth share of the step, the engine's byte
+    counters, the step model."""
+    lo, hi, step = span
+    ceiling, gpus = target_ceiling(conn, target_id), _gpu_rows(conn, target_id)
+    steps = len(cols["running_avg"])
+    shares: list[float | None] = [None] * steps
+    source = mbu_figures.MEASURED_BY_NAME[{g.dram_bw_source for g in gpus} == {"dcgm"}]
+    if gpus:
+        red, groups = _gpu_grid(conn, gpus, lo, hi, step, level)
+        grid = red.avgs["dram_bw_util_pct_avg"].reshape(groups, len(gpus))
+        for i in range(min(groups, steps)):
+            read = grid[i][~np.isnan(grid[i])]
+            shares[i] = float(read.mean()) if read.size else None
+    peaks = [g.peak_bw_gbps for g in gpus if g.peak_bw_gbps]
+    peak = ceiling.bandwidth_gbps if ceiling is not None else (min(peaks) if peaks else None)
+    out = []
+    for i in range(steps):
+        point = {k: cols[k][i] for k in MBU_INPUTS}
+        out.append(mbu_figures.mbu_of(point, ceiling, peak, shares[i], source)["mbu"])
+    return out
 
 
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:
@@ -317,16 +349,20 @@ def _bw_gbps(pct: float | None, peak: float | None) -> float | None:
 
 
 def _gpu_figures(conn: Connection, target_id: int, lo: int, hi: int, level: int) -> tuple[GpuFigures, ...]:
-    gpus = _gpu_rows(conn, target_id)
+    return gpu_figures_of(conn, _gpu_rows(conn, target_id), lo, hi, level).get(target_id, ())
+
+
+def gpu_figures_of(conn: Connection, gpus: list[Any], lo: int, hi: int, level: int) -> dict[int, tuple[GpuFigures, ...]]:
+    """The window's figures of ``gpus`` (rows of ``gpus``, of one target or many: one read), by target id."""
     if not gpus:
-        return ()
+        return {}
     red, _ = _gpu_grid(conn, gpus, lo, hi, hi - lo, level)
-    out = []
+    out: dict[int, list[GpuFigures]] = {}
     for i, g in enumerate(gpus):
         if red.n[i] == 0:
             continue
         avg = {f: _none(red.avgs[f"{f}_avg"][i]) for f in schema.GPU_FIELDS}
-        out.append(
+        out.setdefault(g.target_id, []).append(
             GpuFigures(
                 uuid=g.uuid,
                 index=g.gpu_index,
@@ -344,7 +380,7 @@ def _gpu_figures(conn: Connection, target_id: int, lo: int, hi: int, level: int)
                 temperature_c_max=_none(red.maxes["temperature_c_max"][i]),
             )
         )
-    return tuple(out)
+    return {tid: tuple(figs) for tid, figs in out.items()}
 
 
 def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, inspect, text
 
-from db.ceiling import DEFAULT_BANDWIDTH_GBPS
+from core import mbu
 from db.query_functions import SCHEMA
 
 
@@ -76,8 +76,11 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("gpu_memory_used_gb", "GB (10⁹ B)", "GPU memory used, summed over the target's GPUs (averages)"),
         Col("dram_bw_gbps", "GB/s", "DRAM bandwidth, summed over the target's GPUs (NULL: no bandwidth source)"),
         Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
-        Col("ceiling_tokens_per_s", "tok/s", "the target's bandwidth ceiling (DOMAIN.md §1)"),
-        Col("efficiency", "fraction", "tokens_per_s ÷ ceiling_tokens_per_s"),
+        Col("steps_per_s", "steps/s", "engine (decode) steps per second: vllm:iteration_tokens_total's count"),
+        Col("mbu_pct", "% of peak", "model bandwidth utilisation, best source first (NULL: no source; docs/ceiling.md)"),
+        Col("mbu_source", "", "where mbu_pct came from: measured (NVML GPM or DCGM), engine estimate, modelled"),
+        Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: at most this many decode steps/s (NULL: no inputs)"),
+        Col("ceiling_share", "fraction", "the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (not an efficiency)"),
         Col(
             "in_sweet_spot",
             "1/0/NULL",
@@ -126,12 +129,13 @@ VIEWS: tuple[View, ...] = (
             Col("gpus", "", "GPUs seen"),
             Col("weight_gb", "GB", "model weight size (ceiling input)"),
             Col("tensor_parallel", "GPUs", "tensor-parallel size (ceiling input)"),
-            Col("bandwidth_gbps", "GB/s", "bandwidth per GPU the ceiling uses (config, else NVML, else 900)"),
-            Col("ceiling_tokens_per_s", "tok/s", "bandwidth ÷ (weight ÷ TP)"),
+            Col("bandwidth_gbps", "GB/s", "peak bandwidth per GPU the ceiling uses (config, else NVML's formula; NULL: none)"),
+            Col("kv_bytes_per_token", "bytes", "configured KV-cache bytes per token of context (the step model's)"),
+            Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: bandwidth ÷ (weight ÷ TP), a bound on decode steps/s"),
             Col("ttft_p95_slo_s", "s", "TTFT P95 above this breaks the sweet spot"),
             Col("concurrency", "requests", "running requests (avg) above this break it"),
             Col("kv_warning", "fraction 0–1", "KV-cache usage at or above this breaks it"),
-            Col("min_efficiency", "fraction", "tok/s under this × ceiling while requests wait breaks it"),
+            Col("min_mbu", "fraction 0–1", "MBU under this while requests wait breaks it"),
             *_at("thresholds_updated", "when the collector last wrote the thresholds"),
         ),
     ),
@@ -235,10 +239,10 @@ def _real(expr: str) -> str:
 
 
 def _bandwidth(t: str) -> str:
-    # db/ceiling.py: configured bandwidth, else the slowest NVML peak, else the V100 default
+    # db/ceiling.py: configured bandwidth, else the slowest NVML peak, else none (NULL: no ceiling)
     return (
         f"COALESCE({t}.bandwidth_gbps, (SELECT MIN(g.peak_bw_gbps) FROM gpus g WHERE g.target_id = {t}.id"
-        f" AND g.peak_bw_gbps IS NOT NULL AND g.peak_bw_source = 'nvml-formula'), {DEFAULT_BANDWIDTH_GBPS!r})"
+        f" AND g.peak_bw_gbps IS NOT NULL AND g.peak_bw_source = 'nvml-formula'))"
     )
 
 
@@ -259,19 +263,40 @@ def _target_info() -> str:
  (SELECT COUNT(*) FROM gpus g WHERE g.target_id = t.id) AS gpus,
  t.weight_gb, t.tensor_parallel,
  {_bandwidth("t")} AS bandwidth_gbps,
- {_ceiling("t")} AS ceiling_tokens_per_s,
- th.ttft_p95_slo_s, th.concurrency, th.kv_warning, th.min_efficiency,
+ t.kv_bytes_per_token,
+ {_ceiling("t")} AS ceiling_steps_per_s,
+ th.ttft_p95_slo_s, th.concurrency, th.kv_warning, th.min_mbu,
  th.updated_at AS thresholds_updated_at, iso_time(th.updated_at) AS thresholds_updated_time
 FROM targets t {_THRESHOLDS}"""
 
 
 # One row per target, computed once per query (the GROUP BY keeps SQLite from copying its
 # subqueries into every minute row): name, ceiling, model count and the thresholds in effect.
-_PER_TARGET = f"""SELECT t.id, t.name, {_ceiling("t")} AS ceiling,
+_PER_TARGET = f"""SELECT t.id, t.name, {_ceiling("t")} AS ceiling, {_bandwidth("t")} AS peak_gbps,
+ CASE WHEN t.weight_gb > 0 AND t.tensor_parallel > 0 THEN t.weight_gb * 1000000000 / t.tensor_parallel END AS weight_bytes,
+ t.kv_bytes_per_token / t.tensor_parallel AS kv_bytes,
+ (SELECT CASE WHEN MIN(g.dram_bw_source) = 'dcgm' AND MAX(g.dram_bw_source) = 'dcgm' THEN '{mbu.MEASURED_DCGM}'
+   ELSE '{mbu.MEASURED_GPM}' END FROM gpus g WHERE g.target_id = t.id) AS measured_source,
  (SELECT COUNT(*) FROM models cm WHERE cm.target_id = t.id) AS models,
  th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
- th.kv_warning AS th_kv, th.min_efficiency AS th_efficiency
+ th.kv_warning AS th_kv, th.min_mbu AS th_mbu
 FROM targets t {_THRESHOLDS} GROUP BY t.id, th.target"""
+
+
+def _mbu_sql() -> tuple[str, str]:
+    """MBU in % of peak and its source, best first (db/mbu_figures.py; the step model of core/mbu.py
+    with the configured KV bytes per token): the GPUs' share, the engine's bytes, the model."""
+    engine = ("CASE WHEN b.peak_gbps > 0 AND COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0) > 0"
+              " THEN (COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0)) / b.covered_s"
+              " / (b.peak_gbps * 1000000000) * 100 END")
+    context = ("b.request_prompt_tokens_sum / NULLIF(b.request_prompt_tokens_count, 0)"
+               " + b.request_generation_tokens_sum / NULLIF(b.request_generation_tokens_count, 0) / 2")
+    modelled = (f"b.iteration_tokens_count / b.covered_s * (b.weight_bytes + COALESCE(b.running_avg * ({context})"
+                " * b.kv_bytes, 0)) / (b.peak_gbps * 1000000000) * 100")
+    value = f"COALESCE(b.dram_bw_pct, {engine}, {modelled})"
+    source = (f"CASE WHEN b.dram_bw_pct IS NOT NULL THEN b.measured_source WHEN ({engine}) IS NOT NULL THEN "
+              f"'{mbu.ENGINE}' WHEN ({modelled}) IS NOT NULL THEN '{mbu.MODELLED}' END")
+    return value, source
 
 
 def _figures_sql(step: int) -> str:
@@ -299,21 +324,26 @@ def _figures_sql(step: int) -> str:
  (SELECT SUM(gr.memory_used_bytes_sum / gr.samples) / 1000000000 {gpu}) AS gpu_memory_used_gb,
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
- r.ttft_p95_s, tx.ceiling AS ceiling_tokens_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_efficiency,
+ r.ttft_p95_s, tx.ceiling AS ceiling_steps_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_mbu,
+ tx.peak_gbps, tx.weight_bytes, tx.kv_bytes, tx.measured_source, r.engine_read_bytes, r.engine_write_bytes,
+ r.iteration_tokens_count, r.request_prompt_tokens_sum, r.request_prompt_tokens_count,
+ r.request_generation_tokens_sum, r.request_generation_tokens_count,
  {layouts}
 FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN ({_PER_TARGET}) tx ON tx.id = m.target_id
 LEFT JOIN target_rollups tr ON tr.target_id = m.target_id AND tr.step = r.step AND tr.ts = r.ts
 {joins}
 WHERE r.step = {step}"""
+    mbu_pct, mbu_source = _mbu_sql()
     figures = f"""SELECT b.target, b.model, b.ts, iso_time(b.ts) AS time, b.samples, b.covered_s,
  b.generation_tokens / b.covered_s AS tokens_per_s, b.prompt_tokens / b.covered_s AS prompt_tokens_per_s,
  b.request_success AS requests_finished, b.request_success / b.covered_s AS requests_per_s,
  b.preemptions, b.running_avg, b.running_max, b.waiting_avg, b.waiting_max, b.queue_depth_max,
  b.kv_cache_usage_max,
  {quantiles},
- b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct, b.ceiling_tokens_per_s,
- b.generation_tokens / b.covered_s / b.ceiling_tokens_per_s AS efficiency,
- b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_efficiency,
+ b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct,
+ b.iteration_tokens_count / b.covered_s AS steps_per_s, {mbu_pct} AS mbu_pct, {mbu_source} AS mbu_source,
+ b.ceiling_steps_per_s, b.generation_tokens / b.covered_s / b.ceiling_steps_per_s AS ceiling_share,
+ b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_mbu,
  CASE WHEN COALESCE(b.waiting_max, 0) > COALESCE(b.queue_depth_max, 0) THEN COALESCE(b.waiting_max, 0)
    ELSE COALESCE(b.queue_depth_max, 0) END AS queued,
  b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
@@ -327,8 +357,8 @@ FROM ({base}) b"""
             "COALESCE(f.running_avg, f.running_max) > f.th_concurrency",
             "f.kv_cache_usage_max >= f.th_kv",
             not_serving,
-            f"(f.tokens_per_s IS NOT NULL AND f.ceiling_tokens_per_s > 0 AND f.queued > 0"
-            f" AND NOT COALESCE({not_serving}, FALSE) AND f.tokens_per_s < f.th_efficiency * f.ceiling_tokens_per_s)",
+            f"(f.mbu_pct IS NOT NULL AND f.queued > 0"
+            f" AND NOT COALESCE({not_serving}, FALSE) AND f.mbu_pct < 100 * f.th_mbu)",
         )
     )
     verdict = (

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.mbu import StepBoundBreach, StepModel
+
 
 @dataclass(frozen=True)
 class SweepLevel:
@@ -45,13 +47,21 @@ class SweepRun:
 
 @dataclass(frozen=True)
 class CeilingInfo:
-    """The bandwidth ceiling and its provenance: ceiling = bandwidth_gbps ÷ (weight_gb ÷ tensor_parallel)."""
+    """The report's ceiling and its provenance: a bound on decode STEPS per second,
+    ``steps_per_s = bandwidth_gbps ÷ (weight_gb ÷ tensor_parallel)`` (core/mbu.py, docs/ceiling.md).
+    Only a target given weight_gb and tensor_parallel, with a bandwidth from config or NVML, has one."""
 
-    tokens_per_s: float
+    steps_per_s: float
     weight_gb: float
     tensor_parallel: int
     bandwidth_gbps: float
-    bandwidth_source: str  # "config", "nvml-formula" or "default (V100 reference)"
+    bandwidth_source: str  # "config" or "nvml-formula"
+    kv_bytes_per_token: float | None = None  # all layers and GPUs; None: unknown (the weights only)
+    kv_source: str | None = None  # "cache_config_info", "config" or None
+
+    def model(self) -> StepModel:
+        """The target's decode step model (bytes per step, MBU, the roofline)."""
+        return StepModel(self.weight_gb, self.tensor_parallel, self.bandwidth_gbps, self.kv_bytes_per_token)
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,12 @@ class EngineFigures:
     queue_time_p95_s: float | None = None  # TTFT ≈ input processing + queue + prefill
     prefill_time_p95_s: float | None = None
     tpot_p95_s: float | None = None  # per-request mean time per output token
+    # the decode step model's inputs and MBU (core/mbu.py, docs/ceiling.md)
+    steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
+    mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
+    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ running_avg
+    # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
+    mbu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -127,8 +143,8 @@ class WindowFigures(EngineFigures):
     waiting_max: float | None
     queue_depth_max: float | None
     kv_cache_usage_max: float | None  # 0–1
-    ceiling_tokens_per_s: float | None
-    efficiency: float | None  # tokens_per_s ÷ ceiling, 0–1
+    ceiling_steps_per_s: float | None  # the report's ceiling: a bound on decode steps/s
+    ceiling_share: float | None  # tokens_per_s ÷ ceiling_steps_per_s: "the report's % of ceiling", not efficiency
     ceiling: CeilingInfo | None
     gpus: tuple[GpuFigures, ...]
     last_scrape_at: float | None
@@ -143,6 +159,12 @@ class WindowFigures(EngineFigures):
     # The histogram bucket (lower, upper] holding each quantile ("ttft_p95_s" → (0.25, 0.5)): the
     # engine's buckets are all the server side knows; a client's own figure may differ within it.
     quantile_buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    mbu_source: str | None = None  # one of core.mbu.MBU_SOURCES; None: no source
+    mbu_measured: float | None = None  # the GPUs' own DRAM bandwidth share (GPM or DCGM), averaged
+    mbu_engine: float | None = None  # vLLM's byte counters per GPU ÷ peak (--enable-mfu-metrics)
+    mbu_modelled: float | None = None  # steps/s × bytes per step ÷ peak (the target's step model)
+    # the measured step rate above the ceiling's bound: its inputs are wrong (core.mbu.check_step_bound)
+    step_bound_breach: StepBoundBreach | None = None
 
 
 @dataclass(frozen=True)

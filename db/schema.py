@@ -85,6 +85,7 @@ targets = Table(
     Column("weight_gb", Float),
     Column("tensor_parallel", Integer),
     Column("bandwidth_gbps", Float),
+    Column("kv_bytes_per_token", Float),  # configured (0017_kv_bytes_per_token); NULL: from cache_config_info or unknown
     Column("metric_names_used", Text),  # JSON object, last successful scrape
     Column("missing_metrics", Text),  # JSON list, last successful scrape
     Column("cache_config", Text),  # JSON object
@@ -412,7 +413,7 @@ sweetspot_thresholds = Table(
     Column("concurrency", Float, nullable=False),
     Column("kv_warning", Float, nullable=False),
     Column("kv_critical", Float, nullable=False),
-    Column("min_efficiency", Float, nullable=False),
+    Column("min_mbu", Float, nullable=False),  # 0018_min_mbu (was min_efficiency)
     Column("queue_growth_s", Float, nullable=False),
     Column("updated_at", Integer, nullable=False),
 )

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from core.settings import SweetSpotSettings
 
 EVERY_TARGET = "*"
-FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_efficiency", "queue_growth_s")
+FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_mbu", "queue_growth_s")
 
 
 def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSettings]], now: float | None = None) -> int:

@@ -84,6 +84,7 @@ class Writer:
             "weight_gb": target.ceiling.weight_gb,
             "tensor_parallel": target.ceiling.tensor_parallel,
             "bandwidth_gbps": target.ceiling.bandwidth_gbps,
+            "kv_bytes_per_token": target.ceiling.kv_bytes_per_token,
         }
         try:
             with self.engine.begin() as conn:

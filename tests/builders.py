@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from core.mbu import MEASURED_DCGM
 from db.results import CeilingInfo, SeriesPoint, WindowFigures
 
 END = 1_800_000_000.0
-CEILING = CeilingInfo(180.0, 40.0, 8, 900.0, "default (V100 reference)")
+CEILING = CeilingInfo(180.0, 40.0, 8, 900.0, "config", 327680.0, "config")
 
 
 def window(**changes: Any) -> WindowFigures:
@@ -18,9 +19,9 @@ def window(**changes: Any) -> WindowFigures:
         ttft_p50_s=0.9, ttft_p95_s=2.1, ttft_p99_s=2.7, ttft_p95_in_inf_bucket=False,
         itl_p95_s=0.09, e2e_p95_s=40.0, tokens_per_s=126.0, prompt_tokens_per_s=400.0,
         preemptions=0.0, requests_per_s=0.4, running_avg=15.5, running_max=16.0, waiting_max=0.0,
-        queue_depth_max=2.0, kv_cache_usage_max=0.6, ceiling_tokens_per_s=180.0, efficiency=0.7,
+        queue_depth_max=2.0, kv_cache_usage_max=0.6, ceiling_steps_per_s=180.0, ceiling_share=0.7,
         ceiling=CEILING, gpus=(), last_scrape_at=END - 2, up=True, last_error=None,
-        scrapes=60, failed_scrapes=0,
+        scrapes=60, failed_scrapes=0, mbu=0.55, mbu_source=MEASURED_DCGM, mbu_measured=0.55,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)
 

@@ -29,7 +29,7 @@ BAD = {
     "kv_cache": {"kv_cache_usage_max": 0.93},
     "concurrency": {"running_avg": 24.0, "running_max": 30.0},
     "queue_growing": {"queue_depth_max": 19.0},
-    "efficiency": {"tokens_per_s": 80.0, "efficiency": 0.44, "waiting_max": 5.0},
+    "efficiency": {"mbu": 0.12, "waiting_max": 5.0},
     "target_down": DOWN,
     "sleeping": {"sleep_state": "weights_offloaded"},
     "requests_failing": {"finished_error_per_s": 0.2},
@@ -133,7 +133,7 @@ CAUTION = ("--gpu-memory-utilization", "0.95", "32 GB", "OOM", "0.92 works")
 KNOBS = {
     "preemptions": ("--max-num-seqs", "--max-model-len", "gateway concurrency limit", *CAUTION),
     "ttft_p95": ("gateway concurrency limit", "add a replica or more GPUs"),
-    "efficiency": ("--enforce-eager off", "CUDA graphs", "chunked prefill", "--enable-chunked-prefill"),
+    "efficiency": ("compute", "overheads", "not batching"),
     "kv_cache": ("--max-num-seqs", "--max-model-len", "before preemptions start", *CAUTION),
     "kv_cache_critical": ("--max-num-seqs", "--max-model-len", *CAUTION),
 }

@@ -23,7 +23,7 @@ HOSTILE = [
     (TARGET + "ceiling = { tensor_parallel = 0 }\n", "targets[0].ceiling.tensor_parallel: 0 is out of range"),
     ("[sweetspot]\nkv_critical = -1\n", "sweetspot.kv_critical: -1 is out of range; it must be > 0 and ≤ 1"),
     ("[sweetspot]\nkv_warning = 1.5\n", "sweetspot.kv_warning: 1.5 is out of range"),
-    ("[sweetspot]\nmin_efficiency = -0.1\n", "sweetspot.min_efficiency: -0.1 is out of range"),
+    ("[sweetspot]\nmin_mbu = -0.1\n", "sweetspot.min_mbu: -0.1 is out of range"),
     (TARGET + "sweetspot = { kv_warning = 0.99 }\n", "targets[0].sweetspot.kv_warning: 0.99 must be ≤ the target's kv_critical"),
     ('[[targets]]\nname = "  "\nvllm_url = "http://127.0.0.1:1/metrics"\n', "targets[0].name: '  ' is empty"),
     (TARGET + TARGET, "targets: the name 'prod' is used twice"),
@@ -42,6 +42,9 @@ HOSTILE = [
     (TARGET + 'ceiling = { wieght_gb = 40 }\n', "unknown setting targets[0].ceiling.wieght_gb; did you mean weight_gb?"),
     ('[[alerts.rules]]\nname = "not_serving"\nfro = "3m"\n', "unknown setting alerts.rules[0].fro; did you mean for?"),
     ('[[alerts.rules]]\nname = "not_serving"\nfor = "3m"\nfor_s = "2m"\n', "alerts.rules[0].for: alerts.rules[0].for_s is given too"),
+    ("[sweetspot]\nmin_efficiency = 0.6\n", "sweetspot.min_efficiency: no longer read: it judged output tok/s against"
+     " the ceiling, a bound on decode steps/s; set sweetspot.min_mbu instead"),
+    (TARGET + "sweetspot = { min_efficiency = 0.5 }\n", "targets[0].sweetspot.min_efficiency: no longer read"),
 ]
 
 

@@ -54,7 +54,7 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
                                        cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
     assert status["target"] == "demo" and status["up"] is True
-    assert status["tokens_per_s"] > 10 and status["ceiling_tokens_per_s"] == 180.0
+    assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == 180.0
     assert len(status["gpus"]) == 8
 
     second = start_run(db, "--no-ui")

@@ -10,7 +10,7 @@ from app.alerts import figures as rule_figures
 from app.commands.status import ROWS
 from collectors.catalogue import BY_KEY, CATALOGUE
 from db import figures, pipeline
-from db.figures import FIGURES, record_fields
+from db.figures import BY_NAME, FIGURES, SERIES_RECORDS, record_fields
 from db.results import SeriesPoint, WindowFigures
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,8 +20,9 @@ WINDOW = record_fields(WindowFigures)
 
 def test_every_figure_the_engine_computes_is_a_series_field_and_back():
     computed = {f.name for f in FIGURES if f.compute != "record"}
-    assert computed == SERIES
-    assert set(pipeline.POINT_KEYS) == SERIES
+    assert computed == SERIES - SERIES_RECORDS
+    assert set(pipeline.POINT_KEYS) == SERIES - SERIES_RECORDS
+    assert all(BY_NAME[name].compute == "record" for name in SERIES_RECORDS)
 
 
 def test_every_figure_is_a_field_of_a_record():

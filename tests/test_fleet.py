@@ -146,7 +146,6 @@ def test_three_targets_or_fewer_land_on_the_overview(monkeypatch, tmp_path):
 
 def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
     # one read for every target, the same figures as the facade's per-target calls (SQLite and PostgreSQL)
-    import dataclasses
 
     from app.fleet import SERIES_FIELDS
 
@@ -165,7 +164,7 @@ def test_the_fleet_read_gives_what_window_and_series_give_per_target(db_url):
     together = reader.fleet(now, 300.0, (end - 1200, end, 60.0), SERIES_FIELDS)
     assert set(together) == {"x", "y"}
     for name, got in together.items():
-        assert got.window == dataclasses.replace(reader.window(name, now, 300.0), gpus=())
+        assert got.window == reader.window(name, now, 300.0)  # its GPUs too: the measured MBU
         assert got.series == reader.series_columns(name, end - 1200, end, 60.0, fields=SERIES_FIELDS)
         assert got.models == tuple(reader.models(name))
 

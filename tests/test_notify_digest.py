@@ -4,6 +4,7 @@ incidents the alert history's; the CLI prints, writes HTML and mails it; the sch
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import time
 
@@ -51,7 +52,8 @@ def test_figures_are_the_facades(filled):
     for name, d in by_name.items():
         whole = reader.window(name, NOW, PERIOD)
         assert (d.ttft_p95_s, d.tokens_per_s_avg, d.preemptions) == (whole.ttft_p95_s, whole.tokens_per_s, whole.preemptions)
-        assert d.ceiling_tokens_per_s == whole.ceiling_tokens_per_s == 180.0
+        assert d.ceiling_steps_per_s == whole.ceiling_steps_per_s == 180.0
+        assert (d.mbu, d.mbu_source) == (whole.mbu, whole.mbu_source)
         minutes = reader.series(name, NOW - PERIOD, NOW, 60, fields=("tokens_per_s",))
         assert d.tokens_per_s_peak == max(p.tokens_per_s for p in minutes if p.tokens_per_s is not None)
     assert by_name["demo"].tokens_per_s_avg is not None and by_name["demo"].tokens_per_s_peak >= by_name["demo"].tokens_per_s_avg
@@ -70,6 +72,9 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
     out = capsys.readouterr().out
     assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
+    # one MBU line per target, with its source: the simulated GPUs' DCGM reading
+    demo = out.split("demo:", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"\n  MBU \d+ % \(measured, DCGM DRAM active\)\n", demo), demo
     assert "preemptions over 5m broke" in out and "for 10 min: preemptions" in out and "still firing" in out
     page = tmp_path / "digest.html"
     assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0

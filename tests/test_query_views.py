@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
+from core import mbu
 from core.settings import SweetSpotSettings
 from db import canned, query_views
 from db.engine import open_engine
@@ -60,7 +61,7 @@ def minute_mark(url):
 
 FIGURES = ("tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "preemptions", "running_avg", "running_max",
            "waiting_max", "queue_depth_max", "kv_cache_usage_max", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s",
-           "itl_p95_s", "e2e_p95_s")  # fmt: skip
+           "itl_p95_s", "e2e_p95_s", "steps_per_s")  # fmt: skip
 
 
 @pytest.mark.parametrize("view,step", [("minutes", 60), ("hours", 3600)])
@@ -75,8 +76,12 @@ def test_minutes_and_hours_equal_the_facade(url, view, step):
         point = points[float(row["ts"])]
         for name in FIGURES:
             assert close(row[name], getattr(point, name)), (view, row["time"], name, row[name], getattr(point, name))
+        # the demo's GPUs read DCGM's DRAM active: the measured MBU, the facade's per step too
+        assert point.mbu is not None and row["mbu_source"] == mbu.MEASURED_DCGM
+        assert close(row["mbu_pct"], 100 * point.mbu), (view, row["time"], row["mbu_pct"], point.mbu)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z", got[0]["time"])
-    assert close(got[-1]["ceiling_tokens_per_s"], 180.0)
+    assert close(got[-1]["ceiling_steps_per_s"], 180.0)
+    assert close(got[-1]["ceiling_share"], got[-1]["tokens_per_s"] / 180.0)
 
 
 def test_gpu_minutes_equal_the_facade(url):
@@ -143,8 +148,8 @@ def _figures(point, ceiling):
     values = {k: v for k, v in dataclasses.asdict(point).items() if k in fields}
     return WindowFigures(
         target="demo", model=None, window_s=60.0, start=point.ts, end=point.ts + 60, **values,
-        ttft_p95_in_inf_bucket=False, ceiling_tokens_per_s=ceiling,
-        efficiency=None if point.tokens_per_s is None else point.tokens_per_s / ceiling, ceiling=None, gpus=(),
+        ttft_p95_in_inf_bucket=False, ceiling_steps_per_s=ceiling,
+        ceiling_share=None if point.tokens_per_s is None else point.tokens_per_s / ceiling, ceiling=None, gpus=(),
         last_scrape_at=point.ts, up=True, last_error=None, scrapes=12, failed_scrapes=0,
     )  # fmt: skip
 
@@ -169,7 +174,7 @@ THRESHOLDS = {
     "tight-concurrency": lambda pts: SweetSpotSettings(concurrency=_integer_split(pts, "running_avg")),
     "tight-kv": lambda pts: SweetSpotSettings(kv_warning=_middle(pts, "kv_cache_usage_max")),
     "mixed": lambda pts: SweetSpotSettings(ttft_p95_slo_s=_middle(pts, "ttft_p95_s"), concurrency=_integer_split(pts, "running_avg"),
-                                           kv_warning=_middle(pts, "kv_cache_usage_max"), min_efficiency=0.99),
+                                           kv_warning=_middle(pts, "kv_cache_usage_max"), min_mbu=0.99),
 }  # fmt: skip
 
 

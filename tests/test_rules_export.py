@@ -56,7 +56,7 @@ def test_the_file_passes_promtool_check_in_both_name_forms(tmp_path):
     text = export(settings, Options())
     exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if r.get("alert") == "ttft_p95"]
     assert exprs == ['sweetspot:ttft_p95_s:5m{instance!~"big"} > 3', 'sweetspot:ttft_p95_s:5m{instance="big"} > 5']
-    assert "#   efficiency: needs ceiling_tokens_per_s" in text and "#   target_down: needs no_data" in text
+    assert "#   efficiency: needs mbu" in text and "#   target_down: needs no_data" in text
     assert sorted(alert_names(text)) == sorted(["ttft_p95", "ttft_p95", "preemptions", "kv_cache_critical", "kv_cache",
                                                 "concurrency", "requests_failing", "requests_aborted"])  # fmt: skip
 

@@ -2,7 +2,7 @@ import pytest
 
 from app.loader import load_settings
 from core.durations import DurationError, format_duration, parse_duration
-from core.settings import ConfigError, HttpSettings, require_scrape_tokens
+from core.settings import CeilingSettings, ConfigError, HttpSettings, PrometheusSettings, require_scrape_tokens
 
 
 def write(tmp_path, text):
@@ -17,6 +17,19 @@ def test_defaults_reproduce_the_reference_ceiling_inputs():
     assert settings.interval_s == 5.0
     assert settings.sweetspot.concurrency == 16
     assert settings.sweetspot.ttft_p95_slo_s == 3.0
+
+
+def test_no_ceiling_inputs_unless_given_and_the_demo_gives_the_reference():
+    from app.commands.run import demo_target
+
+    settings = load_settings(None, {})
+    assert CeilingSettings() == CeilingSettings(None, None, None, None) and not CeilingSettings().has_inputs
+    assert settings.prometheus == () and PrometheusSettings().ceiling == CeilingSettings()
+    demo = demo_target({"vllm_metrics": "http://127.0.0.1:1/metrics", "gateway_metrics": "http://127.0.0.1:2/metrics",
+                        "dcgm_metrics": "http://127.0.0.1:3/metrics"})  # fmt: skip
+    # configured explicitly: 40 GB over TP 8 at 900 GB/s, and a 70B Llama's KV per token
+    assert demo.ceiling == CeilingSettings(40.0, 8, 900.0, 80 * 8 * 128 * 2 * 2) and demo.ceiling.has_inputs
+    assert demo.ceiling.kv_bytes_per_token == 327_680
 
 
 def test_file_then_environment_then_overrides(tmp_path):

@@ -186,3 +186,15 @@ def test_views_dropped_by_a_migration_are_made_again_from_the_code(db_url):
         assert query_views.views_present(conn) == every and "minutes" in every
     assert migrations.upgrade(engine) == migrations.Upgrade([], [])
     engine.dispose()
+
+
+def test_the_stored_thresholds_judge_mbu_after_0018(tmp_path):
+    # a database of 0013 held min_efficiency = 0.6 (tok/s ÷ a steps bound): the column becomes min_mbu at
+    # its default until the collector writes the configured thresholds
+    url = _build(tmp_path / "old.db", HISTORY / "0013.sql")
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        assert [r[0] for r in conn.execute("SELECT min_efficiency FROM sweetspot_thresholds")] == [0.6]
+    open_engine(url).dispose()
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        assert [r[0] for r in conn.execute("SELECT min_mbu FROM sweetspot_thresholds")] == [0.3]
+        assert "kv_bytes_per_token" in {r[1] for r in conn.execute("PRAGMA table_info(targets)")}

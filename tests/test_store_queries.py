@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 def _filled(db_url: str, hours: float = 2.0, start: float = DAY0) -> Any:
     engine = open_engine(db_url)
     writer = Writer(engine)
-    writer.register_target(TargetSettings(name="t"))
+    # the reference's weights and TP; bandwidth from the GPUs' NVML peak (898 GB/s)
+    writer.register_target(TargetSettings(name="t", ceiling=CeilingSettings(weight_gb=40.0, tensor_parallel=8)))
     writer.write_rounds(rounds("t", start, start + hours * 3600, restart_at=start + 2400, fail_every=97))
     return engine
 
@@ -87,8 +88,8 @@ def test_window_figures_and_gaps(db_url: str) -> None:
     fig = reader.window("t", DAY0 + 1800, 300)
     assert fig.tokens_per_s is not None and 50 < fig.tokens_per_s < 400
     assert fig.ttft_p95_s is not None and fig.ttft_p50_s is not None and fig.ttft_p50_s <= fig.ttft_p95_s
-    assert fig.ceiling_tokens_per_s == pytest.approx(898 / 5)
-    assert fig.efficiency == pytest.approx(fig.tokens_per_s / fig.ceiling_tokens_per_s)
+    assert fig.ceiling_steps_per_s == pytest.approx(898 / 5)
+    assert fig.ceiling_share == pytest.approx(fig.tokens_per_s / fig.ceiling_steps_per_s)
     assert [g.uuid for g in fig.gpus] == ["GPU-00000000", "GPU-00000001"]
     empty = reader.window("t", DAY0 + 86400, 300)
     assert empty.tokens_per_s is None and empty.up is None and empty.scrapes == 0
@@ -169,29 +170,37 @@ def test_retention_keeps_rollups_answering(db_url: str) -> None:
 
 
 def test_ceiling_provenance(db_url: str) -> None:
-    assert compute_ceiling(40, 8, 900).tokens_per_s == pytest.approx(180)
-    assert compute_ceiling(40, 8, 900).bandwidth_source == "config"
-    assert compute_ceiling(40, 8, None, 898).bandwidth_source == "nvml-formula"
-    default = compute_ceiling(40, 8)
-    assert (default.tokens_per_s, default.bandwidth_source) == (180, "default (V100 reference)")
+    reference = compute_ceiling(40, 8, 900)
+    assert reference is not None and (reference.steps_per_s, reference.bandwidth_source) == (pytest.approx(180), "config")
+    nvml = compute_ceiling(40, 8, None, 898)
+    assert nvml is not None and nvml.bandwidth_source == "nvml-formula"
+    # nothing borrowed: no bandwidth, or no weights or TP, is no ceiling
+    assert compute_ceiling(40, 8) is None and compute_ceiling(None, 8, 900) is None and compute_ceiling(40, None, 900) is None
     engine = open_engine(db_url)
     writer = Writer(engine)
-    writer.register_target(TargetSettings(name="a"))
-    writer.register_target(TargetSettings(name="b", ceiling=CeilingSettings(bandwidth_gbps=2000.0)))
+    inputs = CeilingSettings(weight_gb=40.0, tensor_parallel=8)
+    writer.register_target(TargetSettings(name="a", ceiling=inputs))
+    writer.register_target(TargetSettings(name="b", ceiling=CeilingSettings(40.0, 8, 2000.0, 327680.0)))
+    writer.register_target(TargetSettings(name="bare"))
     gpu = GpuReading(uuid="GPU-1", peak_bw_gbps=1000.0, peak_bw_source="nvml-formula")
     writer.write_round(ScrapeRound("b", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
     by_name = {t.name: t.ceiling for t in Reader(db_url).targets()}
-    assert by_name["a"] is not None and by_name["a"].bandwidth_source == "default (V100 reference)"
-    assert by_name["b"] is not None and (by_name["b"].bandwidth_source, by_name["b"].tokens_per_s) == ("config", 400)
+    assert by_name["a"] is None  # weights and TP, but no bandwidth yet
+    b = by_name["b"]
+    assert b is not None and (b.bandwidth_source, b.steps_per_s) == ("config", 400)
+    assert (b.kv_bytes_per_token, b.kv_source) == (327680.0, "config")
+    assert b.model().step_bound_per_s == pytest.approx(400)
     writer.write_round(ScrapeRound("a", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
-    a = next(t for t in Reader(db_url).targets() if t.name == "a").ceiling
-    assert a is not None and (a.bandwidth_source, a.tokens_per_s) == ("nvml-formula", 200)
+    writer.write_round(ScrapeRound("bare", DAY0, None, SourceResult(False, "x"), gpus=(gpu,)))
+    stored = {t.name: t.ceiling for t in Reader(db_url).targets()}
+    a = stored["a"]
+    assert a is not None and (a.bandwidth_source, a.steps_per_s) == ("nvml-formula", 200)
+    assert stored["bare"] is None  # NVML knows its peak, but not the weights: no ceiling
     # a peak carried from configuration by a dcgm GPU row is not NVML's figure
-    writer.register_target(TargetSettings(name="c"))
+    writer.register_target(TargetSettings(name="c", ceiling=inputs))
     dcgm = GpuReading(uuid="GPU-2", peak_bw_gbps=1200.0, peak_bw_source="config")
     writer.write_round(ScrapeRound("c", DAY0, None, SourceResult(False, "x"), gpus=(dcgm,)))
-    c = next(t for t in Reader(db_url).targets() if t.name == "c").ceiling
-    assert c is not None and c.bandwidth_source == "default (V100 reference)"
+    assert next(t for t in Reader(db_url).targets() if t.name == "c").ceiling is None
 
 
 HOSTILE = 'x\'); DROP TABLE targets; -- "quoted" % _ \\ ∑ 🚀'
@@ -259,8 +268,11 @@ def test_status_cli_json_and_table(db_url: str) -> None:
         "waiting_max",
         "queue_depth_max",
         "kv_cache_usage_max",
-        "ceiling_tokens_per_s",
-        "efficiency",
+        "ceiling_steps_per_s",
+        "ceiling_share",
+        "mbu",
+        "mbu_source",
+        "steps_per_s",
         "gpus",
         "last_scrape_at",
         "up",
@@ -269,13 +281,22 @@ def test_status_cli_json_and_table(db_url: str) -> None:
     # 60 tokens every 5 s (the first round is the baseline: its tokens are not counted, nor its time)
     assert data["tokens_per_s"] == pytest.approx(12.0, rel=0.01)
     assert data["prompt_tokens_per_s"] is None and data["queue_depth_max"] is None
-    assert data["running_max"] == 4 and data["up"] is True and data["ceiling_tokens_per_s"] == 180
+    assert data["running_max"] == 4 and data["up"] is True
+    # a target without ceiling inputs: no ceiling, no share of it, no MBU, and the rule says why
+    assert data["ceiling_steps_per_s"] is None and data["ceiling_share"] is None and data["ceiling"] is None
+    assert data["mbu"] is None and data["mbu_source"] is None
+    assert data["ceiling_text"] == "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
+    assert data["not_evaluated"]["efficiency"].startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert "unknown: set targets[].ceiling.weight_gb and tensor_parallel" in data["not_evaluated"]["efficiency"]
+    assert not any("efficiency" in r or "MBU" in r for r in data["reasons"])
     assert 0 < data["ttft_p95_s"] <= 1.0
     lower, upper = data["ttft_p95_bucket"]  # the engine's bucket that holds it
     assert lower < data["ttft_p95_s"] <= upper and data["queue_time_p95_bucket"] is None
     if db_url.startswith("sqlite"):  # the table is the same code on both databases; spare a subprocess
         table = _cli("status", "--db", db_url, "--window", "5m")
         assert table.returncode == 0 and "over 5m" in table.stdout and "tok/s" in table.stdout
+        assert "ceiling                  unknown: set targets[].ceiling.weight_gb and tensor_parallel" in table.stdout
+        assert "efficiency rule: not evaluated: no MBU" in table.stdout
         assert f"TTFT ({lower:g}, {upper:g}]" in table.stdout
 
 

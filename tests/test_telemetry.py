@@ -94,3 +94,20 @@ def test_port_0_serves_nothing():
 def test_the_derived_figures_have_unique_names():
     names = [name for name, _, _ in FIGURES]
     assert len(names) == len(set(names)) and all(n.startswith("sweetspot_") for n in names)
+
+
+def test_mbu_and_the_step_figures_are_exported_per_target_and_absent_without_a_source():
+    from prometheus_client import generate_latest
+
+    from app.alerts.evaluator import Derived
+
+    derived = {"h200": Derived({"mbu": 0.23, "steps_per_s": 41.5, "ceiling_steps_per_s": 300.0}, "in_sweet_spot", {}),
+               "bare": Derived({"mbu": None, "steps_per_s": 12.0, "ceiling_steps_per_s": None}, "in_sweet_spot", {})}
+    t = Telemetry()
+    t.read_at_scrape({}, {}, lambda: derived, lambda: [])
+    found = {(s.name, s.labels["target"]): s.value for family in text_string_to_metric_families(generate_latest(t.registry).decode())
+             for s in family.samples if "target" in s.labels}  # fmt: skip
+    assert found[("sweetspot_mbu_ratio", "h200")] == 0.23 and ("sweetspot_mbu_ratio", "bare") not in found
+    assert found[("sweetspot_steps_per_second", "bare")] == 12.0
+    assert found[("sweetspot_ceiling_steps_per_second", "h200")] == 300.0
+    assert ("sweetspot_ceiling_steps_per_second", "bare") not in found  # no inputs: no ceiling, nothing borrowed

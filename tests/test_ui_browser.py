@@ -20,7 +20,7 @@ pytestmark = [
 
 # (url path and query, charts expected, texts that must be visible)
 PAGES = {
-    "overview": ("/", 1, ["TTFT P95 · 5m", "ceiling 180 tok/s", "sweet spot 16", "Time to first token",
+    "overview": ("/", 1, ["TTFT P95 · 5m", "at most 180 steps/s", "sweet spot 16", "Time to first token",
                           "of 79.7 k tokens"]),  # the KV tile: "23 %" / "of 79.7 k tokens · warn …"
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
     "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB",

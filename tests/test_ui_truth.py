@@ -141,8 +141,8 @@ def test_sweeps_of_a_target_by_name_or_by_server():
 
 # -- banners, ages, URL --------------------------------------------------------------------------
 def test_in_the_sweet_spot_but_under_loaded_says_why():
-    note = widgets.load_note(window(running_avg=10.0, queue_depth_max=0.0, waiting_max=0.0, efficiency=0.49), RULES)
-    assert note == "under-loaded: 10 running of 16, no queue: room for more traffic"
+    note = widgets.load_note(window(running_avg=10.0, queue_depth_max=0.0, waiting_max=0.0, mbu=0.49), RULES)
+    assert note == "under-loaded: 10 running of 16, no queue: room for more traffic (MBU 49 % (measured, DCGM DRAM active))"
     assert widgets.load_note(window(), RULES) == ""  # at the sweet spot: nothing to explain
     assert "queue" in widgets.load_note(window(running_avg=10.0, queue_depth_max=5.0), RULES)
 

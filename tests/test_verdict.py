@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from app.verdict import (
@@ -76,11 +78,36 @@ def test_kv_under_warning_is_fine():
     assert evaluate(window(kv_cache_usage_max=0.89), RULES).state == IN_SWEET_SPOT
 
 
-def test_low_throughput_while_requests_wait_is_under_delivering():
-    (clause,) = evaluate(window(tokens_per_s=80.0, efficiency=0.44, waiting_max=5.0), RULES).clauses
+def test_low_mbu_while_requests_wait_is_under_delivering():
+    (clause,) = evaluate(window(mbu=0.12, waiting_max=5.0), RULES).clauses
     assert clause.name == "efficiency"
-    assert clause.text.startswith("output tok/s over 5m 80 tok/s < 108 tok/s")
-    assert "while 5 requests wait" in clause.text
+    assert clause.text.startswith("MBU over 5m 12 % < 30 %"), clause.text
+    assert "(measured, DCGM DRAM active, while 5 requests wait)" in clause.text
+
+
+def test_high_tokens_per_second_is_no_verdict_on_efficiency():
+    # 1,800 tok/s against a 180 steps/s line (1,000 % of the report's ceiling) with a healthy MBU: fine,
+    # and the same tok/s with a low MBU while requests wait: outside, whatever the tok/s
+    busy = window(tokens_per_s=1800.0, ceiling_share=10.0, waiting_max=5.0)
+    assert "efficiency" not in [c.name for c in evaluate(busy, RULES).clauses]
+    low = dataclasses.replace(busy, mbu=0.05)
+    assert [c.name for c in evaluate(low, RULES).clauses] == ["efficiency"]
+
+
+def test_without_an_mbu_the_efficiency_rule_is_not_evaluated_and_says_why():
+    from app.alerts.figures import window_names
+    from app.alerts.model import NO_DATA as RULE_NO_DATA
+    from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
+
+    blind = window(mbu=None, mbu_source=None, mbu_measured=None, ceiling=None, ceiling_steps_per_s=None,
+                   ceiling_share=None, tokens_per_s=5.0, waiting_max=9.0)  # fmt: skip
+    assert evaluate(blind, RULES).state == IN_SWEET_SPOT  # no verdict on efficiency, no borrowed figure
+    rule = by_name(DEFAULT_RULES, "efficiency")
+    assert rule is not None
+    o = outcome(rule, Names(window_names(blind, RULES)))
+    assert o.status == RULE_NO_DATA
+    assert o.summary.startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert "unknown: set targets[].ceiling.weight_gb and tensor_parallel" in o.summary
 
 
 def test_low_throughput_when_idle_is_fine():

@@ -19,7 +19,7 @@ from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
-from core.settings import GatewaySettings, GpuSettings, TargetSettings
+from core.settings import REFERENCE_CEILING, GatewaySettings, GpuSettings, TargetSettings
 from db.engine import open_engine
 from db.results import SweepLevel, SweepRun
 from db.rollup import rollup
@@ -39,6 +39,7 @@ def target_settings(name: str) -> TargetSettings:
         vllm_url="http://127.0.0.1:8000/metrics",
         gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url="http://127.0.0.1:8001/metrics", metric=GATEWAY_METRIC),
         gpu=GpuSettings(source="dcgm", url="http://127.0.0.1:9400/metrics"),
+        ceiling=REFERENCE_CEILING,  # the simulated reference deployment, configured as the demo does
     )  # fmt: skip
 
 

@@ -43,7 +43,7 @@ def backtest(reader: Reader, settings: Settings, target: str, rule: Rule, start:
     step = float(step_s or rule.window_s)
     points = [p for p in reader.series(target, start, end, step) if p.ts + step <= end]  # complete steps only
     info = next((t for t in reader.targets() if t.name == target), None)
-    ceiling = info.ceiling.tokens_per_s if info and info.ceiling else None
+    ceiling = info.ceiling.steps_per_s if info and info.ceiling else None
     sweetspot = effective_sweetspot(settings, target)
     state = new_state(rule, target, "", int(start))
     transitions: list[Transition] = []

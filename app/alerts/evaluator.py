@@ -195,7 +195,7 @@ class Evaluator:
             models = self.reader.models(target) if any(r.per_model for r in rules) else []
             windows = {
                 (w, m): batch.windows[(w, target)] if not m and (w, target) in batch.windows
-                else self.reader.window(target, at, w, model=m or None, gpus=False)
+                else self.reader.window(target, at, w, model=m or None)  # the GPUs too: the measured MBU
                 for w in sorted({r.window_s for r in rules})
                 for m in ["", *(models if any(r.per_model and r.window_s == w for r in rules) else [])]
             }

@@ -11,8 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from app.formatting import clock
+from app.formatting import clock, mbu_source_text
 from core.settings import SweetSpotSettings
+from db import mbu_figures
 from db.figures import rule_names
 from db.results import SeriesPoint, WindowFigures
 
@@ -29,6 +30,8 @@ DERIVED: dict[str, str] = {
     "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
     "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
     "aborts_exposed": "1 when the engine exposes finished_abort_per_s, else 0",
+    "mbu_source": "where mbu came from: measured (NVML GPM or DCGM), engine estimate or modelled (text, for labels)",
+    "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
 NAMES: frozenset[str] = frozenset((*FIGURES, *DERIVED, *THRESHOLDS))
@@ -53,8 +56,16 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         sleep_state=f.sleep_state or "",
     )
     names.update(_exposed(f))
+    names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f))
     names.update(dataclasses.asdict(sweetspot))
     return names
+
+
+def _mbu_missing(f: WindowFigures) -> str:
+    """Why the window has no MBU ("" when it has one)."""
+    if f.mbu is not None:
+        return ""
+    return mbu_figures.missing_reason(f.ceiling, mbu_figures.peak_gbps(f.ceiling, f.gpus), f.steps_per_s)
 
 
 def step_names(
@@ -66,8 +77,10 @@ def step_names(
     names: dict[str, Any] = {k: getattr(p, k) for k in FIGURES if hasattr(p, k)}
     tok = p.tokens_per_s
     names.update(
-        ceiling_tokens_per_s=ceiling,
-        efficiency=None if tok is None or not ceiling else tok / ceiling,
+        ceiling_steps_per_s=ceiling,
+        ceiling_share=None if tok is None or not ceiling else tok / ceiling,
+        mbu_source="",
+        mbu_missing="no MBU in this step",
         queued=_queued(p.waiting_max, p.queue_depth_max),
         up=None if p.up_ratio is None else float(p.up_ratio > 0),
         no_data=1.0 if not p.up_ratio or (p.tokens_per_s is None and p.running_max is None) else 0.0,

@@ -48,8 +48,9 @@ WHY_NOT = {
     "queue_growing": "queue growth is judged on Sweetspot's own series of the gateway queue",
     "queue_before": "queue growth is judged on Sweetspot's own series of the gateway queue",
     "queue_now": "queue growth is judged on Sweetspot's own series of the gateway queue",
-    "ceiling_tokens_per_s": "the bandwidth ceiling is computed from NVML or the settings, not a series",
-    "efficiency": "the bandwidth ceiling is computed from NVML or the settings, not a series",
+    "ceiling_steps_per_s": "the report's ceiling is computed from NVML or the settings, not a series",
+    "ceiling_share": "the report's ceiling is computed from NVML or the settings, not a series",
+    "mbu": "MBU is chosen among the GPUs' readings, the engine's byte counters and the step model by Sweetspot, not a series",
     "engine_bw_gbps": "GPU bandwidth is per GPU and per engine in Sweetspot; export it from its /metrics instead",
     "asleep": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
     "sleep_state": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
@@ -245,7 +246,7 @@ class _Fill(dict[str, str]):
 def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
     fields = _Fill({k: f"{v:g}" for k, v in asdict(thresholds).items()}, window=format_duration(rule.window_s))
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
-    fields["min_efficiency_pct"] = f"{thresholds.min_efficiency * 100:g}"
+    fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
     return string.Formatter().vformat(template, (), fields)
 
 

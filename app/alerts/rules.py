@@ -66,6 +66,9 @@ class Rule:
     needs_data: bool = True
     per_model: bool = False  # also one alert per model of the target (model "" is the whole target)
     show_values: bool = True  # False: the label says it all ("no data over 5m: the target is down")
+    # the state's summary when ``expr`` has no value at all (a figure that needs a source the target
+    # lacks): the rule is then not evaluated, whatever ``when`` says, and says why ("" = no data for expr)
+    no_value: str = ""
     source: str = DEFAULT_SOURCE
 
 
@@ -137,13 +140,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "concurrency limit past the sweet spot only moves the wait into vLLM.",
     ),
     Rule(
-        "efficiency", "tokens_per_s", "<", "min_efficiency * ceiling_tokens_per_s", WARNING, for_s=600.0,
+        "efficiency", "mbu", "<", "min_mbu", WARNING, for_s=600.0,
         when=f"queued > 0 and {_SERVING} and asleep == 0",
-        label="output tok/s over {window}", unit="tok/s",
-        detail="{min_efficiency_pct} % of the {ceiling_tokens_per_s} tok/s ceiling, while {queued} requests wait",
-        recommendation="Under-delivering while requests wait: check that CUDA graphs are on (--enforce-eager off: it "
-        "costs 15-20 %), that chunked prefill is on (--enable-chunked-prefill) so prefills share steps with "
-        "decodes, --dtype float16 on V100, and that the gateway concurrency limit is not below the sweet spot.",
+        label="MBU over {window}", unit="%", scale=100.0, detail="{mbu_source}, while {queued} requests wait",
+        no_value="not evaluated: {mbu_missing}",
+        recommendation="Requests wait while each decode step moves little of the GPUs' memory bandwidth: the steps "
+        "are bound by compute or overheads (prefill, kernels, tensor-parallel communication, scheduling), or the "
+        "engine is not batching the waiting requests (its running limit, --max-num-seqs, or the KV cache holds them back).",
     ),
     Rule(
         "requests_failing", "finished_error_per_s", ">", "0", CRITICAL, for_s=60.0, when="errors_exposed",
@@ -206,6 +209,8 @@ def outcome(rule: Rule, names: Names) -> Outcome:
     if rule.needs_data and names.names.get("no_data"):
         return Outcome(NO_DATA, summary=f"no data: {names.names.get('no_data_reason') or 'the window cannot be judged'}")
     try:
+        if rule.no_value and _maybe(names, rule.expr) is None:
+            return Outcome(NO_DATA, summary=string.Formatter().vformat(rule.no_value, (), names.fields(rule)))
         if rule.when and not _value(names, rule.when):
             label = wording(rule, names)[0]
             return Outcome(CLEAR, _maybe(names, rule.expr), _maybe(names, rule.threshold), f"{label}: only while {rule.when}")
@@ -274,8 +279,8 @@ def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: number(v) if isinstance(v, float) else v for k, v in names.items() if v is not None}
     if "queue_growth_s" in names:
         out["queue_growth"] = format_duration(names["queue_growth_s"])
-    if "min_efficiency" in names:
-        out["min_efficiency_pct"] = number(names["min_efficiency"] * 100)
+    if "min_mbu" in names:
+        out["min_mbu_pct"] = number(names["min_mbu"] * 100)
     return out
 
 
@@ -317,6 +322,8 @@ def _apply(rule: Rule, entry: RuleSettings, source: str) -> Rule:
         changes["labels"] = {**rule.labels, **entry.labels}
     if entry.per_model:
         changes["per_model"] = True
+    if "expr" in changes and changes["expr"] != rule.expr:
+        changes["no_value"] = ""  # its reason was the default expression's
     return dataclasses.replace(rule, **changes, source=source)
 
 

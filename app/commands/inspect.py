@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, s
 from collectors.fetch import fetch_text
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
-from core.errors import ScrapeError, UsageError
+from core.errors import ScrapeError, SweetspotError, UsageError
 from core.redact import masked
 from core.settings import HttpSettings, Settings, http_from_flags
 from core.text import terminal, visible
@@ -46,11 +47,34 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise ScrapeError(str(exc), exc.hint and HINT) from None
     report = build_report(scrape, masked(args.source))
     report["incomplete_histograms"] = incomplete_histograms(text)
+    report["step_bound_breach"] = step_bound_breach(settings, args.source)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         print(render_table(report, scrape))
+        if report["step_bound_breach"]:
+            print(terminal(f"WARNING: {report['step_bound_breach']}"))
     return 0
+
+
+# The step rate is a rate: one page cannot give it, the stored history of a configured target can.
+STEP_BOUND_WINDOW_S = 300.0
+
+
+def step_bound_breach(settings: Settings, source: str) -> str | None:
+    """The per-step check of the configured target that scrapes ``source``, over the last 5 minutes of
+    its stored history: the message when its engine made more decode steps/s than its ceiling's
+    inputs allow (core.mbu.StepBoundBreach), else None (no such target, no history, no breach)."""
+    from db.queries import Reader
+
+    target = next((t for t in settings.targets if t.vllm_url == source), None)
+    if target is None:
+        return None
+    try:
+        breach = Reader(settings.db_url).window(target.name, time.time(), STEP_BOUND_WINDOW_S, gpus=False).step_bound_breach
+    except SweetspotError:  # no database yet: nothing stored to check against
+        return None
+    return None if breach is None else breach.message()
 
 
 def _read(source: str, timeout_s: float, http: HttpSettings) -> str:

@@ -23,7 +23,7 @@ from app import scheduler
 from core.durations import format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import CeilingSettings, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.settings import REFERENCE_CEILING, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
     from app.collection import CollectionService
@@ -51,8 +51,10 @@ def demo_target(urls: dict[str, str]) -> TargetSettings:
         gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url=urls["gateway_metrics"],
                                 metric="sweetspot_gateway_queue_depth"),
         gpu=GpuSettings(source="dcgm", url=urls["dcgm_metrics"]),
-        # dcgm-exporter cannot tell peak bandwidth; the simulated V100s have the datasheet's 900 GB/s.
-        ceiling=CeilingSettings(weight_gb=40.0, tensor_parallel=8, bandwidth_gbps=900.0),
+        # The reference deployment's inputs, configured here and nowhere else (a real target without them
+        # has no ceiling): 40 GB over TP 8; dcgm-exporter cannot tell peak bandwidth, the simulated
+        # V100s have the datasheet's 900 GB/s; KV bytes per token of a 70B Llama.
+        ceiling=REFERENCE_CEILING,
     )
 
 

@@ -9,17 +9,20 @@ import math
 import time
 from typing import Any
 
-from app.alerts.rules import rule_set
-from app.formatting import series_limit_warning
+from app.alerts.figures import no_data_reason, window_names
+from app.alerts.model import NO_DATA as RULE_NO_DATA
+from app.alerts.rules import Names, outcome, rule_set
+from app.formatting import ceiling_text, mbu_text, percent, series_limit_warning
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import Settings, effective_sweetspot
+from core.settings import NO_CEILING, Settings, effective_sweetspot
 from core.text import terminal, visible
 from db.figures import shown_in_status
+from db.mbu_figures import missing_reason, peak_gbps
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
 
@@ -63,6 +66,10 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """
     data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
+    # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
+    data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
+    data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
+    data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
     buckets = data.pop("quantile_buckets")
     for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
@@ -101,6 +108,22 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
     return f"{text} {unit}".rstrip()
 
 
+def _spelled(fig: WindowFigures) -> dict[str, str]:
+    """The lines whose figure reads only with its provenance: MBU with its source, the ceiling with its
+    inputs, the report's share of it named as the report's."""
+    share = percent(fig.ceiling_share)
+    return {
+        "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
+        "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
+        "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None
+        else f"{share} (tok/s ÷ steps/s bound)",
+    }
+
+
+def _mbu_missing(fig: WindowFigures) -> str:
+    return "unknown: " + missing_reason(fig.ceiling, peak_gbps(fig.ceiling, fig.gpus), fig.steps_per_s).removeprefix("no MBU: ")
+
+
 def render(fig: WindowFigures) -> str:
     """The readable table: one line per figure with its unit, and the window."""
     over = format_duration(fig.window_s)
@@ -109,19 +132,22 @@ def render(fig: WindowFigures) -> str:
         f"({fig.scrapes} scrapes, {fig.failed_scrapes} failed)"
     ]
     data = figures_json(fig)
+    spelled = _spelled(fig)
     for key, label, unit, scale in ROWS:
         if key == "preemptions" and fig.engine == "sglang":
             label = "retractions (preemptions)"  # SGLang's word for it
-        lines.append(f"  {label:24} {_format(data[key], unit, scale)}")
+        lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
+    if fig.step_bound_breach is not None:
+        lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
     if line := bucket_line(fig):
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if fig.ceiling:
         c = fig.ceiling
-        lines.append(
-            f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP {c.tensor_parallel})"
-        )
+        kv = f"{c.kv_bytes_per_token:,.0f} bytes ({c.kv_source})" if c.kv_bytes_per_token else "unknown (the weights only)"
+        lines.append(f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP "
+                     f"{c.tensor_parallel}); KV per token {kv}")  # fmt: skip
     for g in fig.gpus:
         used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"
@@ -145,7 +171,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
-        print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows)]), indent=2,
+        print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
                          allow_nan=False) if args.json else table(rows))  # fmt: skip
         return 0
     name = _target_name(args, settings, reader)
@@ -157,11 +183,13 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     over = _series_json(info)
     if args.json:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **figures_json(fig), **over, **email},
-                         indent=2, allow_nan=False))  # fmt: skip
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), "not_evaluated": not_evaluated(settings, fig),
+                          **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig))
+        for rule, why in not_evaluated(settings, fig).items():
+            print(f"  {rule} rule: {why}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
         print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
@@ -178,6 +206,17 @@ def judge(reader: Reader, settings: Settings, fig: WindowFigures) -> Verdict:
     sweetspot = effective_sweetspot(settings, fig.target)
     recent = reader.series(fig.target, fig.end - sweetspot.queue_growth_s - 30, fig.end, 30.0, fields=("queue_depth_max",))
     return evaluate(fig, sweetspot, recent, rule_set(settings, fig.target))
+
+
+def not_evaluated(settings: Settings, fig: WindowFigures) -> dict[str, str]:
+    """Rules that could not judge this window though it has data, and why (the efficiency rule
+    without an MBU: "not evaluated: no MBU: ..."), as the evaluator stores their state."""
+    if no_data_reason(fig):
+        return {}
+    sweetspot = effective_sweetspot(settings, fig.target)
+    names = Names(window_names(fig, sweetspot), fig.window_s)
+    return {r.name: o.summary for r in rule_set(settings, fig.target)
+            if r.no_value and (o := outcome(r, names)).status == RULE_NO_DATA}  # fmt: skip
 
 
 def reasons(verdict: Verdict) -> list[str]:

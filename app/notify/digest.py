@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from app.alerts.rules import rule_set
-from app.formatting import elapsed, number, percent, with_unit
+from app.formatting import elapsed, mbu_text, number, percent, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
@@ -60,10 +60,12 @@ class TargetDigest:
     ttft_p95_s: float | None
     tokens_per_s_avg: float | None
     tokens_per_s_peak: float | None
-    ceiling_tokens_per_s: float | None
+    ceiling_steps_per_s: float | None  # the report's ceiling (a bound on decode steps/s)
     preemptions: float | None
     incidents: tuple[Incident, ...]
     ttft_p95_bucket: tuple[float, float] | None = None  # the engine's histogram bucket holding the P95
+    mbu: float | None = None  # 0–1 over the period, with its source
+    mbu_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def judged_step(start: float, end: float) -> float:
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
-    whole = reader.window(name, end, end - start, gpus=False)
+    whole = reader.window(name, end, end - start)  # the GPUs too: their bandwidth is the measured MBU
     verdicts = judge_steps(reader, settings, whole, start, end)
     judged = [v for v in verdicts if v != NO_DATA]
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
@@ -98,8 +100,9 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         in_sweet_spot=(sum(v == IN_SWEET_SPOT for v in judged) / len(verdicts)) if judged else None,
         no_data=(len(verdicts) - len(judged)) / len(verdicts) if verdicts else 1.0,
         ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
-        ceiling_tokens_per_s=whole.ceiling_tokens_per_s, preemptions=whole.preemptions,
+        ceiling_steps_per_s=whole.ceiling_steps_per_s, preemptions=whole.preemptions,
         incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
+        mbu=whole.mbu, mbu_source=whole.mbu_source,
     )  # fmt: skip
 
 
@@ -121,11 +124,11 @@ def judge_steps(reader: Any, settings: Settings, whole: WindowFigures, start: fl
         if p is None or not p.up_ratio:
             states.append(NO_DATA)
             continue
-        ceiling = whole.ceiling_tokens_per_s
+        ceiling = whole.ceiling_steps_per_s
         figures = dataclasses.replace(
             whole, **{k: getattr(p, k) for k in _SHARED}, window_s=step, start=ts, end=ts + step, up=True,
             last_scrape_at=ts + step, last_error=None, scrapes=1, failed_scrapes=0, ttft_p95_in_inf_bucket=False,
-            efficiency=p.tokens_per_s / ceiling if p.tokens_per_s is not None and ceiling else None,
+            ceiling_share=p.tokens_per_s / ceiling if p.tokens_per_s is not None and ceiling else None,
         )  # fmt: skip
         states.append(evaluate(figures, sweetspot, (), rules).state)
     return states
@@ -167,11 +170,12 @@ def subject(digest: Digest) -> str:
 
 
 def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
-    ceiling = f" of a ceiling of {number(d.ceiling_tokens_per_s)} tok/s" if d.ceiling_tokens_per_s else ""
+    ceiling = f" (the report's ceiling: at most {number(d.ceiling_steps_per_s)} steps/s)" if d.ceiling_steps_per_s else ""
     lines = [
         f"time in the sweet spot: {percent(d.in_sweet_spot)} (no data {percent(d.no_data)})",
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
+        mbu_text(d.mbu, d.mbu_source),
         f"preemptions: {number(d.preemptions)}",
         f"incidents: {len(d.incidents) or 'none'}",
     ]

@@ -25,7 +25,7 @@ import pandas as pd
 from app.formatting import number
 from app.operating_point import server
 from core.durations import format_duration
-from core.settings import SweetSpotSettings
+from core.settings import NO_CEILING, SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
@@ -260,14 +260,11 @@ def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> Any
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
-NO_CEILING = "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
-
-
 def ceiling_label(ceiling: CeilingInfo) -> str:
     """``at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))``: what the line bounds,
     with its inputs. It bounds decode steps per second, drawn against tok/s because the report does."""
     return (
-        f"at most {number(ceiling.tokens_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"at most {number(ceiling.steps_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
         f"({number(ceiling.weight_gb)} GB ÷ TP {ceiling.tensor_parallel}))"
     )
 
@@ -278,7 +275,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling: {NO_CEILING}")
-    chart = _layer(lines, hline(ceiling.tokens_per_s, frame, REFERENCE, ceiling_label(ceiling)))
+    chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
     title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
              "bounds decode steps/s, not tok/s")
     return _panel(chart, title)

@@ -15,12 +15,12 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
-from app.ui.charts import NO_CEILING, Frame, bridges
+from app.formatting import MISSING, ago, clock, gibibytes, mbu_text, number, percent, tokens, with_unit
+from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
-from core.settings import SweetSpotSettings
+from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
 from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
@@ -45,15 +45,16 @@ UNDER_LOADED = 0.8
 def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
     """Why an "in the sweet spot" verdict may read as a contradiction, or "" when it does not.
 
-    ``under-loaded: 10 running of 16, no queue: room for more traffic``.
+    ``under-loaded: 10 running of 16, no queue: room for more traffic (MBU 12 % (measured, NVML GPM))``.
     """
     if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
     running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
+    share = f" ({mbu_text(f.mbu, f.mbu_source)})" if f.mbu is not None else ""
     if (f.queue_depth_max or 0) > 0 or (f.waiting_max or 0) > 0:
         queued = f"gateway queue {number(f.queue_depth_max)}, vLLM waiting {number(f.waiting_max)}"
-        return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?"
-    return f"under-loaded: {running}, no queue: room for more traffic"
+        return f"{running} while requests queue ({queued}): is the gateway's limit below the sweet spot?{share}"
+    return f"under-loaded: {running}, no queue: room for more traffic{share}"
 
 
 def engine_note(f: WindowFigures) -> str:
@@ -141,10 +142,10 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
     ceiling = f"no ceiling: {NO_CEILING}"
-    if f.ceiling_tokens_per_s is not None:
-        ceiling = f"at most {number(f.ceiling_tokens_per_s)} steps/s: the report's ceiling"
-    if f.efficiency is not None:
-        ceiling = f"{percent(f.efficiency)}: {REPORT_SHARE} · {ceiling}"
+    if f.ceiling_steps_per_s is not None:
+        ceiling = f"at most {number(f.ceiling_steps_per_s)} steps/s: the report's ceiling"
+    if f.ceiling_share is not None:
+        ceiling = f"{percent(f.ceiling_share)}: {REPORT_SHARE} · {ceiling}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
@@ -249,9 +250,9 @@ def health_text(info: TargetInfo, now: float) -> str:
 def ceiling_text(info: TargetInfo) -> str:
     c = info.ceiling
     if c is None:
-        return "no ceiling known (set targets[].ceiling)"
+        return NO_CEILING
     return (
-        f"**{number(c.tokens_per_s)} tok/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
+        f"**at most {number(c.steps_per_s)} steps/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
         f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
     )
 

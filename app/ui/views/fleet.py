@@ -30,7 +30,8 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "why": ["; ".join(r.state.reasons) for r in rows],
         # spelled here, as every other page spells them: a missing figure reads "—", never "None"
         "tok/s": [number(x.tokens_per_s) for x in f],
-        "report's % of ceiling": [percent(x.efficiency) for x in f],
+        "MBU": [percent(x.mbu) for x in f],
+        "report's % of ceiling": [percent(x.ceiling_share) for x in f],
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
@@ -56,7 +57,7 @@ def live() -> None:
     st.subheader("Per model")
     st.dataframe([{
         "model": m.model, "targets": m.targets, "outside or down": m.outside, "tok/s": number(m.tokens_per_s),
-        "ceiling steps/s": number(m.ceiling_tokens_per_s), "worst TTFT P95": with_unit(m.ttft_p95_s_worst, "s"),
+        "lowest MBU": percent(m.mbu_lowest), "worst TTFT P95": with_unit(m.ttft_p95_s_worst, "s"),
         "preemptions": number(m.preemptions), "running": number(m.running),
     } for m in by_model(rows)], hide_index=True, width="stretch")  # fmt: skip
 

@@ -31,7 +31,7 @@ def live() -> None:
     verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules)
     since = {
         c.name: broken_since(c.name, ttft if c.name == "ttft_p95" else points, sweetspot, view.window_s,
-                             figures.ceiling_tokens_per_s, ctx.alert_rules)
+                             figures.ceiling_steps_per_s, ctx.alert_rules)
         for c in verdict.clauses
     }  # fmt: skip
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
