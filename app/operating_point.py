@@ -226,8 +226,8 @@ class Roofline:
 
     def caption(self) -> str:
         return (f"Pink line: the roofline, the most aggregate decode tok/s each concurrency c allows if every step "
-                f"read at peak bandwidth: {self.inputs} (mean context over the range, from the request-length "
-                "histograms). Compute bounds it too at large batch and in prefill.")  # fmt: skip
+                f"read at peak bandwidth: {self.inputs}. The mean context is the range's, from the request-length "
+                "histograms. Compute bounds it too at large batch and in prefill.")  # fmt: skip
 
 
 def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],

@@ -35,7 +35,7 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
     assert not at.exception, at.exception
     assert "Overview · demo" in texts(at)
     charts = at.get("vega_lite_chart")
-    assert len(charts) == 1  # the seven panels stacked in one chart on one time axis
+    assert len(charts) == 1  # the eight panels stacked in one chart on one time axis
     assert '"vconcat"' in charts[0].proto.spec
     # state._spec hands Streamlit Arrow bytes it made once; they reach the element as datasets.
     assert all(c.proto.datasets and all(d.data.data for d in c.proto.datasets) for c in charts)

@@ -154,18 +154,18 @@ def overview(ttft_step: float = 60.0) -> dict:
     return chart.to_dict(validate=True)
 
 
-def test_overview_is_one_chart_of_seven_panels_on_one_time_axis():
-    # One Vega view, not seven: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
+def test_overview_is_one_chart_of_eight_panels_on_one_time_axis():
+    # One Vega view, not eight: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
     spec = overview()
     titles = [panel["title"] for panel in spec["vconcat"]]
     assert [t.split(",")[0].split(" per")[0] for t in titles] == [
-        "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
+        "Time to first token", "Output tokens", "Model bandwidth utilisation (MBU)", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
         "Requests finished",
     ]  # fmt: skip
     assert spec["resolve"]["scale"] == {"x": "shared", "color": "independent"}
     # Every panel can pan/zoom in time (its own scale-bound interval on x); the shared x scale moves all.
     zooms = {param["views"][0]: param for param in spec["params"]}
-    assert len(zooms) == 7
+    assert len(zooms) == 8
     for panel in spec["vconcat"]:
         first = panel["layer"][0] if "layer" in panel else panel
         zoom = zooms[first["name"]]
@@ -222,3 +222,13 @@ def test_a_prefix_cache_panel_without_data_says_why():
     assert "no data, the engine exposes no prefix-cache counters" in blank["title"]
     drawn = charts.prefix_cache_chart([point(END - 60, prefix_cache_hit_rate=0.4)], FRAME).to_dict()
     assert "no data" not in drawn["title"]
+
+
+def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
+    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "measured (NVML GPM)").to_dict(validate=True)
+    assert spec["title"].endswith("(%): measured (NVML GPM) · red dashes: min_mbu 30 %")
+    rows = [row for data in spec["datasets"].values() for row in data]
+    assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
+    why = "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
+    empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, why).to_dict(validate=True)
+    assert f"(%): no data, {why}" in empty["title"]

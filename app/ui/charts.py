@@ -56,6 +56,7 @@ COLORS: dict[str, str] = {
     "error": "#d62728",
     "rejected (503)": "#7b4173",
     "roofline": "#e377c2",
+    "MBU": "#e377c2",
     "tok/s ÷ running": "#2ca02c",
     "1 ÷ ITL P95": "#1f77b4",
 }
@@ -281,6 +282,18 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
+def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, source: str = "") -> AnyChart:
+    """MBU per step (%) with the efficiency rule's threshold; the title names the source (or why none)."""
+    data = long_rows(points, {"mbu": "MBU"}, frame.step_s, 100)
+    lines = _lines(data, frame, "%")
+    top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
+    what = source if any(p.mbu is not None for p in points) or not source else f"no data, {source}"
+    title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {what} · "
+             f"red dashes: min_mbu {min_mbu * 100:.0f} %")
+    return _panel(_layer(lines, hline(min_mbu * 100, frame)), title)
+
+
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     # per second over the time the step's scrapes cover, not its count ÷ the step: the step after
     # a gap in collection holds the whole gap's preemptions
@@ -333,13 +346,15 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
-    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None,
+    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "",
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's seven panels on one time axis; TTFT and the finished requests may have a coarser
-    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request)."""
+    """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
+    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request). ``mbu_source``:
+    the window's MBU source, or why it has none."""
     return stack(
         ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
+        mbu_chart(points, frame, sweetspot.min_mbu, mbu_source),
         preemption_chart(points, frame),
         concurrency_chart(points, frame, sweetspot.concurrency),
         kv_chart(points, frame, sweetspot.kv_warning, sweetspot.kv_critical),
