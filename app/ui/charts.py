@@ -25,7 +25,7 @@ import pandas as pd
 from app.formatting import number
 from app.operating_point import server
 from core.durations import format_duration
-from core.settings import NO_CEILING, SweetSpotSettings
+from core.settings import SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
@@ -275,7 +275,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     running request each step), so aggregate tok/s passes it as soon as batching works (DOMAIN.md §1)."""
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
-        return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling: {NO_CEILING}")
+        return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling line: no ceiling inputs")
     chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
     title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
              "bounds decode steps/s, not tok/s")
@@ -288,8 +288,10 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, sourc
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
-    what = source if any(p.mbu is not None for p in points) or not source else f"no data, {source}"
-    title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {what} · "
+    # one line: a longer title widens the stacked chart past its element (the tile says why there is none)
+    if not any(p.mbu is not None for p in points):
+        return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
+    title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'} · "
              f"red dashes: min_mbu {min_mbu * 100:.0f} %")
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), title)
 

@@ -52,7 +52,7 @@ def live() -> None:
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
-                     figures.mbu_source or widgets.mbu_missing(figures), height="content")
+                     figures.mbu_source or "", height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 
 live()
