@@ -231,3 +231,19 @@ def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty()
     assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
     empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, "no bandwidth source").to_dict(validate=True)
     assert empty["title"].endswith("(%): no data, the MBU tile says why")
+
+
+def test_an_efficiency_alerts_email_chart_draws_mbu_against_min_mbu():
+    # the efficiency rule judges MBU < min_mbu: its e-mail's chart is the MBU panel, not tok/s
+    from app.alerts.model import AlertState
+    from app.notify import images
+
+    class Reader:
+        def series(self, *args, fields=None, **kwargs):
+            assert fields == ("mbu",)
+            return [point(END - 120, mbu=0.12), point(END - 60, mbu=0.1)]
+
+    state = AlertState("efficiency", "t", "", "firing", "warning", int(END), int(END), threshold=0.3)
+    spec = images._spec(Reader(), Settings(), state, images.panel_of("efficiency"), END)
+    assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")
+    assert spec["title"].endswith("red dashes: min_mbu 30 %")

@@ -26,7 +26,7 @@ _FIELDS = {
     "concurrency": ("running_avg", "waiting_max", "queue_depth_max"),
     "running": ("running_avg", "waiting_max", "queue_depth_max"),
     "queue": ("running_avg", "waiting_max", "queue_depth_max"),
-    "efficiency": ("tokens_per_s",),
+    "efficiency": ("mbu",),  # the rule judges MBU against min_mbu
     "not_serving": ("tokens_per_s",),
     "tokens": ("tokens_per_s",),
 }
@@ -67,6 +67,8 @@ def _spec(reader: Any, settings: Settings, state: AlertState, panel: str, now: f
         chart = charts.kv_chart(points, frame, s.kv_warning, s.kv_critical)
     elif panel in ("concurrency", "running", "queue"):
         chart = charts.concurrency_chart(points, frame, int(state.threshold or s.concurrency))
+    elif panel == "efficiency":
+        chart = charts.mbu_chart(points, frame, state.threshold if state.threshold is not None else s.min_mbu)
     else:
         ceiling = next((t.ceiling for t in reader.targets() if t.name == state.target), None)
         chart = charts.throughput_chart(points, frame, ceiling)
