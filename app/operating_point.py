@@ -1,18 +1,24 @@
-"""Where the knee of a throughput curve is, and why: pure arithmetic over (concurrency, tok/s, TTFT P95) levels.
+"""The Operating point page's arithmetic: where the knee of a throughput curve is and why, and how far
+the measured points sit under the roofline. Pure functions over records (no I/O, no Streamlit).
 
-Used by the Operating point page (reference curve or the latest stored load sweep). The rule is the
-report's reasoning (DOMAIN.md §2): doubling concurrency should buy a real throughput gain; where the
-next step gains less than ``min_gain`` while latency keeps rising, more concurrency only queues work.
+The knee (reference curve or the latest stored load sweep) follows the report's reasoning (DOMAIN.md
+§2): doubling concurrency should buy a real throughput gain; where the next step gains less than
+``min_gain`` while latency keeps rising, more concurrency only queues work.
+
+The roofline is the step model's bound on aggregate decode tok/s at each concurrency
+(core/mbu.py ``StepModel.roofline_tokens_per_s``, docs/ceiling.md); the gap between it and what the
+engine delivers is what kernels, communication and scheduling cost, stated as a ratio.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from app.formatting import number
-from db.results import SweepRun, TargetInfo
+from app.formatting import number, percent
+from core.mbu import StepModel
+from db.results import SeriesPoint, SweepRun, TargetInfo
 
 # The reference deployment of DOMAIN.md §2: (concurrency, output tok/s, TTFT P95 s or None).
 REFERENCE_LEVELS: tuple[tuple[int, float, float | None], ...] = ((8, 85.0, 1.5), (16, 126.0, None), (32, 145.0, 4.8))
@@ -80,3 +86,188 @@ def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list
         )
         (mine if ours else others).append(run)
     return mine, others
+
+
+# --- The roofline ----------------------------------------------------------------------------------
+
+ROOFLINE_POINTS = 48  # enough for a smooth curve on a half-page chart
+# Steps whose average running is under half a request decoded (almost) nothing: no concurrency to judge.
+IDLE_RUNNING = 0.5
+GAP_CAUSES = "the rest goes to compute, communication and scheduling"
+
+
+def roofline_curve(model: StepModel, mean_context: float | None, up_to: float,
+                   points: int = ROOFLINE_POINTS) -> list[tuple[float, float]]:  # fmt: skip
+    """(concurrency, tok/s) of the roofline at ``points`` evenly spaced concurrencies from 1 to ``up_to``."""
+    top = max(up_to, 1.0)
+    concurrencies = [1.0 + (top - 1.0) * i / max(points - 1, 1) for i in range(points)]
+    return [(c, model.roofline_tokens_per_s(c, mean_context)) for c in concurrencies]
+
+
+@dataclass(frozen=True)
+class Level:
+    """Measured steps grouped at one concurrency: their mean aggregate tok/s and how many steps they are."""
+
+    concurrency: int
+    tokens_per_s: float
+    steps: int
+
+
+def measured_levels(points: Iterable[SeriesPoint]) -> list[Level]:
+    """Steps with tok/s and running, grouped by running rounded to a whole request (idle steps left out)."""
+    groups: dict[int, list[float]] = {}
+    for p in points:
+        if p.tokens_per_s is not None and p.running_avg is not None and p.running_avg >= IDLE_RUNNING:
+            groups.setdefault(round(p.running_avg), []).append(p.tokens_per_s)
+    return [Level(c, sum(v) / len(v), len(v)) for c, v in sorted(groups.items())]
+
+
+@dataclass(frozen=True)
+class RooflineGap:
+    """What the engine delivered at one concurrency against the roofline there."""
+
+    concurrency: int
+    tokens_per_s: float
+    roofline_tokens_per_s: float
+    steps: int
+
+    @property
+    def share(self) -> float:
+        """Measured ÷ roofline (0–1 when the model's inputs are right)."""
+        return self.tokens_per_s / self.roofline_tokens_per_s
+
+
+def roofline_gaps(model: StepModel, mean_context: float | None, levels: Sequence[Level]) -> list[RooflineGap]:
+    """Each measured level against the roofline at its concurrency."""
+    return [
+        RooflineGap(lv.concurrency, lv.tokens_per_s, model.roofline_tokens_per_s(lv.concurrency, mean_context), lv.steps)
+        for lv in levels
+    ]
+
+
+def gap_text(gaps: Sequence[RooflineGap]) -> str:
+    """``the engine delivers 4 % of the roofline at 32: the rest goes to compute, communication and
+    scheduling`` at the concurrency it ran at most, then the other levels (``; 6 % at 16, 9 % at 8``)."""
+    if not gaps:
+        return ""
+    main = max(gaps, key=lambda g: (g.steps, g.concurrency))
+    others = sorted((g for g in gaps if g is not main), key=lambda g: -g.steps)[:4]
+    text = f"the engine delivers {_share(main.share)} of the roofline at {main.concurrency}: {GAP_CAUSES}"
+    if others:
+        text += "; " + ", ".join(f"{_share(g.share)} at {g.concurrency}" for g in others)
+    return text
+
+
+def _share(fraction: float) -> str:
+    # a share under 1 % still reads as a share, not "0 %"
+    return f"{number(fraction * 100)} %" if fraction < 0.01 else percent(fraction)
+
+
+def roofline_inputs_text(model: StepModel, mean_context: float | None) -> str:
+    """The model's inputs, as the roofline uses them: ``c × 900 GB/s ÷ (40 GB ÷ TP 8 + c × 1,234 tokens ×
+    327,680 B ÷ TP 8)``, or, without a KV size or a context, what the curve leaves out."""
+    weights = f"{number(model.weight_gb)} GB ÷ TP {model.tensor_parallel}"
+    if model.kv_bytes_per_token is None or mean_context is None:
+        missing = "KV bytes per token" if model.kv_bytes_per_token is None else "the mean context"
+        return (f"c × {number(model.peak_gbps)} GB/s ÷ ({weights}); {missing} unknown, so the KV cache each "
+                "step reads is left out and the curve is a straight line (higher than the true bound)")
+    return (f"c × {number(model.peak_gbps)} GB/s ÷ ({weights} + c × {number(mean_context)} tokens × "
+            f"{number(model.kv_bytes_per_token)} B ÷ TP {model.tensor_parallel})")
+
+
+# --- Per-request decode speed ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestSpeed:
+    """One step's decode speed per request: aggregate tok/s ÷ running, and 1 ÷ ITL P95 (the slow end)."""
+
+    ts: float
+    running: float
+    per_request_tokens_per_s: float | None
+    itl_tokens_per_s: float | None
+
+
+def request_speeds(points: Iterable[SeriesPoint]) -> list[RequestSpeed]:
+    """Steps with running requests, each with its per-request speeds (None where a figure is missing)."""
+    out = []
+    for p in points:
+        if p.running_avg is None or p.running_avg < IDLE_RUNNING:
+            continue
+        per_request = None if p.tokens_per_s is None else p.tokens_per_s / p.running_avg
+        itl = None if not p.itl_p95_s else 1.0 / p.itl_p95_s
+        if per_request is not None or itl is not None:
+            out.append(RequestSpeed(p.ts, p.running_avg, per_request, itl))
+    return out
+
+
+# --- What the page shows ----------------------------------------------------------------------------
+
+NO_ROOFLINE = (
+    "No roofline: this target has no ceiling inputs. Set targets[].ceiling.weight_gb and tensor_parallel "
+    "(and bandwidth_gbps where no NVML reading gives the peak) to draw it; kv_bytes_per_token where vLLM's "
+    "cache_config_info does not give it."
+)
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The roofline of one target over a range: the curve, the measured levels against it, its inputs."""
+
+    curve: list[tuple[float, float]]
+    gaps: list[RooflineGap]
+    single_request_tokens_per_s: float
+    inputs: str
+
+    def text(self) -> str:
+        """What the page says of it: the gap as a ratio, or that no measured level was there to judge."""
+        gap = gap_text(self.gaps)
+        return (gap[0].upper() + gap[1:] + ".") if gap else "No measured step with running requests in this range."
+
+    def caption(self) -> str:
+        return (f"Pink line: the roofline, the most aggregate decode tok/s each concurrency c allows if every step "
+                f"read at peak bandwidth: {self.inputs}. The mean context is the range's, from the request-length "
+                "histograms. Compute bounds it too at large batch and in prefill.")  # fmt: skip
+
+
+def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],
+             up_to: float) -> Roofline | None:  # fmt: skip
+    """The roofline of ``model`` from 1 to ``up_to`` running requests with the measured ``points`` against
+    it; None without a model (no ceiling inputs: :data:`NO_ROOFLINE` says which setting adds it)."""
+    if model is None:
+        return None
+    return Roofline(
+        curve=roofline_curve(model, mean_context, up_to),
+        gaps=roofline_gaps(model, mean_context, measured_levels(points)),
+        single_request_tokens_per_s=model.single_request_tokens_per_s(mean_context),
+        inputs=roofline_inputs_text(model, mean_context),
+    )
+
+
+def concurrency_reach(points: Iterable[SeriesPoint], levels: Iterable[tuple[float, object, object]],
+                      marks: Iterable[tuple[float, str]]) -> float:  # fmt: skip
+    """The largest concurrency the page's chart shows: measured running, a level, or a mark."""
+    seen = [p.running_avg for p in points if p.running_avg is not None]
+    return max([*seen, *(c for c, *_ in levels), *(at for at, _ in marks), 1.0])
+
+
+def per_request_text(speeds: Sequence[RequestSpeed], bound: float | None) -> str:
+    """``One request decodes at most 179 tok/s (the roofline at 1); measured: 4.5 tok/s per request at 32
+    running (tok/s ÷ running), 4 tok/s at the slow end (1 ÷ ITL P95)``: the busiest concurrency's medians."""
+    head = (f"One request decodes at most {number(bound)} tok/s (the roofline at 1)" if bound
+            else "No single-request bound (no ceiling inputs)")  # fmt: skip
+    if not speeds:
+        return head + "."
+    counts: dict[int, list[RequestSpeed]] = {}
+    for s in speeds:
+        counts.setdefault(round(s.running), []).append(s)
+    at, busiest = max(counts.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    per = _median([s.per_request_tokens_per_s for s in busiest])
+    itl = _median([s.itl_tokens_per_s for s in busiest])
+    return (f"{head}; measured at {at} running: {number(per)} tok/s per request (tok/s ÷ running), "
+            f"{number(itl)} tok/s at the slow end (1 ÷ ITL P95).")
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    seen = sorted(v for v in values if v is not None)
+    return seen[len(seen) // 2] if seen else None

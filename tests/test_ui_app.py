@@ -38,7 +38,7 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
     (history,) = [c.value for c in at.caption if c.value.startswith("Minutes of this range")]
     assert history.startswith("Minutes of this range, as the alert evaluator judged them: ") and "% no verdict stored" in history
     charts = at.get("vega_lite_chart")
-    assert len(charts) == 1  # the seven panels stacked in one chart on one time axis
+    assert len(charts) == 1  # the eight panels stacked in one chart on one time axis
     assert '"vconcat"' in charts[0].proto.spec
     # state._spec hands Streamlit Arrow bytes it made once; they reach the element as datasets.
     assert all(c.proto.datasets and all(d.data.data for d in c.proto.datasets) for c in charts)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -37,13 +38,47 @@ def test_lines_break_at_gaps_and_share_one_domain():
     assert "SLO 3 s" in spec["title"]
 
 
-def test_ceiling_is_labelled_with_its_inputs():
+def test_ceiling_line_is_named_for_what_it_bounds_with_its_inputs():
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
     assert charts.ceiling_label(ceiling) == "at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))"
     spec = charts.throughput_chart([point(END - 60)], FRAME, ceiling).to_dict()
-    texts = [layer for layer in spec["layer"] if "layer" in layer]
-    assert texts, "the ceiling line carries its label"
-    assert "60–80 % of the ceiling" in spec["title"]
+    labels = [row["label"] for data in spec["datasets"].values() for row in data if "label" in row]
+    assert labels == [charts.ceiling_label(ceiling)], "the ceiling line carries its label"
+    assert "bounds decode steps/s, not tok/s" in spec["title"]
+    # no "% of the ceiling" band: a share of a steps bound in tok/s is no measure of what systems reach
+    assert "%" not in spec["title"] and "efficiency" not in json.dumps(spec)
+    bare = charts.throughput_chart([point(END - 60)], FRAME, None).to_dict()
+    assert bare["title"].endswith("no ceiling line: no ceiling inputs")
+
+
+def roofline_spec(roofline: list[tuple[float, float]], tokens: float = 145.0) -> dict:
+    points = [point(END - 60, running_avg=32.0, tokens_per_s=tokens)]
+    return charts.operating_point_chart(points, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS,
+                                        roofline=roofline).to_dict(validate=True)  # fmt: skip
+
+
+def test_roofline_is_a_labelled_line_on_a_log_axis_when_far_above_the_measurements():
+    spec = roofline_spec([(1.0, 178.5), (32.0, 4563.7)])
+    texts = [row.get("text") for data in spec["datasets"].values() for row in data]
+    assert "roofline (modelled bound): 4,564 at 32" in texts
+    scales = [layer["encoding"]["y"].get("scale") for layer in spec["layer"] if "y" in layer.get("encoding", {})]
+    assert scales[0]["type"] == "log" and scales[0]["domain"] == pytest.approx([85 * 0.8, 4563.7 * 1.25])
+    assert spec["layer"][0]["encoding"]["y"]["title"] == "output tok/s (log scale)"
+    # within 4× the measurements the axis stays linear from 0
+    near = roofline_spec([(1.0, 100.0), (32.0, 400.0)])
+    assert near["layer"][0]["encoding"]["y"]["scale"] == {"domainMin": 0}
+
+
+def test_per_request_chart_draws_both_speeds_and_one_requests_bound():
+    from app.operating_point import request_speeds
+
+    speeds = request_speeds([point(END - 60, running_avg=32.0, tokens_per_s=145.0, itl_p95_s=0.25)])
+    spec = charts.per_request_chart(speeds, 178.54, "t").to_dict(validate=True)
+    rows = [row for data in spec["datasets"].values() for row in data]
+    assert {(r.get("series"), r.get("value")) for r in rows if "series" in r} == {("tok/s ÷ running", 145 / 32),
+                                                                                   ("1 ÷ ITL P95", 4.0)}  # fmt: skip
+    assert "one request: at most 179 tok/s (the roofline at 1)" in {r.get("label") for r in rows}
+    assert charts.per_request_chart(speeds, None, "t").to_dict(validate=True)["layer"][0]["mark"]["type"] == "circle"
 
 
 def test_kv_chart_is_in_percent_with_both_thresholds():
@@ -119,18 +154,18 @@ def overview(ttft_step: float = 60.0) -> dict:
     return chart.to_dict(validate=True)
 
 
-def test_overview_is_one_chart_of_seven_panels_on_one_time_axis():
-    # One Vega view, not seven: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
+def test_overview_is_one_chart_of_eight_panels_on_one_time_axis():
+    # One Vega view, not eight: most of what the Overview costs the browser (docs/benchmarks.md, Dashboard).
     spec = overview()
     titles = [panel["title"] for panel in spec["vconcat"]]
     assert [t.split(",")[0].split(" per")[0] for t in titles] == [
-        "Time to first token", "Output tokens", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
+        "Time to first token", "Output tokens", "Model bandwidth utilisation (MBU)", "Preemptions", "Running (avg)", "KV-cache usage", "Prefix-cache hit rate",
         "Requests finished",
     ]  # fmt: skip
     assert spec["resolve"]["scale"] == {"x": "shared", "color": "independent"}
     # Every panel can pan/zoom in time (its own scale-bound interval on x); the shared x scale moves all.
     zooms = {param["views"][0]: param for param in spec["params"]}
-    assert len(zooms) == 7
+    assert len(zooms) == 8
     for panel in spec["vconcat"]:
         first = panel["layer"][0] if "layer" in panel else panel
         zoom = zooms[first["name"]]
@@ -187,3 +222,28 @@ def test_a_prefix_cache_panel_without_data_says_why():
     assert "no data, the engine exposes no prefix-cache counters" in blank["title"]
     drawn = charts.prefix_cache_chart([point(END - 60, prefix_cache_hit_rate=0.4)], FRAME).to_dict()
     assert "no data" not in drawn["title"]
+
+
+def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
+    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "measured (NVML GPM)").to_dict(validate=True)
+    assert spec["title"].endswith("(%): measured (NVML GPM) · red dashes: min_mbu 30 %")
+    rows = [row for data in spec["datasets"].values() for row in data]
+    assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
+    empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, "no bandwidth source").to_dict(validate=True)
+    assert empty["title"].endswith("(%): no data, the MBU tile says why")
+
+
+def test_an_efficiency_alerts_email_chart_draws_mbu_against_min_mbu():
+    # the efficiency rule judges MBU < min_mbu: its e-mail's chart is the MBU panel, not tok/s
+    from app.alerts.model import AlertState
+    from app.notify import images
+
+    class Reader:
+        def series(self, *args, fields=None, **kwargs):
+            assert fields == ("mbu",)
+            return [point(END - 120, mbu=0.12), point(END - 60, mbu=0.1)]
+
+    state = AlertState("efficiency", "t", "", "firing", "warning", int(END), int(END), threshold=0.3)
+    spec = images._spec(Reader(), Settings(), state, images.panel_of("efficiency"), END)
+    assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")
+    assert spec["title"].endswith("red dashes: min_mbu 30 %")

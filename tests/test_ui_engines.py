@@ -58,6 +58,7 @@ def test_traffic_text_sets_the_engine_estimate_beside_measured_and_peak():
 def test_the_ceiling_provenance_checks_its_assumption_with_the_engine_traffic():
     text = traffic.ceiling_check_text(window(engine_bw_gbps=108.0, tokens_per_s=108.0))
     assert "900 GB/s per GPU" in text and "÷ 5 GB of weights per GPU" in text
+    assert text.startswith("The report's ceiling, at most 180 decode steps/s = ")
     assert "12 % of that bandwidth" in text and "1 GB per output token per GPU against the weights' 5 GB" in text
     assert "--enable-mfu-metrics" in traffic.ceiling_check_text(window())
 

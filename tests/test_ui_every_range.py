@@ -27,7 +27,7 @@ pytestmark = [
 ]
 
 # (url path, charts on the page)
-PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 2), "targets": ("/targets", 0)}
+PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 3), "targets": ("/targets", 0)}
 DATA_MARKS = {"line", "area", "rect", "symbol"}  # rules and text are thresholds and labels, not data
 VISIBLE = 0.9  # of a panel's points with data, at least this share is drawn (a lone point of a broken line is not)
 

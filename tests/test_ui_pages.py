@@ -61,7 +61,8 @@ def test_overview_in_the_sweet_spot(app):
     body = texts(at)
     assert "In the sweet spot" in body
     assert "TTFT P95 · 5m 2.1 s" in body
-    assert "the report's ceiling: at most 180 steps/s · the report's % of ceiling 70 %" in body
+    assert "70 %: the report's % of ceiling (tok/s ÷ steps/s bound) · at most 180 steps/s: the report's ceiling" in body
+    assert "efficiency" not in body.lower()
     assert len(at.get("vega_lite_chart")) == 1
 
 

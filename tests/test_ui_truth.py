@@ -191,3 +191,35 @@ def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):
     assert reader.window("demo", end, 1800).up is None  # raw rows: "never scraped", the defect
     figures = reader.window("demo", end, 1800, level=60)  # the level a 1 h past range's charts read
     assert figures.up is True and figures.tokens_per_s and no_data_reason(figures) == ""
+
+
+# -- MBU, the ceiling's provenance, the per-step check --------------------------------------------
+def test_mbu_tile_names_its_source_and_holds_every_source_and_the_models_inputs():
+    f = window(mbu=0.23, mbu_source="measured (NVML GPM)", mbu_measured=0.23, mbu_engine=None, mbu_modelled=0.04,
+               steps_per_s=4.5, mean_context_tokens=1234.0)  # fmt: skip
+    tile = widgets.mbu_tile(f, RULES)
+    assert (tile.label, tile.value, tile.context) == ("MBU · 5m", "23 %", "measured, NVML GPM · min 30 %")
+    assert "Sources: measured 23 % · engine estimate — · modelled 4 %." in tile.help
+    assert ("Model: 40 GB ÷ TP 8 at 900 GB/s (config); KV 327,680 B per token (config); 4.5 steps/s, 15.5 running, "
+            "mean context 1,234 tokens.") in tile.help  # fmt: skip
+    assert tile in widgets.kpi_tiles(f, RULES)
+
+
+def test_mbu_tile_without_a_source_says_which_setting_adds_one():
+    bare = widgets.mbu_tile(window(mbu=None, mbu_source=None, ceiling=None), RULES)
+    assert (bare.value, bare.context) == ("—", "unknown: set targets[].ceiling.weight_gb and tensor_parallel")
+    no_steps = widgets.mbu_tile(window(mbu=None, mbu_source=None, steps_per_s=None), RULES)
+    assert no_steps.context.startswith("unknown: no step rate")
+    assert widgets.mbu_tile(window(mbu=None, mbu_source=None, steps_per_s=4.5), RULES).context == "no bandwidth source"
+
+
+def test_targets_show_the_ceilings_inputs_with_their_provenance_or_none():
+    from tests.builders import CEILING
+
+    info = TargetInfo("demo", "http://x/metrics", True, END, None, {}, (), (), (), "dcgm", "none", CEILING)
+    text = widgets.ceiling_text(info)
+    assert "**at most 180 decode steps/s**" in text
+    assert "- weights: 40 GB (config) · tensor parallel: 8 (config)" in text
+    assert "- bandwidth: 900 GB/s per GPU (config)" in text and "- KV cache: 327,680 B per token (config)" in text
+    none = widgets.ceiling_text(TargetInfo("bare", "http://x/metrics", True, END, None, {}, (), (), (), "dcgm", "none", None))
+    assert none == "Ceiling: none: no ceiling inputs (set targets[].ceiling.weight_gb and tensor_parallel)"

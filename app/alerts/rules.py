@@ -36,7 +36,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
 
 DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
 # The dashboard panels a rule may declare for its e-mail's chart (app/notify/images.py draws each).
-PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput")
+PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput", "mbu")
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "efficiency", "mbu", "<", "min_mbu", WARNING, for_s=600.0,
-        panel="throughput", title="low efficiency",
+        panel="mbu", title="low MBU",
         when=f"queued > 0 and {_SERVING} and asleep == 0",
         label="MBU over {window}", unit="%", scale=100.0, detail="{mbu_source}, while {queued} requests wait",
         no_value="not evaluated: {mbu_missing}",

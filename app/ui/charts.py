@@ -55,6 +55,10 @@ COLORS: dict[str, str] = {
     "abort": "#ff7f0e",
     "error": "#d62728",
     "rejected (503)": "#7b4173",
+    "roofline": "#e377c2",
+    "MBU": "#e377c2",
+    "tok/s ÷ running": "#2ca02c",
+    "1 ÷ ITL P95": "#1f77b4",
 }
 TIME_FORMAT = "%b %d %H:%M"
 X_AXIS = alt.Axis(format=TIME_FORMAT, labelFlush=True, labelBound=True)  # time labels stay inside the plot
@@ -266,24 +270,30 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     )
 
 
-def throughput_chart(
-    points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None, band: tuple[float, float] = (0.6, 0.8)
-) -> AnyChart:
+def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None) -> AnyChart:
+    """Output tok/s against the report's ceiling line. The line bounds decode steps/s (one token per
+    running request each step), so aggregate tok/s passes it as soon as batching works (DOMAIN.md §1)."""
     lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
     if ceiling is None:
-        return _panel(lines, f"Output tokens per second, per {_step(frame)} (no ceiling known)")
-    low, high = band[0] * ceiling.steps_per_s, band[1] * ceiling.steps_per_s
-    # The band spans the frame in time too: the panel's zoom sits on its first layer (this one),
-    # and a scale-bound zoom needs a time field to bind to.
-    band_data = pd.DataFrame({"low": [low], "high": [high], "start": [frame.start * 1000], "end": [frame.end * 1000]})
-    shade = (
-        alt.Chart(band_data)
-        .mark_rect(color=COLORS["output tok/s"], opacity=0.12)
-        .encode(x=alt.X("start:T", title=None), x2="end:T", y="low:Q", y2="high:Q")
-    )
-    band_text = f"{band[0] * 100:.0f}–{band[1] * 100:.0f} % of the ceiling, what real systems reach"
-    chart = _layer(shade, lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
-    return _panel(chart, f"Output tokens per second, per {_step(frame)} (tok/s); shaded: {band_text}")
+        return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling line: no ceiling inputs")
+    chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
+    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
+             "bounds decode steps/s, not tok/s")
+    return _panel(chart, title)
+
+
+def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, source: str = "") -> AnyChart:
+    """MBU per step (%) with the efficiency rule's threshold; the title names the source (or why none)."""
+    data = long_rows(points, {"mbu": "MBU"}, frame.step_s, 100)
+    lines = _lines(data, frame, "%")
+    top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
+    # one line: a longer title widens the stacked chart past its element (the tile says why there is none)
+    if not any(p.mbu is not None for p in points):
+        return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
+    title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'} · "
+             f"red dashes: min_mbu {min_mbu * 100:.0f} %")
+    return _panel(_layer(lines, hline(min_mbu * 100, frame)), title)
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -338,13 +348,15 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
-    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None,
+    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "",
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's seven panels on one time axis; TTFT and the finished requests may have a coarser
-    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request)."""
+    """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
+    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request). ``mbu_source``:
+    the window's MBU source, or why it has none."""
     return stack(
         ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
+        mbu_chart(points, frame, sweetspot.min_mbu, mbu_source),
         preemption_chart(points, frame),
         concurrency_chart(points, frame, sweetspot.concurrency),
         kv_chart(points, frame, sweetspot.kv_warning, sweetspot.kv_critical),
@@ -479,19 +491,27 @@ def operating_point_chart(
     marks: Sequence[tuple[float, str]] = (),
     title: str = "",
     slo_s: float | None = None,
+    roofline: Sequence[tuple[float, float]] = (),
 ) -> alt.LayerChart:
     """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
-    a red dashed line. Legends sit under the plot: beside it, a half-page chart cuts them off.
+    a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
+    line; the axis turns logarithmic when it runs far above the measured values (:func:`spread_scale`).
+    Legends sit under the plot: beside it, a half-page chart cuts them off.
     """
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
     data = scatter_rows(points, y_attr)
     y = alt.Y("value:Q", title=y_title)
+    sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
     if slo_s is not None:
-        sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
+    elif roofline:
+        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], [v for _, v in roofline])
+        y = alt.Y("value:Q", title=y_title + note, scale=scale)
+        if note:
+            data = data[data["value"] > 0]  # no zero on a log axis
     dots = (
         alt.Chart(data)
         .mark_circle(size=28, opacity=0.7)
@@ -516,7 +536,79 @@ def operating_point_chart(
     layers.extend(_vmark(at, text) for at, text in marks)
     if slo_s is not None:
         layers.append(_slo_rule(slo_s))
+    if roofline:
+        layers.append(_roofline_layer(roofline, y_title))
     return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+
+
+# Past this ratio of a bound to the largest measured value a linear axis squashes the measurements
+# flat (the reference: a roofline of 4,564 tok/s at 32 against 145 measured): the axis turns log.
+LOG_ABOVE_DATA = 4.0
+
+
+def spread_scale(measured: Iterable[float | None], bound: Iterable[float]) -> tuple[alt.Scale, str]:
+    """The y scale of a chart of ``measured`` values under a modelled ``bound``, and a note for its title:
+    linear from 0 while the bound stays within :data:`LOG_ABOVE_DATA` × the data, else logarithmic
+    over every positive value."""
+    seen = [v for v in measured if v is not None and not math.isnan(v) and v > 0]
+    tops = [v for v in bound if v > 0]
+    top = max([*seen, *tops], default=1.0)
+    if not seen or top <= LOG_ABOVE_DATA * max(seen):
+        return alt.Scale(domainMin=0), ""
+    low = min([*seen, *tops])
+    return alt.Scale(type="log", domain=[low * 0.8, top * 1.25], nice=False), " (log scale)"
+
+
+ROOFLINE_NAME = "roofline (modelled bound)"
+
+
+def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [c for c, _ in roofline], "value": [v for _, v in roofline]})
+    data["label"] = ROOFLINE_NAME
+    base = alt.Chart(data).encode(x="running:Q", y="value:Q")
+    line = base.mark_line(color=COLORS["roofline"], strokeWidth=2).encode(
+        tooltip=["label:N", alt.Tooltip("running:Q", format=".1f"), alt.Tooltip("value:Q", title=y_title, format=",.0f")]
+    )
+    end = data.tail(1).assign(text=f"{ROOFLINE_NAME}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
+    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-6).encode(
+        x="running:Q", y="value:Q", text="text:N"
+    )
+    return _layer(line, label)
+
+
+def per_request_chart(speeds: Sequence[Any], bound: float | None, title: str) -> alt.LayerChart:
+    """Per-request decode speed against concurrency: aggregate tok/s ÷ running and 1 ÷ ITL P95 per step
+    (``speeds``: app.operating_point.RequestSpeed), and one request's bound as a labelled line."""
+    rows = [
+        {"running": s.running, "value": value, "series": name, "time": s.ts * 1000}
+        for s in speeds
+        for name, value in (("tok/s ÷ running", s.per_request_tokens_per_s), ("1 ÷ ITL P95", s.itl_tokens_per_s))
+        if value is not None
+    ]
+    data = pd.DataFrame(rows, columns=["running", "value", "series", "time"])
+    scale, note = spread_scale(data["value"], [bound] if bound else [])
+    names = ["tok/s ÷ running", "1 ÷ ITL P95"]
+    dots = (
+        alt.Chart(data)
+        .mark_circle(size=24, opacity=0.6)
+        .encode(
+            x=alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0)),
+            y=alt.Y("value:Q", title=f"tok/s per request{note}", scale=scale),
+            color=alt.Color("series:N", title=None, scale=alt.Scale(domain=names, range=[COLORS[n] for n in names]),
+                            legend=alt.Legend(orient="bottom", direction="horizontal")),
+            tooltip=[TOOLTIP_TIME, alt.Tooltip("running:Q", format=".1f"), "series:N",
+                     alt.Tooltip("value:Q", title="tok/s per request", format=".3~f")],
+        )
+    )  # fmt: skip
+    layers: list[Any] = [dots]
+    if bound:
+        label = f"one request: at most {number(bound)} tok/s (the roofline at 1)"
+        rule = pd.DataFrame({"value": [bound], "label": [label]})
+        base = alt.Chart(rule)
+        layers.append(base.mark_rule(color=COLORS["roofline"], strokeWidth=2).encode(y="value:Q", tooltip="label:N"))
+        layers.append(base.mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-4).encode(
+            x=alt.value("width"), y="value:Q", text="label:N"))  # fmt: skip
+    return _layer(*layers).properties(height=300, title=title)
 
 
 def _slo_rule(slo_s: float) -> alt.Chart:

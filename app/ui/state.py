@@ -314,12 +314,19 @@ class Context:
         v, url, slo = self.view, self.settings.db_url, self.sweetspot.ttft_p95_slo_s
         return guard("the window figures", _window, url, v.target, _floor(end, 5.0), v.window_s, v.model, None, slo)
 
+    def target_window(self, target: str, end: float) -> WindowFigures:
+        """Any stored target's figures (all models) over the verdict window ending at ``end``."""
+        url, window_s = self.settings.db_url, self.view.window_s
+        return guard("the window figures", _window, url, target, _floor(end, 5.0), window_s, None, None)
+
     def verdict_window(self, span: Span) -> WindowFigures:
         """The figures the verdict and tiles judge: the verdict window up to now on a live range; a
         past range's whole span, from the level (raw rows or rollups) its charts read, since raw rows
         older than their retention are gone."""
-        if span.live:
-            return self.window(span.at)
+        return self.window(span.at) if span.live else self.range_window(span)
+
+    def range_window(self, span: Span) -> WindowFigures:
+        """The figures over the whole span, from the level (raw rows or rollups) its charts read."""
         v, url = self.view, self.settings.db_url
         args = (url, v.target, span.end, span.end - span.start, v.model, level_of(span.step_s), self.sweetspot.ttft_p95_slo_s)
         return guard("the window figures", _window, *args)

@@ -51,9 +51,9 @@ def ceiling_check_text(f: WindowFigures) -> str:
     """The ceiling's provenance with the engine's own traffic: does "weights once per step" hold?"""
     c = f.ceiling
     if c is None:
-        return f"Ceiling {NO_CEILING}."
+        return f"No ceiling: {NO_CEILING}."
     share = c.weight_gb / max(c.tensor_parallel, 1)
-    head = (f"Ceiling: at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
+    head = (f"The report's ceiling, at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
             f"÷ {number(share)} GB of weights per GPU: it assumes each decode step reads that share once.")
     if f.engine_bw_gbps is None:
         return f"{head} Engine-side traffic: {MISSING} ({MFU_HINT})."

@@ -20,6 +20,7 @@ from app.formatting import (
     ago,
     clock,
     gibibytes,
+    mbu_source_text,
     mbu_text,
     number,
     percent,
@@ -33,6 +34,7 @@ from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
+from core.mbu import StepBoundBreach
 from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
@@ -170,27 +172,75 @@ def slo_tile(f: WindowFigures, w: str) -> Tile:
     return Tile(f"TTFT SLO attainment · {w}", share(f.ttft_slo_attainment), context,
                 "Share of requests whose TTFT was within the SLO, from vLLM's TTFT buckets (as vLLM's Grafana Overview)."
                 + (f" {how}." if how else "") + slo_warning(f))  # fmt: skip
+# The report's share, named as its definition: the ceiling bounds decode steps/s, not tok/s (DOMAIN.md §1).
+REPORT_SHARE = "the report's % of ceiling (tok/s ÷ steps/s bound)"
+TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's ceiling, bandwidth ÷ (weights ÷ TP), "
+               "bounds decode steps per second; each step yields a token per running request, so tok/s passes it "
+               "as soon as batching works. How well the GPUs' bandwidth is used is MBU (docs/ceiling.md).")
 
 
 def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = NO_CEILING if f.ceiling_steps_per_s is None else f"the report's ceiling: at most {number(f.ceiling_steps_per_s)} steps/s"
+    ceiling = f"no ceiling: {NO_CEILING}"
+    if f.ceiling_steps_per_s is not None:
+        ceiling = f"at most {number(f.ceiling_steps_per_s)} steps/s: the report's ceiling"
     if f.ceiling_share is not None:
-        ceiling = f"{ceiling} · the report's % of ceiling {percent(f.ceiling_share)}"
+        ceiling = f"{percent(f.ceiling_share)}: {REPORT_SHARE} · {ceiling}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
         Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s{p95_slo_note(f)}", "95th percentile time to first token." + held_in(f, "ttft_p95_s") + slo_warning(f)),
         slo_tile(f, w),
-        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, "Whole deployment; the report's % of ceiling = tok/s ÷ the steps/s bound (not an efficiency: see MBU)."),
+        Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
+        mbu_tile(f, sweetspot),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
         Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
+
+
+def mbu_missing(f: WindowFigures) -> str:
+    """Why a window has no MBU, with the setting or source that adds one."""
+    if f.ceiling is None:
+        return NO_CEILING
+    if f.steps_per_s is None:
+        return "unknown: no step rate (the engine exposes no vllm:iteration_tokens_total)"
+    return "no bandwidth source"
+
+
+def mbu_tile(f: WindowFigures, sweetspot: SweetSpotSettings) -> Tile:
+    """MBU with its source (``23 %`` / ``measured, NVML GPM · min 30 %``); its hover holds every
+    source's value and the step model's inputs. Without a source the tile says which setting adds one."""
+    w = format_duration(f.window_s)
+    if f.mbu is None or not f.mbu_source:
+        return Tile(f"MBU · {w}", MISSING, mbu_missing(f), MBU_HELP + mbu_inputs(f))
+    context = f"{mbu_source_text(f.mbu_source)} · min {percent(sweetspot.min_mbu)}"
+    return Tile(f"MBU · {w}", percent(f.mbu), context, MBU_HELP + mbu_inputs(f))
+
+
+MBU_HELP = ("Model bandwidth utilisation: the bytes a decode step must read (weights ÷ TP + the running requests' "
+            "KV cache ÷ TP) × steps/s ÷ peak bandwidth per GPU, from the best source present. ")
+
+
+def mbu_inputs(f: WindowFigures) -> str:
+    """``measured 23 % · engine estimate — · modelled 4 %. Model: 40 GB ÷ TP 8 at 900 GB/s (config), …``."""
+    sources = f"Sources: measured {percent(f.mbu_measured)} · engine estimate {percent(f.mbu_engine)} · modelled {percent(f.mbu_modelled)}."
+    c = f.ceiling
+    if c is None:
+        return f"{sources} Model: no inputs ({NO_CEILING})."
+    kv = f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token else "unknown (weights only)"
+    return (f"{sources} Model: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
+            f"({c.bandwidth_source}); KV {kv}; {number(f.steps_per_s)} steps/s, {number(f.running_avg)} running, "
+            f"mean context {number(f.mean_context_tokens)} tokens.")
+
+
+def show_breach(breach: StepBoundBreach) -> None:
+    """The per-step truth check failed: the ceiling's inputs are wrong, and which would make it hold."""
+    st.error(f"**The ceiling's inputs are wrong**: {markdown(breach.message(), TEXT_LIMIT)}.", icon=":material/report:")
 
 
 # The tiles are one HTML block, not six st.metric elements in two rows of columns: the browser builds
@@ -282,12 +332,17 @@ def health_text(info: TargetInfo, now: float) -> str:
 
 
 def ceiling_text(info: TargetInfo) -> str:
+    """The ceiling's inputs, each with where it came from, or that there are none (never a borrowed figure)."""
     c = info.ceiling
     if c is None:
-        return NO_CEILING
+        return f"Ceiling: none: no ceiling inputs ({NO_CEILING.removeprefix('unknown: ')})"
+    kv = (f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token
+          else "unknown (set targets[].ceiling.kv_bytes_per_token, or vLLM's cache_config_info gives it)")  # fmt: skip
     return (
-        f"**at most {number(c.steps_per_s)} steps/s** = {number(c.bandwidth_gbps)} GB/s per GPU ÷ "
-        f"({number(c.weight_gb)} GB weights ÷ TP {c.tensor_parallel}); bandwidth from {c.bandwidth_source}"
+        f"Ceiling: **at most {number(c.steps_per_s)} decode steps/s** = bandwidth ÷ (weights ÷ TP)\n"
+        f"- weights: {number(c.weight_gb)} GB (config) · tensor parallel: {c.tensor_parallel} (config)\n"
+        f"- bandwidth: {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source})\n"
+        f"- KV cache: {kv}"
     )
 
 

@@ -31,6 +31,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         # spelled here, as every other page spells them: a missing figure reads "—", never "None"
         "tok/s": [number(x.tokens_per_s) for x in f],
         "MBU": [percent(x.mbu) for x in f],
+        "report's % of ceiling": [percent(x.ceiling_share) for x in f],
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
@@ -50,6 +51,7 @@ def live() -> None:
     st.dataframe(_table(rows), hide_index=True, width="stretch", column_config={
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
         "running": col.TextColumn(help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
+        "report's % of ceiling": col.TextColumn(help=widgets.REPORT_SHARE + ": the ceiling bounds decode steps/s"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip
     st.subheader("Per model")

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
+from app.operating_point import (
+    NO_ROOFLINE,
+    REFERENCE_LEVELS,
+    concurrency_reach,
+    find_knee,
+    per_request_text,
+    request_speeds,
+    roofline,
+    sweeps_of,
+)
 from app.ui import charts, state
 from core.durations import format_duration
 from core.text import markdown
@@ -17,7 +26,7 @@ span = view.span(state.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.
 step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
 end = span.end - span.end % step  # complete steps only, as the charts (app/ui/state.py:resolve)
-points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s"))
+points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s"))
 sweeps, others = sweeps_of(ctx.target_info(), state.guard("the load sweeps", ctx.reader.sweep_runs, 20))
 sweeps = sweeps[:5]
 
@@ -29,6 +38,10 @@ marks = [(float(rules.concurrency), f"sweet spot {rules.concurrency} (configured
 if knee and knee.concurrency != rules.concurrency:
     marks.append((float(knee.concurrency), f"knee {knee.concurrency}"))
 
+# The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
+figures = ctx.range_window(span)
+model = figures.ceiling.model() if figures.ceiling else None
+roof = roofline(model, figures.mean_context_tokens, points, concurrency_reach(points, levels, marks))
 if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
@@ -36,14 +49,22 @@ st.caption(
     f"Grey dashes: the report's reference curve. Diamonds: stored load sweeps of {view.target}'s server."
     + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
+if roof:
+    st.markdown(f"**Roofline**: {roof.text()}")
+    st.caption(roof.caption())
+else:
+    st.info(NO_ROOFLINE, icon=":material/info:")
+curve = roof.curve if roof else []
 left, right = st.columns(2)
-for where, attr, label, reference, slo in (
-    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS, None),
-    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, rules.ttft_p95_slo_s),
+for where, attr, label, reference, slo, bound in (
+    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS, None, curve),
+    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, rules.ttft_p95_slo_s, []),
 ):
     title = f"Concurrency vs {label}"
-    state.show_chart(
-        charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, height=480, where=where
-    )
+    state.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
+                     height=480, where=where)  # fmt: skip
+speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
+st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
+state.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
 if not points:
     st.info("No measured steps in this range yet: only the reference curve is shown.", icon=":material/info:")

@@ -12,7 +12,7 @@ from core.text import markdown
 QUEUE = ("queue_depth_max",)
 # Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
 TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s", *charts.OUTCOMES)
-OTHERS = ("tokens_per_s", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
+OTHERS = ("tokens_per_s", "mbu", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
 ctx = state.context()
@@ -37,6 +37,8 @@ def live() -> None:
     first = points[0].ts if points else span.start
     over = state.over_text(span, view.window_s)
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
+    if figures.step_bound_breach:  # the measured step rate is above the ceiling's bound: its inputs are wrong
+        widgets.show_breach(figures.step_bound_breach)
     widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
     if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
         st.caption(warning.strip())
@@ -49,7 +51,8 @@ def live() -> None:
         f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
-    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling, height="content")
+    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
+                     figures.mbu_source or "", height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 
 live()

@@ -19,6 +19,8 @@ for info in ctx.targets:
         st.markdown(widgets.health_text(info, now))
         if info.last_error:
             st.error(f"Last error: {markdown(info.last_error, 500)}", icon=":material/error:")
+        if breach := ctx.target_window(info.name, now).step_bound_breach:  # the ceiling's inputs are wrong
+            widgets.show_breach(breach)
         if over := series_limit_warning(info.series_dropped, info.series_limit):
             st.warning(over, icon=":material/content_cut:")
         if info.discovered_by:
@@ -32,7 +34,7 @@ for info in ctx.targets:
             f"- gateway queue source: {markdown_code(info.gateway_source)}\n"
             f"- GPU source: {markdown_code(info.gpu_source)} · GPUs seen: {len(info.gpus)}"
         )
-        right.markdown(f"Ceiling: {widgets.ceiling_text(info)}\n\n{widgets.engine_text(info)}")
+        right.markdown(f"{widgets.ceiling_text(info)}\n\n{widgets.engine_text(info)}")
         rows = widgets.metric_rows(info)
         if rows:
             st.table(rows, hide_index=True)
