@@ -236,6 +236,7 @@ def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty()
 def test_an_efficiency_alerts_email_chart_draws_mbu_against_min_mbu():
     # the efficiency rule judges MBU < min_mbu: its e-mail's chart is the MBU panel, not tok/s
     from app.alerts.model import AlertState
+    from app.alerts.rules import declared
     from app.notify import images
 
     class Reader:
@@ -244,6 +245,8 @@ def test_an_efficiency_alerts_email_chart_draws_mbu_against_min_mbu():
             return [point(END - 120, mbu=0.12), point(END - 60, mbu=0.1)]
 
     state = AlertState("efficiency", "t", "", "firing", "warning", int(END), int(END), threshold=0.3)
-    spec = images._spec(Reader(), Settings(), state, images.panel_of("efficiency"), END)
+    rule = declared(Settings(), "t", "efficiency")
+    assert rule is not None and rule.panel == "mbu"  # the rule declares its panel
+    spec = images._spec(Reader(), Settings(), state, rule.panel, END)
     assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")
     assert spec["title"].endswith("red dashes: min_mbu 30 %")
