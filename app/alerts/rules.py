@@ -21,7 +21,7 @@ from typing import Any
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
-from app.formatting import compared, number
+from app.formatting import bucket, compared, number
 from core.durations import format_duration
 from core.settings import ConfigError, RuleSettings, Settings
 
@@ -251,12 +251,21 @@ def summary(rule: Rule, names: Names, value: float, threshold: float, holds: boo
     label, detail = wording(rule, names)
     op = OP_TEXT.get(rule.op, rule.op)
     spelled, shown = compared(value * rule.scale, threshold * rule.scale, rule.unit)
+    spelled += held_in(rule, names)
     if not rule.show_values:
         return label if holds else f"{rule.name} does not hold over {format_duration(names.window_of(rule))}"
     if not holds:
         return f"{label} {spelled} (alerts when {op} {shown})"
     main = f"{label} {spelled} {op} {shown}"
     return f"{main} ({detail})" if detail else main
+
+
+def held_in(rule: Rule, names: Names) -> str:
+    """`` (vLLM's bucket (2.5, 5] s)`` after a rule's value that is a latency quantile (its expression
+    one quantile figure, unscaled): the bucket is all the engine's histogram knows, and a client timing
+    the same requests measures its own figure within or near it (docs/metrics.md)."""
+    held = names.names.get("quantile_buckets", {}).get(rule.expr) if rule.scale == 1.0 else None
+    return f" (vLLM's bucket {bucket(held, rule.unit)})" if held else ""
 
 
 def wording(rule: Rule, names: Names) -> tuple[str, str]:
