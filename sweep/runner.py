@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -27,10 +27,6 @@ _CONNECT_TIMEOUT_S = 10.0
 
 # tick(elapsed_s, requests_ended, errors): progress of the running level.
 Tick = Callable[[float, int, int], None]
-# probe(concurrency, edge): awaited as a level's window opens (edge "start", after the warm-up) and
-# closes ("end"), with the clients still running: the engine's own histograms are read over exactly
-# the window the level's figures cover (app/sweep_engine.py).
-Probe = Callable[[int, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -90,22 +86,16 @@ async def _wait_window(
 
 
 async def run_level(
-    client: httpx.AsyncClient, config: SweepConfig, concurrency: int, tick: Tick | None = None, probe: Probe | None = None
+    client: httpx.AsyncClient, config: SweepConfig, concurrency: int, tick: Tick | None = None
 ) -> tuple[SweepLevel, list[RequestRecord]]:
     """Run one level of ``concurrency`` clients for ``config.level_s``; return its figures (in the
     server's time) and records (in wall-clock seconds).
-    ``tick(elapsed_s, requests_ended, errors)`` is called about every half second; ``probe`` as the
-    window opens and closes."""
+    ``tick(elapsed_s, requests_ended, errors)`` is called about every half second."""
     records: list[RequestRecord] = []
     t0 = time.perf_counter()
     tasks = [asyncio.create_task(_client_loop(client, config, concurrency, i, t0, records)) for i in range(concurrency)]
     try:
-        await _wait_window(tasks, records, t0, config.warmup_s, tick)
-        if probe is not None:
-            await probe(concurrency, "start")
         await _wait_window(tasks, records, t0, config.level_s, tick)
-        if probe is not None:
-            await probe(concurrency, "end")
     finally:
         for task in tasks:
             task.cancel()
@@ -124,12 +114,10 @@ def make_client(config: SweepConfig) -> httpx.AsyncClient:
 
 
 async def run_sweep(
-    config: SweepConfig, progress: Progress | None = None, levels: list[SweepLevel] | None = None,
-    probe: Probe | None = None,
+    config: SweepConfig, progress: Progress | None = None, levels: list[SweepLevel] | None = None
 ) -> list[SweepLevel]:
     """Run every level in ascending concurrency order; return their figures in that order.
-    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them.
-    ``probe``: see :data:`Probe`."""
+    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them."""
     levels = [] if levels is None else levels
     for index, concurrency in enumerate(sorted(config.concurrencies)):
         tick: Tick | None = None
@@ -139,7 +127,7 @@ async def run_sweep(
         # A fresh connection pool per level: a keep-alive connection left from the previous level
         # may have been closed by the server meanwhile, and would count as a disconnect here.
         async with make_client(config) as client:
-            level, records = await run_level(client, config, concurrency, tick, probe)
+            level, records = await run_level(client, config, concurrency, tick)
         if progress is not None:
             progress.finish_level(index, level, error_kinds(records))
         levels.append(level)

@@ -12,19 +12,15 @@ import asyncio
 import dataclasses
 import json
 import logging
-import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-from app.formatting import bucket
-from app.sweep_engine import EngineWindows
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import HttpSettings, Settings
+from core.settings import Settings
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
 from sweep.progress import Progress
@@ -155,9 +151,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
     )
     started_at = time.time()
-    engine = EngineWindows(*metrics_source(settings, args.url, target))
-    levels = _measure(config, engine)
-    run = dataclasses.replace(_make_run(started_at, config, slo, levels, engine), target=target)
+    levels = _measure(config)
+    run = dataclasses.replace(_make_run(started_at, config, slo, levels), target=target)
     _print_result(run)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
@@ -167,19 +162,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def metrics_source(settings: Settings, url: str, target: str | None) -> tuple[str, HttpSettings]:
-    """Where the engine's own histograms are read during the sweep: the target's ``vllm_url`` with its
-    HTTP settings, else ``/metrics`` on ``--url``'s server (vLLM serves both on one port)."""
-    for t in settings.targets:
-        if t.name == target and t.vllm_url:
-            return t.vllm_url, t.source_http("vllm")
-    return f"{_server(url)}/metrics", HttpSettings()
-
-
-def _measure(config: SweepConfig, engine: EngineWindows | None = None) -> list[SweepLevel]:
+def _measure(config: SweepConfig) -> list[SweepLevel]:
     levels: list[SweepLevel] = []
     try:
-        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels, engine))
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels))
     except KeyboardInterrupt:
         if levels:  # ten minutes a level: never lose the levels already measured
             print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
@@ -188,44 +174,17 @@ def _measure(config: SweepConfig, engine: EngineWindows | None = None) -> list[S
     return levels
 
 
-def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel],
-              engine: EngineWindows | None = None) -> SweepRun:  # fmt: skip
+def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel]) -> SweepRun:
     verdict = recommend(levels, slo)
     # Stored with the run (the recommendation is its one free-form field): how it was measured.
     verdict["warmup_s"] = config.warmup_s * config.server_speed
     if config.server_speed != 1:
         verdict["server_speed"] = config.server_speed  # its figures are in the server's time
-    if engine is not None:
-        verdict[ENGINE_KEY] = engine_figures(engine, levels)
     return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
 
 
-ENGINE_KEY = "engine_ttft_p95"
-
-
-def engine_figures(engine: EngineWindows, levels: list[SweepLevel]) -> dict[str, dict[str, Any] | None]:
-    """Each level's engine TTFT P95 as JSON: ``{"16": {"value_s": 1.9, "bucket": [1, 2.5]}}``, a null
-    upper bound for +Inf (JSON has no infinity), null where it is not known."""
-    out: dict[str, dict[str, Any] | None] = {}
-    for level in levels:
-        found = engine.ttft_p95(level.concurrency)
-        out[str(level.concurrency)] = None if found is None else {
-            "value_s": found.value_s, "bucket": [found.bucket[0], None if math.isinf(found.bucket[1]) else found.bucket[1]],
-        }  # fmt: skip
-    return out
-
-
-def engine_cells(recommendation: dict[str, Any]) -> dict[int, str] | None:
-    """The table's engine TTFT P95 cells (``1.90 s (1, 2.5]``); None when the run has none at all."""
-    figures = recommendation.get(ENGINE_KEY) or {}
-    if not any(figures.values()):
-        return None
-    return {int(c): "n/a" if f is None else f"{f['value_s']:.2f} s {bucket((f['bucket'][0], f['bucket'][1] or math.inf))}"
-            for c, f in figures.items()}  # fmt: skip
-
-
 def _print_result(run: SweepRun) -> None:
-    print(format_table(run.levels, engine_cells(run.recommendation)))
+    print(format_table(run.levels))
     print()
     print(format_verdict(run.recommendation))
 
