@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from app.alerts.rules import rule_set
-from app.formatting import bucket, series_limit_warning
+from app.formatting import series_limit_warning
 from app.notify.grouping import delivery_line
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
@@ -72,8 +72,8 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
 def bucket_line(fig: WindowFigures) -> str | None:
     """Where the P95s lie in the engine's own buckets: a client measuring the same requests (``vllm
     bench serve``, a load test) gets another figure, within or near that bucket (docs/metrics.md)."""
-    parts = [f"{label} {bucket(held)}" for name, label in (("ttft_p95_s", "TTFT"), ("itl_p95_s", "ITL"), ("e2e_p95_s", "E2E"))
-             if (held := fig.quantile_buckets.get(name))]  # fmt: skip
+    parts = [f"{label} ({lo:g}, {hi:g}]" for name, label in (("ttft_p95_s", "TTFT"), ("itl_p95_s", "ITL"), ("e2e_p95_s", "E2E"))
+             if (bucket := fig.quantile_buckets.get(name)) for lo, hi in [bucket]]  # fmt: skip
     return f"  P95 buckets (s)          {', '.join(parts)}" if parts else None
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from app.alerts.rules import rule_set
-from app.formatting import bucket, elapsed, number, percent, with_unit
+from app.formatting import elapsed, number, percent, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.verdict import IN_SWEET_SPOT, NO_DATA, evaluate
 from core.durations import format_duration
@@ -170,7 +170,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" of a ceiling of {number(d.ceiling_tokens_per_s)} tok/s" if d.ceiling_tokens_per_s else ""
     lines = [
         f"time in the sweet spot: {percent(d.in_sweet_spot)} (no data {percent(d.no_data)})",
-        f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket {bucket(d.ttft_p95_bucket, 's')})" if d.ttft_p95_bucket else ""),
+        f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         f"preemptions: {number(d.preemptions)}",
         f"incidents: {len(d.incidents) or 'none'}",

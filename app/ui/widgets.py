@@ -15,7 +15,7 @@ from html import escape
 
 import streamlit as st
 
-from app.formatting import MISSING, ago, bucket, clock, gibibytes, number, percent, tokens, with_unit
+from app.formatting import MISSING, ago, clock, gibibytes, number, percent, tokens, with_unit
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
@@ -124,10 +124,10 @@ class Tile:
 def held_in(f: WindowFigures, name: str) -> str:
     """The hover's note on where a quantile lies in the engine's buckets (docs/metrics.md): a client's
     own figure for the same requests differs, inside or near that bucket."""
-    held = f.quantile_buckets.get(name)
-    if held is None:
+    bucket = f.quantile_buckets.get(name)
+    if bucket is None:
         return ""
-    return f" vLLM's histogram puts it in the bucket {bucket(held, 's')}; a client timing the same requests measures its own figure."
+    return f" vLLM's histogram puts it in the bucket ({bucket[0]:g}, {bucket[1]:g}] s; a client timing the same requests measures its own figure."
 
 
 def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
