@@ -53,6 +53,16 @@ def compared(value: float, threshold: float, unit: str) -> tuple[str, str]:
     return (f"{left} {unit}", f"{right} {unit}") if unit else (left, right)
 
 
+def bucket(bounds: tuple[float, float] | None, unit: str = "") -> str:
+    """The engine's histogram bucket ``(lower, upper]`` that holds a quantile: ``(2.5, 5] s``, or
+    ``(160, +Inf] s`` past the largest finite bound; "" when unknown. The value shown beside it is an
+    interpolation inside it: a client timing the same requests measures its own figure (docs/metrics.md)."""
+    if bounds is None:
+        return ""
+    lower, upper = (f"{b:g}" if b != float("inf") else "+Inf" for b in bounds)
+    return f"({lower}, {upper}]" + (f" {unit}" if unit else "")
+
+
 def percent(fraction: float | None) -> str:
     """A 0–1 fraction as a whole percentage: 0.934 → ``93 %``."""
     return MISSING if fraction is None else f"{fraction * 100:.0f} %"

@@ -26,7 +26,7 @@ from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
 from core.redact import masked
 from core.settings import TargetSettings
 from db import histo, schema
-from db.engine import storage_error
+from db.engine import storage_error, write_transaction
 from db.state import SeriesState, counter_increase, histogram_increase
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class Writer:
             "kv_bytes_per_token": target.ceiling.kv_bytes_per_token,
         }
         try:
-            with self.engine.begin() as conn:
+            with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer
                 target_id = self._target_id(conn, target.name)
                 conn.execute(update(schema.targets).where(schema.targets.c.id == target_id).values(**values))
         except SQLAlchemyError as exc:
@@ -116,7 +116,7 @@ class Writer:
     def _write_batch(self, rounds: list[ScrapeRound]) -> int:
         rows: _Rows = {name: [] for name in _TABLES}
         try:
-            with self.engine.begin() as conn:
+            with write_transaction(self.engine) as conn:  # reads the stored state first (after a start or a failure)
                 kept = sum(self._collect(conn, round_, rows) for round_ in rounds)
                 for name, table in _TABLES.items():
                     if rows[name]:

@@ -11,6 +11,7 @@ import pytest
 from app.alerts import lease, store
 from app.alerts.evaluator import Evaluator
 from app.alerts.model import FIRING, PENDING, RESOLVED
+from collectors.records import GpuReading, SourceResult
 from core.settings import AlertsSettings, Settings, TargetSettings
 from db.engine import open_engine
 from db.queries import Reader
@@ -235,3 +236,24 @@ def test_a_target_found_through_prometheus_is_evaluated_too(db, db_url):
     states = store.load_states(engine)
     assert states[("preemptions", "p:9400", "")].state == FIRING
     assert ("preemptions", "t", "") in states  # the configured target as before
+
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("gpu", "reference"), [
+    (GpuReading("GPU-0", 0, "Tesla V100-SXM2-32GB", memory_total_bytes=32 * GIB), True),
+    (GpuReading("GPU-0", 0, "NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GIB), False),
+    (None, False),  # no GPU source: nothing known of the GPUs
+])  # fmt: skip
+def test_the_references_experience_is_advised_only_on_gpus_like_its_own(db, db_url, gpu, reference):
+    engine, writer = db
+    for ts in range(T0, T0 + 120, 5):
+        round_ = vllm_round(ts, gen=float(ts - T0) * 100, preemptions=float(ts >= T0 + 90) * (ts - T0 - 85) / 5)
+        writer.write_round(dataclasses.replace(round_, gpus=(gpu,), gpu_status=SourceResult(True)) if gpu else round_)
+    Evaluator(engine, settings(db_url), clock=lambda: T0 + 120).evaluate_once()
+    s = state(engine, "preemptions")
+    assert s.state == FIRING and "lower --max-num-seqs and --max-model-len" in s.recommendation
+    assert ("On the reference deployment (8× V100 32 GB" in s.recommendation) is reference
+    assert ("--max-model-len 6144" in s.recommendation and "0.92 works" in s.recommendation) is reference
+    assert "reference" not in state(engine, "ttft_p95").recommendation  # an inactive alert reads no GPUs

@@ -83,8 +83,10 @@ def collector(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
 
 # Timeouts are generous (they end as soon as the condition holds): `make test` runs three test
 # files at once on two cores, beside a simulator at load 64, and a collector takes seconds to start.
-def wait_for(predicate, timeout: float, what: str):
+# A collector that exits meanwhile ends the wait at once; either failure shows every collector's log.
+def wait_for(predicate, timeout: float, what: str, watch: dict[Path, subprocess.Popen[bytes]] | None = None):
     deadline = time.time() + timeout
+    watch = watch or {}
     while time.time() < deadline:
         try:
             value = predicate()
@@ -92,8 +94,15 @@ def wait_for(predicate, timeout: float, what: str):
             value = None
         if value:
             return value
+        exited = [f"{log.stem} (exit status {p.returncode})" for log, p in watch.items() if p.poll() is not None]
+        if exited:
+            raise AssertionError(f"collector {', '.join(exited)} exited while waiting for {what}{logs(watch)}")
         time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}{logs(watch)}")
+
+
+def logs(watch: dict[Path, subprocess.Popen[bytes]]) -> str:
+    return "".join(f"\n--- {log.name} ---\n{log.read_text() if log.exists() else '(none)'}" for log in watch)
 
 
 def alert(db_url: str, rule: str):
@@ -116,17 +125,20 @@ def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url
     proc = collector(cfg, log)
     try:
         first_preemption = _first_preemption(urls["vllm_metrics"])  # seen within half a second of it
-        fired = wait_for(lambda: (s := alert(db_url, "preemptions")) and s.state == "firing" and s, 90, "preemptions firing")
+        fired = wait_for(lambda: (s := alert(db_url, "preemptions")) and s.state == "firing" and s, 90,
+                         "preemptions firing", {log: proc})  # fmt: skip
         assert fired.firing_since - first_preemption <= 60
         assert fired.value and fired.value > 0 and "--max-num-seqs" in fired.recommendation
         status = json.loads(app("--config", str(cfg), "status", "--json").stdout)
         assert status["state"] == "outside"
         assert any("preemptions" in reason for reason in status["reasons"])
-        pending = wait_for(lambda: (s := alert(db_url, "long_pending")) and s.state == "pending" and s, 90, "pending")
+        pending = wait_for(lambda: (s := alert(db_url, "long_pending")) and s.state == "pending" and s, 90, "pending",
+                           {log: proc})  # fmt: skip
         kill(proc)  # mid-incident, no chance to clean up
         proc = collector(cfg, log)
         # The new process waits out the dead one's lease (3 s), then evaluates again.
-        wait_for(lambda: alert(db_url, "preemptions").last_eval_at > fired.last_eval_at + 4, 60, "a new evaluation")
+        wait_for(lambda: alert(db_url, "preemptions").last_eval_at > fired.last_eval_at + 4, 60, "a new evaluation",
+                 {log: proc})  # fmt: skip
         after = alert(db_url, "preemptions")
         assert (after.state, after.firing_since) == ("firing", fired.firing_since)
         assert alert(db_url, "long_pending").pending_since == pending.pending_since
@@ -148,18 +160,21 @@ def test_two_collectors_one_evaluator(storm, tmp_path):
     cfg = config(tmp_path, urls, db_url, lease_s="20s")
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     first = collector(cfg, logs[0])
-    wait_for(lambda: alert(db_url, "target_down"), 90, "the first evaluation")
-    second = collector(cfg, logs[1])
-    procs = [first, second]
+    procs = {logs[0]: first}
     try:
-        wait_for(lambda: "evaluating nothing" in logs[1].read_text(), 90, "the second collector to stand by")
+        wait_for(lambda: alert(db_url, "target_down"), 90, "the first evaluation", procs)
+        second = procs[logs[1]] = collector(cfg, logs[1])
+        # It starts beside a collector writing every second (its targets registered meanwhile) and
+        # stands by as writer and as evaluator.
+        wait_for(lambda: "evaluating nothing" in logs[1].read_text(), 90, "the second collector to stand by", procs)
         engine = open_reader(db_url)
         holder = lease.current_holder(engine, lease.EVALUATOR)
         engine.dispose()
-        assert holder is not None and f":{first.pid}:" in holder.holder
-        assert "evaluating nothing" not in logs[0].read_text()
+        assert holder is not None and f":{first.pid}:" in holder.holder, logs(procs)
+        assert "evaluating nothing" not in logs[0].read_text(), logs(procs)
         kill(first)  # the holder dies: the standby takes over once the lease ran out
-        wait_for(lambda: "holds the lease and evaluates" in logs[1].read_text(), 90, "the standby to take over")
+        wait_for(lambda: "holds the lease and evaluates" in logs[1].read_text(), 90, "the standby to take over",
+                 {logs[1]: second})  # fmt: skip
     finally:
-        for p in procs:
+        for p in procs.values():
             kill(p)

@@ -5,15 +5,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import sqlite3
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from collectors.records import GpuReading, SourceResult
 from core.errors import StorageError
+from core.settings import TargetSettings
 from db import histo, schema
 from db.engine import open_engine
 from db.queries import Reader
@@ -507,3 +511,26 @@ def test_a_clock_stepped_back_is_said_once_not_at_every_skipped_round(db_url: st
     messages = [r.getMessage() for r in caplog.records if r.name == "db.writer"]
     assert sum("already stored" in m for m in messages) == 1
     assert any("storing rounds again after 20 skipped" in m for m in messages)
+
+
+def test_a_second_writer_waits_for_the_write_in_flight_instead_of_failing(tmp_path: Path) -> None:
+    # A second collector starting beside a running one registers its targets (a read, then a write)
+    # while the first writes a round. A deferred transaction that read first cannot wait for the
+    # write lock ("database is locked" at once, busy_timeout or not); the writer's must wait.
+    url = f"sqlite:///{tmp_path}/two.db"
+    target = TargetSettings(name="demo", vllm_url="http://127.0.0.1:9/metrics")
+    Writer(open_engine(url)).register_target(target)
+    first = sqlite3.connect(tmp_path / "two.db", isolation_level=None, check_same_thread=False)
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("UPDATE targets SET vllm_url = 'http://127.0.0.1:9/first'")
+    second = open_engine(url)
+    ends = threading.Timer(0.5, first.execute, ("COMMIT",))  # the first collector's round, half a second on
+
+    @event.listens_for(second, "before_cursor_execute")
+    def _began(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.startswith("BEGIN") and not ends.is_alive() and not ends.finished.is_set():
+            ends.start()
+
+    assert Writer(second).register_target(target) == 1
+    with second.connect() as conn:
+        assert conn.execute(select(schema.targets.c.vllm_url)).scalar() == "http://127.0.0.1:9/metrics"

@@ -23,10 +23,11 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from app.advice import has_reference_advice, like_reference, with_reference
 from app.alerts import lease, store
 from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
-from app.alerts.model import ERROR, FIRING, INACTIVE, RESOLVED, AlertState, Transition
+from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
 from core.settings import Settings, effective_sweetspot
 from db import verdicts
@@ -124,11 +125,14 @@ class Evaluator:
         transitions: list[Transition] = []
         batch = self._read_all(at)
         derived = {}
+        like: dict[str, bool] = {}  # target → its GPUs are like the reference's (read once, when needed)
         for target, rules in self.rules.items():
             outcomes = self._outcomes(target, rules, at, batch)
             for (name, model), (out, text) in outcomes.items():
                 rule = next(r for r in rules if r.name == name)
                 prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
+                if out.status == HOLDS or prev.state in (PENDING, FIRING):  # the advice is read then only
+                    text = self._advice(target, rule, text, like)
                 state, change = advance(prev, rule, out, at, text)
                 states.append(state)
                 transitions += [change] if change else []
@@ -144,6 +148,20 @@ class Evaluator:
                 verdicts.write(conn, judged)
         self.derived, self._minute = derived, minute
         return transitions
+
+    def _advice(self, target: str, rule: Rule, text: str, like: dict[str, bool]) -> str:
+        """``text``, followed by the reference deployment's experience when the rule gives its default
+        advice and the target's stored GPUs are like the reference's (app/advice.py); unknown GPUs,
+        or GPUs that cannot be read, get the generic advice only."""
+        if not has_reference_advice(rule):
+            return text
+        if target not in like:
+            try:
+                like[target] = like_reference(self.reader.latest_gpus(target))
+            except Exception as exc:  # the generic advice all the same
+                log.warning("alert evaluator: cannot read the GPUs of %s: %s", target, exc)
+                like[target] = False
+        return with_reference(text, rule.name, like[target])
 
     def _derived(self, target: str, outcomes: dict[tuple[str, str], tuple[Outcome, str]], states: list[AlertState]) -> Derived:
         names = self._names.get(target, {})

@@ -52,6 +52,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         queue_now=None if growth is None else growth[1],
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
+        quantile_buckets=dict(f.quantile_buckets),  # where each quantile lies in the engine's buckets (summaries)
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )

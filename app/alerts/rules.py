@@ -21,7 +21,7 @@ from typing import Any
 from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
-from app.formatting import compared, number
+from app.formatting import bucket, compared, number
 from core.durations import format_duration
 from core.settings import ConfigError, RuleSettings, Settings
 
@@ -87,9 +87,10 @@ class Outcome:
 
 
 _SERVING = "not (running_max == 0 and tokens_per_s == 0)"
-# DOMAIN.md §2: the reference deployment's cards OOMed at load at 0.95; every KV recommendation says so
-_GPU_MEMORY_CAUTION = ("Do not raise --gpu-memory-utilization to 0.95 on 32 GB cards: it OOMed at load in the "
-                       "reference deployment (0.92 works).")
+# Every KV recommendation says so; the reference's figures (0.95 OOMed, 0.92 works) only where the
+# target's GPUs are like its own (app/advice.py)
+_GPU_MEMORY_CAUTION = ("Raising --gpu-memory-utilization gives the KV cache room at the cost of the memory left for "
+                       "activations: too high, the engine runs out of memory (OOM) at load.")
 DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "sleeping", "asleep", ">", "0", WARNING, show_values=False,
@@ -104,7 +105,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when="running_max == 0 and tokens_per_s == 0 and asleep == 0",
         label="up but not serving over {window}: queued requests", unit="requests", detail="nothing running, 0 tok/s",
         recommendation="vLLM is up but runs nothing while requests wait: check its log for a stuck engine or a "
-        "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs 15-20 % throughput) and restart it.",
+        "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs throughput) and restart it.",
     ),
     Rule(
         "ttft_p95", "ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
@@ -119,8 +120,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "preemptions", "preemptions", ">", "0", CRITICAL,
         panel="preemptions", title="preemptions",
         label="preemptions over {window}",
-        recommendation="The KV cache is exhausted: lower --max-num-seqs (at most 32) and --max-model-len (6144 instead "
-        "of 8192), or cap in-flight requests with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
+        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len, or cap in-flight requests "
+        "with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
@@ -141,7 +142,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency",
         recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
-        "--max-num-seqs to at most 32: past the knee throughput barely grows while latency doubles.",
+        "--max-num-seqs no higher than the KV cache holds: past the knee throughput barely grows while latency doubles.",
     ),
     Rule(
         "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
@@ -272,12 +273,21 @@ def summary(rule: Rule, names: Names, value: float, threshold: float, holds: boo
     label, detail = wording(rule, names)
     op = OP_TEXT.get(rule.op, rule.op)
     spelled, shown = compared(value * rule.scale, threshold * rule.scale, rule.unit)
+    spelled += held_in(rule, names)
     if not rule.show_values:
         return label if holds else f"{rule.name} does not hold over {format_duration(names.window_of(rule))}"
     if not holds:
         return f"{label} {spelled} (alerts when {op} {shown})"
     main = f"{label} {spelled} {op} {shown}"
     return f"{main} ({detail})" if detail else main
+
+
+def held_in(rule: Rule, names: Names) -> str:
+    """`` (vLLM's bucket (2.5, 5] s)`` after a rule's value that is a latency quantile (its expression
+    one quantile figure, unscaled): the bucket is all the engine's histogram knows, and a client timing
+    the same requests measures its own figure within or near it (docs/metrics.md)."""
+    held = names.names.get("quantile_buckets", {}).get(rule.expr) if rule.scale == 1.0 else None
+    return f" (vLLM's bucket {bucket(held, rule.unit)})" if held else ""
 
 
 def wording(rule: Rule, names: Names) -> tuple[str, str]:
