@@ -4,8 +4,8 @@ from what they saw.
 
 At the end of the window the clients send nothing more and the requests in flight run to their end
 (the drain), so every measured request counts whole, as in ``vllm bench serve`` (see
-``sweep.stats``). A request still silent after the request timeout is cancelled then: its stream is
-closed (vLLM aborts a request whose client went away) and it is kept as *in flight*.
+``sweep.stats``). A request still running ``request_timeout_s`` after the window's end is cancelled
+then: its stream is closed (vLLM aborts a request whose client went away) and it is kept as *in flight*.
 """
 
 from __future__ import annotations

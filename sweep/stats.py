@@ -19,7 +19,8 @@ prefills and would weigh on TTFT P95 far more than in steady state).
   ITL over the gaps between consecutive text chunks of successful or unfinished requests, both
   chunks inside the span.
 - requests / error rate: measured requests that ended, and the failed share of them. A request the
-  drain gave up on (silent past the request timeout) is neither a success nor a failure.
+  drain gave up on (still running a request timeout after the window) is neither a success nor a
+  failure.
 
 Percentiles interpolate linearly between closest ranks (numpy's default). Every figure is None when
 it has no sample.
