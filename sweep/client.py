@@ -31,7 +31,7 @@ class SweepError(SweetspotError):
 class RequestRecord:
     """What the client saw of one request. Times are seconds since the level started (monotonic clock).
 
-    ``end_s`` stays None while the request is in flight (e.g. cut off by the end of its level).
+    ``end_s`` stays None while the request is in flight (e.g. given up by the level's drain).
     ``chunk_times_s`` holds the arrival of every chunk carrying generated text: the first one is the
     first token (TTFT = ``chunk_times_s[0] - start_s``), the gaps between them are inter-token latencies.
     ``usage_tokens`` is the server's ``completion_tokens`` when it sent usage, else None.

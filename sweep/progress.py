@@ -11,6 +11,8 @@ from typing import TextIO
 
 from core.durations import format_duration
 from db.results import SweepLevel
+from sweep.engine import EngineLevel
+from sweep.report import format_engine
 
 _WIDTH = 24
 
@@ -55,14 +57,23 @@ class Progress:
         self.stream.flush()
         self._drawn = True
 
-    def finish_level(self, index: int, level: SweepLevel, errors: list[tuple[str, int]] | None = None) -> None:
-        """Level ``index`` is measured: one summary line, then its most frequent errors (text, count)."""
+    def finish_level(
+        self,
+        index: int,
+        level: SweepLevel,
+        errors: list[tuple[str, int]] | None = None,
+        engine: EngineLevel | None = None,
+    ) -> None:
+        """Level ``index`` is measured: one summary line, the engine's own figures when it has them,
+        then its most frequent errors (text, count)."""
         tok = "n/a" if level.tokens_per_s is None else f"{level.tokens_per_s:.1f} tok/s"
         ttft = "n/a" if level.ttft_p95_s is None else f"{level.ttft_p95_s:.2f} s"
         self._line(
             f"level {index + 1}/{self.levels} done: concurrency {level.concurrency}, {tok}, "
             f"TTFT P95 {ttft}, {level.requests} requests, {level.errors} errors"
         )
+        if engine is not None:
+            self._line(f"  {format_engine(engine)}")
         for text, count in errors or ():
             self._line(f"  {count} × {text}")
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from db.results import SweepLevel, SweepRun
+from sweep.engine import EngineLevel
 
 # (header, field, format): the report's columns first, then the rest.
 _COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -36,6 +38,25 @@ def format_table(levels: list[SweepLevel] | tuple[SweepLevel, ...]) -> str:
     lines = ["| " + " | ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) + " |" for row in rows]
     lines.insert(1, "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
     return "\n".join(lines)
+
+
+def format_engine(engine: EngineLevel) -> str:
+    """The engine's own figures of a level in one line, its TTFT P95 with the bucket that holds it."""
+    tok = "n/a" if engine.tokens_per_s is None else f"{engine.tokens_per_s:.1f} tok/s"
+    ttft = "n/a" if engine.ttft_p95_s is None else f"{engine.ttft_p95_s:.2f} s"
+    if engine.ttft_p95_bucket is not None:
+        lower, upper = engine.ttft_p95_bucket
+        ttft += f" in ({lower:g}, {upper:g}]"
+    return f"engine's /metrics over the same span: concurrency {engine.concurrency}, {tok}, TTFT P95 {ttft}"
+
+
+def engine_json(engine: EngineLevel) -> dict[str, Any]:
+    """One level's engine figures as JSON (an upper bound of +Inf is written null)."""
+    doc = dataclasses.asdict(engine)
+    if engine.ttft_p95_bucket is not None:
+        lower, upper = engine.ttft_p95_bucket
+        doc["ttft_p95_bucket"] = [lower, None if math.isinf(upper) else upper]
+    return doc
 
 
 def format_verdict(recommendation: dict[str, Any]) -> str:

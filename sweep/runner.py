@@ -2,8 +2,10 @@
 previous one ends, through a warm-up and then a fixed window; then the level's figures are computed
 from what they saw.
 
-At the end of a window the clients are cancelled: their open streams are closed (vLLM aborts a
-request whose client went away) and the requests are kept as *in flight* (see ``sweep.stats``).
+At the end of the window the clients send nothing more and the requests in flight run to their end
+(the drain), so every measured request counts whole, as in ``vllm bench serve`` (see
+``sweep.stats``). A request still running ``request_timeout_s`` after the window's end is cancelled
+then: its stream is closed (vLLM aborts a request whose client went away) and it is kept as *in flight*.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import httpx
 
 from db.results import SweepLevel
 from sweep.client import RequestRecord, request_body, stream_request
+from sweep.engine import EngineLevel, engine_level, metrics_url, read_engine
 from sweep.progress import Progress
 from sweep.stats import level_stats, rescale
 from sweep.workload import RequestClass, client_rng, make_request
@@ -59,7 +62,7 @@ async def _client_loop(
     client: httpx.AsyncClient, config: SweepConfig, concurrency: int, index: int, t0: float, out: list[RequestRecord]
 ) -> None:
     rng = client_rng(config.seed, concurrency, index)
-    while True:
+    while time.perf_counter() - t0 < config.level_s:  # the window's end: send nothing more
         spec = make_request(rng, config.mix)
         record = RequestRecord(spec.kind, time.perf_counter() - t0)
         out.append(record)  # before sending, so a request cut by the window's end is still counted
@@ -70,12 +73,13 @@ async def _client_loop(
             await asyncio.sleep(config.error_pause_s)
 
 
-async def _wait_window(
-    tasks: Sequence[asyncio.Task[None]], records: list[RequestRecord], t0: float, window_s: float, tick: Tick | None
+async def _wait_until(
+    tasks: Sequence[asyncio.Task[None]], records: list[RequestRecord], t0: float, until_s: float, tick: Tick | None
 ) -> None:
-    """Sleep until the window closes, refreshing the progress; re-raise a client's unexpected failure."""
-    while (elapsed := time.perf_counter() - t0) < window_s:
-        await asyncio.sleep(min(_TICK_S, window_s - elapsed))
+    """Wait until ``until_s`` after the level's start or until every client is done, whichever comes
+    first, refreshing the progress; re-raise a client's unexpected failure."""
+    while (elapsed := time.perf_counter() - t0) < until_s and not all(task.done() for task in tasks):
+        await asyncio.wait(tasks, timeout=min(_TICK_S, until_s - elapsed))  # returns as soon as all are done
         for task in tasks:
             failure = task.exception() if task.done() and not task.cancelled() else None
             if failure is not None:
@@ -87,26 +91,35 @@ async def _wait_window(
 
 async def run_level(
     client: httpx.AsyncClient, config: SweepConfig, concurrency: int, tick: Tick | None = None
-) -> tuple[SweepLevel, list[RequestRecord]]:
-    """Run one level of ``concurrency`` clients for ``config.level_s``; return its figures (in the
-    server's time) and records (in wall-clock seconds).
+) -> tuple[SweepLevel, list[RequestRecord], EngineLevel | None]:
+    """Run one level of ``concurrency`` clients for ``config.level_s``, then drain it; return its
+    figures (in the server's time), its records (in wall-clock seconds) and the engine's own figures
+    over the same span (None where the server shows no vLLM metrics).
     ``tick(elapsed_s, requests_ended, errors)`` is called about every half second."""
     records: list[RequestRecord] = []
+    url = metrics_url(config.base_url)
+    before = await read_engine(client, url) if config.warmup_s == 0 else None
     t0 = time.perf_counter()
     tasks = [asyncio.create_task(_client_loop(client, config, concurrency, i, t0, records)) for i in range(concurrency)]
     try:
-        await _wait_window(tasks, records, t0, config.level_s, tick)
+        if config.warmup_s > 0:
+            await _wait_until(tasks, records, t0, config.warmup_s, tick)
+            before = await read_engine(client, url)
+        # the drain: the requests in flight at the window's end finish, within the request timeout
+        await _wait_until(tasks, records, t0, config.level_s + config.request_timeout_s, tick)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    after = await read_engine(client, url)
     level = level_stats(records, concurrency, config.duration_s, config.warmup_s)
-    return rescale(level, config.server_speed), records
+    return rescale(level, config.server_speed), records, engine_level(concurrency, before, after, config.server_speed)
 
 
 def make_client(config: SweepConfig) -> httpx.AsyncClient:
-    """An HTTP client with one connection per concurrent stream (httpx's default pool holds only 100)."""
-    size = max(config.concurrencies)
+    """An HTTP client with one connection per concurrent stream (httpx's default pool holds only 100),
+    and one more for reading the engine's metrics while every stream is open."""
+    size = max(config.concurrencies) + 1
     return httpx.AsyncClient(
         timeout=httpx.Timeout(config.request_timeout_s, connect=_CONNECT_TIMEOUT_S, pool=None),
         limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
@@ -114,10 +127,14 @@ def make_client(config: SweepConfig) -> httpx.AsyncClient:
 
 
 async def run_sweep(
-    config: SweepConfig, progress: Progress | None = None, levels: list[SweepLevel] | None = None
+    config: SweepConfig,
+    progress: Progress | None = None,
+    levels: list[SweepLevel] | None = None,
+    engine: list[EngineLevel] | None = None,
 ) -> list[SweepLevel]:
     """Run every level in ascending concurrency order; return their figures in that order.
-    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps them."""
+    Each finished level is also appended to ``levels`` when given, so an interrupted sweep keeps
+    them, and the engine's figures of each level that has them to ``engine``."""
     levels = [] if levels is None else levels
     for index, concurrency in enumerate(sorted(config.concurrencies)):
         tick: Tick | None = None
@@ -127,10 +144,12 @@ async def run_sweep(
         # A fresh connection pool per level: a keep-alive connection left from the previous level
         # may have been closed by the server meanwhile, and would count as a disconnect here.
         async with make_client(config) as client:
-            level, records = await run_level(client, config, concurrency, tick)
+            level, records, figures = await run_level(client, config, concurrency, tick)
         if progress is not None:
-            progress.finish_level(index, level, error_kinds(records))
+            progress.finish_level(index, level, error_kinds(records), figures)
         levels.append(level)
+        if engine is not None and figures is not None:
+            engine.append(figures)
     return levels
 
 

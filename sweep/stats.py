@@ -1,21 +1,26 @@
 """Per-level figures from the request records of one closed-loop level.
 
 Times are seconds since the level started. The clients run through a warm-up first, then the
-measured window ``(w0, w1]``: ``w0`` = warm-up, ``w1`` = warm-up + window. The warm-up keeps the
-start-up burst out of the figures (all N clients send their first request at the same instant, so
-those requests queue behind N prefills and would weigh on TTFT P95 far more than in steady state).
+window ``(w0, w1]`` (``w0`` = warm-up, ``w1`` = warm-up + window) in which they send the level's
+*measured* requests; at ``w1`` they stop sending and the requests in flight run to their end (the
+drain). The figures are over the span ``(w0, end]``, ``end`` = the last measured request's end
+(``w1`` if that came earlier): with no warm-up this is what ``vllm bench serve`` divides by (first
+request sent to last response finished). The warm-up keeps the start-up burst out of the figures
+(all N clients send their first request at the same instant, so those requests queue behind N
+prefills and would weigh on TTFT P95 far more than in steady state).
 
-- tok/s = output tokens received inside the window ÷ window, whatever became of their request
-  (ended, still streaming, or failed after some tokens): what the server delivered. A request that
-  started and ended inside the window counts its usage tokens (else its text chunks); any other
-  request counts its text chunks that arrived inside the window.
-- QPS = successful requests that ended inside the window ÷ window.
-- Latencies are over requests *started* inside the window, failed ones left out: TTFT over those
-  whose first token arrived inside it (including those still streaming at its end), E2E over those
-  that also ended inside it. ITL over the gaps between consecutive text chunks of successful or
-  still-streaming requests, both chunks inside the window.
-- requests / error rate: requests that ended inside the window, and the failed share of them.
-  Requests still streaming at the end are neither successes nor failures.
+- tok/s = output tokens received inside the span ÷ span: what the server delivered. A measured
+  request that succeeded counts the server's ``usage.completion_tokens`` (else its text chunks), as
+  the bench does; any other (sent during the warm-up, failed mid-stream) counts its text chunks
+  that arrived inside the span.
+- QPS = successful measured requests ÷ span.
+- Latencies are over the measured requests, failed ones left out: TTFT over those that got a first
+  token, E2E over those that ended (every one once drained, so long requests weigh as they should).
+  ITL over the gaps between consecutive text chunks of successful or unfinished requests, both
+  chunks inside the span.
+- requests / error rate: measured requests that ended, and the failed share of them. A request the
+  drain gave up on (still running a request timeout after the window) is neither a success nor a
+  failure.
 
 Percentiles interpolate linearly between closest ranks (numpy's default). Every figure is None when
 it has no sample.
@@ -72,16 +77,11 @@ def started(record: RequestRecord, window: Window) -> bool:
 
 
 def tokens_in_window(record: RequestRecord, window: Window) -> int:
-    """Output tokens of the request received inside the window (see the module docstring)."""
-    if started(record, window) and ended(record, window):
+    """Output tokens of the request received inside ``window`` (the level's span, see the module
+    docstring): all of a request sent and successfully ended inside it, else its chunks inside it."""
+    if started(record, window) and ended(record, window) and record.error is None:
         return record.output_tokens
     return sum(1 for t in record.chunk_times_s if t in window)
-
-
-def _ttft(record: RequestRecord, window: Window) -> float | None:
-    if started(record, window) and record.chunk_times_s and record.chunk_times_s[0] in window:
-        return record.chunk_times_s[0] - record.start_s
-    return None
 
 
 def _gaps(record: RequestRecord, window: Window) -> list[float]:
@@ -89,26 +89,36 @@ def _gaps(record: RequestRecord, window: Window) -> list[float]:
     return [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
+def span_end(records: Sequence[RequestRecord], window: Window) -> float:
+    """The end of the level's span: the last measured request's end, or the window's end if later."""
+    ends = [r.end_s for r in records if started(r, window) and r.end_s is not None]
+    return max([window.end_s, *ends])
+
+
 def level_stats(
     records: Sequence[RequestRecord], concurrency: int, window_s: float, warmup_s: float = 0.0
 ) -> SweepLevel:
-    """The figures of one level: ``window_s`` seconds measured after ``warmup_s`` seconds of warm-up."""
+    """The figures of one level: requests sent in ``window_s`` seconds after ``warmup_s`` seconds of
+    warm-up, over the span from the window's start to the last of them ended (``duration_s``)."""
     window = Window(warmup_s, warmup_s + window_s)
-    done = [r for r in records if ended(r, window)]
+    span = Window(warmup_s, span_end(records, window))
+    measured = [r for r in records if started(r, window)]
+    done = [r for r in measured if r.end_s is not None]
     failed = [r for r in done if r.error is not None]
     ok = [r for r in done if r.error is None]
     timed = [r for r in records if r.error is None]
-    ttfts = [v for v in (_ttft(r, window) for r in timed) if v is not None]
-    gaps = [g for r in timed for g in _gaps(r, window)]
-    e2es = [r.end_s - r.start_s for r in ok if r.end_s is not None and started(r, window)]
-    tokens = sum(tokens_in_window(r, window) for r in records)
+    ttfts = [r.chunk_times_s[0] - r.start_s for r in measured if r.error is None and r.chunk_times_s]
+    gaps = [g for r in timed for g in _gaps(r, span)]
+    e2es = [r.end_s - r.start_s for r in ok if r.end_s is not None]
+    tokens = sum(tokens_in_window(r, span) for r in records)
+    length = span.length_s
     return SweepLevel(
         concurrency=concurrency,
-        duration_s=window_s,
+        duration_s=length,
         requests=len(done),
         errors=len(failed),
-        tokens_per_s=tokens / window_s if window_s > 0 else None,
-        qps=len(ok) / window_s if window_s > 0 else None,
+        tokens_per_s=tokens / length if length > 0 else None,
+        qps=len(ok) / length if length > 0 else None,
         ttft_p50_s=percentile(ttfts, 0.50),
         ttft_p95_s=percentile(ttfts, 0.95),
         ttft_p99_s=percentile(ttfts, 0.99),

@@ -25,7 +25,6 @@ from sqlalchemy import text
 
 from collectors.catalogue import CATALOGUE
 from db.engine import open_reader
-from sweep.workload import CLASSES
 from tests.support.smtp_server import Mailbox, serve
 from tests.test_alerts_e2e import wait_for
 from tests.test_notify_e2e import PREEMPTIONS_ALONE
@@ -217,43 +216,76 @@ def test_the_simulator_exposes_what_the_live_engine_exposes(server: VllmServer):
     check_simulator(server.page())  # as tests/test_sim_fidelity.py does with the page kept under tests/data/
 
 
+def sum_and_count(page: str, family_name: str) -> tuple[float, float]:
+    """``_sum`` and ``_count`` of one histogram family, summed over its series."""
+    samples = [s for f in text_string_to_metric_families(page) if f.name == family_name for s in f.samples]
+    return (sum(s.value for s in samples if s.name.endswith("_sum")),
+            sum(s.value for s in samples if s.name.endswith("_count")))  # fmt: skip
+
+
+def mean_itl(before: str, after: str) -> float:
+    """The engine's mean inter-token latency between two pages: its decode pace over a run."""
+    (s0, c0), (s1, c1) = sum_and_count(before, LATENCIES["itl"]), sum_and_count(after, LATENCIES["itl"])
+    return (s1 - s0) / max(c1 - c0, 1.0)
+
+
 def test_the_sweep_agrees_with_vllm_bench_serve(server: VllmServer, tmp_path: Path):
-    """Both clients at concurrency 4 with the sweep's lengths, each held to what the engine counted
-    over its own run: on a shared machine (three test files at once on two cores in `make test`) two
-    runs a minute apart get different CPU (measured here: the same sweep at 531 and 43 tok/s), so
-    their figures are compared through the engine's own, not with each other."""
+    """The sweep at concurrency 4 with no warm-up, then ``vllm bench serve`` with the same request
+    count, concurrency and lengths, against the same server one after the other. Both count the
+    server's usage tokens of every request over the first request sent to the last response finished;
+    each is held exactly to the engine's own counters over its run. Their output tok/s are held
+    within 10 % of each other at the engine's pace (docs/sweep.md, with the figures): on this shared
+    machine the engine runs at a different speed from one minute to the next, which moves both
+    figures alike whoever measures them."""
     out = tmp_path / "sweep.json"
     before = server.page()
-    done = app("sweep", "--url", f"{server.base_url}/v1", "--concurrency", "4", "--duration", "30s", "--warmup", "0",
-               "--mix", "short:1", "--no-store", "--json", str(out), timeout=300)  # fmt: skip
+    done = app("sweep", "--url", f"{server.base_url}/v1", "--concurrency", "4", "--duration", "45s", "--warmup", "0",
+               "--mix", "short:1", "--no-store", "--json", str(out), timeout=600)  # fmt: skip
     middle = server.page()
     assert done.returncode == 0, done.stderr
-    (level,) = json.loads(out.read_text())["levels"]
+    doc = json.loads(out.read_text())
+    (level,), (engine_side,) = doc["levels"], doc["recommendation"]["engine"]
     swept, engine = totals(before), totals(middle)
     sent = engine["requests"] - swept["requests"]
-    # the same lengths: the sweep's mean prompt as the engine tokenised it, its mean max_tokens (350)
-    prompt_len = round((engine["prompt"] - swept["prompt"]) / max(sent, 1))
-    bench = server.bench(tmp_path / "s", num_prompts=8, random_input_len=prompt_len,
-                         random_output_len=350, random_range_ratio=0.45, max_concurrency=4)  # fmt: skip
+    assert level["errors"] == 0 and level["requests"] == sent  # drained: every request sent ended
+    # the sweep counted the engine's tokens exactly: every request whole, with the server's usage
+    assert level["tokens_per_s"] * level["duration_s"] == pytest.approx(engine["output"] - swept["output"], abs=0.5)
+    # and its engine-side figures are the engine's counter and buckets over the same span
+    assert engine_side["tokens_per_s"] == pytest.approx(level["tokens_per_s"], rel=0.02)
+    value, lo, hi = histogram_quantile(0.95, buckets(before, LATENCIES["ttft"]), buckets(middle, LATENCIES["ttft"]))
+    assert engine_side["ttft_p95_s"] == pytest.approx(value, rel=1e-9) and engine_side["ttft_p95_bucket"] == [lo, hi]
+    # the same requests for the bench: the count, the mean prompt as the engine tokenised it and the
+    # mean output the engine made (the bench ignores EOS; a few of the sweep's requests stop early)
+    prompt_len = round((engine["prompt"] - swept["prompt"]) / sent)
+    output_len = round((engine["output"] - swept["output"]) / sent)
+    # no ready check: its lone test request would run inside the bench's engine figures, at batch 1
+    bench = server.bench(tmp_path / "s", num_prompts=sent, random_input_len=prompt_len, random_output_len=output_len,
+                         random_range_ratio=0.45, max_concurrency=4, ready_check_timeout_sec=0)  # fmt: skip
     after = server.page()
-    assert level["errors"] == bench["failed"] == 0
-    # tokens the sweep counted in its window against the engine's over the run: the engine counts as
-    # well what the requests still in flight at the window's end made before they were cut, at most
-    # concurrency × the short class's largest max_tokens (a full run measured 6,760 against 8,053:
-    # 16 % apart, four requests cut, so no fixed share holds)
-    sweep_tokens = level["tokens_per_s"] * level["duration_s"]
-    engine_tokens = engine["output"] - swept["output"]
-    cut = level["concurrency"] * CLASSES["short"].max_tokens[1]
-    assert -1e-6 <= engine_tokens - sweep_tokens <= cut, (sweep_tokens, engine_tokens, level)  # the server's own usage counts
-    assert bench["total_output_tokens"] == totals(after)["output"] - engine["output"]
-    for client, p95, one, two in (("sweep", level["ttft_p95_s"], before, middle), ("bench", bench["p95_ttft_ms"] / 1000, middle, after)):
+    assert bench["failed"] == 0 and bench["total_output_tokens"] == totals(after)["output"] - engine["output"]
+    runs = {"sweep": (level["tokens_per_s"], level["ttft_p95_s"], before, middle),
+            "bench": (bench["output_throughput"], bench["p95_ttft_ms"] / 1000, middle, after)}  # fmt: skip
+    lines, paces = [], {}
+    for client, (tok_s, p95, one, two) in runs.items():
         _, lo, hi = histogram_quantile(0.95, buckets(one, LATENCIES["ttft"]), buckets(two, LATENCIES["ttft"]))
+        paces[client] = mean_itl(one, two)
+        lines.append(f"{client}: {tok_s:.1f} tok/s, client TTFT P95 {p95:.3f} s, engine's bucket ({lo:g}, {hi:g}], "
+                     f"engine's mean ITL {paces[client] * 1000:.1f} ms, {tok_s * paces[client]:.2f} decoding at once")  # fmt: skip
         # the client cannot see a first token before the engine made it; it adds the API server's own
         # time (HTTP, tokenising the prompt before the engine's clock starts, streaming) and, on a
-        # machine shared by the whole suite, however long it waited for a core (no upper bound)
+        # machine shared by the whole suite, however long it waited for a core: no upper bound holds
+        # (docs/sweep.md: measured up to two buckets above on this machine)
         assert lo < p95, f"{client}: TTFT P95 {p95:.3f} s, below the engine's bucket ({lo:g}, {hi:g}]"
-    print(f"sweep {level['tokens_per_s']:.1f} tok/s, TTFT P95 {level['ttft_p95_s']:.3f} s; "
-          f"bench {bench['output_throughput']:.1f} tok/s, TTFT P95 {bench['p95_ttft_ms'] / 1000:.3f} s")
+    print("; ".join(lines))
+    sweep_tok_s, bench_tok_s = level["tokens_per_s"], bench["output_throughput"]
+    # The goal, at the engine's pace: tok/s × the engine's mean inter-token latency over the run is
+    # the number of requests it decoded at once on average. A client that counted other tokens, or
+    # divided by another span, moves it; a slower engine (a busier machine) moves tok/s and the ITL
+    # in opposite directions and leaves it. Measured 3.65 against 3.70 where the raw tok/s read 258.8
+    # against 224.4 (15 % apart, the engine 17 % slower during the bench).
+    assert sweep_tok_s * paces["sweep"] == pytest.approx(bench_tok_s * paces["bench"], rel=0.10), lines
+    if paces["sweep"] == pytest.approx(paces["bench"], rel=0.05):  # the engine ran at one speed: raw figures too
+        assert sweep_tok_s == pytest.approx(bench_tok_s, rel=0.10), lines
 
 
 def test_a_real_preemption_storm_fires_the_alert_and_mails_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

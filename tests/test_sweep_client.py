@@ -125,7 +125,7 @@ def test_closed_loop_counts_errors_without_stopping(stub):
         async with make_client(config) as client:
             return await run_level(client, config, 3)
 
-    level, records = asyncio.run(go())
+    level, records, engine = asyncio.run(go())
     errors = [r.error for r in records if r.error]
     assert any(e.startswith("HTTP 429") for e in errors)
     assert any(e.startswith("HTTP 500") for e in errors)
@@ -133,6 +133,9 @@ def test_closed_loop_counts_errors_without_stopping(stub):
     assert level.requests >= 9 and 0 < level.errors < level.requests
     assert level.error_rate == pytest.approx(level.errors / level.requests)
     assert level.tokens_per_s > 0 and level.ttft_p95_s is not None and level.itl_p95_s is not None
+    assert all(r.end_s is not None for r in records)  # drained: no request left in flight
+    assert level.duration_s >= 2.0 and max(r.end_s for r in records) == pytest.approx(level.duration_s)
+    assert engine is None  # the stub has no vLLM /metrics: the engine's figures are left out
 
 
 def test_model_discovery(stub):

@@ -28,21 +28,33 @@ def test_level_figures_from_hand_built_records():
         ok(2.0, [2.5, 3.0], 3.0),  # no usage: tokens = chunks
         ok(0.0, [3.0, 4.0, 5.0], 6.0, usage=10),  # the server says 10 tokens in 3 chunks
         RequestRecord("long", 3.0, [], None, 3.1, "HTTP 429: busy"),
-        ok(6.0, [7.0, 8.0, 11.0], None),  # in flight at the end of the 10 s window
-        ok(8.0, [10.5], 10.5),  # ended after the window: in flight too
+        ok(6.0, [7.0, 8.0, 11.0], None),  # given up by the drain (silent past the request timeout)
+        ok(8.0, [10.5], 10.5),  # sent in the 10 s window, ended in the drain: counts whole
     ]
     level = level_stats(records, concurrency=2, window_s=10.0)
-    assert level.requests == 4 and level.errors == 1
-    assert level.error_rate == 0.25
-    assert level.qps == pytest.approx(0.3)
-    # 3 + 2 + 10 ended, plus 2 chunks of the in-flight request inside the window
-    assert level.tokens_per_s == pytest.approx(1.7)
-    # TTFTs 1.0, 0.5, 3.0, 1.0 (the in-flight request's first token came inside the window)
+    # the span runs to the last measured request's end, as vllm bench serve's duration does
+    assert level.duration_s == 10.5
+    assert level.requests == 5 and level.errors == 1
+    assert level.error_rate == 0.2
+    assert level.qps == pytest.approx(4 / 10.5)
+    # 3 + 2 + 10 + 1 ended, plus 2 chunks of the request given up inside the span (11.0 is past it)
+    assert level.tokens_per_s == pytest.approx(18 / 10.5)
+    # TTFTs 1.0, 0.5, 3.0, 1.0, 2.5 (the unfinished request's first token counts)
     assert level.ttft_p50_s == pytest.approx(1.0)
-    assert level.ttft_p95_s == pytest.approx(2.7)
-    assert level.e2e_mean_s == pytest.approx((2.0 + 1.0 + 6.0) / 3)
-    # gaps 0.5 0.5 | 0.5 | 1 1 | 1 (7→8; 8→11 is past the window)
+    assert level.ttft_p95_s == pytest.approx(2.9)
+    assert level.e2e_mean_s == pytest.approx((2.0 + 1.0 + 6.0 + 2.5) / 4)
+    # gaps 0.5 0.5 | 0.5 | 1 1 | 1 (7→8; 8→11 is past the span)
     assert level.itl_p95_s == pytest.approx(1.0)
+
+
+def test_the_drain_counts_the_last_requests_whole_over_the_longer_span():
+    # a 4 s window; the second client's last request, sent at 3.5 s, ends at 6 s
+    records = [ok(0.0, [0.5, 1.0, 2.0], 2.0, usage=3), ok(2.0, [2.5, 3.0, 3.5], 3.5, usage=3),
+               ok(0.0, [1.0, 2.0, 3.0], 3.5, usage=3), ok(3.5, [4.0, 5.0, 6.0], 6.0, usage=3)]  # fmt: skip
+    level = level_stats(records, concurrency=2, window_s=4.0)
+    assert level.duration_s == 6.0 and level.requests == 4
+    assert level.tokens_per_s == pytest.approx(12 / 6.0) and level.qps == pytest.approx(4 / 6.0)
+    assert level.e2e_mean_s == pytest.approx((2.0 + 1.5 + 3.5 + 2.5) / 4)
 
 
 def test_tokens_in_window_cuts_in_flight_requests():
@@ -61,7 +73,8 @@ def test_warm_up_keeps_the_start_burst_out_of_latencies():
         ok(7.0, [7.2, 7.4, 7.6], 8.0, usage=3),
     ]
     level = level_stats(records, concurrency=2, window_s=5.0, warmup_s=5.0)
-    assert level.duration_s == 5.0 and level.requests == 4 and level.qps == pytest.approx(0.8)
+    # the two requests sent in the window are measured; those of the warm-up only add their tokens
+    assert level.duration_s == 5.0 and level.requests == 2 and level.qps == pytest.approx(0.4)
     assert level.ttft_p95_s == pytest.approx(0.5 - 0.3 * 0.05)  # only 0.5 and 0.2: the burst's 4 s are out
     assert level.e2e_mean_s == pytest.approx((1.5 + 1.0) / 2)
     assert level.tokens_per_s == pytest.approx((0 + 2 + 2 + 3) / 5.0)  # 5.5 and 6.5 of the second; 5.0 is not

@@ -23,8 +23,9 @@ from core.redact import masked
 from core.settings import Settings
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
+from sweep.engine import EngineLevel
 from sweep.progress import Progress
-from sweep.report import format_table, format_verdict, to_json
+from sweep.report import engine_json, format_engine, format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
 from sweep.verdict import recommend
 from sweep.workload import DEFAULT_MIX, mix_label, parse_mix
@@ -151,9 +152,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         file=sys.stderr,
     )
     started_at = time.time()
-    levels = _measure(config)
-    run = dataclasses.replace(_make_run(started_at, config, slo, levels), target=target)
-    _print_result(run)
+    engine: list[EngineLevel] = []
+    levels = _measure(config, engine)
+    run = dataclasses.replace(_make_run(started_at, config, slo, levels, engine), target=target)
+    _print_result(run, engine)
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
@@ -162,10 +164,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _measure(config: SweepConfig) -> list[SweepLevel]:
+def _measure(config: SweepConfig, engine: list[EngineLevel]) -> list[SweepLevel]:
     levels: list[SweepLevel] = []
     try:
-        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels))
+        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels, engine))
     except KeyboardInterrupt:
         if levels:  # ten minutes a level: never lose the levels already measured
             print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
@@ -174,17 +176,24 @@ def _measure(config: SweepConfig) -> list[SweepLevel]:
     return levels
 
 
-def _make_run(started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel]) -> SweepRun:
+def _make_run(
+    started_at: float, config: SweepConfig, slo: float, levels: list[SweepLevel], engine: list[EngineLevel]
+) -> SweepRun:
     verdict = recommend(levels, slo)
-    # Stored with the run (the recommendation is its one free-form field): how it was measured.
+    # Stored with the run (the recommendation is its one free-form field): how it was measured,
+    # and the engine's own figures over each level's span, beside the client's.
     verdict["warmup_s"] = config.warmup_s * config.server_speed
+    if engine:
+        verdict["engine"] = [engine_json(figures) for figures in engine]
     if config.server_speed != 1:
         verdict["server_speed"] = config.server_speed  # its figures are in the server's time
     return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
 
 
-def _print_result(run: SweepRun) -> None:
+def _print_result(run: SweepRun, engine: list[EngineLevel]) -> None:
     print(format_table(run.levels))
+    for figures in engine:
+        print(format_engine(figures))
     print()
     print(format_verdict(run.recommendation))
 
