@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "ceiling.md").read_text()
 H200_DATA = ROOT / "tests" / "data" / "h200"
 
-REFERENCE = mbu.StepModel(weight_gb=40.0, tensor_parallel=8, peak_gbps=900.0, kv_bytes_per_token=327_680)
+LLAMA_70B_KV = 80 * 8 * 128 * 2 * 2  # 327,680 bytes a token
+REFERENCE = mbu.StepModel(weight_gb=40.0, tensor_parallel=8, peak_gbps=900.0, kv_bytes_per_token=LLAMA_70B_KV)
 REFERENCE_CONTEXT = 0.6 * 200 + 0.4 * 2500 + 300 / 2  # the report's mix: mean prompt 1,120 + half of 300 output
 LLAMA3_8B_KV = 32 * 8 * 128 * 2 * 2
 EIGHT_B = {"H100": 3350.0, "H200": 4800.0}
@@ -33,7 +34,8 @@ def reference_figures() -> list[str]:
         f"{REFERENCE.weight_bytes_per_gpu / (REFERENCE.peak_gbps * mbu.GB) * 1000:.2f} ms",
         f"{REFERENCE.mbu(steps, 32, None):.2%}".replace("%", " %"),
         f"{REFERENCE_CONTEXT:,.0f} tokens",
-        _gb(32 * REFERENCE_CONTEXT * REFERENCE.kv_bytes_per_token / 8),  # type: ignore[operator]
+        f"{LLAMA_70B_KV:,} bytes",
+        _gb(32 * REFERENCE_CONTEXT * LLAMA_70B_KV / 8),
         _gb(REFERENCE.bytes_per_step(32, REFERENCE_CONTEXT)),
         f"{REFERENCE.mbu(steps, 32, REFERENCE_CONTEXT):.2%}".replace("%", " %"),
         f"{REFERENCE.roofline_tokens_per_s(32, REFERENCE_CONTEXT):,.0f} tok/s",
