@@ -1,0 +1,127 @@
+"""docs/ceiling.md's worked examples, recomputed from core.mbu: a figure the docs state that the model
+does not give fails here (so does a change of the model that the docs were not told about)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core import mbu
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "ceiling.md").read_text()
+H200_DATA = ROOT / "tests" / "data" / "h200"
+
+LLAMA_70B_KV = 80 * 8 * 128 * 2 * 2  # 327,680 bytes a token
+REFERENCE = mbu.StepModel(weight_gb=40.0, tensor_parallel=8, peak_gbps=900.0, kv_bytes_per_token=LLAMA_70B_KV)
+REFERENCE_CONTEXT = 0.6 * 200 + 0.4 * 2500 + 300 / 2  # the report's mix: mean prompt 1,120 + half of 300 output
+LLAMA3_8B_KV = 32 * 8 * 128 * 2 * 2
+EIGHT_B = {"H100": 3350.0, "H200": 4800.0}
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:,.2f} GB"
+
+
+def reference_figures() -> list[str]:
+    steps = 145 / 32
+    return [
+        f"{REFERENCE.step_bound_per_s:,.0f} steps/s",
+        f"{steps:.2f} steps/s",
+        f"{1000 / steps:.1f} ms",
+        f"{REFERENCE.weight_bytes_per_gpu / (REFERENCE.peak_gbps * mbu.GB) * 1000:.2f} ms",
+        f"{REFERENCE.mbu(steps, 32, None):.2%}".replace("%", " %"),
+        f"{REFERENCE_CONTEXT:,.0f} tokens",
+        f"{LLAMA_70B_KV:,} bytes",
+        _gb(32 * REFERENCE_CONTEXT * LLAMA_70B_KV / 8),
+        _gb(REFERENCE.bytes_per_step(32, REFERENCE_CONTEXT)),
+        f"{REFERENCE.mbu(steps, 32, REFERENCE_CONTEXT):.2%}".replace("%", " %"),
+        f"{REFERENCE.roofline_tokens_per_s(32, REFERENCE_CONTEXT):,.0f} tok/s",
+        f"{REFERENCE.single_request_tokens_per_s(REFERENCE_CONTEXT):,.1f} tok/s",
+        f"{145 / REFERENCE.step_bound_per_s:.1%}".replace("%", " %"),
+    ]
+
+
+def eight_b_rows() -> list[str]:
+    """The roofline table of example (b): concurrency, bytes per step, and per GPU step ms and tok/s."""
+    h100, h200 = (mbu.StepModel(16.0, 1, bw, LLAMA3_8B_KV) for bw in EIGHT_B.values())
+    rows = []
+    for c in (1, 8, 32, 64):
+        cells = [str(c), _gb(h100.bytes_per_step(c, 1000))]
+        for model in (h100, h200):
+            step_ms = model.bytes_per_step(c, 1000) / (model.peak_gbps * mbu.GB) * 1000
+            tok_s = model.roofline_tokens_per_s(c, 1000)
+            cells += [f"{step_ms:.2f} ms", f"{tok_s:,.0f}", f"{tok_s / model.step_bound_per_s:.1f}×"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def eight_b_figures() -> list[str]:
+    h100, h200 = (mbu.StepModel(16.0, 1, bw, LLAMA3_8B_KV) for bw in EIGHT_B.values())
+    return [
+        f"{LLAMA3_8B_KV:,} bytes",
+        f"{h100.step_bound_per_s:,.1f} steps/s",
+        f"{h200.step_bound_per_s:,.1f} steps/s",
+        f"{h100.single_request_tokens_per_s(1000):,.1f} tok/s",
+        f"{h200.single_request_tokens_per_s(1000):,.1f} tok/s",
+    ]
+
+
+def _h200_model(data: dict) -> mbu.StepModel:
+    return mbu.StepModel(data["step_weight_bytes"] / mbu.GB, 1, data["peak_gbps"], data["kv_bytes_per_token"])
+
+
+def h200_figures() -> list[str]:
+    """Example (c): the recorded H200 decodes at batch 1 (eager, compiled) and their largest batches."""
+    out = []
+    for name, batch_max in (("decode_truth.json", 128), ("decode_truth_static.json", 64)):
+        data = json.loads((H200_DATA / name).read_text())
+        model = _h200_model(data)
+        one = next(r for r in data["rows"] if r["batch"] == 1)
+        steps = 1000 / one["step_ms"]
+        context = one["ctx"] + one["new"] / 2
+        top = next(r for r in data["rows"] if r["batch"] == batch_max)
+        out += [
+            f"{one['step_ms']:.2f} ms",
+            f"{steps:.2f} steps/s",
+            _gb(model.bytes_per_step(1, context)),
+            f"{model.mbu(steps, 1, context):.1%}".replace("%", " %"),
+            f"{one['gpm_dram_pct_median']:.1f} %",
+            f"{model.step_bound_per_s:,.1f} steps/s",
+            f"{top['tok_s']:,.0f} tok/s",
+            f"{top['tok_s'] / model.step_bound_per_s:.1f}×",
+        ]
+    return out
+
+
+def breach_message() -> str:
+    """The truth check on the 8B bench's compiled batch-1 rate, for a target that copied weight_gb = 40."""
+    data = json.loads((H200_DATA / "decode_mbu_bench.json").read_text())
+    row = next(r for r in data["rows"] if r["mode"] == "compiled" and r["batch"] == 1)
+    breach = mbu.check_step_bound(mbu.StepModel(40.0, 1, data["peak_gbps"]), row["steps_per_s"])
+    assert breach is not None
+    return breach.message()
+
+
+@pytest.mark.parametrize(
+    "figure", reference_figures() + eight_b_rows() + eight_b_figures() + h200_figures() + [breach_message()]
+)
+def test_the_worked_examples_say_what_core_mbu_computes(figure):
+    assert figure in " ".join(DOC.split()), f"docs/ceiling.md lacks {figure!r}"
+
+
+def test_every_mbu_source_is_named_in_the_product_order():
+    positions = [DOC.find(f"`{source}`") for source in mbu.MBU_SOURCES]
+    assert -1 not in positions and positions == sorted(positions)
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/gpus.md"])
+def test_the_ceiling_page_is_linked(doc):
+    assert "ceiling.md" in (ROOT / doc).read_text()
+
+
+if __name__ == "__main__":  # prints the figures to write into the page
+    for figure in reference_figures() + eight_b_rows() + eight_b_figures() + h200_figures() + [breach_message()]:
+        print(figure)
