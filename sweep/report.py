@@ -50,6 +50,14 @@ def format_engine(engine: EngineLevel) -> str:
     return f"engine's /metrics over the same span: concurrency {engine.concurrency}, {tok}, TTFT P95 {ttft}"
 
 
+# Why the table's TTFT P95 (the client's) and the engine's may differ, said once under the engine's lines.
+CLIENT_VS_ENGINE = (
+    "TTFT P95 above is the client's: each request timed from its send to its first streamed token, network and "
+    "the client's own reading included. The engine's is histogram_quantile over its buckets: exact only to the "
+    "bucket that holds it. Both are right; see docs/metrics.md, \"Server-side and client-side latency\"."
+)
+
+
 def engine_json(engine: EngineLevel) -> dict[str, Any]:
     """One level's engine figures as JSON (an upper bound of +Inf is written null)."""
     doc = dataclasses.asdict(engine)

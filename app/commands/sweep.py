@@ -25,7 +25,7 @@ from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
 from sweep.engine import EngineLevel
 from sweep.progress import Progress
-from sweep.report import engine_json, format_engine, format_table, format_verdict, to_json
+from sweep.report import CLIENT_VS_ENGINE, engine_json, format_engine, format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
 from sweep.verdict import recommend
 from sweep.workload import DEFAULT_MIX, mix_label, parse_mix
@@ -194,6 +194,8 @@ def _print_result(run: SweepRun, engine: list[EngineLevel]) -> None:
     print(format_table(run.levels))
     for figures in engine:
         print(format_engine(figures))
+    if engine:
+        print(CLIENT_VS_ENGINE)
     print()
     print(format_verdict(run.recommendation))
 
