@@ -46,7 +46,9 @@ def test_v1_two_engines_summed_and_kv_maxed():
     assert ttft.bounds == V1_TTFT
     assert ttft.cumulative[:4] == (0, 1, 6, 25) and ttft.cumulative[-2:] == (9406, 9407)
     assert (ttft.count, ttft.sum) == (9407, 12500.75)
-    assert set(fig.histograms) == {"ttft", "itl", "e2e", "queue_time"}
+    # the step count and the request lengths are histograms the step model reads (db/mbu_figures.py)
+    assert set(fig.histograms) == {"ttft", "itl", "e2e", "queue_time", "iteration_tokens", "request_prompt_tokens",
+                                   "request_generation_tokens"}
     assert fig.created["generation_tokens"] == 1764490000.25 and fig.created["ttft"] == 1764490000.25
     assert scrape.process_start_time_s == 1764489990.5
     assert "requests_swapped" in scrape.missing and "finished_error" in scrape.missing  # no 0.33 reasons
@@ -107,12 +109,14 @@ def test_edge_cases_fixture():
     assert "requests_waiting" not in fig.gauges
 
 
-def test_iteration_tokens_total_is_not_a_counter():
-    hist = 'vllm:iteration_tokens_total_bucket{le="+Inf"} 5\nvllm:iteration_tokens_total_count 5\n'
-    with pytest.raises(ScrapeError, match="no vLLM metrics found"):
-        parse_vllm(hist)
+def test_iteration_tokens_total_is_a_histogram_not_a_counter():
+    # despite its name: one observation per engine step, so its count is the step count (docs/ceiling.md)
+    hist = ('vllm:iteration_tokens_total_bucket{le="+Inf"} 5\nvllm:iteration_tokens_total_count 5\n'
+            "vllm:iteration_tokens_total_sum 40\n")  # fmt: skip
     scrape = parse_vllm(hist + "vllm:generation_tokens_total 42\n")
     assert scrape.models[""].counters == {"generation_tokens": 42}
+    steps = scrape.models[""].histograms["iteration_tokens"]
+    assert (steps.count, steps.sum) == (5, 40)
 
 
 def test_histogram_without_inf_or_count_is_left_out_and_bounds_intersect():
