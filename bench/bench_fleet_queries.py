@@ -88,7 +88,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
 
 
 def overview(reader: Reader, target: str, now: float, sweetspot: SweetSpotSettings) -> None:
-    """What the Overview asks for a 7-day range (app/ui/state.resolve: 1800 s steps for 7 d)."""
+    """What the Overview asks for a 7-day range (app/ui/time_range.resolve: 1800 s steps for 7 d)."""
     step = 1800.0
     end = now // step * step
     reader.window(target, now, 300.0)

@@ -70,11 +70,11 @@ def fleet_history(tmp_path_factory) -> Fleet:
 def fleet_db(fleet_history, monkeypatch) -> str:
     """The fleet's database, with the clock of ``status`` and of the pages at the end of its history."""
     from app.commands import status
-    from app.ui import state
+    from app.ui import time_range
 
     monkeypatch.setattr(status, "time", types.SimpleNamespace(
         time=lambda: fleet_history.now, strftime=time.strftime, localtime=time.localtime))  # fmt: skip
-    monkeypatch.setattr(state, "now", lambda: fleet_history.now)
+    monkeypatch.setattr(time_range, "now", lambda: fleet_history.now)
     return fleet_history.url
 
 

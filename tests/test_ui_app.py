@@ -40,7 +40,7 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1  # the eight panels stacked in one chart on one time axis
     assert '"vconcat"' in charts[0].proto.spec
-    # state._spec hands Streamlit Arrow bytes it made once; they reach the element as datasets.
+    # chart_cache.spec hands Streamlit Arrow bytes it made once; they reach the element as datasets.
     assert all(c.proto.datasets and all(d.data.data for d in c.proto.datasets) for c in charts)
     assert all('"datasets"' not in c.proto.spec for c in charts)
     for page, expected in zip(PAGES[1:], ("GPUs · demo", "Knee at concurrency 16", "edge"), strict=True):

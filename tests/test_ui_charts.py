@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from app.ui import charts, state
+from app.ui import chart_cache, charts, time_range
 from core.settings import Settings
 from db.results import CeilingInfo, GpuPoint
 from tests.builders import END, point
@@ -103,25 +103,25 @@ def test_preemption_bars_only_where_there_were_preemptions():
 
 
 def test_steps_keep_every_range_under_five_hundred_points():
-    for length in state.RANGES.values():
-        step = state.nice_step(length)
+    for length in time_range.RANGES.values():
+        step = time_range.nice_step(length)
         assert 150 <= length / step <= 500
-    assert state.nice_step(900) == 5
-    assert state.nice_step(3600) == 10
-    assert state.nice_step(86400) == 300
-    assert state.nice_step(30 * 86400) == 7200  # a multiple of the hourly rollups
+    assert time_range.nice_step(900) == 5
+    assert time_range.nice_step(3600) == 10
+    assert time_range.nice_step(86400) == 300
+    assert time_range.nice_step(30 * 86400) == 7200  # a multiple of the hourly rollups
 
 
 def test_relative_ranges_end_on_a_step_boundary():
-    span = state.resolve("24h", now=END + 17)
+    span = time_range.resolve("24h", now=END + 17)
     assert (span.step_s, span.end % span.step_s, span.end - span.start) == (300.0, 0.0, 86400.0)
     assert span.live and span.at == END + 17
-    custom = state.resolve("custom", now=END, custom=(END - 7200, END - 3600))
+    custom = time_range.resolve("custom", now=END, custom=(END - 7200, END - 3600))
     assert not custom.live and custom.at == END - 3600
 
 
 def test_every_builder_makes_a_valid_vega_lite_spec():
-    # The app serialises without validation (state._spec) for speed; this is where specs are checked.
+    # The app serialises without validation (app/ui/chart_cache.py) for speed; this is where specs are checked.
     from db.results import SweepLevel, SweepRun
 
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
@@ -187,8 +187,39 @@ def test_time_charts_skip_per_point_aria_descriptions():
 
 
 def test_cached_specs_carry_arrow_bytes():
-    spec = state._spec("kv_chart", ("test",), ([point(END - 60)], FRAME, 0.9, 0.98))
+    spec = chart_cache.spec(charts.kv_chart, [point(END - 60)], FRAME, 0.9, 0.98)
     assert spec["datasets"] and all(isinstance(rows, bytes) for rows in spec["datasets"].values())
+
+
+BUILT: list[tuple[object, ...]] = []
+
+
+def counted_kv_chart(*args: object) -> object:
+    """kv_chart, counting its calls: a builder at module level, as the app's are (a pickle names it)."""
+    BUILT.append(args)
+    return charts.kv_chart(*args)  # type: ignore[arg-type]
+
+
+def other_kv_chart(*args: object) -> object:
+    BUILT.append(("other", *args))
+    return charts.kv_chart(*args)  # type: ignore[arg-type]
+
+
+def test_the_chart_cache_is_keyed_by_the_values_of_its_inputs():
+    import streamlit as st
+
+    st.cache_data.clear()
+    BUILT.clear()
+    first = chart_cache.spec(counted_kv_chart, [point(END - 60, kv_cache_usage_max=0.5)], FRAME, 0.9, 0.98)
+    # equal values built anew: the same chart, not built again
+    again = chart_cache.spec(counted_kv_chart, [point(END - 60, kv_cache_usage_max=0.5)], FRAME, 0.9, 0.98)
+    assert len(BUILT) == 1 and again == first
+    # one field of one record differs: another chart (a key of hash() or repr() may miss such a change)
+    other = chart_cache.spec(counted_kv_chart, [point(END - 60, kv_cache_usage_max=0.7)], FRAME, 0.9, 0.98)
+    assert len(BUILT) == 2 and other["datasets"] != first["datasets"]
+    # the same arguments to another builder: built by that builder, not taken from the first's
+    chart_cache.spec(other_kv_chart, [point(END - 60, kv_cache_usage_max=0.5)], FRAME, 0.9, 0.98)
+    assert len(BUILT) == 3 and BUILT[-1][0] == "other"
 
 
 def test_outcomes_are_per_minute_by_reason_with_the_rejections():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.ui.state import RANGES
+from app.ui.time_range import RANGES
 from tests import ui_db
 from tests.browser import CHROMIUM, SCREENSHOTS
 

@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from app.ui import state
+from app.ui import reads
 from db.results import WindowFigures
 from tests.fake_reader import BrokenReader, FakeReader
 
@@ -30,7 +30,7 @@ def app(tmp_path, monkeypatch):
     st.cache_data.clear()
 
     def make(reader: object) -> AppTest:
-        monkeypatch.setattr(state, "reader", lambda url: reader)
+        monkeypatch.setattr(reads, "reader", lambda url: reader)
         return AppTest.from_file(str(MAIN), default_timeout=30)
 
     return make
@@ -161,15 +161,15 @@ def test_tiles_are_escaped_and_keep_their_help():
 
 
 def test_few_choices_are_radio_buttons_many_a_drop_down(app):
-    from app.ui.state import RADIO_MAX
+    from app.ui.url_params import RADIO_MAX
 
     at = app(FakeReader(time.time()))
     at.run()
     assert at.sidebar.radio(key="target").options == ["demo"]
     many = [f"t{i}" for i in range(RADIO_MAX + 1)]
     at = AppTest.from_string(
-        "from app.ui import state\n"
-        f"state._choice('Target', {many!r}, key='target')\n"
+        "from app.ui import url_params\n"
+        f"url_params._choice('Target', {many!r}, key='target')\n"
     ).run()
     assert at.sidebar.selectbox(key="target").options == many
 

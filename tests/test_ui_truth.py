@@ -10,7 +10,7 @@ import pytest
 
 from app.formatting import ago, elapsed, gibibytes
 from app.operating_point import sweeps_of
-from app.ui import charts, state, widgets
+from app.ui import charts, time_range, url_params, widgets
 from core.settings import SweetSpotSettings
 from db.results import GpuPoint, SweepRun, TargetInfo
 from tests.builders import END, point, window
@@ -45,12 +45,12 @@ def test_a_collection_outage_still_breaks_the_line():
 
 
 def test_the_step_follows_the_rounds_spacing():
-    assert state.data_step(rounds(END - 3600, END, 30), 10.0) == 30.0
-    assert state.data_step(rounds(END - 3600, END, 5), 10.0) == 10.0
+    assert time_range.data_step(rounds(END - 3600, END, 30), 10.0) == 30.0
+    assert time_range.data_step(rounds(END - 3600, END, 5), 10.0) == 10.0
     # the facade returns every step; a step without data has None figures and does not count
     empty = [point(float(t), tokens_per_s=None) for t in range(int(END - 3600), int(END), 10) if t % 30]
     mixed = sorted(rounds(END - 3600, END, 30) + empty, key=lambda p: p.ts)
-    assert state.data_step(mixed, 10.0, ("tokens_per_s",)) == 30.0
+    assert time_range.data_step(mixed, 10.0, ("tokens_per_s",)) == 30.0
 
 
 def test_the_caption_says_which_step_and_why():
@@ -154,23 +154,23 @@ def test_event_ages_follow_one_rule():
 
 
 def test_unknown_url_parameters_are_named_with_the_fallback():
-    choices = {"target": ["demo", "edge"], "range": list(state.RANGES), "window": list(state.WINDOWS)}
-    notices = state.url_notices({"target": "nope", "range": "bogus", "window": "5m", "colour": "red"}, choices)
+    choices = {"target": ["demo", "edge"], "range": list(time_range.RANGES), "window": list(time_range.WINDOWS)}
+    notices = url_params.url_notices({"target": "nope", "range": "bogus", "window": "5m", "colour": "red"}, choices)
     assert notices[0].startswith("URL parameter `target=nope` is not one of demo, edge: showing `demo`")
     assert notices[1].endswith("showing `1h`.")
     assert "`colour` is unknown" in notices[2] and len(notices) == 3
     # what the Query page reads itself is known, not a notice
-    assert state.url_notices({"canned": "ttft_per_day", "p.target": "demo", "sql": "SELECT 1"}, choices) == []
+    assert url_params.url_notices({"canned": "ttft_per_day", "p.target": "demo", "sql": "SELECT 1"}, choices) == []
 
 
 def test_a_past_range_says_its_span_and_steps_by_its_rollups():
     start = time.mktime((2026, 11, 28, 16, 0, 0, 0, 0, -1))
-    span = state.resolve("custom", start + 5 * 86400, (start, start + 3600), (48 * 3600, 90 * 86400))
-    assert state.over_text(span, 300) == "over 2026-11-28 16:00–17:00"
-    assert span.step_s == 60 and state.level_of(span.step_s) == 60  # raw rows are gone: minute rollups
-    recent = state.resolve("custom", start + 3600, (start, start + 3600), (48 * 3600, 90 * 86400))
+    span = time_range.resolve("custom", start + 5 * 86400, (start, start + 3600), (48 * 3600, 90 * 86400))
+    assert time_range.over_text(span, 300) == "over 2026-11-28 16:00–17:00"
+    assert span.step_s == 60 and time_range.level_of(span.step_s) == 60  # raw rows are gone: minute rollups
+    recent = time_range.resolve("custom", start + 3600, (start, start + 3600), (48 * 3600, 90 * 86400))
     assert recent.step_s == 10
-    assert state.over_text(state.resolve("1h", END), 300) == "over the last 5m"
+    assert time_range.over_text(time_range.resolve("1h", END), 300) == "over the last 5m"
 
 
 def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):

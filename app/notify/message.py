@@ -3,7 +3,7 @@
 Subject ``[FIRING:2] prod-70b: preemptions, TTFT P95`` (``[RESOLVED] …`` once nothing is left
 firing). For each alert: the clause that broke (value against threshold and window, as the
 evaluator's summary says it), since when, the recommendation and a link to the dashboard's
-Overview over the incident (``dashboard_url`` + the URL parameters of app/ui/state.py).
+Overview over the incident (``dashboard_url`` + the URL parameters of app/ui/url_params.py).
 
 Every name in it (rule, target, model, group values) comes from outside: it is written as
 :mod:`core.text` makes it safe for its place (a CR/LF or escape sequence shown as ``\r\n``,
@@ -56,7 +56,7 @@ def dashboard_link(base: str, state: AlertState, now: float) -> str:
 
 
 def _local(ts: float) -> str:
-    # st.datetime_input reads naive local times (%Y-%m-%dT%H:%M) from the URL (app/ui/state.py)
+    # st.datetime_input reads naive local times (%Y-%m-%dT%H:%M) from the URL (app/ui/url_params.py)
     return time.strftime("%Y-%m-%dT%H:%M", time.localtime(ts))
 
 

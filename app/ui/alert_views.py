@@ -14,7 +14,7 @@ from app.alerts.links import overview_query, since
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
 from app.alerts.store import live_since
 from app.formatting import ago, clock
-from app.ui.state import RANGES
+from app.ui.time_range import RANGES
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
 

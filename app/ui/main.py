@@ -1,7 +1,7 @@
 """Entry point of the dashboard (``python -m app ui`` runs ``streamlit run app/ui/main.py``).
 
 Settings are loaded once from the environment the launcher passes (SWEETSPOT_CONFIG,
-SWEETSPOT_DB_URL, SWEETSPOT_UI_PASSWORD); pages receive them through :func:`state.context`.
+SWEETSPOT_DB_URL, SWEETSPOT_UI_PASSWORD); pages receive them through :func:`page.context`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 import streamlit as st
 
 from app.fleet import LANDING_TARGETS
-from app.ui import auth, state, welcome
+from app.ui import auth, page, reads, time_range, url_params, welcome
+from app.ui.guard import guard
 from core.redact import masked
 
 st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
-settings = state.load(os.environ)  # the UI process's entry point: the one place that reads the environment
+settings = page.load(os.environ)  # the UI process's entry point: the one place that reads the environment
 
 if not auth.allowed(settings.ui_password):
     st.stop()
@@ -32,8 +33,8 @@ if _missing_sqlite_file(settings.db_url):
     welcome.render(settings, "the database does not exist yet")
     st.stop()
 
-reader = state.guard("the database", state.reader, settings.db_url)
-targets = state.guard("the targets", reader.targets)
+reader = guard("the database", reads.reader, settings.db_url)
+targets = guard("the targets", reader.targets)
 if not targets:
     welcome.render(settings, "no target has been scraped into this database")
     st.stop()
@@ -50,8 +51,8 @@ PAGES = {
     "Setup": [st.Page("views/targets.py", title="Targets", icon=":material/dns:")],
 }
 navigation = st.navigation(PAGES)
-auth.return_to_asked(navigation, [page for section in PAGES.values() for page in section])
-view = state.sidebar(targets, state.now(), (settings.raw_retention_s, settings.rollup_retention_s))
+auth.return_to_asked(navigation, [p for section in PAGES.values() for p in section])
+view = url_params.sidebar(targets, time_range.now(), (settings.raw_retention_s, settings.rollup_retention_s))
 st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {masked(settings.db_url)}")
-state.publish(state.Context(settings, reader, targets, view))
+page.publish(page.Context(settings, reader, targets, view))
 navigation.run()

@@ -10,7 +10,8 @@ import streamlit as st
 
 from app.formatting import clock
 from app.notify.grouping import delivery_line
-from app.ui import state
+from app.ui import page
+from app.ui.guard import guard
 
 DAY_S = 86400.0
 STATUS_ICONS = {"sent": "✅ sent", "queued": "⏳ queued", "failed": "❌ failed", "suppressed": "🔕 held back"}
@@ -37,11 +38,11 @@ def _outcome(e: Any) -> str:
     return "not sent (silence or mute window)"
 
 
-def render(ctx: state.Context, now: float) -> None:
+def render(ctx: page.Context, now: float) -> None:
     st.subheader("E-mail")
     line = delivery_line(ctx.settings.alerts.email, ctx.settings.alerts)
     (st.caption if ctx.settings.alerts.email.enabled else st.info)(line)
-    entries = state.guard("the notification log", ctx.reader.notifications, now - DAY_S)
+    entries = guard("the notification log", ctx.reader.notifications, now - DAY_S)
     if not entries:
         st.caption("No notification in the last 24 hours.")
         return

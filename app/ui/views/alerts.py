@@ -11,14 +11,15 @@ from app.alerts.model import SEVERITIES, Silence
 from app.alerts.silences import create_silence, end_silence
 from app.alerts.store import board
 from app.formatting import clock
-from app.ui import alert_views, notification_log, state
+from app.ui import alert_views, notification_log, page, time_range
+from app.ui.guard import guard
 from core.errors import SweetspotError
 from core.text import markdown, markdown_code
 
-ctx = state.context()
+ctx = page.context()
 st.header("Alerts")
-now = state.now()
-data = state.guard("the alerts", board, ctx.reader.engine, now, ctx.settings.alerts.mute_windows)
+now = time_range.now()
+data = guard("the alerts", board, ctx.reader.engine, now, ctx.settings.alerts.mute_windows)
 
 st.subheader("Firing and pending now")
 if not data.alerts:
@@ -45,7 +46,7 @@ for s in data.silences:
     left, right = st.columns([5, 1])
     left.markdown(f"`{s.matchers}` · {clock(s.starts_at)} → {clock(s.ends_at)} · {s.author}: {s.comment}")
     if right.button("Expire", key=f"expire-{s.id}") and s.id is not None:
-        end_silence(ctx.settings.db_url, s.id, state.now())
+        end_silence(ctx.settings.db_url, s.id, time_range.now())
         st.rerun()
 
 rules = sorted({s.rule for s, _ in data.alerts} | {t.rule for t in data.history})
@@ -63,7 +64,7 @@ with st.form("new-silence", clear_on_submit=True):
     if st.form_submit_button("Silence"):
         given = (("rule", rule), ("target", target), ("model", model), ("severity", severity))
         matchers = {k: v for k, v in given if v != "any"}
-        made, start = int(state.now()), int(state.now() + after * 3600)
+        made, start = int(time_range.now()), int(time_range.now() + after * 3600)
         try:
             silence = Silence(matchers, start, start + int(hours * 3600), getpass.getuser(), comment or "-", made)
             sid = create_silence(ctx.settings.db_url, silence)

@@ -6,19 +6,14 @@ from typing import Any
 
 import streamlit as st
 
-from app.fleet import STATE_LABELS, FleetRow, by_model, fleet, overview_link
+from app.fleet import STATE_LABELS, FleetRow, by_model, overview_link
 from app.formatting import clock, number, percent, with_unit
-from app.ui import state, widgets
+from app.ui import page, time_range, widgets
 
 ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
-ctx = state.context()
+ctx = page.context()
 rules, window_s = ctx.settings.sweetspot, ctx.view.window_s
 st.header(f"Fleet · {len(ctx.targets)} targets")
-
-
-@st.cache_data(ttl=state.FINE_TTL_S, max_entries=16, show_spinner=False)
-def _rows(url: str, end: float, window: float) -> list[FleetRow]:
-    return fleet(state.reader(url), rules, end, window, ctx.settings)
 
 
 def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
@@ -43,8 +38,8 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if ctx.view.live else None)
 def live() -> None:
-    now = state.now()
-    rows = state.guard("the fleet", _rows, ctx.settings.db_url, now // 5 * 5, window_s)
+    now = time_range.now()
+    rows = ctx.fleet(now)
     st.caption(f"Over the {window_s / 60:g} min up to {clock(now)}, worst first. Running: average against the "
                f"sweet-spot concurrency {rules.concurrency}. A row's Overview link opens that target.")  # fmt: skip
     col = st.column_config

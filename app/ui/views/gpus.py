@@ -5,11 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from app.formatting import GIB
-from app.ui import charts, state, traffic, widgets
+from app.ui import chart_cache, charts, page, time_range, traffic, url_params, widgets
+from app.ui.guard import guard
 from core.durations import format_duration
 from core.text import markdown
 
-ctx = state.context()
+ctx = page.context()
 view = ctx.view
 st.header(f"GPUs · {markdown(view.target)}")
 TABLE_WINDOW_S = 60.0
@@ -21,8 +22,8 @@ LINE_NAMES = {"memory_used_bytes": "total memory"}  # the grey line of each pane
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
 def live() -> None:
-    span = view.span(state.now())
-    gpus = state.guard("the GPUs", ctx.reader.latest_gpus, view.target, TABLE_WINDOW_S)
+    span = view.span(time_range.now())
+    gpus = guard("the GPUs", ctx.reader.latest_gpus, view.target, TABLE_WINDOW_S)
     if not gpus:
         st.info(
             "No GPU figures for this target. Set `targets[].gpu.source` to `nvml` (GPUs of the collector's host) "
@@ -43,13 +44,13 @@ def live() -> None:
     st.markdown(traffic.traffic_text(figures, gpus))
     st.caption(traffic.ceiling_check_text(figures))
     names = {g.uuid: f"#{g.index}" if g.index is not None else g.uuid[:12] for g in gpus}
-    if WANTED_GPU is not None and (notice := state.choice_notice("gpu", WANTED_GPU, [charts.ALL_GPUS, *names.values()])):
+    if WANTED_GPU is not None and (notice := url_params.choice_notice("gpu", WANTED_GPU, [charts.ALL_GPUS, *names.values()])):
         st.warning(notice, icon=":material/link_off:")
     label = st.radio("GPU", [charts.ALL_GPUS, *names.values()], horizontal=True, key="gpu", bind="query-params")
     pick = next((u for u, n in names.items() if n == label), None)
     # GPU figures move slowly and may be read less often than vLLM: minute steps keep the lines whole.
     gpu_step = max(span.step_s, 60.0)
-    points = state.guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, gpu_step)
+    points = guard("the GPU series", ctx.reader.gpu_series, view.target, span.start, span.end, gpu_step)
     frame = charts.Frame(span.start, span.end, gpu_step)
     true_bw = any(p.dram_bw_gbps is not None for p in points)
     peak_bw = max((g.peak_bw_gbps for g in gpus if g.peak_bw_gbps), default=None)
@@ -72,7 +73,7 @@ def live() -> None:
     left, right = st.columns(2)
     for i, (field, title, unit, scale, peak) in enumerate(panels):
         drawn = [*points, *engine] if field == "dram_bw_gbps" else points
-        state.show_chart(
+        chart_cache.show_chart(
             charts.gpu_chart, drawn, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
             LINE_NAMES.get(field, "peak"), where=left if i % 2 == 0 else right,
         )  # fmt: skip

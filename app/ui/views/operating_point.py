@@ -14,20 +14,21 @@ from app.operating_point import (
     roofline,
     sweeps_of,
 )
-from app.ui import charts, state
+from app.ui import chart_cache, charts, page, time_range
+from app.ui.guard import guard
 from core.durations import format_duration
 from core.text import markdown
 
-ctx = state.context()
+ctx = page.context()
 view, rules = ctx.view, ctx.sweetspot
 st.header(f"Operating point · {markdown(view.target)}")
 
-span = view.span(state.now())
+span = view.span(time_range.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.
-step = max(60.0, state.nice_step(span.end - span.start, max_points=5000))
-end = span.end - span.end % step  # complete steps only, as the charts (app/ui/state.py:resolve)
+step = max(60.0, time_range.nice_step(span.end - span.start, max_points=5000))
+end = span.end - span.end % step  # complete steps only, as the charts (app/ui/time_range.py:resolve)
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s"))
-sweeps, others = sweeps_of(ctx.target_info(), state.guard("the load sweeps", ctx.reader.sweep_runs, 20))
+sweeps, others = sweeps_of(ctx.target_info(), guard("the load sweeps", ctx.reader.sweep_runs, 20))
 sweeps = sweeps[:5]
 
 latest = sweeps[0] if sweeps else None
@@ -61,10 +62,10 @@ for where, attr, label, reference, slo, bound in (
     (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, rules.ttft_p95_slo_s, []),
 ):
     title = f"Concurrency vs {label}"
-    state.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
+    chart_cache.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
                      height=480, where=where)  # fmt: skip
 speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
 st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
-state.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
+chart_cache.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
 if not points:
     st.info("No measured steps in this range yet: only the reference curve is shown.", icon=":material/info:")

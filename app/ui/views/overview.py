@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.formatting import clock
-from app.ui import alert_views, charts, state, widgets
+from app.ui import alert_views, chart_cache, charts, page, time_range, widgets
+from app.ui.guard import guard
 from app.verdict import broken_since, evaluate, last_up
 from core.text import markdown
 
@@ -15,14 +16,14 @@ TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s", *charts.OU
 OTHERS = ("tokens_per_s", "mbu", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
-ctx = state.context()
+ctx = page.context()
 view, sweetspot = ctx.view, ctx.sweetspot
 st.header(f"Overview · {markdown(view.target)}" + (f" · {markdown(view.model)}" if view.model else ""))
 
 
 @st.fragment(run_every=ctx.settings.ui.refresh_s if view.live else None)
 def live() -> None:
-    span, now = view.span(state.now()), state.now()
+    span, now = view.span(time_range.now()), time_range.now()
     figures = ctx.verdict_window(span)
     # The queue-growth rule needs the last minutes step by step, not one window figure.
     recent = ctx.series(span.at - sweetspot.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
@@ -32,10 +33,10 @@ def live() -> None:
     history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
     since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
-        since.update(state.guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
+        since.update(guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
-    over = state.over_text(span, view.window_s)
+    over = time_range.over_text(span, view.window_s)
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
     if figures.step_bound_breach:  # the measured step rate is above the ceiling's bound: its inputs are wrong
         widgets.show_breach(figures.step_bound_breach)
@@ -51,7 +52,7 @@ def live() -> None:
         f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
-    state.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
+    chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
                      figures.mbu_source or "", height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.ui import query_page, state
+from app.ui import page, query_page
 
-ctx = state.context()
+ctx = page.context()
 st.header("Query")
 st.caption("One read-only SELECT over the views below; results are capped and time-limited. The URL carries the query.")
 

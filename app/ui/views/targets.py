@@ -6,12 +6,12 @@ import streamlit as st
 
 from app.fleet import names_form
 from app.formatting import series_limit_warning
-from app.ui import state, widgets
+from app.ui import page, time_range, widgets
 from core.text import markdown, markdown_code
 
-ctx = state.context()
+ctx = page.context()
 st.header("Targets")
-now = state.now()
+now = time_range.now()
 
 for info in ctx.targets:
     with st.container(border=True):
