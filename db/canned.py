@@ -72,9 +72,9 @@ ORDER BY ttft_p95_s DESC, ts LIMIT :limit""",
         "tokens_by_concurrency",
         "What tok/s did we get at each concurrency?",
         f"""SELECT target, concurrency, COUNT(*) AS minutes, AVG(tokens_per_s) AS tokens_per_s_avg,
-  MIN(tokens_per_s) AS tokens_per_s_min, MAX(tokens_per_s) AS tokens_per_s_max, AVG(mbu_pct) AS mbu_pct_avg
+  MIN(tokens_per_s) AS tokens_per_s_min, MAX(tokens_per_s) AS tokens_per_s_max, AVG(ceiling) AS ceiling_steps_per_s
 FROM (SELECT target, ts, CAST(FLOOR(SUM(running_avg) + 0.5) AS INTEGER) AS concurrency,
-        SUM(tokens_per_s) AS tokens_per_s, MAX(mbu_pct) AS mbu_pct
+        SUM(tokens_per_s) AS tokens_per_s, MAX(ceiling_steps_per_s) AS ceiling
       FROM minutes WHERE {WINDOW} AND running_avg IS NOT NULL GROUP BY target, ts) m
 GROUP BY target, concurrency ORDER BY target, concurrency""",
         (TARGET, START_30D, END),
