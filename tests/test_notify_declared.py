@@ -90,3 +90,12 @@ def test_a_custom_rule_gets_the_panel_it_declares_and_none_without(notifier):
     assert images.alert_chart(reader, notifier.settings, state("ttft_p95_loose"), T0) is None
     png = images.alert_chart(reader, notifier.settings, state("ttft_p99_guard"), T0)
     assert png is not None and png.startswith(b"\x89PNG")
+
+
+def test_a_declared_title_with_control_characters_stays_one_line_in_the_subject():
+    # a title comes from the settings file: a CR/LF in it must not start a header of its own
+    rule = dataclasses.replace(DEFAULT_RULES[0], title="ttft\r\nBcc: all@example.com\x1b[2J")
+    due = Due("g", "prod-70b", ("ops@x",), (state(rule.name),), ())
+    subject = message.subject(due, lambda s: rule)
+    assert "\r" not in subject and "\n" not in subject and "\x1b" not in subject
+    assert "Bcc: all@example.com" in subject  # shown as typed, on the subject's one line
