@@ -334,7 +334,7 @@ class EmailSettings:
     retry_initial_s: float = _setting(10.0, "first retry of a failed e-mail after this long; doubles each time", kind="duration")
     retry_max_s: float = _setting(300.0, "longest wait between two retries", kind="duration")
     give_up_after_s: float = _setting(86400.0, "an e-mail still not accepted this long after it was queued is marked failed", kind="duration")
-    timeout_s: float = _setting(10.0, "timeout of one SMTP conversation step", kind="duration")
+    timeout_s: float = _setting(10.0, "deadline of one SMTP step, whole: connecting and login, or one message", kind="duration")
 
     @property
     def enabled(self) -> bool:
@@ -371,7 +371,7 @@ class WebhookSettings:
     retry_initial_s: float = _setting(10.0, "first retry of a failed POST (5xx, timeout, refused) after this long; doubles each time", kind="duration")
     retry_max_s: float = _setting(300.0, "longest wait between two retries", kind="duration")
     give_up_after_s: float = _setting(86400.0, "a notification still not accepted this long after it was queued is marked failed", kind="duration")
-    timeout_s: float = _setting(10.0, "timeout of one POST", kind="duration")
+    timeout_s: float = _setting(10.0, "deadline of one POST, whole: connecting to the last byte of the answer", kind="duration")
 
     @property
     def enabled(self) -> bool:
