@@ -243,7 +243,6 @@ def test_backfill_halves_its_chunk_when_an_answer_is_too_large(tmp_path, monkeyp
     import collectors.prometheus as prom
 
     monkeypatch.setattr(prom, "MAX_ANSWER_BYTES", 4000)
-    end = math.floor(NOW / 60) * 60
     asked: list[int] = []
 
     def answer(_p: str, q: dict[str, list[str]]) -> tuple[int, dict[str, str], Any]:
