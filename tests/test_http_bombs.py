@@ -126,3 +126,33 @@ def test_the_inflater_never_holds_more_than_its_limit(size, chunk, limit):
 
 def test_the_collector_asks_only_for_what_it_decodes():
     assert fetch._headers(fetch.HttpSettings())["Accept-Encoding"] == "gzip, deflate"
+
+
+def test_the_bounds_written_in_the_security_doc_are_the_codes():
+    from pathlib import Path
+
+    from app.notify import hooks
+    from app.prometheus_source import FUTURE_SKEW_S
+    from collectors import expfmt, prometheus
+    from db import query_runner
+    from sweep import client
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    table = doc[doc.index("## Memory and time bounds"):doc.index("## Exposing the dashboard safely")]
+    written = {
+        "32 MiB (`MAX_BODY_BYTES`)": fetch.MAX_BODY_BYTES == 32 * 2**20,
+        f"{fetch.MAX_BODY_BYTES} bytes allowed": True,
+        "16 KiB after its name (`MAX_LINE_CHARS`)": expfmt.MAX_LINE_CHARS == 16 * 1024,
+        "1,024 characters (`MAX_LABEL_VALUE_CHARS`)": expfmt.MAX_LABEL_VALUE_CHARS == 1024,
+        "1,000 (`MAX_BUCKETS`)": expfmt.MAX_BUCKETS == 1000,
+        "64 MiB (`MAX_ANSWER_BYTES`)": prometheus.MAX_ANSWER_BYTES == 64 * 2**20,
+        "60 s ahead": FUTURE_SKEW_S == 60,
+        "16 MiB in all (`MAX_RESULT_BYTES`": query_runner.MAX_RESULT_BYTES == 16 * 2**20,
+        "10 MB (`MAX_VALUE_BYTES`)": query_runner.MAX_VALUE_BYTES == 10_000_000,
+        "64 KiB read (`MAX_ANSWER_BYTES` of `app/notify/hooks.py`)": hooks.MAX_ANSWER_BYTES == 64 * 1024,
+        "1 MiB / 64 MiB": (client.MAX_LINE_BYTES, client.MAX_STREAM_BYTES) == (2**20, 64 * 2**20),
+        "0 to 10,000,000 tokens": client.MAX_USAGE_TOKENS == 10_000_000,
+    }
+    for text, holds in written.items():
+        assert text in table, f"docs/security.md no longer says {text!r}"
+        assert holds, f"docs/security.md says {text!r}, the code another number"
