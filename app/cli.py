@@ -83,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Per-request and per-run lines of these libraries drown the collector's own log at INFO.
     for noisy in ("httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    settings = None
     try:
         overrides = {"db_url": getattr(args, "db", None)}
         settings = load_settings(args.config, os.environ, overrides)
@@ -90,6 +91,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(_load(args.command).execute(args, settings) or 0)
     except SweetspotError as exc:
         print(f"ERROR: {escaped(exc.one_line())}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        # a database error a command did not translate itself (a damaged file under `alerts list`):
+        # translated here, once for every command, as the others translate theirs
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if not isinstance(exc, SQLAlchemyError):
+            raise
+        from db.engine import storage_error
+
+        sub = getattr(args, f"{args.command}_command", None)
+        error = storage_error(f"running `{args.command}{' ' + sub if sub else ''}`", exc, settings.db_url if settings else None)
+        print(f"ERROR: {escaped(error.one_line())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.gpu_reader import GpuReader
 from collectors import dcgm, gateway, vllm
+from collectors.expfmt import MAX_BUCKETS, MAX_LABEL_VALUE_CHARS, MAX_LINE_CHARS
 from collectors.fetch import Answer, Fetcher, Get
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult, VllmScrape
 from core.errors import ScrapeError
@@ -121,6 +122,13 @@ class RoundReader:
             else:
                 log.info("%s vllm: the page is within max_series again", target.name)
             self._last_error[key] = over
+        key, refused = (target.name, "bounds"), "over" if scrape.lines_refused else ""
+        if self._last_error.get(key, "") != refused:
+            if refused:
+                log.warning("%s vllm: %d lines left out over the parser's bounds (a line over %d characters, a label "
+                            "value over %d, or a histogram's buckets past %d; docs/security.md)", target.name,
+                            scrape.lines_refused, MAX_LINE_CHARS, MAX_LABEL_VALUE_CHARS, MAX_BUCKETS)  # fmt: skip
+            self._last_error[key] = refused
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
         # Log a source going down or coming back once, not on every round.

@@ -14,19 +14,28 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
 from sqlalchemy import Engine
 
 from app.progress import ProgressLine
-from app.prometheus_source import discovered_target, round_from_page
-from collectors.prometheus import PrometheusClient, TargetPage, matrix_rows, shown_url, wanted_selector
+from app.prometheus_source import FUTURE_SKEW_S, discovered_target, round_from_page
+from collectors.prometheus import (
+    PrometheusClient,
+    TargetPage,
+    TooLarge,
+    matrix_rows,
+    sample_value,
+    seconds,
+    shown_url,
+    wanted_selector,
+)
 from collectors.records import ScrapeRound
 from core.errors import ScrapeError
 from core.settings import PrometheusSettings
-from db.discovery import backfill_done_until, mark_discovered, save_backfill_progress
+from db.discovery import backfill_done_until, configured_names, mark_discovered, save_backfill_progress
 from db.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -48,17 +57,32 @@ def progress_key(source: PrometheusSettings) -> str:
     return f"{shown_url(source.url)} {source.selector}"
 
 
-def rounds_from_matrix(result: list[dict], source: PrometheusSettings) -> Iterator[ScrapeRound]:
-    """One round per (target, step) of a range answer, in time order per target."""
+def rounds_from_matrix(result: list[dict], source: PrometheusSettings, now: float | None = None,
+                       refused: Container[str] = ()) -> Iterator[ScrapeRound]:  # fmt: skip
+    """One round per (target, step) of a range answer, in time order per target. Points that are
+    not ``[finite time, number]`` are left out, as are points stamped after ``now`` + FUTURE_SKEW_S
+    (a server whose clock runs ahead would hold every later round back) and the targets of
+    ``refused`` (configured targets' names: a discovered target never mixes with one)."""
     pages: dict[str, dict[float, TargetPage]] = defaultdict(dict)
+    latest = None if now is None else now + FUTURE_SKEW_S
+    left_out = 0
     for target, name, labels, values in matrix_rows(result, source.target_label):
+        if target in refused or not target.strip():
+            continue
         by_ts = pages[target]
-        for ts, value in values:
-            stamp = float(ts)
+        for point in values:
+            stamp = seconds(point[0]) if isinstance(point, list) and len(point) == 2 else None
+            value = sample_value(point[1]) if stamp is not None else None
+            if stamp is None or value is None or (latest is not None and stamp > latest):
+                left_out += 1
+                continue
             page = by_ts.get(stamp)
             if page is None:
                 page = by_ts[stamp] = TargetPage()
             page.add(name, labels, value, None)
+    if left_out:
+        log.warning("backfill: %d points of %s left out: not [time, number], or stamped more than %g s after now",
+                    left_out, shown_url(source.url), FUTURE_SKEW_S)
     where = shown_url(source.url)
     for target in sorted(pages):
         for ts, page in sorted(pages[target].items()):
@@ -84,6 +108,7 @@ def backfill(
     client = PrometheusClient(source, timeout_s)
     writer = Writer(engine)
     known: set[str] = set()
+    refused, warned = configured_names(engine), set[str]()  # a discovered target never mixes its rounds into a configured one's
     written = 0
     try:
         steps_total = max(0, int(round((end - start) / step_s)))
@@ -96,12 +121,17 @@ def backfill(
             try:
                 result = client.query_range(selector, at, last, step_s)
             except ScrapeError as exc:
-                if chunk > 1 and ("422" in str(exc) or "503" in str(exc)):
+                if chunk > 1 and (isinstance(exc, TooLarge) or "422" in str(exc) or "503" in str(exc)):
                     chunk = max(1, chunk // 2)  # too many samples for one answer: smaller chunks
                     log.info("backfill: the server refused %d steps at once; trying %d", chunk * 2, chunk)
                     continue
                 raise
-            rounds = list(rounds_from_matrix(result, source))
+            rounds = list(rounds_from_matrix(result, source, now, refused))
+            clash = sorted({t for t, *_ in matrix_rows(result, source.target_label)} & refused - warned)
+            if clash:
+                warned.update(clash)
+                log.warning("backfill: %s found targets named as configured ones (%s): left out; rename them in "
+                            "Prometheus (relabelling) or the configured target", shown_url(source.url), ", ".join(clash[:5]))
             new = sorted({r.target for r in rounds} - known)
             for name in new:
                 writer.register_target(discovered_target(source, name))

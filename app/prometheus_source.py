@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from db.writer import Writer
 
 log = logging.getLogger(__name__)
+FUTURE_SKEW_S = 60.0  # how far ahead of this machine's clock a sample's time may be (clocks drift)
 
 
 @dataclass
@@ -70,12 +71,14 @@ class PrometheusSource:
     def __init__(self, settings: Settings, source: PrometheusSettings, clock: Callable[[], float] = time.time) -> None:
         self.source = source
         self.clock = clock
+        self.configured = {t.name for t in settings.targets}  # names a discovered target may not take
         self.client = PrometheusClient(source, settings.scrape_timeout_s)
         self.max_series = settings.max_series  # the targets it finds have no table of their own
         self.known: set[str] = set()
         self.seen: dict[str, float] = {}  # target → clock time it was last in an answer
         self.last_ts: dict[str, float] = {}  # target → the last round's time handed out
         self.down: set[str] = set()
+        self.refused: set[str] = set()
         self._warned_unlabelled = False
 
     @property
@@ -101,11 +104,14 @@ class PrometheusSource:
         gpus, gpu_status = self._gpus()
         duration = time.perf_counter() - started
         for target, page in answer.pages.items():
+            if target in self.configured or not target.strip():
+                self._refuse(target)
+                continue
             self.seen[target] = now
             if target not in self.known:
                 self.known.add(target)
                 out.discovered.append(discovered_target(self.source, target))
-            round_ = self._round(target, page, duration)
+            round_ = self._round(target, page, duration, now)
             if round_ is None:
                 continue
             if gateway_status is not None:
@@ -134,9 +140,23 @@ class PrometheusSource:
             log.warning("%s: %d series have no label %s and are left out (e.g. %s); narrow prometheus[].selector",
                         where, answer.unlabelled_count, label, answer.unlabelled[0])
 
-    def _round(self, target: str, page: TargetPage, duration_s: float) -> ScrapeRound | None:
-        """The target's round, None when Prometheus has not scraped it since the last one."""
+    def _refuse(self, target: str) -> None:
+        if target not in self.refused:
+            self.refused.add(target)
+            log.warning("%s: a target named %r is %s: its series are left out (rename it in Prometheus by "
+                        "relabelling, or rename the configured target)", self.name, target,
+                        "a configured target's name" if target.strip() else "a blank name")  # fmt: skip
+
+    def _round(self, target: str, page: TargetPage, duration_s: float, now: float) -> ScrapeRound | None:
+        """The target's round, None when Prometheus has not scraped it since the last one. A page
+        stamped more than FUTURE_SKEW_S after ``now`` is a down round saying so, at ``now``: its time
+        would hold back every later round (none is stored at or before a target's latest)."""
         ts = (page.ts_ms / 1000.0) if page.ts_ms is not None else self.clock()
+        if ts > now + FUTURE_SKEW_S:
+            self.last_ts[target] = max(now, self.last_ts.get(target, 0.0) + 0.001)
+            reason = (f"Prometheus stamps its samples {ts - now:.0f} s in the future (its clock, or the server's, "
+                      f"is ahead by more than {FUTURE_SKEW_S:g} s): not stored")
+            return ScrapeRound(target, self.last_ts[target], None, SourceResult(False, reason, duration_s))
         if ts <= self.last_ts.get(target, 0.0):
             return None
         self.last_ts[target] = ts
@@ -146,10 +166,12 @@ class PrometheusSource:
     def resume(self, last_rounds: dict[str, tuple[int, bool]]) -> None:
         """Take up the targets an earlier run found (name → last round's time, up): one that vanished
         while the collector was stopped is then marked down after ``gone_after_s`` like any other."""
-        for target, (ts, up) in last_rounds.items():
+        now = self.clock()
+        for target, (stored, up) in last_rounds.items():
+            ts = min(float(stored), now)  # a round stored in the future (an older version let one in) holds nothing back
             self.known.add(target)
-            self.seen.setdefault(target, float(ts))
-            self.last_ts[target] = max(self.last_ts.get(target, 0.0), float(ts))
+            self.seen.setdefault(target, ts)
+            self.last_ts[target] = max(self.last_ts.get(target, 0.0), ts)
             if not up:
                 self.down.add(target)  # its down round is stored already
 

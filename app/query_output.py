@@ -79,8 +79,11 @@ def summary(result: Result) -> str:
     """``3 rows in 0.012 s`` or the truncation notice naming the limit."""
     n = len(result.rows)
     text = f"{n:,} row{'s' if n != 1 else ''} in {result.elapsed_s:.3f} s"
-    if result.truncated:
-        text += f"; truncated: more rows exist than the limit of {result.row_limit:,} (--limit, query.row_limit)"
+    if result.by_bytes:
+        text += (f"; truncated at {n:,} rows / {result.size / 2**20:.1f} MiB: the rows kept fit the "
+                 f"{result.byte_limit / 2**20:g} MiB a result may hold (select fewer or narrower columns)")
+    elif result.truncated:
+        text += f"; truncated at {n:,} rows: more rows exist than the limit of {result.row_limit:,} (--limit, query.row_limit)"
     return text
 
 

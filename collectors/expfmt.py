@@ -13,6 +13,12 @@ differentially on generated text). Deliberate differences, all on lines the refe
 - HELP/TYPE lines are not read at all, so a malformed one is not an error here;
 - a label term with an empty unquoted value (``{a=}``) is refused; the reference skips it.
 
+Bounds (docs/security.md), applied to the raw lines before any label or value is read, each costing
+only the lines over it (counted, never the page): a wanted line longer than :data:`MAX_LINE_CHARS`,
+a label value longer than :data:`MAX_LABEL_VALUE_CHARS`, and the buckets of one histogram series
+past :data:`MAX_BUCKETS` (a ``+Inf`` that is cut off leaves that histogram incomplete, as a missing
+one would).
+
 A malformed line of a wanted name raises :class:`~core.errors.ScrapeError` naming the line number; no
 other exception type escapes. Lines of names not asked for are never looked at, so garbage there is
 ignored (the caller decides whether "nothing found" is an error).
@@ -21,6 +27,7 @@ ignored (the caller decides whether "nothing found" is an error).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, islice
 from operator import itemgetter, methodcaller
@@ -44,6 +51,12 @@ _RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
 _REST = itemgetter(1)  # of a (name, rest of the line) hit
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+MAX_LINE_CHARS = 16 * 1024  # of one wanted line after its name (vLLM's longest, a LoRA list, is far below)
+MAX_LABEL_VALUE_CHARS = 1024  # of one label value (a model name, a path)
+MAX_BUCKETS = 1000  # of one histogram series (vLLM's have 10 to 40)
+_LONG_VALUE_RE = re.compile(rf'="(?:[^"\\\n]|\\.){{{MAX_LABEL_VALUE_CHARS + 1}}}')
+_LE_RE = re.compile(r'\ble\s*=\s*"[^"]*"')
 
 # The careful path takes any wanted line the fast pattern does not (blanks inside the label block,
 # three value tokens, a '}' inside a label value...). It follows prometheus_client.parser's leniency.
@@ -94,15 +107,24 @@ class SelectiveParser:
         return self.parse_limited(text, None)[0]
 
     def parse_limited(self, text: str, max_series: int | None) -> tuple[Columns, int]:
+        """:meth:`parse_bounded` without the count of lines refused."""
+        columns, dropped, _ = self.parse_bounded(text, max_series)
+        return columns, dropped
+
+    def parse_bounded(self, text: str, max_series: int | None) -> tuple[Columns, int, int]:
         """``parse_columns`` of the samples of the page's first ``max_series`` series only (distinct
-        values of ``series_labels``, in page order; None: all), and how many series were left out.
+        values of ``series_labels``, in page order; None: all), how many series were left out, and
+        how many lines were refused over the line, label-value or bucket bounds.
 
         As Prometheus' ``sample_limit``, a page cannot make its reader hold more than it allows:
         the cut is made on the raw lines, so the samples left out never have their labels or values
         read. The same page keeps the same series; a series that first appears later is left out.
         """
         text = "\n" + text
-        rows = self._re.findall(text)
+        found = self._re.findall(text)
+        mask = _within_bounds(found)  # None: every line is
+        rows = found if mask is None else list(compress(found, mask))
+        refused = len(found) - len(rows)
         kept: set[frozenset[str]] | None = None
         dropped = 0
         if max_series is not None and len(rows) > max_series:  # fewer samples than that: nothing to cut
@@ -114,13 +136,35 @@ class SelectiveParser:
                 rows = list(compress(rows, map(kept.__contains__, keys)))
         fast = _fast(rows)
         if fast is not None:
-            return fast, dropped
-        matches = self._re.finditer(text)
+            return fast, dropped, refused
+        matches: Iterator[re.Match[str]] = self._re.finditer(text)  # the same lines, in the same order, as found
+        if mask is not None:
+            matches = compress(matches, mask)
         if kept is not None:
             is_kept, find = kept.__contains__, self._series_re.findall
             matches = (m for m in matches if is_kept(frozenset(find(m.group(2)))))
         samples = list(_careful_pass(matches, text))
-        return (tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))), dropped
+        return (tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))), dropped, refused
+
+
+def _within_bounds(rows: list[tuple[str, str]]) -> list[bool] | None:
+    """Which of ``rows`` are within the bounds (None: all are). Cheap when nothing is over: one
+    length per row, and a count per name (a histogram's buckets are grouped only when its name has
+    more rows than MAX_BUCKETS)."""
+    mask: list[bool] | None = None
+    if any(len(rest) > MAX_LABEL_VALUE_CHARS for _, rest in rows):
+        mask = [len(rest) <= MAX_LINE_CHARS and not _LONG_VALUE_RE.search(rest) for _, rest in rows]
+    counts = Counter(map(_NAME, rows))
+    crowded = {n for n, c in counts.items() if c > MAX_BUCKETS and n.endswith("_bucket")}
+    if crowded:
+        mask = mask or [True] * len(rows)
+        seen: Counter[tuple[str, str]] = Counter()
+        for i, (name, rest) in enumerate(rows):
+            if name in crowded and mask[i]:
+                key = (name, _LE_RE.sub("", rest.rpartition("}")[0]))
+                seen[key] += 1
+                mask[i] = seen[key] <= MAX_BUCKETS
+    return mask
 
 
 def parse(text: str, wanted: Iterable[str]) -> list[Sample]:

@@ -17,12 +17,16 @@ with OpenMetrics, client_python issue 1177, or a relabelling rule) is read as ``
 ``names_form`` says which form was found. A page's time is the newest sample time on it, the
 instant Prometheus scraped that target: rounds are stored at Prometheus's scrape times.
 
-Fetching uses one ``httpx.Client`` per source. Every failure raises :class:`PrometheusError`
-(a ScrapeError) whose hint names the setting or the server flag to change.
+Fetching uses one ``httpx.AsyncClient`` per source on an event loop of its own. Each request has
+one wall-clock deadline for the whole of it (connection, redirects, the answer's last byte: a
+server trickling its answer holds nothing past it) and its answer is read to at most
+:data:`MAX_ANSWER_BYTES`, decoded (:class:`collectors.fetch.Inflater`). Every failure raises
+:class:`PrometheusError` (a ScrapeError) whose hint names the setting or the server flag to change.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -32,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from collectors.fetch import MAX_REDIRECTS, redirect_target, split_userinfo
+from collectors.fetch import ACCEPT_ENCODING, MAX_REDIRECTS, BodyError, read_bounded, redirect_target, split_userinfo
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
@@ -47,6 +51,8 @@ HINT_TOO_MANY = (
     "Narrow prometheus[].selector (e.g. add a job or namespace matcher), or raise Prometheus's "
     "--query.max-samples / --query.timeout"
 )
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # of one answer, decoded (docs/security.md); backfill asks smaller chunks past it
+HINT_TOO_LARGE = "Narrow prometheus[].selector (e.g. add a job or namespace matcher)"
 # (name, labels as written, value, timestamp in ms or None) of one answer's sample
 Line = tuple[str, str, str, int | None]
 
@@ -138,7 +144,7 @@ def split_federate(text: str, target_label: str) -> Answer:
         if not tail or len(tail) > 2:
             raise PrometheusError(f"cannot read this /federate line: {raw[:120]!r}", "Is prometheus[].url a Prometheus server?")
         name, block = (raw[:brace], raw[brace + 1:close]) if brace > 0 else (raw.split(None, 1)[0], "")
-        ts_ms = int(tail[1]) if len(tail) == 2 else None
+        ts_ms = _stamp_ms(tail[1]) if len(tail) == 2 else None
         at = block.find(key)
         while at > 0 and block[at - 1] != ",":  # `exported_instance=` is not `instance=`
             at = block.find(key, at + 1)
@@ -155,17 +161,55 @@ def split_query(result: list[dict[str, Any]], target_label: str) -> Answer:
     """Group an instant query's vector by ``target_label`` (values written as page lines)."""
     answer = Answer({}, [], via="query")
     for series in result:
-        metric = dict(series.get("metric", {}))
+        metric, point = _metric(series), series.get("value") if isinstance(series, dict) else None
         name = metric.pop("__name__", "")
         target = metric.pop(target_label, None)
-        ts, value = series["value"]
-        if target is None:
+        if not isinstance(point, list) or len(point) != 2 or seconds(point[0]) is None:
+            raise PrometheusError(f"cannot read this sample of the query answer: {str(series)[:120]}",
+                                  "Is prometheus[].url a Prometheus server?")
+        ts, value = point[0], sample_value(point[1])
+        if target is None or value is None:
             answer.unlabelled_count += 1
             if len(answer.unlabelled) < 3:
                 answer.unlabelled.append(f"{name}{{{_block(metric)}}}")
             continue
-        answer.page(target).add(name, _block(metric), value, int(float(ts) * 1000))
+        answer.page(target).add(name, _block(metric), str(value), int(float(ts) * 1000))
     return answer
+
+
+def _metric(series: Any) -> dict[str, str]:
+    """A series' labels, as strings (an answer's shape is checked, never trusted)."""
+    metric = series.get("metric") if isinstance(series, dict) else None
+    if not isinstance(metric, dict):
+        return {}
+    return {str(k): str(v) for k, v in metric.items()}
+
+
+def sample_value(value: Any) -> str | None:
+    """A sample's value as written on a page line, None unless a number (``NaN`` and ``+Inf`` are):
+    a value is data, never the rest of a line."""
+    text = str(value)
+    try:
+        float(text)
+    except ValueError:
+        return None
+    return None if len(text) > 64 or any(c.isspace() for c in text) else text
+
+
+def seconds(value: Any) -> float | None:
+    """A timestamp of the JSON API in seconds, None unless a finite number."""
+    try:
+        ts = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return ts if math.isfinite(ts) else None
+
+
+def _stamp_ms(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise PrometheusError(f"cannot read this /federate timestamp: {text[:40]!r}", "Is prometheus[].url a Prometheus server?") from None
 
 
 def _block(labels: Mapping[str, str]) -> str:
@@ -222,14 +266,18 @@ def shown_url(url: str) -> str:
     return masked(_split_userinfo(url)[0])
 
 
+class TooLarge(PrometheusError):
+    """An answer over :data:`MAX_ANSWER_BYTES` (backfill then asks for fewer steps at once)."""
+
+
 class PrometheusClient:
-    """One kept-alive HTTP client for one Prometheus source."""
+    """One kept-alive HTTP client for one Prometheus source (used by one thread at a time)."""
 
     def __init__(self, source: PrometheusSettings, timeout_s: float) -> None:
         self.source = source
         self.base, auth = _split_userinfo(source.url)
         self.shown = masked(self.base)  # the base URL in messages
-        headers = dict(source.http.headers)
+        headers = {"Accept-Encoding": ACCEPT_ENCODING, **source.http.headers}
         if source.http.bearer_token:
             headers["Authorization"] = f"Bearer {source.http.bearer_token}"
         verify: Any = source.http.ca_file or True
@@ -238,12 +286,16 @@ class PrometheusClient:
             log.warning("prometheus %s: TLS certificates are not verified (http.tls_verify = false)", shown_url(source.url))
         self.timeout_s = timeout_s
         # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
-        self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=timeout_s,
-                                   proxy=source.http.proxy or None, trust_env=False)
+        self.client = httpx.AsyncClient(auth=auth, headers=headers, verify=verify, timeout=timeout_s,
+                                        proxy=source.http.proxy or None, trust_env=False)
+        self._loop = asyncio.Runner()
         self.federate: bool | None = None  # unknown until the server answered once
 
     def close(self) -> None:
-        self.client.close()
+        try:
+            self._loop.run(self.client.aclose())
+        finally:
+            self._loop.close()
 
     def current(self, selector: str, target_label: str) -> Answer:
         """The latest sample of every series ``selector`` matches, split by target."""
@@ -284,19 +336,29 @@ class PrometheusClient:
     def _api(self, path: str, params: Mapping[str, str]) -> Any:
         answer = self._get(path, params)
         assert answer is not None
+        hint = f"{HINT_URL} (the server's base URL, without /api/v1)"
         try:
             body = answer.json()
-        except ValueError:
-            raise PrometheusError(f"{self.shown}{path} did not answer JSON", f"{HINT_URL} (the server's base URL, without /api/v1)") from None
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than a parser follows
+            raise PrometheusError(f"{self.shown}{path} did not answer JSON", hint) from None
+        if not isinstance(body, dict):
+            raise PrometheusError(f"{self.shown}{path} answered a JSON {type(body).__name__}, not Prometheus's object", hint)
         if body.get("status") != "success":
-            raise PrometheusError(f"{self.shown}{path}: {body.get('error', body)}", HINT_SELECTOR)
-        return body["data"]
+            raise PrometheusError(f"{self.shown}{path}: {str(body.get('error', body))[:200]}", HINT_SELECTOR)
+        data = body.get("data")
+        listed = path.endswith("/series")
+        if not (isinstance(data, list) if listed else isinstance(data, dict) and isinstance(data.get("result"), list)):
+            raise PrometheusError(f"{self.shown}{path} answered no {'list' if listed else 'result list'} "
+                                  f"in its data ({str(data)[:80]})", hint)  # fmt: skip
+        return data
 
     def _get(self, path: str, params: Mapping[str, str], allow_missing: bool = False) -> httpx.Response | None:
         url = self.base + path
         try:
-            answer = self._send(self.client.build_request("GET", url, params=params))
-        except httpx.TimeoutException:
+            answer = self._loop.run(self._send(self.client.build_request("GET", url, params=params)))
+        except BodyError as exc:
+            raise TooLarge(str(exc), HINT_TOO_LARGE) from None
+        except (TimeoutError, httpx.TimeoutException):
             raise PrometheusError(
                 f"Prometheus at {self.shown} did not answer within {self.timeout_s:g} s",
                 "Raise scrape_timeout_s, or narrow prometheus[].selector",
@@ -315,30 +377,40 @@ class PrometheusClient:
         raise _status_error(masked(url), answer)
 
 
-    def _send(self, request: httpx.Request) -> httpx.Response:
+    async def _send(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, following redirects as the fetcher does (:func:`redirect_target`): within
-        the source's origin, or beyond it without the source's headers, token or basic auth."""
+        the source's origin, or beyond it without the source's headers, token or basic auth. The
+        whole within ``timeout_s``; the answer read whole (bounded) before it is returned."""
         crossed = False
-        for _ in range(MAX_REDIRECTS + 1):
-            if crossed:
-                for name in (*self.source.http.headers, "Authorization"):
-                    request.headers.pop(name, None)
-            answer = self.client.send(request, auth=None if crossed else httpx.USE_CLIENT_DEFAULT)
-            if not answer.is_redirect:
-                return answer
-            target, left = redirect_target(self.base, answer, self.source.http, HINT_URL)
-            crossed = crossed or left
-            request = self.client.build_request("GET", target)
+        async with asyncio.timeout(self.timeout_s):
+            for _ in range(MAX_REDIRECTS + 1):
+                if crossed:
+                    for name in (*self.source.http.headers, "Authorization"):
+                        request.headers.pop(name, None)
+                answer = await self.client.send(request, auth=None if crossed else httpx.USE_CLIENT_DEFAULT, stream=True)
+                try:
+                    if not answer.is_redirect:
+                        body = await read_bounded(answer, MAX_ANSWER_BYTES, f"{self.shown}{request.url.path}")
+                        plain = {k: v for k, v in answer.headers.items() if k.lower() not in ("content-encoding", "content-length")}
+                        return httpx.Response(answer.status_code, headers=plain, content=body, request=request)
+                    target, left = redirect_target(self.base, answer, self.source.http, HINT_URL)
+                finally:
+                    await answer.aclose()
+                crossed = crossed or left
+                request = self.client.build_request("GET", target)
         raise PrometheusError(f"{self.shown}: more than {MAX_REDIRECTS} redirects", HINT_URL)
 
 
 def _reason(exc: Exception) -> str:
-    text = str(exc)
-    if "refused" in text.lower():
+    cause: BaseException = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:  # the innermost: anyio wraps a refusal
+        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
+    text = str(exc) + " " + str(cause)
+    if isinstance(cause, ConnectionRefusedError) or "refused" in text.lower():
         return "connection refused"
     if "certificate" in text.lower():
         return "its TLS certificate is not trusted here; set prometheus[].http.ca_file"
-    return masked(text) or type(exc).__name__
+    return masked(str(exc)) or type(exc).__name__
 
 
 def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
@@ -367,8 +439,9 @@ def _error_text(answer: httpx.Response) -> str:
 def matrix_rows(result: list[dict[str, Any]], target_label: str) -> Iterator[tuple[str, str, str, list[list[Any]]]]:
     """(target, name, labels without the target label, values) per series of a range answer."""
     for series in result:
-        metric = dict(series.get("metric", {}))
+        metric = _metric(series)
         name = metric.pop("__name__", "")
         target = metric.pop(target_label, None)
-        if target is not None:
-            yield target, name, _block(metric), series["values"]
+        values = series.get("values") if isinstance(series, dict) else None
+        if target is not None and isinstance(values, list):
+            yield target, name, _block(metric), values

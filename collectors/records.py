@@ -59,6 +59,7 @@ class VllmScrape:
     # Series (model × engine label sets) beyond the target's max_series: their samples were dropped
     series_dropped: int = 0
     series_limit: int | None = None  # the limit applied (None: none)
+    lines_refused: int = 0  # lines over the parser's bounds (collectors/expfmt.py: line, label value, buckets)
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,7 +80,7 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
     Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
     at all (the page is not vLLM's).
     """
-    (names, labels, values), dropped = _PARSER.parse_limited(text, max_series)
+    (names, labels, values), dropped, refused = _PARSER.parse_bounded(text, max_series)
     by_name = _group(list(zip(names, labels, values, strict=True)))
     models: dict[str, ModelFigures] = {}
     used: dict[str, str] = {}
@@ -120,6 +120,7 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
         lora=lora,
         series_dropped=dropped,
         series_limit=max_series,
+        lines_refused=refused,
     )
 
 

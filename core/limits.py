@@ -76,8 +76,9 @@ _CEILING = {
 }
 
 LIMITS: dict[str, Limit] = {
-    "interval_s": _seconds(0, DAY),
-    "scrape_timeout_s": _seconds(0, 3600),
+    # a floor, not only > 0: 1e-9 s passed and then ran rounds back to back, every one of them late
+    "interval_s": _seconds(0.5, DAY, above=False),
+    "scrape_timeout_s": _seconds(0.05, 3600, above=False),
     "raw_retention_s": _seconds(60, MAX_DURATION_S, above=False),
     "rollup_retention_s": _seconds(3600, MAX_DURATION_S, above=False),
     "hourly_retention_s": _seconds(DAY, MAX_DURATION_S, above=False),
@@ -87,8 +88,8 @@ LIMITS: dict[str, Limit] = {
     **{f"targets[].sweetspot.{k}": v for k, v in _THRESHOLDS.items()},
     "prometheus[].gone_after_s": _seconds(),
     "ui.port": _PORT,
-    "ui.refresh_s": _seconds(0, DAY),
-    "alerts.evaluate_every_s": _seconds(0, DAY),
+    "ui.refresh_s": _seconds(1, DAY, above=False),
+    "alerts.evaluate_every_s": _seconds(1, DAY, above=False),
     "alerts.lease_s": _seconds(0, DAY),
     "alerts.rules[].window_s": _seconds(0, 90 * DAY),
     "alerts.rules[].for_s": _seconds(0, 90 * DAY, above=False),
@@ -123,7 +124,8 @@ class Order:
 
 
 ORDERS: tuple[Order, ...] = (
-    Order("scrape_timeout_s", "interval_s", "a scrape must end before the next round starts", equal=True),
+    # strictly: a hung target's GET lasting the whole interval made every round late, and every target lost rounds
+    Order("scrape_timeout_s", "interval_s", "a scrape must end, and its round be stored, before the next round starts"),
     Order("raw_retention_s", "rollup_retention_s", "minute rollups are folded from raw rows"),
     Order("rollup_retention_s", "hourly_retention_s", "hourly rollups are folded from minute rollups"),
     Order("sweetspot.kv_warning", "sweetspot.kv_critical", "the warning comes before the critical level", equal=True),
@@ -164,6 +166,9 @@ def values(obj: Any, key: str, shown: str = "") -> Iterator[tuple[str, Any]]:
 def url_problem(value: str, schemes: tuple[str, ...] = _HTTP, example: str = "http://10.0.0.5:8000/metrics") -> str:
     """Why ``value`` is not a URL of one of ``schemes`` with a host, or "" when it is (its secrets masked)."""
     shown = masked(value)
+    if value != value.strip() or any(ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F or c.isspace() for c in value):
+        # urlsplit strips leading spaces and drops tabs and line breaks, so the URL checked is not the one used
+        return f"{shown!r} holds a space, tab, line break or control character; write the URL alone, e.g. {example}"
     try:
         parts = urllib.parse.urlsplit(value)
         parts.port  # noqa: B018 - a port out of range or not a number raises here

@@ -33,6 +33,17 @@ def discovered_names(engine: Engine) -> list[str]:
         raise storage_error("reading the discovered targets", exc) from None
 
 
+def configured_names(engine: Engine) -> set[str]:
+    """The targets registered from the settings (no Prometheus source found them): a source's target
+    with one of these names is refused, never mixed into it."""
+    t = schema.targets
+    try:
+        with engine.connect() as conn:
+            return set(conn.execute(select(t.c.name).where(t.c.discovered_by.is_(None))).scalars())
+    except SQLAlchemyError as exc:
+        raise storage_error("reading the configured targets", exc) from None
+
+
 def discovered_last_rounds(engine: Engine, source: str) -> dict[str, tuple[int, bool]]:
     """The targets ``source`` found in earlier runs → (time of their last stored round, whether it was up).
 

@@ -38,6 +38,10 @@ from db import query_functions, query_guard
 _ROOT = Path(__file__).resolve().parents[1]  # the child process imports this module from here
 
 MAX_VALUE_BYTES = 10_000_000  # a text or blob bigger than this is an error, not gigabytes of memory
+# All the rows of one result together (texts by characters, blobs by bytes, 8 a number): one ?sql= link
+# returning 300 MB took the dashboard to 3.4 GB and past Streamlit's message size. docs/security.md.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+FETCH_BATCH = 500
 PROGRESS_EVERY = 1000  # SQLite virtual-machine steps between two looks at the clock
 KILL_GRACE_S = 0.5  # after the time limit, a query still inside one long function call is killed
 STARTUP_S = 30.0  # the most a spawned query process may take to start (imports, on a loaded machine)
@@ -56,6 +60,7 @@ class Limits:
     timeout_s: float = 2.0
     row_limit: int = 10_000
     max_timeout_s: float = 30.0
+    byte_limit: int = MAX_RESULT_BYTES
 
     def checked(self) -> Limits:
         if not 0 < self.timeout_s <= self.max_timeout_s:
@@ -71,13 +76,39 @@ class Limits:
 
 @dataclass(frozen=True)
 class Result:
-    """Rows of one query; ``truncated`` when more rows existed than ``row_limit``."""
+    """Rows of one query; ``truncated`` when more rows existed than ``row_limit``, or when their size
+    passed ``byte_limit`` (``by_bytes``: the rows kept are those that fit)."""
 
     columns: tuple[str, ...]
     rows: list[tuple[Any, ...]]
     truncated: bool
     elapsed_s: float
     row_limit: int
+    by_bytes: bool = False
+    size: int = 0  # of the rows kept, counted as for byte_limit
+    byte_limit: int = MAX_RESULT_BYTES
+
+
+def row_size(row: tuple[Any, ...]) -> int:
+    """A row's size as the byte limit counts it: characters of texts, bytes of blobs, 8 a number or NULL."""
+    return sum(len(v) if isinstance(v, (str, bytes, bytearray, memoryview)) else 8 for v in row) + 8
+
+
+def fetch_bounded(cursor: Any, limits: Limits) -> tuple[list[tuple[Any, ...]], bool]:
+    """Up to ``row_limit + 1`` rows (the one more says that more exist), fetched in batches and
+    stopped before their size passes ``byte_limit``: (rows, stopped by size)."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    while len(rows) <= limits.row_limit:
+        batch = cursor.fetchmany(min(FETCH_BATCH, limits.row_limit + 1 - len(rows)))
+        if not batch:
+            break
+        for row in batch:
+            size += row_size(row)
+            if size > limits.byte_limit:
+                return rows, True
+            rows.append(row)
+    return rows, False
 
 
 def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None) -> Result:
@@ -90,11 +121,14 @@ def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] |
     statement = query_guard.check(sql, dialect)
     started = time.monotonic()
     if dialect == "sqlite":
-        columns, rows = _sqlite(Path(str(url.database)), statement, limits, dict(params or {}))
+        columns, rows, by_bytes = _sqlite(Path(str(url.database)), statement, limits, dict(params or {}))
     else:
-        columns, rows = _postgres(url.set(drivername="postgresql").render_as_string(hide_password=False), statement, limits, params)
-    truncated = len(rows) > limits.row_limit
-    return Result(tuple(columns), rows[: limits.row_limit], truncated, time.monotonic() - started, limits.row_limit)
+        columns, rows, by_bytes = _postgres(url.set(drivername="postgresql").render_as_string(hide_password=False),
+                                            statement, limits, params)  # fmt: skip
+    truncated = len(rows) > limits.row_limit or by_bytes
+    rows = rows[: limits.row_limit]
+    return Result(tuple(columns), rows, truncated, time.monotonic() - started, limits.row_limit, by_bytes,
+                  sum(row_size(r) for r in rows), limits.byte_limit)  # fmt: skip
 
 
 # --- SQLite --------------------------------------------------------------------------------------
@@ -118,7 +152,10 @@ def _authorizer(denied: list[str]) -> Any:
     return authorize
 
 
-def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+Fetched = tuple[list[str], list[tuple[Any, ...]], bool]  # columns, rows, stopped by the byte limit
+
+
+def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched:
     """The query in a process of its own, killed ``KILL_GRACE_S`` after the time limit: the progress
     handler stops a query between virtual-machine steps, but one function call can do all its work
     in a single step (``printf('%.*c', 2147483647, 'x')`` took 31 s, ``instr`` and ``replace`` of two
@@ -216,7 +253,7 @@ def _sqlite_child(send: Any, path: Path, sql: str, limits: Limits, params: dict[
     send.close()
 
 
-def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched:
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
     denied: list[str] = []
     deadline = time.monotonic() + limits.timeout_s
@@ -228,8 +265,8 @@ def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, A
         conn.set_authorizer(_authorizer(denied))
         conn.set_progress_handler(lambda: int(time.monotonic() > deadline), PROGRESS_EVERY)
         cursor = conn.execute(sql, params)
-        rows = cursor.fetchmany(limits.row_limit + 1)
-        return [d[0] for d in cursor.description or ()], rows
+        rows, by_bytes = fetch_bounded(cursor, limits)
+        return [d[0] for d in cursor.description or ()], rows, by_bytes
     except sqlite3.Error as exc:
         raise _sqlite_error(exc, denied, limits) from None
     finally:
@@ -279,7 +316,7 @@ def _timeout(limits: Limits) -> QueryError:
 _PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any] | None) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any] | None) -> Fetched:
     import psycopg
 
     if params:  # our canned queries' :name → psycopg's %(name)s (they hold no other %)
@@ -302,8 +339,8 @@ def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any]
             # a server-side cursor: DECLARE takes one SELECT or VALUES, and only the rows fetched travel
             with conn.cursor(name="sweetspot_query") as cursor:
                 cursor.execute(sql, params or None)
-                rows = cursor.fetchmany(limits.row_limit + 1)
-                return [d.name for d in cursor.description or ()], rows
+                rows, by_bytes = fetch_bounded(cursor, limits)
+                return [d.name for d in cursor.description or ()], rows, by_bytes
     except psycopg.errors.QueryCanceled:
         raise _timeout(limits) from None
     except psycopg.errors.ReadOnlySqlTransaction as exc:

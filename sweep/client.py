@@ -21,6 +21,11 @@ from sweep.workload import RequestSpec
 
 API_PATHS = {"completions": "/completions", "chat": "/chat/completions"}
 _ERROR_BODY_CHARS = 200
+# Bounds on what one server's answer may make the sweep hold (docs/security.md): a stream line, a
+# whole stream, an error body; and the usage count it may claim (a 400-digit or negative one is not a count).
+MAX_LINE_BYTES = 1024 * 1024
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+MAX_USAGE_TOKENS = 10_000_000
 
 
 class SweepError(SweetspotError):
@@ -73,8 +78,8 @@ async def stream_request(
     try:
         async with client.stream("POST", base_url + API_PATHS[api], json=body) as response:
             if response.status_code != 200:
-                await response.aread()
-                record.error = f"HTTP {response.status_code}: {_snippet(response.text)}"
+                head = await read_head(response, _ERROR_BODY_CHARS * 4)
+                record.error = f"HTTP {response.status_code}: {_snippet(head)}"
             else:
                 await _read_events(response, record, t0)
     except httpx.TimeoutException:
@@ -85,9 +90,49 @@ async def stream_request(
     record.end_s = time.perf_counter() - t0
 
 
+async def read_head(response: httpx.Response, limit: int) -> str:
+    """The first ``limit`` bytes of an answer (the rest is not read)."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk[: limit - len(data)]
+        if len(data) >= limit:
+            break
+    return data.decode("utf-8", errors="replace")
+
+
+class _TooLong(Exception):
+    pass
+
+
+async def bounded_lines(response: httpx.Response) -> Any:
+    """The answer's lines (``\n``, ``\r\n`` or ``\r`` ended), none over MAX_LINE_BYTES and all of
+    them under MAX_STREAM_BYTES together; past either, :class:`_TooLong` (httpx's ``aiter_lines``
+    holds a line whatever its length)."""
+    pending, total = b"", 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > MAX_STREAM_BYTES:
+            raise _TooLong(f"the stream passed {MAX_STREAM_BYTES // 2**20} MiB")
+        pending += chunk
+        *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8", errors="replace")
+        if len(pending) > MAX_LINE_BYTES:
+            raise _TooLong(f"a stream line passed {MAX_LINE_BYTES // 2**20} MiB")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
 async def _read_events(response: httpx.Response, record: RequestRecord, t0: float) -> None:
+    try:
+        await _events(response, record, t0)
+    except _TooLong as exc:
+        record.error = f"bad stream: {exc}"
+
+
+async def _events(response: httpx.Response, record: RequestRecord, t0: float) -> None:
     done = False
-    async for line in response.aiter_lines():
+    async for line in bounded_lines(response):
         if not line.startswith("data:"):
             continue  # blank separators, SSE comments and other fields carry nothing we time
         data = line[5:].strip()
@@ -107,17 +152,23 @@ def _apply_chunk(data: str, record: RequestRecord, now: float) -> str | None:
     """Record one SSE ``data:`` payload; return an error text when the payload is an error."""
     try:
         chunk = json.loads(data)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, nested past the parser's depth, or a number of 4,300+ digits
         return f"bad chunk: {_snippet(data)}"
     if not isinstance(chunk, dict):
         return f"bad chunk: {_snippet(data)}"
     if "error" in chunk:
         return f"stream error: {_snippet(json.dumps(chunk['error']))}"
-    if any(_chunk_text(choice) for choice in chunk.get("choices") or ()):
+    choices = chunk.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        return f"bad chunk: choices is not a list ({_snippet(data)})"
+    if any(_chunk_text(choice) for choice in choices or ()):
         record.chunk_times_s.append(now)
     usage = chunk.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        record.usage_tokens = usage["completion_tokens"]
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        if not 0 <= tokens <= MAX_USAGE_TOKENS:
+            return f"bad usage: completion_tokens = {_snippet(str(tokens))[:40]} is not a count (0 to {MAX_USAGE_TOKENS:,})"
+        record.usage_tokens = tokens
     return None
 
 
@@ -151,7 +202,12 @@ def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) ->
     shown = masked(url)  # --url may carry a user:password
     hint = "Is the server running? Check --url (an OpenAI-compatible base such as http://127.0.0.1:8000/v1)"
     try:
-        response = httpx.get(url, timeout=timeout_s)
+        with httpx.stream("GET", url, timeout=timeout_s) as response:
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_LINE_BYTES:
+                    raise SweepError(f"{shown} answered more than {MAX_LINE_BYTES // 2**20} MiB for its model list", hint)
     except httpx.TimeoutException:
         raise SweepError(f"cannot reach {shown} (no answer within {timeout_s:g} s)", hint) from None
     except httpx.HTTPError as exc:
@@ -161,14 +217,14 @@ def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) ->
     if response.status_code != 200:
         more = "" if base_url.endswith("/v1") else f"; did you mean {masked(base_url)}/v1?"
         raise SweepError(f"{shown} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
-    return _first_model(response, shown)
+    return _first_model(bytes(body), shown)
 
 
-def _first_model(response: httpx.Response, url: str) -> str:
+def _first_model(body: bytes, url: str) -> str:
     try:
-        data = response.json().get("data") or []
-        return str(data[0]["id"])
-    except (ValueError, AttributeError, LookupError, TypeError):
+        data = json.loads(body).get("data") or []
+        return str(data[0]["id"])[:512]
+    except (ValueError, AttributeError, LookupError, TypeError, RecursionError):
         raise SweepError(f"{url} lists no model", "Pass --model NAME") from None
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
+from collectors.fetch import MAX_BODY_BYTES, BodyError, read_bounded
 from collectors.records import Histogram
 from collectors.vllm import parse_vllm, total_figures
 from core.errors import ScrapeError
@@ -54,12 +55,13 @@ def metrics_url(base_url: str) -> str:
 async def read_engine(client: httpx.AsyncClient, url: str) -> EngineReading | None:
     """The engine's output-token counter and TTFT histogram now; None when ``url`` gives no vLLM page."""
     try:
-        response = await client.get(url)
+        async with client.stream("GET", url) as response:
+            if response.status_code != 200:
+                return None
+            page = await read_bounded(response, MAX_BODY_BYTES, url)  # as the collector reads a page: 32 MiB at most
         at = time.perf_counter()
-        if response.status_code != 200:
-            return None
-        figures = total_figures(parse_vllm(response.text, source=url))
-    except (httpx.HTTPError, ScrapeError):
+        figures = total_figures(parse_vllm(page.decode("utf-8", errors="replace"), source=url))
+    except (httpx.HTTPError, ScrapeError, BodyError):
         return None
     return EngineReading(at, figures.counters.get("generation_tokens"), figures.histograms.get("ttft"))
 

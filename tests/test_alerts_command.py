@@ -145,3 +145,44 @@ def test_rules_show_each_targets_thresholds_and_where_they_come_from(db, capsys,
     code, out = run(capsys, "--config", str(config), "alerts", "rules", "--target", "big", "--json", "--db", db)
     ttft = next(r for r in json.loads(out)["big"] if r["name"] == "ttft_p95")
     assert ttft["thresholds"] == {"ttft_p95_slo_s": {"value": 5.0, "source": "target override"}}
+
+
+def _damaged(tmp_path, how: str) -> str:
+    """A database file damaged in one of the ways disks and copies damage them."""
+    import os
+    import shutil
+
+    good = tmp_path / "good.db"
+    writer = Writer(open_engine(f"sqlite:///{good}"))
+    writer.register_target(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"))
+    writer.write_round(vllm_round(1_800_000_000, 1.0))
+    writer.close()
+    path = tmp_path / f"{how}.db"
+    shutil.copy(good, path)
+    data = bytearray(path.read_bytes())
+    if how == "garbage":
+        data = bytearray(b"SQLite format 3\0" + os.urandom(8192))
+    elif how == "truncated":
+        data = data[: len(data) // 3]
+    elif how == "schema-page":
+        data[100:4096] = os.urandom(3996)
+    elif how == "not-sqlite":
+        data = bytearray(b"%PDF-1.4\n" * 500)
+    path.write_bytes(bytes(data))
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "schema-page", "not-sqlite"])
+@pytest.mark.parametrize("command", [["alerts", "list"], ["alerts", "history"], ["alerts", "silence", "list"], ["alerts", "rules"]])
+def test_a_damaged_database_is_one_line_for_every_alerts_command(tmp_path, how, command):
+    import subprocess
+    import sys
+
+    db_url = _damaged(tmp_path, how)
+    done = subprocess.run([sys.executable, "-m", "app", *command, "--db", db_url], capture_output=True, text=True, timeout=60)
+    if done.returncode == 0:  # a damage this command's reads never reach (the rules are the settings')
+        assert "Traceback" not in done.stderr
+        return
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("ERROR: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "damaged" in done.stderr or "database error while" in done.stderr or "no Sweetspot tables" in done.stderr

@@ -241,3 +241,32 @@ def test_a_source_whose_tls_is_not_verified_is_a_warning_at_start(caplog) -> Non
     RoundReader(Settings(targets=(insecure,))).close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == ["t gpu: TLS certificates are not verified (http.tls_verify = false)"]
+
+
+def test_a_hung_target_costs_only_itself_at_the_default_timeout_of_a_short_interval(sources, tmp_path) -> None:
+    """scrape_timeout_s equal to interval_s (the old default at intervals ≤ 3 s) made each round
+    outlast the interval: the next tick was skipped and every target lost about half its rounds.
+    The default is now 80 % of a short interval and equal is refused: the healthy target keeps its pace."""
+    from tests.support.collector_process import collector, two_targets, wait_until
+    from tests.test_series_limit import round_times
+
+    server = sources()
+    db = f"sqlite:///{tmp_path}/hung.db"
+    with hanging_port() as hung:
+        cfg = two_targets(tmp_path / "s.toml", f'db_url = "{db}"\ninterval_s = "1s"',
+                          ("hung", f"http://127.0.0.1:{hung.getsockname()[1]}/metrics"), ("healthy", server.url("/metrics")))
+        log = tmp_path / "collector.log"
+        proc = collector(cfg, log)
+        try:
+            wait_until(lambda: len(round_times(db, "healthy")) >= 3, "the first rounds")
+            first = len(round_times(db, "healthy"))
+            wait_until(lambda: len(round_times(db, "healthy")) >= first + 12, "twelve more rounds", timeout=120)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    healthy = round_times(db, "healthy")[first - 1:]
+    hung_rounds = round_times(db, "hung")
+    span = healthy[-1] - healthy[0]
+    # one round a second, as the interval asks (a loaded machine may make one late); skipped ticks were 2 s apart
+    assert span <= len(healthy) - 1 + 2, (healthy, span)
+    assert set(healthy) <= set(hung_rounds)  # the hung target's down round is stored in every round too

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from app.collection import CollectionService
 from collectors.vllm import parse_vllm
@@ -154,3 +157,109 @@ def test_the_careful_pass_keeps_the_same_series():
     careful = page.replace('engine="1"} 4\n', 'engine="1"} 4 1700000000000\n', 1)
     assert careful != page
     assert parse_vllm(careful, max_series=8) == parse_vllm(page, max_series=8)
+
+
+# -- bounds below max_series: one series' buckets, one label value, one line (collectors/expfmt.py) --
+def buckets_page(buckets: int, model: str = "wide") -> str:
+    lines = [f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="{i / 1000:g}",model_name="{model}"}} {i}'
+             for i in range(buckets)]  # fmt: skip
+    return V1 + "\n".join(lines) + f'\nvllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="{model}"}} {buckets}\n'
+
+
+def long_name_page(chars: int) -> str:
+    return V1 + f'vllm:num_requests_running{{model_name="{"m" * chars}",engine="0"}} 7\n'
+
+
+def test_a_250000_bucket_histogram_costs_only_itself():
+    import time
+
+    from collectors.expfmt import MAX_BUCKETS
+
+    start = time.process_time()
+    scrape = parse_vllm(buckets_page(250_000))
+    took = time.process_time() - start
+    assert scrape.lines_refused == 250_001 - MAX_BUCKETS
+    ttft = scrape.models["meta-llama/Llama-3.3-70B-Instruct-AWQ"]
+    assert ttft == parse_vllm(V1).models["meta-llama/Llama-3.3-70B-Instruct-AWQ"]  # the page's own model untouched
+    wide = scrape.models.get("wide")  # its +Inf was past the bound: that histogram is incomplete, not read
+    assert wide is None or "ttft" not in wide.histograms
+    assert took < 5.0, f"{took:.2f} s of CPU"
+
+
+@pytest.mark.parametrize("extra, refused", [(0, 0), (1, 1)])
+def test_the_bucket_bound_holds_at_its_bound(extra, refused):
+    from collectors.expfmt import MAX_BUCKETS
+
+    scrape = parse_vllm(buckets_page(MAX_BUCKETS - 1 + extra))  # the +Inf line is the last of MAX_BUCKETS (+ extra)
+    assert scrape.lines_refused == refused
+
+
+@pytest.mark.parametrize("chars", [10_000_000, 20_000, 1025])
+def test_a_huge_model_name_costs_only_its_line(chars):
+    scrape = parse_vllm(long_name_page(chars))
+    assert scrape.lines_refused == 1 and not any(len(m) > 1024 for m in scrape.models)
+    assert scrape.models == parse_vllm(V1).models
+
+
+def test_a_label_value_at_its_bound_is_kept():
+    from collectors.expfmt import MAX_LABEL_VALUE_CHARS
+
+    scrape = parse_vllm(long_name_page(MAX_LABEL_VALUE_CHARS))
+    assert scrape.lines_refused == 0 and "m" * MAX_LABEL_VALUE_CHARS in scrape.models
+
+
+@given(at=st.integers(0, 3), escapes=st.integers(0, 40), over=st.booleans())
+@hsettings(max_examples=40, deadline=None)
+def test_the_label_bound_holds_wherever_the_long_value_is_and_whatever_it_holds(at, escapes, over):
+    """Escaped quotes and backslashes count as one character each, as the value read holds them."""
+    from collectors.expfmt import MAX_LABEL_VALUE_CHARS, SelectiveParser
+
+    body = '\\"' * escapes + "v" * (MAX_LABEL_VALUE_CHARS - escapes + (1 if over else 0))
+    labels = ['a="1"', 'b="2"', 'c="3"']
+    labels.insert(at, f'x="{body}"')
+    parser = SelectiveParser(["m"])
+    (names, _, _), _, refused = parser.parse_bounded(f"m{{{','.join(labels)}}} 1\nm{{a=\"ok\"}} 2\n", None)
+    assert (len(names), refused) == ((1, 1) if over else (2, 0))
+
+
+def test_a_line_at_the_line_bound_is_kept_and_one_over_is_not():
+    from collectors.expfmt import MAX_LINE_CHARS, SelectiveParser
+
+    def line(length: int) -> str:
+        labels = ",".join(f'l{i:02d}="{"v" * 1000}"' for i in range(16))  # 16 × 1006 characters
+        pad = length - len(f"{{{labels}}} 1") - len(',p=""')
+        assert 0 <= pad <= 1000  # every value within the label bound: only the line's length is over
+        return "m" + f'{{{labels},p="{"w" * pad}"}} 1'
+
+    parser = SelectiveParser(["m"])
+    for length, kept in ((MAX_LINE_CHARS, 1), (MAX_LINE_CHARS + 1, 0)):
+        text = line(length)
+        assert len(text) - 1 == length
+        (names, _, _), _, refused = parser.parse_bounded(text + "\n", None)
+        assert (len(names), refused) == (kept, 1 - kept)
+
+
+def test_hostile_pages_starve_no_other_target(sim, tmp_path):
+    """The collector as users run it: a 10 MB model name on one target, 250,000 buckets on another;
+    the healthy one is stored every round they are."""
+    db = f"sqlite:///{tmp_path}/hostile.db"
+    routes = {"/name": (200, "text/plain", long_name_page(10_000_000)), "/buckets": (200, "text/plain", buckets_page(250_000))}
+    with serve(routes) as base:
+        path = tmp_path / "sweetspot.toml"
+        two_targets(path, f'db_url = "{db}"\ninterval_s = "3s"', ("name", f"{base}/name"), ("healthy", sim.urls["vllm_metrics"]))
+        path.write_text(path.read_text() + f'[[targets]]\nname = "buckets"\nvllm_url = "{base}/buckets"\n')
+        log = tmp_path / "collector.log"
+        proc = collector(path, log)
+        try:
+            wait_until(lambda: min(len(round_times(db, t)) for t in ("name", "buckets", "healthy")) >= 4, "four rounds each",
+                       timeout=300)  # fmt: skip
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        finally:
+            proc.kill()
+    healthy = round_times(db, "healthy")
+    for hostile in ("name", "buckets"):
+        assert [ts for ts in round_times(db, hostile) if healthy[0] <= ts <= healthy[-1]] == healthy
+    info = {t.name: t for t in Reader(db).targets()}
+    assert info["name"].up and info["buckets"].up and info["healthy"].up
+    assert "Traceback" not in log.read_text()

@@ -15,6 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from sweep.client import RequestRecord, SweepError, discover_model, request_body, stream_request
 from sweep.runner import SweepConfig, make_client, run_level
@@ -195,3 +198,138 @@ def test_command_writes_json_and_stores_the_run(stub, tmp_path):
     assert run.levels[1].errors == doc["levels"][1]["errors"] > 0
     assert run.recommendation == doc["recommendation"]
     assert f"stored as sweep run {run.id}" in done.stderr
+
+
+# -- hostile servers: each answer is that request's error, bounded, never a traceback ---------------
+def _hostile_stream(lines):
+    """A server answering every POST with ``lines`` (bytes, or a callable writing to the socket)."""
+    from tests.support.http_server import serving
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                if callable(lines):
+                    lines(self.wfile)
+                else:
+                    self.wfile.write(lines)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    return serving(Handler)
+
+
+def _one_request(base):
+    record = RequestRecord("k", 0.0)
+    body = request_body("completions", "m", RequestSpec("k", "hi", 1, 5))
+
+    async def go():
+        async with httpx.AsyncClient(timeout=30) as client:
+            await stream_request(client, base, "completions", body, record, time.perf_counter())
+
+    asyncio.run(go())
+    return record
+
+
+def _sse(*payloads):
+    return b"".join(b"data: " + p + b"\n\n" for p in payloads) + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("payload, error", [
+    (b'{"choices": 5}', "bad chunk: choices is not a list"),
+    (b'{"choices": "abc"}', "bad chunk: choices is not a list"),
+    (b'{"choices": [], "usage": {"completion_tokens": ' + b"9" * 400 + b"}}", "bad usage"),
+    (b'{"choices": [], "usage": {"completion_tokens": -3}}', "bad usage: completion_tokens = -3"),
+    (b'{"choices": [], "usage": {"completion_tokens": ' + b"1" * 5000 + b"}}", "bad chunk"),
+    (b"[" * 100_000 + b"]" * 100_000, "bad chunk"),
+    (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, "bad chunk"),
+    (b'{"error": 5}', "stream error: 5"),
+])
+def test_a_hostile_chunk_is_that_requests_error(payload, error):
+    with _hostile_stream(_sse(b'{"choices": [{"text": "a"}]}', payload)) as base:
+        record = _one_request(base)
+    assert record.error is not None and record.error.startswith(error), record.error
+    assert record.usage_tokens is None or 0 <= record.usage_tokens <= 10_000_000
+
+
+@given(tokens=st.integers(-10**12, 10**12))
+@hsettings(max_examples=50, deadline=None)
+def test_only_a_plausible_usage_count_is_kept(tokens):
+    from sweep.client import MAX_USAGE_TOKENS, _apply_chunk
+
+    record = RequestRecord("k", 0.0)
+    error = _apply_chunk(json.dumps({"choices": [], "usage": {"completion_tokens": tokens}}), record, 1.0)
+    if 0 <= tokens <= MAX_USAGE_TOKENS:
+        assert error is None and record.usage_tokens == tokens
+    else:
+        assert error and record.usage_tokens is None
+
+
+def test_a_line_without_end_is_cut_at_its_bound():
+    from sweep.client import MAX_LINE_BYTES
+
+    def endless(wfile):
+        wfile.write(b"data: ")
+        block = b"x" * 65536
+        for _ in range(10_000):  # 650 MB if held
+            wfile.write(block)
+
+    with _hostile_stream(endless) as base:
+        record = _one_request(base)
+    assert record.error == f"bad stream: a stream line passed {MAX_LINE_BYTES // 2**20} MiB"
+
+
+def test_a_line_at_its_bound_is_read():
+    from sweep.client import MAX_LINE_BYTES
+
+    chunk = json.dumps({"choices": [{"text": "a"}], "pad": ""}).encode()
+    line = b"data: " + chunk[:-2] + b"p" * (MAX_LINE_BYTES - len(chunk) - 6) + b'"}'
+    assert len(line) == MAX_LINE_BYTES
+    with _hostile_stream(line + b"\n\ndata: [DONE]\n\n") as base:
+        record = _one_request(base)
+    assert record.error is None and len(record.chunk_times_s) == 1
+
+
+def test_a_stream_without_end_is_cut_at_its_bound():
+    from sweep.client import MAX_STREAM_BYTES
+
+    def many(wfile):
+        line = b"data: " + json.dumps({"choices": [{"text": "a" * 60_000}]}).encode() + b"\n\n"
+        for _ in range(MAX_STREAM_BYTES // len(line) + 10):
+            wfile.write(line)
+
+    with _hostile_stream(many) as base:
+        record = _one_request(base)
+    assert record.error == f"bad stream: the stream passed {MAX_STREAM_BYTES // 2**20} MiB"
+
+
+def test_a_huge_metrics_page_is_no_reading_not_a_crash():
+    from sweep.engine import read_engine
+    from tests.support.http_server import serving
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            try:
+                for _ in range(700):  # 45 MB, over the collector's page bound
+                    self.wfile.write(b"# " + b"x" * 65534 + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    async def go(base):
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await read_engine(client, base + "/metrics")
+
+    with serving(Handler) as base:
+        assert asyncio.run(go(base)) is None

@@ -18,12 +18,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import string
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
 from app.alerts.figures import THRESHOLDS
-from app.alerts.rules import Rule, names_in, rule_set
+from app.alerts.rules import Rule, fill, names_in, rule_set
 from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
@@ -251,7 +250,7 @@ def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
     fields = _Fill({k: f"{v:g}" for k, v in asdict(thresholds).items()}, window=format_duration(rule.window_s))
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
     fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
-    return string.Formatter().vformat(template, (), fields)
+    return fill(template, fields)
 
 
 def _alert_lines(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: tuple[str, ...], label: str) -> list[str]:

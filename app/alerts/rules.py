@@ -227,7 +227,7 @@ def outcome(rule: Rule, names: Names) -> Outcome:
         return Outcome(NO_DATA, summary=f"no data: {names.names.get('no_data_reason') or 'the window cannot be judged'}")
     try:
         if rule.no_value and _maybe(names, rule.expr) is None:
-            return Outcome(NO_DATA, summary=string.Formatter().vformat(rule.no_value, (), names.fields(rule)))
+            return Outcome(NO_DATA, summary=fill(rule.no_value, names.fields(rule)))
         if rule.when and not _value(names, rule.when):
             label = wording(rule, names)[0]
             return Outcome(CLEAR, _maybe(names, rule.expr), _maybe(names, rule.threshold), f"{label}: only while {rule.when}")
@@ -293,12 +293,42 @@ def held_in(rule: Rule, names: Names) -> str:
 def wording(rule: Rule, names: Names) -> tuple[str, str]:
     """The rule's label and detail with their fields filled in (``TTFT P95 over 5m``, ``...``)."""
     fields = names.fields(rule)
-    label = string.Formatter().vformat(rule.label or rule.name, (), fields)
-    return label, string.Formatter().vformat(rule.detail, (), fields) if rule.detail else ""
+    label = fill(rule.label or rule.name, fields)
+    return label, fill(rule.detail, fields) if rule.detail else ""
 
 
 def recommendation(rule: Rule, names: Names) -> str:
-    return string.Formatter().vformat(rule.recommendation, (), names.fields(rule)) if rule.recommendation else ""
+    return fill(rule.recommendation, names.fields(rule)) if rule.recommendation else ""
+
+
+# The rule texts that are templates ({window}, {concurrency}, ...): every reader fills them through fill().
+TEMPLATE_FIELDS = ("label", "detail", "recommendation")
+
+
+def fill(template: str, fields: Mapping[str, Any]) -> str:
+    """``template`` with its ``{name}`` fields filled in. Never raises: a text that is not a template
+    (a stray ``{`` or ``}``, ``{0}``, ``{a.b}``) is shown as written, so one rule's text can cost
+    neither its evaluation, nor the others', nor `status`, `rules export` or an e-mail. The loader
+    refuses such texts first (:func:`template_problem`); this is for what reaches it anyway."""
+    try:
+        return string.Formatter().vformat(template, (), fields)
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError):
+        return template
+
+
+def template_problem(template: str) -> str:
+    """Why ``template`` cannot be filled (one clause), or "". Filled as at evaluation, with every
+    field present as text (the figures are spelled as text before they are filled in)."""
+
+    class Every(dict[str, str]):
+        def __missing__(self, key: str) -> str:
+            return "1"
+
+    try:
+        string.Formatter().vformat(template, (), Every())
+    except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
 
 
 def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
@@ -376,6 +406,11 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
             raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANELS)}")
         for name in ("expr", "threshold", "when"):
             _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
+        for name in TEMPLATE_FIELDS:
+            problem = template_problem(getattr(entry, name))
+            if problem:
+                raise ConfigError(f"{key}.{name}: {getattr(entry, name)[:80]!r} is not a text with {{fields}} ({problem}); "
+                                  "write {{ and }} for a brace itself, {window} or a figure's name for a field")
         unknown = [t for t in entry.targets if targets and t not in targets]
         if unknown:
             raise ConfigError(f"{key}.targets: no target named {unknown[0]!r} (known: {', '.join(sorted(targets))})")

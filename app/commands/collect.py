@@ -15,7 +15,7 @@ from core.durations import parse_duration
 from core.errors import UsageError
 from core.limits import LIMITS, url_problem
 from core.redact import masked
-from core.settings import GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.settings import DEFAULT_TIMEOUT_SHARE, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)
@@ -62,9 +62,9 @@ def effective_settings(args: argparse.Namespace, settings: Settings) -> Settings
         interval = parse_duration(args.interval)
         if not LIMITS["interval_s"].allows(interval):
             raise UsageError(f"--interval: {args.interval!r} is out of range; it must be {LIMITS['interval_s'].text()}")
-        # a scrape ends before the next round starts (as Prometheus caps scrape_timeout at the interval)
+        # a scrape ends, and its round is stored, before the next round starts
         settings = dataclasses.replace(settings, interval_s=interval,
-                                       scrape_timeout_s=min(settings.scrape_timeout_s, interval))
+                                       scrape_timeout_s=min(settings.scrape_timeout_s, DEFAULT_TIMEOUT_SHARE * interval))
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         raise UsageError(
             "no target to collect from",

@@ -34,6 +34,11 @@ def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
     limit = INTERVALS * settings.interval_s
     if last is None:
         return False, f"no round stored in {masked(settings.db_url)} yet: is `python -m app collect` running?"
+    from app.prometheus_source import FUTURE_SKEW_S
+
+    if last > now + FUTURE_SKEW_S:  # would read as "0 s old" for ever, the collector stopped or not
+        return False, (f"the latest round is stamped {elapsed(last - now)} in the future: a source's clock (or this "
+                       "machine's) is wrong; rounds from the future are no longer stored, check the clocks")
     age = max(0.0, now - last)
     if age > limit:
         return False, (

@@ -7,11 +7,17 @@ labels and annotations, kept in the outbox row) and turned into its body when it
 from the queueing. Alertmanager gets the list of alerts Prometheus would POST; the webhook gets
 Alertmanager's own webhook body (version 4) with a Slack-compatible ``text``. A 2xx answer is
 delivery; a 5xx, a 429, a timeout or a refused connection is retried with the channel's backoff;
-any other 4xx is a clear error, not retried (the request itself is wrong: URL, token, headers).
+any other 4xx is a clear error, not retried (the request itself is wrong: URL, token, headers); a
+3xx is not followed (the POST would lose its body) and the error says where it points.
+
+Each POST has one wall-clock deadline (``timeout_s``) for the whole of it, from the connection to
+the answer's last byte read, so a receiver trickling its answer holds nothing past it; of the
+answer at most :data:`MAX_ANSWER_BYTES` are read (its first line is all that is kept).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -31,6 +37,7 @@ log = logging.getLogger(__name__)
 ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
 API_PATH = "/api/v2/alerts"
 USER_AGENT = "sweetspot-notifier"
+MAX_ANSWER_BYTES = 64 * 1024  # of a receiver's answer, read at most this much (200 characters are kept)
 
 
 class HookError(SweetspotError):
@@ -39,6 +46,10 @@ class HookError(SweetspotError):
     def __init__(self, message: str, hint: str = "", retry: bool = True) -> None:
         super().__init__(message, hint)
         self.retry = retry
+
+
+class DeadlineError(HookError):
+    """A POST not over within its deadline (retried with backoff, as a timeout)."""
 
 
 def prefix(channel: str) -> str:
@@ -138,42 +149,60 @@ def slack_escape(text: str) -> str:
 
 
 class Sender:
-    """One kept-alive HTTP client for one channel (the headers, token, CA, proxy of its settings)."""
+    """The HTTP settings of one channel (headers, token, CA, proxy) and its POSTs, each in a client of
+    its own on an event loop of its own: the deadline is asyncio's, which ends any read however it trickles."""
 
     def __init__(self, channel: str, settings: WebhookSettings | AlertmanagerSettings, dashboard_url: str) -> None:
         self.channel, self.settings, self.dashboard_url = channel, settings, dashboard_url
-        self.url, auth = split_userinfo(endpoint(channel, settings))
-        headers = {"User-Agent": USER_AGENT, **settings.http.headers}
+        self.url, self.auth = split_userinfo(endpoint(channel, settings))
+        self.headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **settings.http.headers}
         if settings.http.bearer_token:
-            headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
-        verify: Any = (settings.http.ca_file or True) if settings.http.tls_verify else False
+            self.headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
+        self.verify: Any = (settings.http.ca_file or True) if settings.http.tls_verify else False
         if not settings.http.tls_verify:
             log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel)
-        # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
-        self.client = httpx.Client(auth=auth, headers=headers, verify=verify, timeout=settings.timeout_s,
-                                   proxy=settings.http.proxy or None, trust_env=False)  # fmt: skip
 
     def send(self, item: Notification, now: float) -> str:
         """POST ``item``; the receiver's answer (``HTTP 200 …``), or :class:`HookError`."""
         payload = json.dumps(body(self.channel, item, self.settings, self.dashboard_url, now))
         where, key = shown(self.channel, self.settings), f"alerts.{self.channel}"
         try:
-            answer = self.client.post(self.url, content=payload, headers={"Content-Type": "application/json"})
-        except httpx.TimeoutException:
-            raise HookError(f"{where} did not answer within {self.settings.timeout_s:g} s", f"Check {key}.url; {key}.timeout_s") from None
+            status, text, location = asyncio.run(self._post(payload))
+        except TimeoutError:
+            raise DeadlineError(f"{where} did not answer within {self.settings.timeout_s:g} s (a receiver that is slow, "
+                                "or trickles its answer)", f"Check {key}.url; {key}.timeout_s is the deadline") from None
         except (httpx.HTTPError, OSError) as exc:
             raise HookError(f"cannot reach {where} ({_reason(exc)})", f"Check {key}.url") from None
-        text = f"HTTP {answer.status_code} {answer.text.strip()[:200]}".strip()
-        if answer.is_success:
+        text = f"HTTP {status} {text}".strip()
+        if 200 <= status < 300:
             return text
-        if answer.status_code >= 500 or answer.status_code == 429:
+        if status >= 500 or status == 429:
             raise HookError(f"{where} answered {text}", f"the receiver failed; retried with backoff ({key}.retry_initial_s)")
+        if 300 <= status < 400:
+            pointed = f"to {masked(location)!r}" if location else "without a Location"
+            raise HookError(f"{where} answered {text}, redirecting {pointed}: a notification is not re-POSTed elsewhere",
+                            f"Set {key}.url to where it points; not retried", retry=False)  # fmt: skip
         hint = (f"Check the token ({key}.http.bearer_token_env) and headers ({key}.http.headers)"
-                if answer.status_code in (401, 403) else f"Check {key}.url (and for a webhook what it expects)")  # fmt: skip
+                if status in (401, 403) else f"Check {key}.url (and for a webhook what it expects)")  # fmt: skip
         raise HookError(f"{where} refused the notification: {text}", f"{hint}; not retried", retry=False)
 
+    async def _post(self, payload: str) -> tuple[int, str, str]:
+        """(status, the answer's first 200 characters, its Location), all within the deadline."""
+        http = self.settings.http
+        # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
+        async with asyncio.timeout(self.settings.timeout_s), httpx.AsyncClient(
+                auth=self.auth, verify=self.verify, timeout=self.settings.timeout_s, proxy=http.proxy or None,
+                trust_env=False) as client, client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
+            data = bytearray()
+            async for chunk in answer.aiter_raw():
+                data += chunk[: MAX_ANSWER_BYTES - len(data)]
+                if len(data) >= MAX_ANSWER_BYTES:
+                    break
+        first = data.decode("utf-8", errors="replace").strip().splitlines()
+        return answer.status_code, (first[0] if first else "")[:200], answer.headers.get("Location", "")
+
     def close(self) -> None:
-        self.client.close()
+        """Nothing is kept open between POSTs."""
 
 
 def _reason(exc: BaseException) -> str:

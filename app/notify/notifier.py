@@ -8,6 +8,12 @@ server's acceptance and the second commit sends it once more: the one duplicate 
 Failures are retried with a doubling backoff (``retry_initial_s`` … ``retry_max_s``) until
 ``give_up_after_s``; their errors are kept per attempt. Nothing here raises into the collector:
 a failed e-mail is a row with its error.
+
+Channels do not wait on each other: each delivers in a thread of its own, and every delivery has a
+wall-clock deadline for the whole of it (the channel's ``timeout_s``: connecting, sending, reading
+the answer). A delivery that passes it ends the channel's turn (the rest wait for the next run,
+with backoff); the job waits for its channels at most the longest deadline (plus a second), and a
+channel still busy then is skipped by later runs until its thread ends, never waited for.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from core.errors import SweetspotError
 from core.settings import EmailSettings, Settings, WebhookSettings
 
 log = logging.getLogger(__name__)
+JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
 Muted = Callable[[AlertState, float], bool]
 
 
@@ -58,6 +65,8 @@ class Notifier:
         self._reader: Any = None
         self.delivered: collections.Counter[tuple[str, str]] = collections.Counter()  # (channel, sent|failed) → count
         self._senders: dict[str, hooks.Sender] = {}
+        self._workers: dict[str, threading.Thread] = {}  # channel → the thread delivering it now
+        self._results: dict[str, tuple[int, int]] = {}
 
     def hooks(self) -> list[tuple[str, WebhookSettings]]:
         """The HTTP channels that are on: (channel, its settings)."""
@@ -75,11 +84,42 @@ class Notifier:
         if not self.leading():
             return "another process holds the evaluator's lease and delivers the notifications"
         queued = self.queue(self.clock())
-        sent, failed = self.deliver(self.clock()) if self.email.enabled else (0, 0)
+        sent, failed, busy = self.deliver_apart()
+        still = f"; still sending: {', '.join(busy)} (each delivery ends within its timeout_s)" if busy else ""
+        return f"{queued} queued, {sent} sent, {failed} failed{still}"
+
+    def deliver_apart(self) -> tuple[int, int, list[str]]:
+        """Deliver every channel in a thread of its own; wait at most the longest deadline (plus
+        :data:`JOIN_GRACE_S`). Returns (sent, failed attempts, the channels still busy)."""
+        work: dict[str, tuple[Callable[[], tuple[int, int]], float]] = {}
+        if self.email.enabled:
+            work[outbox.EMAIL] = (lambda: self.deliver(self.clock()), self.email.timeout_s)
         for channel, settings in self.hooks():
-            s, f = self.deliver_hook(channel, settings, self.clock())
+            work[channel] = (lambda c=channel, h=settings: self.deliver_hook(c, h, self.clock()), settings.timeout_s)  # type: ignore[misc]
+        started: list[str] = []
+        for channel, (deliver, _) in work.items():
+            running = self._workers.get(channel)
+            if running is not None and running.is_alive():
+                continue  # its last turn is still on (within its deadline): never two at once
+            self._results.pop(channel, None)
+            thread = threading.Thread(target=self._turn, args=(channel, deliver), name=f"sweetspot-notify-{channel}", daemon=True)
+            self._workers[channel] = thread
+            thread.start()
+            started.append(channel)
+        end = time.monotonic() + max((t for _, t in work.values()), default=0.0) + JOIN_GRACE_S
+        for channel in started:
+            self._workers[channel].join(max(0.0, end - time.monotonic()))
+        sent = failed = 0
+        for channel in started:
+            s, f = self._results.get(channel, (0, 0))
             sent, failed = sent + s, failed + f
-        return f"{queued} queued, {sent} sent, {failed} failed"
+        return sent, failed, [c for c in work if self._workers[c].is_alive()]
+
+    def _turn(self, channel: str, deliver: Callable[[], tuple[int, int]]) -> None:
+        try:
+            self._results[channel] = deliver()
+        except Exception:  # a bug in one channel must not silence the others, nor kill the job
+            log.exception("delivering the %s notifications failed", channel)
 
     # -- queueing ---------------------------------------------------------------------------------
     def queue(self, now: float) -> int:
@@ -151,7 +191,9 @@ class Notifier:
             with smtp.connect(self.email, self.settings.smtp_password) as session:
                 for item in due:
                     try:
-                        answer = smtp.send(session, _message(item, self.email.from_address), where)
+                        answer = smtp.send(session, _message(item, self.email.from_address), where, self.email.timeout_s)
+                    except smtp.DeadlineError:
+                        raise  # the session is gone: this one and the rest wait (below)
                     except smtp.MailError as exc:
                         self._failed(item, exc)
                         failed += 1
@@ -180,6 +222,11 @@ class Notifier:
         for item in due:
             try:
                 answer = sender.send(item, self.clock())
+            except hooks.DeadlineError as exc:  # a receiver this slow takes the rest no faster: they wait
+                for rest in due[sent + failed :]:
+                    self._failed(rest, exc, settings)
+                    failed += 1
+                break
             except hooks.HookError as exc:
                 self._failed(item, exc, settings)
                 failed += 1

@@ -3,6 +3,11 @@
 ``tls``: ``none`` (plain), ``starttls`` (plain, then upgraded; refused when the server cannot) or
 ``ssl`` (TLS from the first byte, usually port 465). Certificates are verified against this
 machine's CA store (``SSL_CERT_FILE`` names another, as for HTTPS targets).
+
+Every step has a wall-clock deadline (``alerts.email.timeout_s``) for the whole of it, not per
+read: connecting with its greeting, TLS and login; then each message. A server trickling its answer
+a byte a second defeats smtplib's per-read timeout, so a watchdog thread shuts the socket down when
+the deadline passes; the blocked read then fails and the step is a :class:`MailError` saying so.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import smtplib
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.message import EmailMessage
@@ -46,44 +52,91 @@ class _SMTPSSL(_Answering, smtplib.SMTP_SSL):
     pass
 
 
+class Deadline:
+    """Shuts ``session``'s socket down when ``seconds`` have passed (unless left before): the one
+    way to end a read that a server feeds a byte at a time. ``passed`` says whether it fired."""
+
+    def __init__(self, session: smtplib.SMTP, seconds: float) -> None:
+        self.session, self.seconds, self.passed = session, seconds, False
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        self.passed = True
+        sock = getattr(self.session, "sock", None)
+        if sock is not None:
+            try:
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # wakes the read blocked on it, TLS or not
+            except OSError:
+                pass
+
+
+class DeadlineError(MailError):
+    """A step that did not end within its deadline (retried with backoff, as any unreachable server)."""
+
+
+def _late(where: str, seconds: float, step: str) -> DeadlineError:
+    return DeadlineError(f"the SMTP server {where} did not finish {step} within {seconds:g} s (a server that "
+                         "answers too slowly, or trickles its answer)", f"{HOST_HINT}; alerts.email.timeout_s is the deadline")
+
+
 @contextmanager
 def connect(email: EmailSettings, password: str) -> Iterator[_SMTP | _SMTPSSL]:
-    """An open, logged-in SMTP session; every failure is a :class:`MailError`."""
+    """An open, logged-in SMTP session; every failure is a :class:`MailError`. Connecting, greeting,
+    TLS and login together end within ``email.timeout_s``."""
     where = f"{email.host}:{email.effective_port}"
     context = ssl.create_default_context()
-    session: _SMTP | _SMTPSSL | None = None
+    session: _SMTP | _SMTPSSL = (_SMTPSSL(timeout=email.timeout_s, context=context) if email.tls == "ssl"
+                                 else _SMTP(timeout=email.timeout_s))  # fmt: skip
+    session._host = email.host  # type: ignore[union-attr] # the TLS server name, which __init__ sets only with a host
+    deadline = Deadline(session, email.timeout_s)
     try:
-        if email.tls == "ssl":
-            session = _SMTPSSL(email.host, email.effective_port, timeout=email.timeout_s, context=context)
-        else:
-            session = _SMTP(email.host, email.effective_port, timeout=email.timeout_s)
+        with deadline:
+            code, greeting = session.connect(email.host, email.effective_port)
+            if code != 220:  # as smtplib's constructor checks when it connects
+                raise smtplib.SMTPConnectError(code, greeting)
             if email.tls == "starttls":
                 session.starttls(context=context)
-        if email.user:
-            session.login(email.user, password)
+            if email.user:
+                session.login(email.user, password)
     except Exception as exc:
-        if session is not None:
-            _close(session)
-        raise translate(exc, where) from None
+        session.close()
+        raise (_late(where, email.timeout_s, "the greeting and login") if deadline.passed else translate(exc, where)) from None
     try:
         yield session
     finally:
-        _close(session)
+        _close(session, email.timeout_s)
 
 
-def send(session: _SMTP | _SMTPSSL, message: EmailMessage, where: str) -> str:
-    """Send one message; returns the server's answer. Raises :class:`MailError`."""
+def send(session: _SMTP | _SMTPSSL, message: EmailMessage, where: str, deadline_s: float | None = None) -> str:
+    """Send one message within ``deadline_s`` (the session's timeout when not given); returns the
+    server's answer. Raises :class:`MailError` (:class:`DeadlineError` past the deadline)."""
+    seconds = deadline_s if deadline_s is not None else float(session.timeout or 0) or 10.0
+    deadline = Deadline(session, seconds)
     try:
-        refused = session.send_message(message)
+        with deadline:
+            refused = session.send_message(message)
     except Exception as exc:
+        if deadline.passed:
+            raise _late(where, seconds, "taking one message") from None
         raise translate(exc, where) from None
     answer = session.answer or "accepted"
     return f"{answer} (refused: {', '.join(refused)})" if refused else answer
 
 
-def _close(session: smtplib.SMTP) -> None:
+def _close(session: smtplib.SMTP, seconds: float = 10.0) -> None:
     try:
-        session.quit()
+        if session.sock is None:
+            return
+        with Deadline(session, seconds):
+            session.quit()
     except Exception:  # noqa: BLE001 - the conversation is over either way
         session.close()
 
