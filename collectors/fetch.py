@@ -126,7 +126,7 @@ class Fetcher:
         except ScrapeError as exc:
             text, error = None, exc
         except Exception as exc:  # a client that cannot be built from the settings, or a bug: this GET's failure
-            text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc)})",
+            text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc, get.http)})",
                                             "Check the target's http settings (http.proxy, http.ca_file)")  # fmt: skip
         arrived.put((marker, Answer(get.key, text, error, time.perf_counter() - start)))
 
@@ -160,7 +160,7 @@ class Fetcher:
             raise ScrapeError(f"cannot reach {url} (no answer within {timeout_s:g} s)", get.hint) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL):
             raise ScrapeError(f"{url!r} is not an http:// or https:// URL", get.hint) from None
-        except (httpx.HTTPError, OSError) as exc:
+        except (httpx.HTTPError, OSError, UnicodeEncodeError) as exc:  # a header httpx cannot encode is the last
             raise _transport_error(url, exc, get) from None
         if response.status_code != 200:
             raise ScrapeError(f"{url} answered HTTP {response.status_code}", get.hint)
@@ -239,19 +239,41 @@ def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
     if isinstance(cause, ssl.SSLCertVerificationError):
         return ScrapeError(f"cannot reach {url} (its TLS certificate is not trusted here: {cause.verify_message})",
                            "Point the target's http.ca_file at the server's CA, or add the CA to this machine's store")
+    if isinstance(exc, httpx.LocalProtocolError | UnicodeError) or isinstance(cause, UnicodeError):
+        # the request itself could not be written: its text quotes the header that failed, and a
+        # header may be the credential; the settings' check (core.settings.check_http) names it
+        return ScrapeError(f"cannot send the request to {url}: a header or the bearer token is not valid HTTP "
+                           f"({type(exc).__name__}; the value is not shown)",
+                           "Check the target's http.headers and the variable its http.bearer_token_env names")
     if isinstance(exc, httpx.ProxyError) or (get.http.proxy and isinstance(exc, httpx.ConnectError)):
         # the connection that failed is the proxy's (through a proxy, no other is opened here)
-        return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause)})",
+        return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause, get.http)})",
                            "Check the target's http.proxy")
-    return ScrapeError(f"cannot reach {url} ({_reason(cause)})", get.hint)
+    return ScrapeError(f"cannot reach {url} ({_reason(cause, get.http)})", get.hint)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, http: HttpSettings | None = None) -> str:
+    """One line of why ``exc`` happened, for a message that is stored and shown: URLs masked, and
+    no header value or token of ``http`` in it, in any spelling an exception may quote it."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, socket.gaierror):
         return f"unknown host: {exc.strerror or exc}"
-    return masked((str(exc) or type(exc).__name__).splitlines()[0][:200])
+    return scrubbed(masked((str(exc) or type(exc).__name__).splitlines()[0][:200]), http)
+
+
+def scrubbed(text: str, http: HttpSettings | None) -> str:
+    """``text`` with every header value and the bearer token of ``http`` replaced by ``***``: as
+    written, as Python quotes it (``b'...\\n'``) and each line of it."""
+    if http is None:
+        return text
+    for secret in sorted((http.bearer_token, *http.headers.values()), key=len, reverse=True):
+        spellings = {secret, secret.strip(), repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1],
+                     *(line.strip() for line in secret.splitlines())}
+        for spelling in sorted(spellings, key=len, reverse=True):
+            if len(spelling) >= 4:
+                text = text.replace(spelling, "***")
+    return text
 
 
 def fetch_text(url: str, timeout_s: float, fetcher: Fetcher | None = None, hint: str = "",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import tomllib
 import types
 import typing
@@ -674,6 +675,7 @@ def _validate(settings: Settings) -> Settings:
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
+    _check_headers(settings)
     _validate_email(settings.alerts)
     return settings
 
@@ -757,6 +759,41 @@ def http_tables(settings: Settings) -> Iterator[tuple[str, HttpSettings]]:
         yield f"targets[{i}].gpu.http", target.gpu.http
     for i, source in enumerate(settings.prometheus):
         yield f"prometheus[{i}].http", source.http
+
+
+# A header's name is an RFC 9110 token; its value visible ASCII and inner spaces (what every HTTP
+# library sends): a CR or LF (a token read from a file ends with one) would be refused at every request.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+
+
+def header_problem(key: str, name: str, value: str) -> str:
+    """Why the header ``name: value`` cannot be sent, naming ``key`` and never showing the value
+    (it may be a credential), or "" when it can."""
+    if not _HEADER_NAME.fullmatch(name):
+        return f"{key}: the header name '{visible(name, 60)}' is not a valid HTTP header name"
+    if value and not _HEADER_VALUE.fullmatch(value):
+        return (f"{key}.{visible(name, 60)}: the value (not shown: it may hold a credential) has a line break, control "
+                "character, non-ASCII letter or space at its start or end; write it on one line without them")
+    return ""
+
+
+def _check_headers(settings: Settings) -> None:
+    """Every header and bearer token of every HTTP table can be sent (ConfigError naming the first that cannot)."""
+    hooks = ((f"alerts.{key}.http", getattr(settings.alerts, key).http) for key in ("alertmanager", "webhook"))
+    for key, http in (*http_tables(settings), *hooks):
+        check_http(key, http)
+
+
+def check_http(key: str, http: HttpSettings, token_key: str = "") -> None:
+    """ConfigError naming the setting when a header or the bearer token of ``http`` cannot be sent."""
+    for name, value in http.headers.items():
+        problem = header_problem(key if key.startswith("--") else f"{key}.headers", name, value)
+        if problem:
+            raise ConfigError(problem)
+    if http.bearer_token and header_problem("", "Authorization", http.bearer_token):
+        raise ConfigError(f"{token_key or key + '.bearer_token_env'}: the token in {http.bearer_token_env} (not shown) holds "
+                          "a line break, control character, space or non-ASCII letter; a token is one word")
 
 
 def require_scrape_tokens(settings: Settings) -> None:
@@ -846,8 +883,9 @@ def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
         if not sep or not name.strip():
             raise ConfigError(f"{flag}: a header without ':' (not shown: it may hold a credential); write it as 'Name: value'")
         table[name.strip()] = value.strip()
-    http = HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file)
-    return _token(http, "--bearer-token-env", "", environ)
+    http = _token(HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file), "--bearer-token-env", "", environ)
+    check_http(flag, http, "--bearer-token-env")
+    return http
 
 
 def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str], required: bool = True) -> HttpSettings:
@@ -859,7 +897,8 @@ def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]
                           "set bearer_token_env to the variable's name instead")
     if not http.bearer_token_env:
         return http
-    value = environ.get(http.bearer_token_env, "")
+    # a token read from a file or a Kubernetes secret often ends with a line break: never part of it
+    value = environ.get(http.bearer_token_env, "").strip()
     if not value and required:
         raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
                           "(export it, or remove bearer_token_env)")
