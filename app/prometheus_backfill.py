@@ -21,7 +21,7 @@ from typing import TextIO
 from sqlalchemy import Engine
 
 from app.progress import ProgressLine
-from app.prometheus_source import discovered_target, round_from_page
+from app.prometheus_source import discovered_target, round_from_page, usable_name
 from collectors.prometheus import PrometheusClient, TargetPage, matrix_rows, shown_url, wanted_selector
 from collectors.records import ScrapeRound
 from core.errors import ScrapeError
@@ -51,7 +51,10 @@ def progress_key(source: PrometheusSettings) -> str:
 def rounds_from_matrix(result: list[dict], source: PrometheusSettings) -> Iterator[ScrapeRound]:
     """One round per (target, step) of a range answer, in time order per target."""
     pages: dict[str, dict[float, TargetPage]] = defaultdict(dict)
+    where = shown_url(source.url)
     for target, name, labels, values in matrix_rows(result, source.target_label):
+        if not usable_name(target, where):  # "", " ", NUL: never registered as a target
+            continue
         by_ts = pages[target]
         for ts, value in values:
             stamp = float(ts)
@@ -59,7 +62,6 @@ def rounds_from_matrix(result: list[dict], source: PrometheusSettings) -> Iterat
             if page is None:
                 page = by_ts[stamp] = TargetPage()
             page.add(name, labels, value, None)
-    where = shown_url(source.url)
     for target in sorted(pages):
         for ts, page in sorted(pages[target].items()):
             yield round_from_page(target, ts, page, where)

@@ -27,6 +27,7 @@ import httpx
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import HttpSettings
+from core.text import visible
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -177,18 +178,29 @@ class Fetcher:
         key = (origin.scheme, origin.host, origin.port, http.ca_file, http.tls_verify, http.proxy)
         client = self._clients.get(key)
         if client is None:
+            # plain http with a plain-http proxy makes no TLS connection: its CA setting is not loaded
+            tls = origin.scheme == "https" or http.proxy.startswith("https:")
             client = self._clients[key] = httpx.AsyncClient(
-                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False
+                verify=self._tls(http) if tls else False, proxy=http.proxy or None, limits=_LIMITS, trust_env=False
             )
         return client
 
     def _tls(self, http: HttpSettings) -> ssl.SSLContext | bool:
-        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds)."""
+        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds).
+        A CA file that cannot be used is a ScrapeError naming ``http.ca_file``: it costs the sources
+        that use it, and the next GET tries it again (a file put right is taken without a restart)."""
         if not http.tls_verify:
             return False
         context = self._contexts.get(http.ca_file)
         if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
-            context = self._contexts[http.ca_file] = ssl.create_default_context(cafile=http.ca_file or None)
+            try:
+                context = ssl.create_default_context(cafile=http.ca_file or None)
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                what = f"http.ca_file {visible(http.ca_file)!r}" if http.ca_file else "this machine's CA store"
+                raise ScrapeError(f"cannot use {what}: {_ca_reason(exc)}",
+                                  "Check the target's http.ca_file: a readable PEM file of the CA that signed the "
+                                  "server's certificate") from None
+            self._contexts[http.ca_file] = context
         return context
 
     def close(self) -> None:
@@ -250,6 +262,18 @@ def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
         return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause, get.http)})",
                            "Check the target's http.proxy")
     return ScrapeError(f"cannot reach {url} ({_reason(cause, get.http)})", get.hint)
+
+
+def _ca_reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, PermissionError):
+        return "not readable (permission denied)"
+    if isinstance(exc, IsADirectoryError):
+        return "a directory, not a file"
+    if isinstance(exc, ssl.SSLError):
+        return f"not a PEM file of certificates ({exc.reason or exc.__class__.__name__})"
+    return visible(str(exc) or type(exc).__name__, 200)
 
 
 def _reason(exc: BaseException, http: HttpSettings | None = None) -> str:

@@ -59,6 +59,8 @@ class VllmScrape:
     # Series (model × engine label sets) beyond the target's max_series: their samples were dropped
     series_dropped: int = 0
     series_limit: int | None = None  # the limit applied (None: none)
+    # Samples that repeated a name and label set already on the page: dropped, the first kept
+    duplicate_samples: int = 0
 
 
 @dataclass(frozen=True, slots=True)

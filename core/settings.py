@@ -25,7 +25,7 @@ from core.errors import SweetspotError
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
-from core.text import escaped, visible
+from core.text import escaped, name_key, name_problem, visible
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 # Prometheus' sample_limit idea: a page with more model × engine label sets than this keeps its first
@@ -629,8 +629,9 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
 
 
 def _check_target(target: TargetSettings, key: str) -> None:
-    if not target.name.strip():
-        raise ConfigError(f"{key}.name: {target.name!r} is empty; give each target a short name such as prod-70b")
+    problem = name_problem(target.name)
+    if problem:
+        raise ConfigError(f"{key}.name: {problem}; give each target a short name such as prod-70b")
     if not target.vllm_url:
         # without it the target has nothing to scrape; `run` used to start the demo simulator then
         raise ConfigError(f"{key}.vllm_url: required, vLLM's /metrics URL (e.g. http://10.0.0.5:8000/metrics); "
@@ -638,10 +639,15 @@ def _check_target(target: TargetSettings, key: str) -> None:
 
 
 def _validate(settings: Settings) -> Settings:
-    names = [t.name for t in settings.targets]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(f"targets: the name {duplicates[0]!r} is used twice; names must be unique")
+    first: dict[str, int] = {}  # names compared as they read (core.text.name_key)
+    for i, target in enumerate(settings.targets):
+        problem = name_problem(target.name)  # a name that reads as nothing or mixes scripts, before comparing
+        if problem:
+            raise ConfigError(f"targets[{i}].name: {problem}; give each target a short name such as prod-70b")
+        j = first.setdefault(name_key(target.name), i)
+        if j != i:
+            same = "is used twice" if target.name == settings.targets[j].name else f"reads the same as targets[{j}]'s"
+            raise ConfigError(f"targets[{i}].name: '{visible(target.name, 60)}' {same}; names must be unique")
     targets = []
     for i, target in enumerate(settings.targets):
         key = f"targets[{i}]"

@@ -12,6 +12,8 @@ from core.settings import Settings
 from db import canned, query_runner, query_views, saved_queries
 
 HELP = "run read-only SQL over the history's views (or a canned query); print a table, CSV or JSON"
+# printed as it is, not through the terminal's escaping (app/cli.py): CSV and JSON are data: cells keep their characters (a table's cells are made visible by app/query_output.py)
+DATA_OUTPUT = True
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
