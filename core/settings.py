@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import re
 import tomllib
 import types
@@ -299,6 +300,10 @@ class UiSettings:
     refresh_s: float = _setting(10.0, "live refresh period of the charts", kind="duration")
     allow_public: bool = _setting(
         False, f"serve the UI beyond loopback (0.0.0.0, ::, a LAN address) without {ENV_UI_PASSWORD}; off, it refuses to start"
+    )
+    trusted_proxies: tuple[str, ...] = _setting(
+        (), "addresses or networks (10.0.0.0/8) of reverse proxies whose X-Forwarded-For names the visitor; empty: none",
+        factory=tuple,
     )
 
 
@@ -682,6 +687,12 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
     _check_headers(settings)
+    for proxy in settings.ui.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(f"ui.trusted_proxies: '{visible(proxy, 60)}' is not an IP address or network "
+                              "(e.g. 10.0.0.5 or 10.0.0.0/8)") from None
     _validate_email(settings.alerts)
     return settings
 
