@@ -44,6 +44,10 @@ _BLOCK_START = re.compile(r"^(\s*|\s*\d+)([-+#.)])")
 # HTML and entities, math, strikethrough, tables, its directives (:red[...], :material/icon:, emoji),
 # and block markers at the start (lists, quotes, headings)
 _MARKUP = re.compile(r"[\\`*_\[\]<&$~|]|:[\w/-]+[\[:]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
+# What GFM turns into a link by itself (autolink literals: a URL's "://", a "www." host, an e-mail's
+# "@"). Streamlit finds them in the text after escapes are read, so no backslash breaks them: such a
+# name is shown in a code span, where nothing is a link.
+_LINK_SHAPE = re.compile(r"://|(?i:www)\.|@")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _TERMINAL_CONTROL = re.compile(_CONTROL.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))  # LF and TAB kept
 
@@ -175,8 +179,11 @@ def markdown(value: Any, limit: int = MAX_NAME) -> str:
     """``value`` as literal text inside Markdown: control characters escaped, bounded, and every
     character that can begin markup backslash-escaped (no link, image, emphasis, code, HTML, math
     or Streamlit directive such as ``:red[...]`` can start in it, nor a list or heading). Text without markup is returned
-    as it is (escaping would not change how it reads)."""
+    as it is (escaping would not change how it reads); text holding a link's shape (``://``, ``www.``,
+    ``@``) is a code span (:func:`markdown_code`), which GFM never turns into a link."""
     text = visible(value, limit)
+    if _LINK_SHAPE.search(text):
+        return markdown_code(text, limit)
     if not _MARKUP.search(text):
         return text
     return _BLOCK_START.sub(r"\1\\\2", _MARKUP_CHARACTER.sub(r"\\\1", text))
@@ -184,10 +191,10 @@ def markdown(value: Any, limit: int = MAX_NAME) -> str:
 
 def reads_the_same_in_markdown(value: str) -> bool:
     """Whether ``value`` shown as Markdown reads as the text it is: no control character, no
-    character that starts markup, no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
+    character that starts markup or a link (``://``, ``www.``, ``@``), no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
     does; ``![x](http://host/x.png)`` does not). For widgets whose labels are Markdown and cannot be
     escaped without changing the value they stand for."""
-    return visible(value) == value and not _MARKUP.search(value)
+    return visible(value) == value and not _MARKUP.search(value) and not _LINK_SHAPE.search(value)
 
 
 def markdown_code(value: Any, limit: int = MAX_NAME) -> str:
