@@ -14,8 +14,8 @@ from app.collection import CollectionService
 from app.loader import load_settings
 from core.text import markdown
 from tests.browser import CHROMIUM
-from tests.test_ui_hostile_names import Attacker
 from tests.support.http_server import serving
+from tests.test_ui_hostile_names import Attacker
 
 pytestmark = [
     pytest.mark.browser,
