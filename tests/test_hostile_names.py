@@ -142,7 +142,9 @@ def test_each_sink_gets_the_name_as_the_text_it_is():
     assert visible("x" * 500) == "x" * 199 + "…" and len(header("y" * 900)) == 250
     assert [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "@SUM(A1)", "+1", "-2", "\tx", "\rx", "ok", -3, None)] == [
         "'=cmd|' /C calc'!A0", "'@SUM(A1)", "'+1", "'-2", "'\tx", "'\rx", "ok", -3, None]  # fmt: skip
-    assert markdown("![x](http://127.0.0.1:9/x.png) :red[y]") == r"\!\[x\](http\://127.0.0.1\:9/x.png) \:red\[y\]"
+    assert markdown("![x](x.png) :red[y]") == r"\!\[x\](x.png) \:red\[y\]"
+    # a link's shape (GFM would link it whatever the escapes): a code span, where nothing is a link
+    assert markdown("![x](http://127.0.0.1:9/x.png) :red[y]") == "`![x](http://127.0.0.1:9/x.png) :red[y]`"
     assert markdown("12. b") == r"12\. b" and markdown("- a") == r"\- a"
     assert markdown("meta-llama/Llama-3.3-70B (5m: 12 > 0)") == "meta-llama/Llama-3.3-70B (5m: 12 > 0)"  # no markup: as is
     assert markdown_code("a`b``c") == "```a`b``c```" and reads_the_same_in_markdown("- x") is False

@@ -40,6 +40,9 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
         "--browser.gatherUsageStats", "false", "--global.developmentMode", "false",
         # Ops people get the dashboard, not Streamlit's "Deploy" button and developer menu.
         "--client.toolbarMode", "viewer",
+        # A table's toolbar would write its cells to CSV as they are (a formula cell run by the
+        # spreadsheet); the pages' own "Download CSV" buttons neutralise them (core.text.csv_cell)
+        "--client.disableDataExport", "true",
         # Nobody edits the dashboard's scripts while it serves; watching them only costs CPU (without
         # the watchdog package Streamlit polls every file of the app).
         "--server.fileWatcherType", "none",
