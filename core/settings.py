@@ -37,6 +37,8 @@ DEFAULT_MAX_SERIES = 1000
 ENV_CONFIG = "SWEETSPOT_CONFIG"
 ENV_DB_URL = "SWEETSPOT_DB_URL"
 ENV_DB_PASSWORD = "SWEETSPOT_DB_PASSWORD"
+ENV_QUERY_DB_URL = "SWEETSPOT_QUERY_DB_URL"
+ENV_QUERY_DB_PASSWORD = "SWEETSPOT_QUERY_DB_PASSWORD"
 ENV_UI_PASSWORD = "SWEETSPOT_UI_PASSWORD"
 ENV_SMTP_PASSWORD = "SWEETSPOT_SMTP_PASSWORD"
 # Alert e-mail without a config file (docs/alerts.md, E-mail): env → [alerts.email] key.
@@ -53,6 +55,8 @@ ENVIRONMENT_VARIABLES = {
     ENV_CONFIG: "path of the TOML settings file (same as --config)",
     ENV_DB_URL: "database URL; overrides db_url from the file",
     ENV_DB_PASSWORD: "password of db_url's PostgreSQL user, kept out of the URL (postgresql://USER@HOST/DB)",
+    ENV_QUERY_DB_URL: "the URL ad-hoc queries connect with on PostgreSQL; overrides query.db_url from the file",
+    ENV_QUERY_DB_PASSWORD: "password of query.db_url's PostgreSQL user, kept out of the URL",
     ENV_UI_PASSWORD: "when set, the UI asks for this password",
     ENV_SMTP_PASSWORD: "password for the SMTP server that sends alert e-mails",
     "SWEETSPOT_SMTP_HOST": "SMTP server that sends alert e-mails (alerts.email.host); unset = e-mail off",
@@ -419,6 +423,10 @@ class QuerySettings:
     timeout_s: float = _setting(2.0, "time limit of one query (--timeout may ask for up to max_timeout_s)", kind="duration")
     max_timeout_s: float = _setting(30.0, "the most time any query may be given", kind="duration")
     row_limit: int = _setting(10000, "rows returned at most; more are cut off and reported as truncated")
+    db_url: str = _setting(
+        "", "PostgreSQL: the URL of a role that can read the query views and nothing else (deploy/query-role.sql); "
+            "empty: db_url, whose role is refused when it can read more"
+    )
 
 
 @dataclass(frozen=True)
@@ -682,6 +690,9 @@ def _validate(settings: Settings) -> Settings:
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
+    if q.db_url and not (q.db_url.startswith(("postgresql:", "postgresql+")) and settings.db_url.startswith(("postgresql:", "postgresql+"))):
+        raise ConfigError(f"query.db_url: {masked(q.db_url)!r} is for a PostgreSQL db_url (a role reading the views only); "
+                          "SQLite's queries are read-only by their connection: leave it empty")
     for i, source in enumerate(settings.prometheus):
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
@@ -854,6 +865,10 @@ def read_settings(
         raise ConfigError(f"alerts.email.password: not read from the file; set {ENV_SMTP_PASSWORD} in the environment instead")
     if environ.get(ENV_DB_URL):
         data["db_url"] = environ[ENV_DB_URL]
+    if environ.get(ENV_QUERY_DB_URL):
+        query = data.setdefault("query", {})
+        if isinstance(query, dict):
+            query["db_url"] = environ[ENV_QUERY_DB_URL]
     _email_from_environment(data, environ)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = _build(Settings, data)
@@ -867,11 +882,13 @@ def read_settings(
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
         prometheus=_with_bearer_tokens(settings.prometheus, environ),
         alerts=_hooks_with_tokens(settings.alerts, environ),
+        query=dataclasses.replace(settings.query, db_url=with_db_password(settings.query.db_url, environ.get(ENV_QUERY_DB_PASSWORD, ""),
+                                                                           "query.db_url", ENV_QUERY_DB_PASSWORD)),
     )
     return _validate(settings)
 
 
-def with_db_password(db_url: str, password: str) -> str:
+def with_db_password(db_url: str, password: str, key: str = "db_url", variable: str = ENV_DB_PASSWORD) -> str:
     """``db_url`` with ``password`` (from SWEETSPOT_DB_PASSWORD) as its user's password, percent-encoded.
 
     The password stays out of the URL people write and see (compose files, ``ps``, the dashboard);
@@ -881,13 +898,18 @@ def with_db_password(db_url: str, password: str) -> str:
     parts = urllib.parse.urlsplit(db_url)
     user, at, host = parts.netloc.rpartition("@")
     if not parts.scheme.startswith("postgresql"):
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url {masked(db_url)!r} is not a postgresql:// URL; unset it")
+        raise ConfigError(f"{variable}: set, but {key} {masked(db_url)!r} is not a postgresql:// URL; unset it")
     if not at or not user:
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url names no user; write it as postgresql://USER@HOST/DB")
+        raise ConfigError(f"{variable}: set, but {key} names no user; write it as postgresql://USER@HOST/DB")
     if parts.password is not None:
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url holds a password too; keep only the variable "
+        raise ConfigError(f"{variable}: set, but {key} holds a password too; keep only the variable "
                           "(postgresql://USER@HOST/DB)")
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{urllib.parse.quote(password, safe='')}@{host}"))
+
+
+def query_db_url(settings: Settings) -> str:
+    """The URL ad-hoc queries connect with: ``query.db_url`` (PostgreSQL's reading role), else ``db_url``."""
+    return settings.query.db_url or settings.db_url
 
 
 def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
