@@ -876,16 +876,33 @@ def read_settings(
         settings = dataclasses.replace(settings, scrape_timeout_s=min(settings.scrape_timeout_s, settings.interval_s))
     settings = dataclasses.replace(
         settings,
-        db_url=with_db_password(settings.db_url, environ.get(ENV_DB_PASSWORD, "")),
+        db_url=with_db_password(userinfo_quoted(settings.db_url), environ.get(ENV_DB_PASSWORD, "")),
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
         prometheus=_with_bearer_tokens(settings.prometheus, environ),
         alerts=_hooks_with_tokens(settings.alerts, environ),
-        query=dataclasses.replace(settings.query, db_url=with_db_password(settings.query.db_url, environ.get(ENV_QUERY_DB_PASSWORD, ""),
+        query=dataclasses.replace(settings.query, db_url=with_db_password(userinfo_quoted(settings.query.db_url),
+                                                                           environ.get(ENV_QUERY_DB_PASSWORD, ""),
                                                                            "query.db_url", ENV_QUERY_DB_PASSWORD)),
     )
     return _validate(settings)
+
+
+_USERINFO_SPECIALS = {c: urllib.parse.quote(c, safe="") for c in "@/?# "}
+
+
+def userinfo_quoted(db_url: str) -> str:
+    """``db_url`` with the ``@ / ? #`` and spaces of its user and password percent-encoded, its
+    userinfo running up to the URL's last ``@``: a base64 password (``/``) or one holding ``@`` then
+    reaches the server whole, and no driver message quotes a piece of it as the host name."""
+    scheme, sep, rest = db_url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or not any(c in userinfo for c in _USERINFO_SPECIALS):
+        return db_url
+    user, colon, password = userinfo.partition(":")
+    quote = lambda part: "".join(_USERINFO_SPECIALS.get(c, c) for c in part)  # noqa: E731
+    return f"{scheme}://{quote(user)}{colon}{quote(password)}@{host}"
 
 
 def with_db_password(db_url: str, password: str, key: str = "db_url", variable: str = ENV_DB_PASSWORD) -> str:
