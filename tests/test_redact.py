@@ -107,3 +107,26 @@ def test_every_log_line_is_masked_tracebacks_included() -> None:
     line = MaskingFormatter("%(name)s: %(message)s").format(record)
     assert "api_key=***" in line and "u:***@h" in line and "token=***" in line
     assert not any(s in line for s in ("pw1", "tok1", "k1"))
+
+
+def test_config_json_masks_a_webhooks_secret_path_and_every_query_value(tmp_path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    path = tmp_path / "s.toml"
+    path.write_text('[alerts.webhook]\nurl = "https://hooks.slack.com/services/T0AAA/B0BBB/XyZsecretPath"\n'
+                    '[alerts.alertmanager]\nurl = "http://am:9093/base?secretKey=k9q"\n'
+                    '[[targets]]\nname = "a"\nvllm_url = "https://tok3n@vllm:8000/metrics?accessKey=ak7&page=2"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWEETSPOT_")}
+    done = subprocess.run([sys.executable, "-m", "app", "--config", str(path), "config", "--json"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["alerts"]["webhook"]["url"] == "https://hooks.slack.com/***"
+    assert shown["alerts"]["alertmanager"]["url"] == "http://am:9093/***"
+    assert shown["targets"][0]["vllm_url"] == "https://***@vllm:8000/metrics?accessKey=***&page=***"
+    assert not [s for s in ("XyZsecretPath", "k9q", "tok3n", "ak7") if s in done.stdout]
