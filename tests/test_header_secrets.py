@@ -134,3 +134,25 @@ def test_the_webhook_never_puts_its_header_in_the_notification_log(page, value: 
         assert SECRET[:5] not in text and SECRET[5:] not in text, text
     finally:
         sender.close()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_VALUES)
+def test_the_prometheus_client_never_puts_a_header_in_its_error(page, value: str) -> None:
+    from collectors.prometheus import PrometheusClient
+    from core.errors import SweetspotError
+    from core.settings import PrometheusSettings
+
+    source = PrometheusSettings(url=page.rsplit("/metrics", 1)[0], http=HttpSettings(headers={"X-Scope-OrgID": value}))
+    try:
+        client = PrometheusClient(source, 2.0)
+    except UnicodeEncodeError as exc:
+        assert SECRET[:5] not in str(exc) and SECRET[5:] not in str(exc)
+        return
+    try:
+        client.query("up")
+    except SweetspotError as exc:
+        text = f"{exc} {exc.hint}"
+        assert SECRET[:5] not in text and SECRET[5:] not in text, text
+    finally:
+        client.close()
