@@ -13,7 +13,7 @@ from types import ModuleType
 from app.loader import load_settings
 from core.errors import SweetspotError
 from core.settings import ENV_CONFIG
-from core.text import LogFormatter, escaped
+from core.text import LogFormatter, TerminalWriter, escaped
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {
@@ -84,11 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for noisy in ("httpx", "httpcore", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = None
+    stdout = sys.stdout
+    module = _load(args.command)
+    if not getattr(module, "DATA_OUTPUT", False):
+        # what a command prints for a terminal holds text from outside (model names, answers): each
+        # control character shown as an escape, each line bounded (core/text.py TerminalWriter)
+        sys.stdout = TerminalWriter(stdout)
     try:
         overrides = {"db_url": getattr(args, "db", None)}
         settings = load_settings(args.config, os.environ, overrides)
         args.environ = os.environ  # for flags that name a secret's variable (inspect --bearer-token-env)
-        return int(_load(args.command).execute(args, settings) or 0)
+        return int(module.execute(args, settings) or 0)
     except SweetspotError as exc:
         print(f"ERROR: {escaped(exc.one_line())}", file=sys.stderr)
         return 2
@@ -111,3 +117,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`... | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        sys.stdout = stdout

@@ -20,6 +20,7 @@ from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceRe
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import Settings, TargetSettings
+from core.text import visible
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ class RoundReader:
             self._log_change(round_.target, source, "")
             if source == "vllm":
                 self._log_series_limit(round_.target, value)
+                self._log_duplicates(round_.target, value)
             round_.results[source] = value, SourceResult(True, None, time.perf_counter() - began)
         round_.left -= 1
 
@@ -129,6 +131,19 @@ class RoundReader:
                             "value over %d, or a histogram's buckets past %d; docs/security.md)", target.name,
                             scrape.lines_refused, MAX_LINE_CHARS, MAX_LABEL_VALUE_CHARS, MAX_BUCKETS)  # fmt: skip
             self._last_error[key] = refused
+
+    def _log_duplicates(self, target: TargetSettings, scrape: VllmScrape) -> None:
+        # Once when a target's page starts repeating samples (and once when it stops), not every round.
+        key = (target.name, "duplicates")
+        repeated = "repeated" if scrape.duplicate_samples else ""
+        if self._last_error.get(key, "") != repeated:
+            if repeated:
+                log.warning("%s vllm: %d samples repeat a name and labels already on the page; the first of each is "
+                            "kept, the repeats dropped (check the exporter or the proxy in front of it)",
+                            target.name, scrape.duplicate_samples)
+            else:
+                log.info("%s vllm: the page repeats no sample any more", target.name)
+            self._last_error[key] = repeated
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
         # Log a source going down or coming back once, not on every round.
@@ -191,24 +206,26 @@ class _Round:
 
 
 def describe_round(round_: ScrapeRound) -> str:
-    """One line saying what a round stored, for ``collect --once`` and the logs."""
-    parts = [f"{round_.target}:"]
+    """One line saying what a round stored, for ``collect --once`` and the logs: names from outside
+    (models, a target, an error) each made :func:`core.text.visible` (escaped, bounded)."""
+    parts = [f"{visible(round_.target)}:"]
     if round_.vllm is None:
-        parts.append(f"vLLM DOWN ({round_.vllm_status.error})")
+        parts.append(f"vLLM DOWN ({visible(round_.vllm_status.error, 2000)})")
     else:
-        models = ", ".join(round_.vllm.models) or "no model"
+        models = ", ".join(map(visible, round_.vllm.models)) or "no model"
         parts.append(f"vLLM up [{models}] in {round_.vllm_status.duration_s * 1000:.1f} ms")
         for name, figures in round_.vllm.models.items():
             g, c = figures.gauges, figures.counters
             parts.append(
-                f"{name}: running={_fmt(g.get('requests_running'))} waiting={_fmt(g.get('requests_waiting'))}"
+                f"{visible(name)}: running={_fmt(g.get('requests_running'))} waiting={_fmt(g.get('requests_waiting'))}"
                 f" kv={_fmt(g.get('kv_cache_usage'))} generation_tokens_total={_fmt(c.get('generation_tokens'))}"
             )
     if round_.gateway_status is not None:
         depth = round_.gateway.queue_depth if round_.gateway else None
-        parts.append(f"gateway queue={_fmt(depth)}" if round_.gateway_status.ok else f"gateway DOWN ({round_.gateway_status.error})")
+        parts.append(f"gateway queue={_fmt(depth)}" if round_.gateway_status.ok
+                     else f"gateway DOWN ({visible(round_.gateway_status.error, 2000)})")
     if round_.gpu_status is not None:
-        parts.append(f"{len(round_.gpus)} GPU(s)" if round_.gpu_status.ok else f"GPU: {round_.gpu_status.error}")
+        parts.append(f"{len(round_.gpus)} GPU(s)" if round_.gpu_status.ok else f"GPU: {visible(round_.gpu_status.error, 2000)}")
     return " ".join(parts)
 
 

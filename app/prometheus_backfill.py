@@ -21,7 +21,7 @@ from typing import TextIO
 from sqlalchemy import Engine
 
 from app.progress import ProgressLine
-from app.prometheus_source import FUTURE_SKEW_S, discovered_target, round_from_page
+from app.prometheus_source import FUTURE_SKEW_S, discovered_target, round_from_page, usable_name
 from collectors.prometheus import (
     PrometheusClient,
     TargetPage,
@@ -66,8 +66,9 @@ def rounds_from_matrix(result: list[dict], source: PrometheusSettings, now: floa
     pages: dict[str, dict[float, TargetPage]] = defaultdict(dict)
     latest = None if now is None else now + FUTURE_SKEW_S
     left_out = 0
+    where = shown_url(source.url)
     for target, name, labels, values in matrix_rows(result, source.target_label):
-        if target in refused or not target.strip():
+        if target in refused or not usable_name(target, where):  # "", " ", NUL: never registered as a target
             continue
         by_ts = pages[target]
         for point in values:
@@ -82,8 +83,7 @@ def rounds_from_matrix(result: list[dict], source: PrometheusSettings, now: floa
             page.add(name, labels, value, None)
     if left_out:
         log.warning("backfill: %d points of %s left out: not [time, number], or stamped more than %g s after now",
-                    left_out, shown_url(source.url), FUTURE_SKEW_S)
-    where = shown_url(source.url)
+                    left_out, where, FUTURE_SKEW_S)
     for target in sorted(pages):
         for ts, page in sorted(pages[target].items()):
             yield round_from_page(target, ts, page, where)

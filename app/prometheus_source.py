@@ -29,6 +29,7 @@ from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceRe
 from collectors.vllm import parse_vllm
 from core.errors import ScrapeError
 from core.settings import GatewaySettings, PrometheusSettings, Settings, TargetSettings
+from core.text import name_problem
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -37,6 +38,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FUTURE_SKEW_S = 60.0  # how far ahead of this machine's clock a sample's time may be (clocks drift)
+_refused_names: set[str] = set()  # each discovered name a target cannot have, logged once per process
+
+
+def usable_name(name: str, where: str) -> bool:
+    """Whether a value of the target label can name a target (:func:`core.text.name_problem`: not
+    blank, nothing invisible, one script); a name that cannot is skipped, logged once."""
+    problem = name_problem(name)
+    if problem and name not in _refused_names:
+        _refused_names.add(name)
+        log.warning("%s: a series's target label %s; its series are skipped", where, problem)
+    return not problem
 
 
 @dataclass
@@ -104,8 +116,10 @@ class PrometheusSource:
         gpus, gpu_status = self._gpus()
         duration = time.perf_counter() - started
         for target, page in answer.pages.items():
-            if target in self.configured or not target.strip():
+            if target in self.configured:
                 self._refuse(target)
+                continue
+            if not usable_name(target, self.name):
                 continue
             self.seen[target] = now
             if target not in self.known:

@@ -28,6 +28,7 @@ import httpx
 from core.errors import ScrapeError, SweetspotError
 from core.redact import masked
 from core.settings import HttpSettings
+from core.text import visible
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
@@ -190,7 +191,7 @@ class Fetcher:
         except ScrapeError as exc:
             text, error = None, exc
         except Exception as exc:  # a client that cannot be built from the settings, or a bug: this GET's failure
-            text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc)})",
+            text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc, get.http)})",
                                             "Check the target's http settings (http.proxy, http.ca_file)")  # fmt: skip
         arrived.put((marker, Answer(get.key, text, error, time.perf_counter() - start)))
 
@@ -222,7 +223,7 @@ class Fetcher:
             raise ScrapeError(str(exc), get.hint) from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL):
             raise ScrapeError(f"{url!r} is not an http:// or https:// URL", get.hint) from None
-        except (httpx.HTTPError, OSError) as exc:
+        except (httpx.HTTPError, OSError, UnicodeEncodeError) as exc:  # a header httpx cannot encode is the last
             raise _transport_error(url, exc, get) from None
         if response.status_code != 200:
             raise ScrapeError(f"{url} answered HTTP {response.status_code}", get.hint)
@@ -239,18 +240,29 @@ class Fetcher:
         key = (origin.scheme, origin.host, origin.port, http.ca_file, http.tls_verify, http.proxy)
         client = self._clients.get(key)
         if client is None:
+            # plain http with a plain-http proxy makes no TLS connection: its CA setting is not loaded
+            tls = origin.scheme == "https" or http.proxy.startswith("https:")
             client = self._clients[key] = httpx.AsyncClient(
-                verify=self._tls(http), proxy=http.proxy or None, limits=_LIMITS, trust_env=False
+                verify=self._tls(http) if tls else False, proxy=http.proxy or None, limits=_LIMITS, trust_env=False
             )
         return client
 
     def _tls(self, http: HttpSettings) -> ssl.SSLContext | bool:
-        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds)."""
+        """One TLS context per CA setting, shared by the clients (loading a CA store costs milliseconds).
+        A CA file that cannot be used is a ScrapeError naming ``http.ca_file``: it costs the sources
+        that use it, and the next GET tries it again (a file put right is taken without a restart)."""
         if not http.tls_verify:
             return False
         context = self._contexts.get(http.ca_file)
         if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
-            context = self._contexts[http.ca_file] = ssl.create_default_context(cafile=http.ca_file or None)
+            try:
+                context = ssl.create_default_context(cafile=http.ca_file or None)
+            except (OSError, ssl.SSLError, ValueError) as exc:
+                what = f"http.ca_file {visible(http.ca_file)!r}" if http.ca_file else "this machine's CA store"
+                raise ScrapeError(f"cannot use {what}: {_ca_reason(exc)}",
+                                  "Check the target's http.ca_file: a readable PEM file of the CA that signed the "
+                                  "server's certificate") from None
+            self._contexts[http.ca_file] = context
         return context
 
     def close(self) -> None:
@@ -301,19 +313,53 @@ def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
     if isinstance(cause, ssl.SSLCertVerificationError):
         return ScrapeError(f"cannot reach {url} (its TLS certificate is not trusted here: {cause.verify_message})",
                            "Point the target's http.ca_file at the server's CA, or add the CA to this machine's store")
+    if isinstance(exc, httpx.LocalProtocolError | UnicodeError) or isinstance(cause, UnicodeError):
+        # the request itself could not be written: its text quotes the header that failed, and a
+        # header may be the credential; the settings' check (core.settings.check_http) names it
+        return ScrapeError(f"cannot send the request to {url}: a header or the bearer token is not valid HTTP "
+                           f"({type(exc).__name__}; the value is not shown)",
+                           "Check the target's http.headers and the variable its http.bearer_token_env names")
     if isinstance(exc, httpx.ProxyError) or (get.http.proxy and isinstance(exc, httpx.ConnectError)):
         # the connection that failed is the proxy's (through a proxy, no other is opened here)
-        return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause)})",
+        return ScrapeError(f"cannot reach {url} through the proxy {masked(get.http.proxy)} ({_reason(cause, get.http)})",
                            "Check the target's http.proxy")
-    return ScrapeError(f"cannot reach {url} ({_reason(cause)})", get.hint)
+    return ScrapeError(f"cannot reach {url} ({_reason(cause, get.http)})", get.hint)
 
 
-def _reason(exc: BaseException) -> str:
+def _ca_reason(exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, PermissionError):
+        return "not readable (permission denied)"
+    if isinstance(exc, IsADirectoryError):
+        return "a directory, not a file"
+    if isinstance(exc, ssl.SSLError):
+        return f"not a PEM file of certificates ({exc.reason or exc.__class__.__name__})"
+    return visible(str(exc) or type(exc).__name__, 200)
+
+
+def _reason(exc: BaseException, http: HttpSettings | None = None) -> str:
+    """One line of why ``exc`` happened, for a message that is stored and shown: URLs masked, and
+    no header value or token of ``http`` in it, in any spelling an exception may quote it."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, socket.gaierror):
         return f"unknown host: {exc.strerror or exc}"
-    return masked((str(exc) or type(exc).__name__).splitlines()[0][:200])
+    return scrubbed(masked((str(exc) or type(exc).__name__).splitlines()[0][:200]), http)
+
+
+def scrubbed(text: str, http: HttpSettings | None) -> str:
+    """``text`` with every header value and the bearer token of ``http`` replaced by ``***``: as
+    written, as Python quotes it (``b'...\\n'``) and each line of it."""
+    if http is None:
+        return text
+    for secret in sorted((http.bearer_token, *http.headers.values()), key=len, reverse=True):
+        spellings = {secret, secret.strip(), repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1],
+                     *(line.strip() for line in secret.splitlines())}
+        for spelling in sorted(spellings, key=len, reverse=True):
+            if len(spelling) >= 4:
+                text = text.replace(spelling, "***")
+    return text
 
 
 def fetch_text(url: str, timeout_s: float, fetcher: Fetcher | None = None, hint: str = "",

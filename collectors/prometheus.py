@@ -36,7 +36,15 @@ from typing import Any
 
 import httpx
 
-from collectors.fetch import ACCEPT_ENCODING, MAX_REDIRECTS, BodyError, read_bounded, redirect_target, split_userinfo
+from collectors.fetch import (
+    ACCEPT_ENCODING,
+    MAX_REDIRECTS,
+    BodyError,
+    read_bounded,
+    redirect_target,
+    scrubbed,
+    split_userinfo,
+)
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
@@ -367,9 +375,15 @@ class PrometheusClient:
             if self.source.http.proxy:  # through a proxy, the connection that failed is the proxy's
                 raise PrometheusError(f"cannot reach Prometheus at {self.shown} through the proxy "
                                       f"{shown_url(self.source.http.proxy)} ({_reason(exc)})", "Check prometheus[].http.proxy") from None
-            raise PrometheusError(f"cannot reach Prometheus at {self.shown} ({_reason(exc)})", HINT_URL) from None
+            raise PrometheusError(f"cannot reach Prometheus at {self.shown} ({scrubbed(_reason(exc), self.source.http)})",
+                                  HINT_URL) from None
+        except httpx.LocalProtocolError:  # its text quotes the header that could not be sent: never shown
+            raise PrometheusError(f"cannot send the request to Prometheus at {self.shown}: a header or the bearer token is "
+                                  "not valid HTTP (the value is not shown)",
+                                  "Check prometheus[].http.headers and the variable http.bearer_token_env names") from None
         except httpx.HTTPError as exc:
-            raise PrometheusError(f"cannot read Prometheus at {self.shown} ({type(exc).__name__}: {masked(str(exc))})", HINT_URL) from None
+            raise PrometheusError(f"cannot read Prometheus at {self.shown} ({type(exc).__name__}: "
+                                  f"{scrubbed(masked(str(exc)), self.source.http)})", HINT_URL) from None
         if answer.status_code == 404 and allow_missing:
             return None
         if answer.status_code == 200:

@@ -60,6 +60,8 @@ class VllmScrape:
     series_dropped: int = 0
     series_limit: int | None = None  # the limit applied (None: none)
     lines_refused: int = 0  # lines over the parser's bounds (collectors/expfmt.py: line, label value, buckets)
+    # Samples that repeated a name and label set already on the page: dropped, the first kept
+    duplicate_samples: int = 0
 
 
 @dataclass(frozen=True, slots=True)

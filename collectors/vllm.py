@@ -81,7 +81,7 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
     at all (the page is not vLLM's).
     """
     (names, labels, values), dropped, refused = _PARSER.parse_bounded(text, max_series)
-    by_name = _group(list(zip(names, labels, values, strict=True)))
+    by_name, duplicates = _group(list(zip(names, labels, values, strict=True)))
     models: dict[str, ModelFigures] = {}
     used: dict[str, str] = {}
     info: dict[str, Rows] = {}
@@ -121,19 +121,31 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
         series_dropped=dropped,
         series_limit=max_series,
         lines_refused=refused,
+        duplicate_samples=duplicates,
     )
 
 
 
-def _group(rows: Rows) -> dict[str, Rows]:
-    """Rows by name. A page lists a family's samples together, so this loops over runs, not samples."""
+def _group(rows: Rows) -> tuple[dict[str, Rows], int]:
+    """Rows by name, and how many samples repeated a label set already read for their name.
+
+    A page lists a family's samples together, so this loops over runs, not samples. A repeated
+    sample (the same name and labels: a broken exporter, a proxy that joins pages) is dropped, the
+    first kept, as Prometheus refuses the duplicate of a scrape: summing them would multiply a gauge.
+    """
     by_name: dict[str, Rows] = {}
     for name, run in groupby(rows, key=_NAME):
         by_name.setdefault(name, []).extend(run)
+    duplicates = 0
+    for name, named in by_name.items():
+        firsts = {frozenset(labels.items()): row for row in reversed(named) for labels in (row[1],)}
+        if len(firsts) < len(named):  # reversed: each label set keeps its first row, in page order
+            duplicates += len(named) - len(firsts)
+            by_name[name] = named = [row for row in named if firsts.get(frozenset(row[1].items())) is row]
     for name, named in by_name.items():
         if any(_RANKS[0] in labels for _, labels, _ in named):
             by_name[name] = _lowest_rank(named)
-    return by_name
+    return by_name, duplicates
 
 
 # SGLang's per-rank labels: one scheduler's figure repeated by each tensor/pipeline/expert rank.

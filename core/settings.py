@@ -8,10 +8,11 @@ fails when a setting is missing from docs/configuration.md. Nothing below the en
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import difflib
 import functools
+import ipaddress
+import re
 import tomllib
 import types
 import typing
@@ -26,7 +27,7 @@ from core.errors import SweetspotError
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
-from core.text import escaped, visible
+from core.text import escaped, name_key, name_problem, visible
 
 DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 # Prometheus' sample_limit idea: a page with more model × engine label sets than this keeps its first
@@ -37,6 +38,8 @@ DEFAULT_MAX_SERIES = 1000
 ENV_CONFIG = "SWEETSPOT_CONFIG"
 ENV_DB_URL = "SWEETSPOT_DB_URL"
 ENV_DB_PASSWORD = "SWEETSPOT_DB_PASSWORD"
+ENV_QUERY_DB_URL = "SWEETSPOT_QUERY_DB_URL"
+ENV_QUERY_DB_PASSWORD = "SWEETSPOT_QUERY_DB_PASSWORD"
 ENV_UI_PASSWORD = "SWEETSPOT_UI_PASSWORD"
 ENV_SMTP_PASSWORD = "SWEETSPOT_SMTP_PASSWORD"
 # Alert e-mail without a config file (docs/alerts.md, E-mail): env → [alerts.email] key.
@@ -53,6 +56,8 @@ ENVIRONMENT_VARIABLES = {
     ENV_CONFIG: "path of the TOML settings file (same as --config)",
     ENV_DB_URL: "database URL; overrides db_url from the file",
     ENV_DB_PASSWORD: "password of db_url's PostgreSQL user, kept out of the URL (postgresql://USER@HOST/DB)",
+    ENV_QUERY_DB_URL: "the URL ad-hoc queries connect with on PostgreSQL; overrides query.db_url from the file",
+    ENV_QUERY_DB_PASSWORD: "password of query.db_url's PostgreSQL user, kept out of the URL",
     ENV_UI_PASSWORD: "when set, the UI asks for this password",
     ENV_SMTP_PASSWORD: "password for the SMTP server that sends alert e-mails",
     "SWEETSPOT_SMTP_HOST": "SMTP server that sends alert e-mails (alerts.email.host); unset = e-mail off",
@@ -306,6 +311,10 @@ class UiSettings:
     allow_public: bool = _setting(
         False, f"serve the UI beyond loopback (0.0.0.0, ::, a LAN address) without {ENV_UI_PASSWORD}; off, it refuses to start"
     )
+    trusted_proxies: tuple[str, ...] = _setting(
+        (), "addresses or networks (10.0.0.0/8) of reverse proxies whose X-Forwarded-For names the visitor; empty: none",
+        factory=tuple,
+    )
 
 
 @dataclass(frozen=True)
@@ -420,6 +429,10 @@ class QuerySettings:
     timeout_s: float = _setting(2.0, "time limit of one query (--timeout may ask for up to max_timeout_s)", kind="duration")
     max_timeout_s: float = _setting(30.0, "the most time any query may be given", kind="duration")
     row_limit: int = _setting(10000, "rows returned at most; more are cut off and reported as truncated")
+    db_url: str = _setting(
+        "", "PostgreSQL: the URL of a role that can read the query views and nothing else (deploy/query-role.sql); "
+            "empty: db_url, whose role is refused when it can read more"
+    )
 
 
 @dataclass(frozen=True)
@@ -637,8 +650,9 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
 
 
 def _check_target(target: TargetSettings, key: str) -> None:
-    if not target.name.strip():
-        raise ConfigError(f"{key}.name: {target.name!r} is empty; give each target a short name such as prod-70b")
+    problem = name_problem(target.name)
+    if problem:
+        raise ConfigError(f"{key}.name: {problem}; give each target a short name such as prod-70b")
     if not target.vllm_url:
         # without it the target has nothing to scrape; `run` used to start the demo simulator then
         raise ConfigError(f"{key}.vllm_url: required, vLLM's /metrics URL (e.g. http://10.0.0.5:8000/metrics); "
@@ -646,10 +660,15 @@ def _check_target(target: TargetSettings, key: str) -> None:
 
 
 def _validate(settings: Settings) -> Settings:
-    counts = collections.Counter(t.name for t in settings.targets)  # list.count per name was quadratic: 20,000 targets, 12 s
-    duplicates = sorted(n for n, c in counts.items() if c > 1)
-    if duplicates:
-        raise ConfigError(f"targets: the name {duplicates[0]!r} is used twice; names must be unique")
+    first: dict[str, int] = {}  # names compared as they read (core.text.name_key)
+    for i, target in enumerate(settings.targets):
+        problem = name_problem(target.name)  # a name that reads as nothing or mixes scripts, before comparing
+        if problem:
+            raise ConfigError(f"targets[{i}].name: {problem}; give each target a short name such as prod-70b")
+        j = first.setdefault(name_key(target.name), i)
+        if j != i:
+            same = "is used twice" if target.name == settings.targets[j].name else f"reads the same as targets[{j}]'s"
+            raise ConfigError(f"targets[{i}].name: '{visible(target.name, 60)}' {same}; names must be unique")
     targets = []
     for i, target in enumerate(settings.targets):
         key = f"targets[{i}]"
@@ -679,10 +698,20 @@ def _validate(settings: Settings) -> Settings:
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
+    if q.db_url and not (q.db_url.startswith(("postgresql:", "postgresql+")) and settings.db_url.startswith(("postgresql:", "postgresql+"))):
+        raise ConfigError(f"query.db_url: {masked(q.db_url)!r} is for a PostgreSQL db_url (a role reading the views only); "
+                          "SQLite's queries are read-only by their connection: leave it empty")
     for i, source in enumerate(settings.prometheus):
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
     settings = dataclasses.replace(settings, targets=tuple(targets))
+    _check_headers(settings)
+    for proxy in settings.ui.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(f"ui.trusted_proxies: '{visible(proxy, 60)}' is not an IP address or network "
+                              "(e.g. 10.0.0.5 or 10.0.0.0/8)") from None
     _validate_email(settings.alerts)
     return settings
 
@@ -768,6 +797,41 @@ def http_tables(settings: Settings) -> Iterator[tuple[str, HttpSettings]]:
         yield f"prometheus[{i}].http", source.http
 
 
+# A header's name is an RFC 9110 token; its value visible ASCII and inner spaces (what every HTTP
+# library sends): a CR or LF (a token read from a file ends with one) would be refused at every request.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+
+
+def header_problem(key: str, name: str, value: str) -> str:
+    """Why the header ``name: value`` cannot be sent, naming ``key`` and never showing the value
+    (it may be a credential), or "" when it can."""
+    if not _HEADER_NAME.fullmatch(name):
+        return f"{key}: the header name '{visible(name, 60)}' is not a valid HTTP header name"
+    if value and not _HEADER_VALUE.fullmatch(value):
+        return (f"{key}.{visible(name, 60)}: the value (not shown: it may hold a credential) has a line break, control "
+                "character, non-ASCII letter or space at its start or end; write it on one line without them")
+    return ""
+
+
+def _check_headers(settings: Settings) -> None:
+    """Every header and bearer token of every HTTP table can be sent (ConfigError naming the first that cannot)."""
+    hooks = ((f"alerts.{key}.http", getattr(settings.alerts, key).http) for key in ("alertmanager", "webhook"))
+    for key, http in (*http_tables(settings), *hooks):
+        check_http(key, http)
+
+
+def check_http(key: str, http: HttpSettings, token_key: str = "") -> None:
+    """ConfigError naming the setting when a header or the bearer token of ``http`` cannot be sent."""
+    for name, value in http.headers.items():
+        problem = header_problem(key if key.startswith("--") else f"{key}.headers", name, value)
+        if problem:
+            raise ConfigError(problem)
+    if http.bearer_token and header_problem("", "Authorization", http.bearer_token):
+        raise ConfigError(f"{token_key or key + '.bearer_token_env'}: the token in {http.bearer_token_env} (not shown) holds "
+                          "a line break, control character, space or non-ASCII letter; a token is one word")
+
+
 def require_scrape_tokens(settings: Settings) -> None:
     """Refuse to scrape while a ``bearer_token_env`` names an unset variable (ConfigError naming it).
 
@@ -815,6 +879,10 @@ def read_settings(
         raise ConfigError(f"alerts.email.password: not read from the file; set {ENV_SMTP_PASSWORD} in the environment instead")
     if environ.get(ENV_DB_URL):
         data["db_url"] = environ[ENV_DB_URL]
+    if environ.get(ENV_QUERY_DB_URL):
+        query = data.setdefault("query", {})
+        if isinstance(query, dict):
+            query["db_url"] = environ[ENV_QUERY_DB_URL]
     _email_from_environment(data, environ)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = _build(Settings, data)
@@ -822,17 +890,36 @@ def read_settings(
         settings = dataclasses.replace(settings, scrape_timeout_s=min(settings.scrape_timeout_s, DEFAULT_TIMEOUT_SHARE * settings.interval_s))
     settings = dataclasses.replace(
         settings,
-        db_url=with_db_password(settings.db_url, environ.get(ENV_DB_PASSWORD, "")),
+        db_url=with_db_password(userinfo_quoted(settings.db_url), environ.get(ENV_DB_PASSWORD, "")),
         ui_password=environ.get(ENV_UI_PASSWORD, ""),
         smtp_password=environ.get(ENV_SMTP_PASSWORD, ""),
         targets=tuple(_with_tokens(t, f"targets[{i}]", environ) for i, t in enumerate(settings.targets)),
         prometheus=_with_bearer_tokens(settings.prometheus, environ),
         alerts=_hooks_with_tokens(settings.alerts, environ),
+        query=dataclasses.replace(settings.query, db_url=with_db_password(userinfo_quoted(settings.query.db_url),
+                                                                           environ.get(ENV_QUERY_DB_PASSWORD, ""),
+                                                                           "query.db_url", ENV_QUERY_DB_PASSWORD)),
     )
     return _validate(settings)
 
 
-def with_db_password(db_url: str, password: str) -> str:
+_USERINFO_SPECIALS = {c: urllib.parse.quote(c, safe="") for c in "@/?# "}
+
+
+def userinfo_quoted(db_url: str) -> str:
+    """``db_url`` with the ``@ / ? #`` and spaces of its user and password percent-encoded, its
+    userinfo running up to the URL's last ``@``: a base64 password (``/``) or one holding ``@`` then
+    reaches the server whole, and no driver message quotes a piece of it as the host name."""
+    scheme, sep, rest = db_url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or not any(c in userinfo for c in _USERINFO_SPECIALS):
+        return db_url
+    user, colon, password = userinfo.partition(":")
+    quote = lambda part: "".join(_USERINFO_SPECIALS.get(c, c) for c in part)  # noqa: E731
+    return f"{scheme}://{quote(user)}{colon}{quote(password)}@{host}"
+
+
+def with_db_password(db_url: str, password: str, key: str = "db_url", variable: str = ENV_DB_PASSWORD) -> str:
     """``db_url`` with ``password`` (from SWEETSPOT_DB_PASSWORD) as its user's password, percent-encoded.
 
     The password stays out of the URL people write and see (compose files, ``ps``, the dashboard);
@@ -842,13 +929,18 @@ def with_db_password(db_url: str, password: str) -> str:
     parts = urllib.parse.urlsplit(db_url)
     user, at, host = parts.netloc.rpartition("@")
     if not parts.scheme.startswith("postgresql"):
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url {masked(db_url)!r} is not a postgresql:// URL; unset it")
+        raise ConfigError(f"{variable}: set, but {key} {masked(db_url)!r} is not a postgresql:// URL; unset it")
     if not at or not user:
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url names no user; write it as postgresql://USER@HOST/DB")
+        raise ConfigError(f"{variable}: set, but {key} names no user; write it as postgresql://USER@HOST/DB")
     if parts.password is not None:
-        raise ConfigError(f"{ENV_DB_PASSWORD}: set, but db_url holds a password too; keep only the variable "
+        raise ConfigError(f"{variable}: set, but {key} holds a password too; keep only the variable "
                           "(postgresql://USER@HOST/DB)")
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{urllib.parse.quote(password, safe='')}@{host}"))
+
+
+def query_db_url(settings: Settings) -> str:
+    """The URL ad-hoc queries connect with: ``query.db_url`` (PostgreSQL's reading role), else ``db_url``."""
+    return settings.query.db_url or settings.db_url
 
 
 def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
@@ -861,8 +953,9 @@ def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
         if not sep or not name.strip():
             raise ConfigError(f"{flag}: a header without ':' (not shown: it may hold a credential); write it as 'Name: value'")
         table[name.strip()] = value.strip()
-    http = HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file)
-    return _token(http, "--bearer-token-env", "", environ)
+    http = _token(HttpSettings(headers=table, bearer_token_env=bearer_token_env, ca_file=ca_file), "--bearer-token-env", "", environ)
+    check_http(flag, http, "--bearer-token-env")
+    return http
 
 
 def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str], required: bool = True) -> HttpSettings:
@@ -874,7 +967,8 @@ def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]
                           "set bearer_token_env to the variable's name instead")
     if not http.bearer_token_env:
         return http
-    value = environ.get(http.bearer_token_env, "")
+    # a token read from a file or a Kubernetes secret often ends with a line break: never part of it
+    value = environ.get(http.bearer_token_env, "").strip()
     if not value and required:
         raise ConfigError(f"{env_key}: the environment variable {http.bearer_token_env} is not set "
                           "(export it, or remove bearer_token_env)")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import unicodedata
 from typing import Any
 
 from core.redact import MaskingFormatter
@@ -33,8 +34,9 @@ MAX_NAME = 200  # characters of a name shown anywhere; longer ones are cut with 
 MAX_HEADER = 250  # characters of an e-mail subject or header value (RFC 5322 folds it; readers cut it)
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls; U+2028/2029 (line breaks to JavaScript and some terminals); the
-# bidirectional embeddings, overrides and isolates (text that reads in another order than it runs)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# bidirectional embeddings, overrides and isolates (text that reads in another order than it runs);
+# the characters that read as nothing (zero-width space, joiners, marks, word joiner, BOM, soft hyphen)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 # the characters that can begin markup anywhere in a line, and those that do at its start
 _MARKUP_CHARACTER = re.compile(r"([\\`*_\[\]<>&$~|:!])")
 _BLOCK_START = re.compile(r"^(\s*|\s*\d+)([-+#.)])")
@@ -42,7 +44,63 @@ _BLOCK_START = re.compile(r"^(\s*|\s*\d+)([-+#.)])")
 # HTML and entities, math, strikethrough, tables, its directives (:red[...], :material/icon:, emoji),
 # and block markers at the start (lists, quotes, headings)
 _MARKUP = re.compile(r"[\\`*_\[\]<&$~|]|:[\w/-]+[\[:]|^\s*([-+>]|\d+[.)]|#{1,6}(\s|$))")
+# What GFM turns into a link by itself (autolink literals: a URL's "://", a "www." host, an e-mail's
+# "@"). Streamlit finds them in the text after escapes are read, so no backslash breaks them: such a
+# name is shown in a code span, where nothing is a link.
+_LINK_SHAPE = re.compile(r"://|(?i:www)\.|@")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_TERMINAL_CONTROL = re.compile(_CONTROL.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))  # LF and TAB kept
+
+
+# Characters a name cannot hold because they read as nothing or move text: controls (Cc), format
+# characters (Cf: zero-width space, joiners, bidirectional marks), line and paragraph separators,
+# surrogates, private-use and unassigned code points.
+_UNSEEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+# Letters of other scripts drawn like Latin ones (Unicode's confusables, the common ones): two names
+# that differ only by these read the same.
+_LOOKALIKE = str.maketrans({
+    "а": "a", "в": "b", "е": "e", "к": "k", "м": "m", "н": "h", "о": "o", "р": "p", "с": "c", "т": "t", "у": "y",
+    "х": "x", "ѕ": "s", "і": "i", "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w", "ӏ": "l", "ɡ": "g",
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P", "С": "C", "Т": "T", "Х": "X",
+    "І": "I", "Ј": "J", "Ѕ": "S", "α": "a", "ο": "o", "ρ": "p", "ν": "v", "τ": "t", "ι": "i", "κ": "k",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P",
+    "Τ": "T", "Υ": "Y", "Χ": "X",
+})  # fmt: skip
+
+
+# Scripts whose letters are drawn alike: a name mixing two of them is refused (Latin with Han, say, is not)
+_ALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK"})
+
+
+def _script(c: str) -> str:
+    """The script of a letter as its Unicode name begins (LATIN, CYRILLIC, GREEK, CJK...)."""
+    return unicodedata.name(c, "?").split(" ", 1)[0]
+
+
+def name_problem(name: str, limit: int = MAX_NAME) -> str:
+    """Why ``name`` cannot name a target (a thing people pick, compare and type), or "" when it can:
+    empty or blank, a character that reads as nothing (NUL, U+200B, a bidirectional mark), a space
+    at an end, more than ``limit`` characters, or letters of two of Latin, Cyrillic and Greek
+    (``prоd`` with a Cyrillic ``о`` reads as ``prod``). The message shows the name escaped (:func:`visible`)."""
+    shown = f"'{visible(name, 60)}'"
+    if not name.strip():
+        return f"{shown} is empty or blank"
+    if any(unicodedata.category(c) in _UNSEEN for c in name):
+        return f"{shown} holds a control or invisible character (a zero-width space, NUL, a direction mark)"
+    if name != name.strip():
+        return f"{shown} begins or ends with a space"
+    if len(name) > limit:
+        return f"{shown} is longer than {limit} characters"
+    scripts = sorted({_script(c) for c in name if c.isalpha()} & _ALIKE_SCRIPTS)
+    if len(scripts) > 1:
+        return f"{shown} mixes {' and '.join(scripts)} letters, which can read alike"
+    return ""
+
+
+def name_key(name: str) -> str:
+    """What two names that read the same share: NFKC-normalised (full-width letters, ligatures, a
+    no-break space), stripped, look-alike letters of other scripts as their Latin twins."""
+    return unicodedata.normalize("NFKC", name).strip().translate(_LOOKALIKE)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -74,6 +132,44 @@ def terminal(text: str) -> str:
     return "\n".join(escaped(line) for line in text.split("\n"))
 
 
+MAX_LINE = 10_000  # characters of one line a command prints for a terminal; the rest is cut, and said
+
+
+class TerminalWriter:
+    """A text stream (a command's stdout) that shows every control character it is given but LF and
+    TAB as an escape (:func:`escaped`) and cuts each line at ``limit`` characters, saying how many
+    were left out: whatever text from outside a command prints (a model name read from a page, a
+    server's answer), the terminal draws it as typed, and one huge name costs one bounded line."""
+
+    def __init__(self, stream: Any, limit: int = MAX_LINE) -> None:
+        self.stream, self.limit = stream, limit
+        self._column = self._cut = 0
+
+    def write(self, text: str) -> int:
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                self._end_line()
+            part = _TERMINAL_CONTROL.sub(_escape, part)
+            room = max(0, self.limit - self._column)
+            self.stream.write(part[:room])
+            self._column += min(len(part), room)
+            self._cut += max(0, len(part) - room)
+        return len(text)
+
+    def _end_line(self) -> None:
+        if self._cut:
+            self.stream.write(f" … [{self._cut} more characters not shown]")
+        self.stream.write("\n")
+        self._column = self._cut = 0
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's own
+        return getattr(self.stream, name)
+
+
 def header(value: Any, limit: int = MAX_HEADER) -> str:
     """``value`` for an e-mail header or subject: no CR, LF or other control character, bounded."""
     return visible(value, limit)
@@ -83,8 +179,11 @@ def markdown(value: Any, limit: int = MAX_NAME) -> str:
     """``value`` as literal text inside Markdown: control characters escaped, bounded, and every
     character that can begin markup backslash-escaped (no link, image, emphasis, code, HTML, math
     or Streamlit directive such as ``:red[...]`` can start in it, nor a list or heading). Text without markup is returned
-    as it is (escaping would not change how it reads)."""
+    as it is (escaping would not change how it reads); text holding a link's shape (``://``, ``www.``,
+    ``@``) is a code span (:func:`markdown_code`), which GFM never turns into a link."""
     text = visible(value, limit)
+    if _LINK_SHAPE.search(text):
+        return markdown_code(text, limit)
     if not _MARKUP.search(text):
         return text
     return _BLOCK_START.sub(r"\1\\\2", _MARKUP_CHARACTER.sub(r"\\\1", text))
@@ -92,10 +191,10 @@ def markdown(value: Any, limit: int = MAX_NAME) -> str:
 
 def reads_the_same_in_markdown(value: str) -> bool:
     """Whether ``value`` shown as Markdown reads as the text it is: no control character, no
-    character that starts markup, no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
+    character that starts markup or a link (``://``, ``www.``, ``@``), no list or quote marker at its start (``meta-llama/Llama-3.3-70B``
     does; ``![x](http://host/x.png)`` does not). For widgets whose labels are Markdown and cannot be
     escaped without changing the value they stand for."""
-    return visible(value) == value and not _MARKUP.search(value)
+    return visible(value) == value and not _MARKUP.search(value) and not _LINK_SHAPE.search(value)
 
 
 def markdown_code(value: Any, limit: int = MAX_NAME) -> str:

@@ -7,7 +7,8 @@ Three layers, each enough on its own to keep the database unchanged:
    reading tables and calling functions outside a deny list (so no write, ATTACH, PRAGMA, VACUUM
    INTO, load_extension) and a 10 MB cap on any value; PostgreSQL in a ``READ ONLY`` transaction
    that is always rolled back, read through a cursor (one SELECT or VALUES only), with
-   ``statement_timeout`` and a search path of the ``sweetspot_query`` schema (the views) alone;
+   ``statement_timeout`` and a search path of the ``sweetspot_query`` schema (the views) alone,
+   as a role that can read the views and nothing else (:data:`ROLE_CHECK`, ``query.db_url``);
 3. limits: the time limit really interrupts (SQLite: a progress handler; PostgreSQL: the server
    cancels), and at most ``row_limit`` rows are fetched (``fetchmany(limit + 1)`` → ``truncated``).
 
@@ -111,8 +112,14 @@ def fetch_bounded(cursor: Any, limits: Limits) -> tuple[list[tuple[Any, ...]], b
     return rows, False
 
 
-def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None) -> Result:
-    """Run one read-only query. ``params`` bind ``:name`` placeholders (canned queries)."""
+def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None, *,
+              any_role: bool = False) -> Result:
+    """Run one read-only query. ``params`` bind ``:name`` placeholders (canned queries).
+
+    On PostgreSQL the role of ``db_url`` must read the query views and nothing else (no superuser, no
+    table outside the views' schema, no ``pg_authid``, no ``pg_stat_reset()``), else the query is
+    refused by rule ``query-role`` (:data:`ROLE_CHECK`); ``any_role`` lifts that for tests that
+    run as the test server's superuser on purpose."""
     from db.engine import normalize_url  # here: the query's child process (below) need not import SQLAlchemy
 
     limits = limits.checked()
@@ -124,7 +131,7 @@ def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] |
         columns, rows, by_bytes = _sqlite(Path(str(url.database)), statement, limits, dict(params or {}))
     else:
         columns, rows, by_bytes = _postgres(url.set(drivername="postgresql").render_as_string(hide_password=False),
-                                            statement, limits, params)  # fmt: skip
+                                            statement, limits, params, any_role)  # fmt: skip
     truncated = len(rows) > limits.row_limit or by_bytes
     rows = rows[: limits.row_limit]
     return Result(tuple(columns), rows, truncated, time.monotonic() - started, limits.row_limit, by_bytes,
@@ -316,7 +323,36 @@ def _timeout(limits: Limits) -> QueryError:
 _PARAM = re.compile(r"(?<!:):([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any] | None) -> Fetched:
+# What the role a query runs as may do beyond reading the views: each true value is a refusal.
+ROLE_CHECK = f"""
+SELECT r.rolname, r.rolsuper OR r.rolbypassrls AS superuser,
+       pg_catalog.has_table_privilege('pg_catalog.pg_authid', 'SELECT') AS password_verifiers,
+       pg_catalog.has_function_privilege('pg_catalog.pg_stat_reset()', 'EXECUTE') AS statistics_reset,
+       EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+                 AND n.nspname NOT IN ('pg_catalog', 'information_schema', '{query_functions.SCHEMA}')
+                 AND n.nspname NOT LIKE 'pg\\_toast%'
+                 AND pg_catalog.has_table_privilege(c.oid, 'SELECT')) AS other_tables
+FROM pg_catalog.pg_roles r WHERE r.rolname = current_user
+"""
+
+
+def _check_role(conn: Any) -> None:
+    row = conn.execute(ROLE_CHECK).fetchone()
+    if row is None:
+        return
+    name, *flags = row
+    can = [what for what, flag in zip(("is a superuser", "reads pg_authid", "runs pg_stat_reset()",
+                                       "reads tables beyond the query views"), flags, strict=True) if flag]
+    if can:
+        raise QueryError(f"refused by rule query-role: the role {name} {', '.join(can)}; ad-hoc queries run as a role "
+                         "that reads the query views only",
+                         "Set query.db_url (or SWEETSPOT_QUERY_DB_URL) to such a role: deploy/query-role.sql makes one "
+                         "(docs/deploy.md)", "query-role")
+
+
+def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any] | None,
+              any_role: bool = False) -> Fetched:
     import psycopg
 
     if params:  # our canned queries' :name → psycopg's %(name)s (they hold no other %)
@@ -336,6 +372,8 @@ def _postgres(conninfo: str, sql: str, limits: Limits, params: Mapping[str, Any]
             }
             for name, value in settings.items():
                 conn.execute("SELECT pg_catalog.set_config(%s, %s, true)", (name, value))
+            if not any_role:
+                _check_role(conn)
             # a server-side cursor: DECLARE takes one SELECT or VALUES, and only the rows fetched travel
             with conn.cursor(name="sweetspot_query") as cursor:
                 cursor.execute(sql, params or None)

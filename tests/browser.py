@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.commands.ui import ROOT, streamlit_command
+from app.commands.ui import ROOT, proxy_environment, streamlit_command
 from core.settings import Settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -44,7 +44,7 @@ def free_port() -> int:
 def streamlit_server(db_url: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start the dashboard as ``python -m app ui`` would; yield its base URL; stop it."""
     port = free_port()
-    child_env = {**os.environ, "SWEETSPOT_DB_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
+    child_env = {**os.environ, **proxy_environment(Settings()), "SWEETSPOT_DB_URL": db_url, "PYTHONPATH": str(ROOT), **(env or {})}
     child_env.pop("SWEETSPOT_CONFIG", None)
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"streamlit-{port}.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(

@@ -39,7 +39,7 @@ HOSTILE = [
     ("[sweetspot]\nmin_mbu = -0.1\n", "sweetspot.min_mbu: -0.1 is out of range"),
     (TARGET + "sweetspot = { kv_warning = 0.99 }\n", "targets[0].sweetspot.kv_warning: 0.99 must be ≤ the target's kv_critical"),
     ('[[targets]]\nname = "  "\nvllm_url = "http://127.0.0.1:1/metrics"\n', "targets[0].name: '  ' is empty"),
-    (TARGET + TARGET, "targets: the name 'prod' is used twice"),
+    (TARGET + TARGET, "targets[1].name: 'prod' is used twice"),
     ("raw_retention_s = 0\n", "raw_retention_s: 0s is out of range; it must be ≥ 1m"),
     ('raw_retention_s = "100d"\n', "raw_retention_s: 100d must be < rollup_retention_s (90d)"),
     ('hourly_retention_s = "30d"\n', "rollup_retention_s: 90d must be < hourly_retention_s (30d)"),

@@ -6,6 +6,7 @@ headers hold only what the product put there, and every name is shown as the tex
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import logging
 import time
@@ -16,7 +17,7 @@ import pytest
 from app.cli import main
 from app.collection import CollectionService
 from app.loader import load_settings
-from core.settings import Settings, TargetSettings
+from core.settings import ConfigError, Settings, TargetSettings
 from core.text import LogFormatter, csv_cell, header, markdown, markdown_code, reads_the_same_in_markdown, visible
 from tests.support.http_server import serve as serve_http
 from tests.support.smtp_server import Mailbox
@@ -37,7 +38,7 @@ def page(preemptions: float) -> str:
                         'vllm:num_preemptions_total{engine="0",model_name="' + MODEL_EXPOSED + f'"}} {preemptions}')  # fmt: skip
 
 
-def config(tmp_path: Path, url: str, smtp_port: int) -> Path:
+def config(tmp_path: Path, url: str, smtp_port: int, rule: str = RULE, target: str = TARGET) -> Path:
     path = tmp_path / "hostile.toml"
     path.write_text(f"""
 db_url = "sqlite:///{tmp_path}/h.db"
@@ -67,14 +68,14 @@ name = "concurrency"
 enabled = false
 
 [[alerts.rules]]
-name = "{RULE.encode('unicode_escape').decode()}"
+name = "{rule.encode('unicode_escape').decode()}"
 expr = "preemptions"
 op = ">"
 threshold = 0
 per_model = true
 
 [[targets]]
-name = "{TARGET.encode('unicode_escape').decode()}"
+name = "{target.encode('unicode_escape').decode()}"
 vllm_url = "{url}"
 """)
     return path
@@ -84,7 +85,14 @@ def test_hostile_names_cost_no_alert_email(tmp_path, capsys):
     routes = {"/metrics": (200, "text/plain; version=0.0.4", page(3.0))}
     mailbox = Mailbox()
     with serve_http(routes) as base, serve_smtp(mailbox) as smtp_port:
-        settings = load_settings(config(tmp_path, f"{base}/metrics", smtp_port), {})
+        # The file refuses such names now (tests/test_target_names.py, test_rules_export_hostile.py):
+        # put them in past the load, for the sinks to show they hold whatever a name brings.
+        with pytest.raises(ConfigError, match=r"targets\[0\]\.name|alerts\.rules\[3\]\.name"):
+            load_settings(config(tmp_path, f"{base}/metrics", smtp_port), {})
+        settings = load_settings(config(tmp_path, f"{base}/metrics", smtp_port, "storm", "prod"), {})
+        rules = tuple(dataclasses.replace(r, name=RULE) if r.name == "storm" else r for r in settings.alerts.rules)
+        settings = dataclasses.replace(settings, targets=(dataclasses.replace(settings.targets[0], name=TARGET),),
+                                       alerts=dataclasses.replace(settings.alerts, rules=rules))
         now = [T0]
         service = CollectionService(settings, clock=lambda: now[0])
         try:
@@ -109,7 +117,7 @@ def test_hostile_names_cost_no_alert_email(tmp_path, capsys):
     assert "evil\\r\\nBcc: victim@example.test\\n\\x1b[2J" in text
     assert "\x1b" not in text and "\nBcc:" not in text and "\nX-Injected" not in text
     # the same alerts in the terminal: each on its own lines, the per-model one naming its model
-    path = str(tmp_path / "hostile.toml")
+    path = str(config(tmp_path, "http://127.0.0.1:1/metrics", 25, "storm", "prod"))
     listed = run_cli(capsys, "--config", path, "alerts", "list") + run_cli(capsys, "--config", path, "alerts", "history")
     assert "prod\\r\\nX-Injected: target / model evil\\r\\nBcc: victim@example.test\\n\\x1b[2J storm\\r\\nX-Injected: rule" in listed
     assert "\nX-Injected" not in listed and "\nBcc" not in listed
@@ -134,7 +142,9 @@ def test_each_sink_gets_the_name_as_the_text_it_is():
     assert visible("x" * 500) == "x" * 199 + "…" and len(header("y" * 900)) == 250
     assert [csv_cell(v) for v in ("=cmd|' /C calc'!A0", "@SUM(A1)", "+1", "-2", "\tx", "\rx", "ok", -3, None)] == [
         "'=cmd|' /C calc'!A0", "'@SUM(A1)", "'+1", "'-2", "'\tx", "'\rx", "ok", -3, None]  # fmt: skip
-    assert markdown("![x](http://127.0.0.1:9/x.png) :red[y]") == r"\!\[x\](http\://127.0.0.1\:9/x.png) \:red\[y\]"
+    assert markdown("![x](x.png) :red[y]") == r"\!\[x\](x.png) \:red\[y\]"
+    # a link's shape (GFM would link it whatever the escapes): a code span, where nothing is a link
+    assert markdown("![x](http://127.0.0.1:9/x.png) :red[y]") == "`![x](http://127.0.0.1:9/x.png) :red[y]`"
     assert markdown("12. b") == r"12\. b" and markdown("- a") == r"\- a"
     assert markdown("meta-llama/Llama-3.3-70B (5m: 12 > 0)") == "meta-llama/Llama-3.3-70B (5m: 12 > 0)"  # no markup: as is
     assert markdown_code("a`b``c") == "```a`b``c```" and reads_the_same_in_markdown("- x") is False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -224,3 +225,27 @@ def test_status_and_the_alerts_page_say_where_notifications_go(tmp_path):
     line = delivery_line(cfg.alerts.email, cfg.alerts)
     assert line == "e-mail off: notifications go to webhook https://hooks.example.test/…"
     assert delivery_line(Settings().alerts.email, Settings().alerts).startswith("e-mail off: alerts are evaluated and stored but not sent")
+
+
+@pytest.mark.parametrize("model", [
+    "evil\n- preemptions (critical) on prod-70b: all clear",
+    "x\r\n<!channel> <https://evil.example|click> & more",
+    "a\u2028b\x1b[2J <@U123>",
+])  # fmt: skip
+def test_a_model_name_forges_no_line_nor_markup_in_the_slack_text(engine, tmp_path, model):
+    """Through the notifier to a loopback receiver: the text has exactly the lines the product wrote
+    (the subject and one per alert), and no <, > or raw & from a name reaches Slack."""
+    sink, clock = Sink(), Clock(T0 + 1)
+    with serving(sink.handler()) as base:
+        cfg = settings(tmp_path, "webhook", base + "/hook", WEBHOOK, {"HOOK_TOKEN": "s3cret"})
+        notifier = Notifier(engine, cfg, clock)
+        write_states(engine, state("preemptions", model=model))
+        assert notifier.run_once() == "1 queued, 1 sent, 0 failed"
+        notifier.close()
+    ((_, firing),) = sink.requests
+    text = firing["text"]
+    lines = text.split("\n")
+    assert len(lines) == 2, lines  # the subject, one alert
+    assert "<" not in text and ">" not in text and "\x1b" not in text and "\r" not in text
+    assert not re.search(r"&(?!amp;|lt;|gt;)", text)
+    assert firing["alerts"][0]["labels"]["model"] == model  # the labels keep the name as it is (JSON)

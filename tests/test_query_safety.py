@@ -123,7 +123,7 @@ def test_hostile_sql_is_refused_or_stopped_and_nothing_changes(url, name, sql, r
     before = fingerprint(url)
     started = time.monotonic()
     with pytest.raises(QueryError) as caught:
-        run_query(url, sql, Limits(timeout_s=0.5))
+        run_query(url, sql, Limits(timeout_s=0.5), any_role=True)
     # the limit, the kill's grace (SQLite) and the start of a process or connection on a loaded machine
     assert time.monotonic() - started < 5
     assert caught.value.rule in rule.split("|"), caught.value.one_line()
@@ -134,14 +134,14 @@ def test_hostile_sql_is_refused_or_stopped_and_nothing_changes(url, name, sql, r
 
 def test_a_huge_result_is_cut_at_the_row_limit(url):
     before = fingerprint(url)
-    result = run_query(url, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) SELECT x FROM c", Limits(row_limit=250))
+    result = run_query(url, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) SELECT x FROM c", Limits(row_limit=250), any_role=True)
     assert len(result.rows) == 250 and result.truncated
     assert fingerprint(url) == before
 
 
 def test_the_timeout_is_capped_by_the_server_maximum(url):
     with pytest.raises(QueryError, match="time-limit") as caught:
-        run_query(url, "SELECT 1", Limits(timeout_s=60, max_timeout_s=30))
+        run_query(url, "SELECT 1", Limits(timeout_s=60, max_timeout_s=30), any_role=True)
     assert "query.max_timeout_s" in caught.value.one_line()
 
 
@@ -150,10 +150,10 @@ def test_postgres_session_settings_are_not_changed_and_views_only_on_the_path(ur
     if url.startswith("sqlite"):
         pytest.skip("PostgreSQL only")
     with pytest.raises(QueryError, match='relation "samples" does not exist'):  # tables are off the path
-        run_query(url, "SELECT * FROM samples", Limits())
-    assert run_query(url, "SELECT current_setting('transaction_read_only') AS ro", Limits()).rows == [("on",)]
+        run_query(url, "SELECT * FROM samples", Limits(), any_role=True)
+    assert run_query(url, "SELECT current_setting('transaction_read_only') AS ro", Limits(), any_role=True).rows == [("on",)]
     with pytest.raises(QueryError, match="time-limit"):
-        run_query(url, "SELECT pg_sleep(5)", Limits(timeout_s=0.3))
+        run_query(url, "SELECT pg_sleep(5)", Limits(timeout_s=0.3), any_role=True)
 
 
 def test_cli_refusal_is_one_line_and_exits_non_zero(url):

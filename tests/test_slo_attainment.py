@@ -119,5 +119,5 @@ def test_an_slo_on_a_bucket_bound_is_exact_and_one_above_the_last_bound_a_floor(
 def test_the_minutes_view_gives_the_share_within_the_stored_slo(stored):
     sql = ("SELECT ttft_slo_attainment_pct AS pct, bucket_share(2.5, ttft_bounds, ttft_buckets) AS at_bound"
            " FROM minutes WHERE target = 'real' AND ttft_buckets IS NOT NULL")  # fmt: skip
-    result = run_query(stored[1], sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {})
+    result = run_query(stored[1], sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {}, any_role=True)
     assert [tuple(r) for r in result.rows] == [pytest.approx((100 * SHARE_3S, 0.75))]  # the minute of the 40 requests

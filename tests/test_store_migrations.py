@@ -215,4 +215,4 @@ def test_the_slo_attainment_migration_reaches_a_schema_made_before_it(db_url):
     engine.dispose()
     assert done.numbered == ["0019_ttft_slo_attainment"] and "view minutes" in done.standing
     sql = "SELECT ttft_slo_attainment_pct, bucket_share(3.0, '[2.5, 5.0, \"+Inf\"]', NULL) AS s FROM minutes"
-    assert run_query(db_url, sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {}).rows == []
+    assert run_query(db_url, sql, Limits(timeout_s=20, row_limit=10, max_timeout_s=30), {}, any_role=True).rows == []

@@ -134,10 +134,10 @@ vllm_url = "{closed_port_url()}?sig=downtok4"
              app("query", "--format", "json", "SELECT * FROM target_info")]
     assert "up: vLLM up" in shown[0] and "down: vLLM DOWN" in shown[0], shown[0]
     assert "sig=***" in shown[0] and "sig=***" in shown[1]  # the down target's error names its URL
-    assert "metrics?token=***" in shown[4] and "gateway?API_KEY=***&x=1" in shown[4]  # as stored
-    assert "API_KEY=***&x=1" in shown[3] and "access_token=***" in shown[3]
+    assert "metrics?token=***" in shown[4] and "gateway?API_KEY=***&x=***" in shown[4]  # as stored
+    assert "API_KEY=***&x=***" in shown[3] and "access_token=***" in shown[3]
     stored = b"".join(path.read_bytes() for path in tmp_path.glob("t.db*"))
-    assert b"?token=***" in stored and b"?API_KEY=***&x=1" in stored
+    assert b"?token=***" in stored and b"?API_KEY=***&x=***" in stored
     assert not [t for t in TOKENS if t.encode() in stored]
     assert not [(t, text) for t in TOKENS for text in shown if t in text]
 

@@ -158,3 +158,25 @@ def test_a_shared_links_error_quoting_a_name_fetches_nothing(browser, hostile):
     page.get_by_text(f"no such table: {model}").first.wait_for(timeout=30000)
     page.close()
     assert attacker.fetched == []
+
+
+@pytest.mark.parametrize("path", [
+    "/query?sql=" + quote("SELECT '=cmd|'' /C calc''!A0' AS f, target FROM target_info", safe=""),
+    "/fleet",
+])  # fmt: skip
+def test_the_tables_toolbar_offers_no_csv_download(browser, hostile, path):
+    """The toolbar's export writes cells as they are (a formula run by the spreadsheet): it is off
+    (client.disableDataExport); the pages' own Download CSV neutralises formula cells instead."""
+    from tests.browser import new_page
+
+    page = new_page(browser)
+    page.goto(hostile[0] + path)
+    table = page.locator('[data-testid="stDataFrame"]').first
+    table.wait_for(timeout=30000)
+    table.hover()
+    toolbar = page.locator('[data-testid="stElementToolbar"]').first
+    toolbar.wait_for(timeout=10000)
+    labels = toolbar.locator("button").evaluate_all("bs => bs.map(b => b.getAttribute('aria-label') || b.title || b.innerText)")
+    assert labels, "the toolbar showed no button: the test cannot tell"
+    assert not [label for label in labels if "download" in label.lower() or "csv" in label.lower()], labels
+    page.close()

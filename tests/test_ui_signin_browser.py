@@ -79,3 +79,35 @@ def test_password_guesses_are_limited_per_client(browser, base_url) -> None:
     assert _try(page, PASSWORD, 1).startswith("Too many wrong passwords")
     assert page.get_by_text("Memory traffic per GPU").count() == 0
     page.close()
+
+
+def _guess_from(browser, url: str, forwarded_for: str, password: str) -> str:
+    """One guess in a fresh page whose requests (the websocket's included) say X-Forwarded-For."""
+    from tests.browser import new_page
+
+    page = new_page(browser)
+    page.set_extra_http_headers({"X-Forwarded-For": forwarded_for})
+    page.goto(url)
+    page.get_by_label("Password", exact=True).wait_for(timeout=30000)
+    answer = _try(page, password, 1)
+    page.close()
+    return answer
+
+
+def _rotating_guesses(browser, base_url: str) -> list[str]:
+    return [_guess_from(browser, base_url + "/", f"203.0.113.{n}", f"guess-{n}") for n in range(1, FREE_GUESSES + 3)]
+
+
+def test_a_forwarded_for_header_buys_no_guesses_without_a_trusted_proxy(browser, base_url) -> None:
+    answers = _rotating_guesses(browser, base_url)
+    assert all(a.startswith("Wrong password") for a in answers[:FREE_GUESSES]), answers
+    assert all(a.startswith("Too many wrong passwords") for a in answers[FREE_GUESSES:]), answers
+
+
+def test_behind_a_trusted_proxy_each_forwarded_visitor_is_counted_apart(browser) -> None:
+    from tests.browser import streamlit_server
+
+    # ui.trusted_proxies = ["127.0.0.1"]: the proxy (here the test, on loopback) names the visitor
+    with streamlit_server(ui_db.shared(), {"SWEETSPOT_UI_PASSWORD": PASSWORD, "FORWARDED_ALLOW_IPS": "127.0.0.1"}) as base:
+        answers = _rotating_guesses(browser, base)
+    assert all(a.startswith("Wrong password") for a in answers), answers  # each address its own allowance

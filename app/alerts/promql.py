@@ -9,8 +9,11 @@ severity, labels and its recommendation as an annotation; per target where its t
 cannot be given (the gateway's queue, the bandwidth ceiling, the engine's sleep state, "no data")
 is left out, with a comment naming it and why.
 
-The file is written as YAML by hand (JSON-quoted scalars, which YAML reads as they are): the
-product has no YAML library, and comments must survive.
+Every rule is emitted by a YAML library (PyYAML's ``safe_dump``), one list item at a time so that
+the comments between them survive; comments hold names only through :func:`core.text.visible` (no
+line break can end one). A label value in an expression is a PromQL string (:func:`promql_string`:
+``"`` and ``\\`` escaped), and a rule or label name a rule cannot have is refused when the settings
+load (``app/alerts/rules.py`` ``check_rules``).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
+import yaml
+
 from app.alerts.figures import THRESHOLDS
 from app.alerts.rules import Rule, fill, names_in, rule_set
 from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
+from core.text import visible
 
 PREFIX = "sweetspot"
 # names that only say whether the engine exposes a figure: in PromQL a series that is absent makes
@@ -178,14 +184,21 @@ def _alerting(rule: Rule, thresholds: SweetSpotSettings, matchers: str) -> tuple
 
 def _matchers(label: str, targets: Sequence[str], exclude: Sequence[str]) -> str:
     if targets:
-        return f'{{{label}="{targets[0]}"}}'
+        return f"{{{label}={promql_string(targets[0])}}}"
     if exclude:
-        return f'{{{label}!~"{"|".join(_regex_quote(t) for t in exclude)}"}}'
+        return f"{{{label}!~{promql_string('|'.join(_regex_quote(t) for t in exclude))}}}"
     return ""
 
 
+def promql_string(value: str) -> str:
+    """``value`` as a PromQL string literal: double-quoted, ``"`` and ``\\`` escaped, control characters
+    as ``\\n``/``\\uXXXX`` (PromQL reads Go's escapes, of which JSON's are a part)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _regex_quote(value: str) -> str:
-    return "".join(f"\\\\{c}" if c in r".^$*+?()[]{}|\\" else c for c in value)
+    """``value`` matched literally by an RE2 regular expression (each metacharacter backslashed)."""
+    return "".join(f"\\{c}" if c in r".^$*+?()[]{}|\\" else c for c in value)
 
 
 Entry = tuple[Rule, tuple[str, ...], SweetSpotSettings, tuple[str, ...]]  # rule, its targets, thresholds, targets left out
@@ -221,21 +234,21 @@ def export(settings: Settings, options: Options) -> str:
         f"# Series as Prometheus stores them ({'vllm_x' if options.names == 'underscore' else 'vllm:x'}), one target per value of {options.target_label}.",
     ]  # fmt: skip
     records: dict[tuple[str, float], str] = {}
-    alerts: list[str] = []
+    alerts: list[tuple[str, dict[str, object]]] = []
     left_out: dict[str, str] = {}
     for rule, targets, thresholds, exclude in entries(settings):
         try:
             expr, figures = _alerting(rule, thresholds, _matchers(options.target_label, targets, exclude))
         except Unsupported as exc:
-            left_out.setdefault(rule.name, f"#   {rule.name}: {exc}")
+            left_out.setdefault(rule.name, f"#   {visible(rule.name)}: {visible(exc, 500)}")
             continue
         for f in figures:
             records[(f, rule.window_s)] = figure_expr(f, rule.window_s, options)
-        alerts += _alert_lines(rule, expr, thresholds, targets, options.target_label)
+        alerts.append(_alert_item(rule, expr, thresholds, targets, options.target_label))
     out += ["groups:", f"  - name: {PREFIX}-figures", "    rules:"]
-    for (figure, window_s), expr in sorted(records.items()):
-        out += [f"      - record: {record_name(figure, window_s)}", f"        expr: {json.dumps(expr)}"]
-    out += [f"  - name: {PREFIX}-alerts", "    rules:", *alerts]
+    out += _yaml_items(("", {"record": record_name(figure, window_s), "expr": expr})
+                       for (figure, window_s), expr in sorted(records.items()))
+    out += [f"  - name: {PREFIX}-alerts", "    rules:", *_yaml_items(alerts)]
     if left_out:
         out += ["# Left out: Prometheus cannot express these rules over the engine's series:", *left_out.values()]
     return "\n".join(out) + "\n"
@@ -253,7 +266,20 @@ def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
     return fill(template, fields)
 
 
-def _alert_lines(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: tuple[str, ...], label: str) -> list[str]:
+def _yaml_items(items: Iterator[tuple[str, dict[str, object]]] | Sequence[tuple[str, dict[str, object]]]) -> list[str]:
+    """Each ``(comment, rule)`` as a YAML list item of a group's ``rules`` (the library quotes every
+    value), after its comment line ("" for none)."""
+    lines = []
+    for comment, item in items:
+        if comment:
+            lines.append(f"      # {visible(comment, 500)}")
+        dumped = yaml.safe_dump([item], sort_keys=False, allow_unicode=False, width=1 << 30, default_flow_style=False)
+        lines += [f"      {line}" for line in dumped.splitlines()]
+    return lines
+
+
+def _alert_item(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: tuple[str, ...],
+                label: str) -> tuple[str, dict[str, object]]:
     # a target's own rule names it in its labels too: the series have it already, and two rules of
     # one name with the same labels are a lint error for promtool
     labels = {"severity": rule.severity, **rule.labels, **({label: targets[0]} if targets else {})}
@@ -261,22 +287,17 @@ def _alert_lines(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: 
     summary = f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit * rule.scale:g}{rule.unit and ' ' + rule.unit}" if not isinstance(limit, str) \
         else f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit}"
     annotations = {"summary": summary, "recommendation": _text(rule.recommendation, rule, thresholds)}
-    lines = [f"      - alert: {json.dumps(rule.name)}", f"        expr: {json.dumps(expr)}"]
-    if targets:
-        lines.insert(0, f"      # {rule.name} for {targets[0]}: its own rule or thresholds")
+    item: dict[str, object] = {"alert": rule.name, "expr": expr}
     if rule.for_s:
-        lines.append(f"        for: {format_duration(rule.for_s)}")
+        item["for"] = format_duration(rule.for_s)
     if rule.keep_firing_for_s:
-        lines.append(f"        keep_firing_for: {format_duration(rule.keep_firing_for_s)}")
-    lines.append("        labels:")
-    lines += [f"          {json.dumps(k)}: {json.dumps(v)}" for k, v in labels.items()]
-    lines.append("        annotations:")
-    lines += [f"          {json.dumps(k)}: {json.dumps(v)}" for k, v in annotations.items() if v]
-    return lines
+        item["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
+    item["labels"] = labels
+    item["annotations"] = {k: v for k, v in annotations.items() if v}
+    return (f"{rule.name} for {targets[0]}: its own rule or thresholds" if targets else ""), item
 
 
 def alert_names(text: str) -> Iterator[str]:
     """The alert names of an exported file (for its checks)."""
-    for line in text.splitlines():
-        if line.strip().startswith("- alert: "):
-            yield json.loads(line.split("- alert: ", 1)[1])
+    for group in yaml.safe_load(text)["groups"]:
+        yield from (r["alert"] for r in group["rules"] if "alert" in r)

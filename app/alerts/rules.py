@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import operator
+import re
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
 from core.durations import format_duration
 from core.settings import ConfigError, RuleSettings, Settings
+from core.text import MAX_NAME, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
@@ -393,6 +395,7 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
         key = f"alerts.rules[{i}]"
         if not entry.name:
             raise ConfigError(f"{key}.name: required (a default rule's name to change it, a new one to add one)")
+        _check_names(entry, key)
         new = entry.name not in defaults and not any(e.name == entry.name for e in settings.alerts.rules[:i])
         if new and entry.enabled:
             for required in ("expr", "op", "threshold"):
@@ -414,6 +417,23 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
         unknown = [t for t in entry.targets if targets and t not in targets]
         if unknown:
             raise ConfigError(f"{key}.targets: no target named {unknown[0]!r} (known: {', '.join(sorted(targets))})")
+
+
+# A label name as Prometheus reads one; "__" begins the names it keeps for itself.
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def _check_names(entry: RuleSettings, key: str) -> None:
+    """A rule's name is one line of visible text (it is the alert's name in e-mails, webhooks and a
+    Prometheus rule file); its labels' names are Prometheus label names."""
+    name = entry.name
+    if visible(name, len(name)) != name or name != name.strip() or len(name) > MAX_NAME:
+        raise ConfigError(f"{key}.name: '{visible(name, 60)}' holds a line break, control character, space at an end "
+                          f"or more than {MAX_NAME} characters; a rule's name is one short line (e.g. ttft_p95)")
+    for label in entry.labels:
+        if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
+            raise ConfigError(f"{key}.labels: '{visible(label, 60)}' is not a label name; use letters, digits and _ "
+                              "(not starting with a digit or __)")
 
 
 def _check_expression(text: str, key: str, known: frozenset[str]) -> None:

@@ -16,6 +16,7 @@ from core.errors import UsageError
 from core.limits import LIMITS, url_problem
 from core.redact import masked
 from core.settings import DEFAULT_TIMEOUT_SHARE, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.text import visible
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def _once_status(settings: Settings, flags: dict[str, str]) -> int:
     stored = {t.name: t for t in Reader(settings.db_url).targets()}
     down = [stored[t.name] for t in settings.targets if t.name in stored and stored[t.name].up is False]
     for info in down:
-        print(_name_flags(f"ERROR: target {info.name} is down: {info.last_error}", flags), file=sys.stderr)
+        print(_name_flags(f"ERROR: target {visible(info.name)} is down: {visible(info.last_error, 2000)}", flags), file=sys.stderr)
     return 1 if down else 0
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from core.redact import masked
+from core.redact import masked, masked_path
 from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
 HELP = "check the settings file and print the effective settings (or --describe every setting)"
@@ -28,10 +28,23 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             print(f"${name:39} {'environment':14} {'':36} {help_text}")
         return 0
     if args.json:
-        print(json.dumps(shown(dataclasses.asdict(settings)), indent=2, default=str))
+        print(json.dumps(shown(with_hook_paths_hidden(dataclasses.asdict(settings))), indent=2, default=str))
     else:
         print(f"settings OK: {len(settings.targets)} target(s), database {masked(settings.db_url)}")
     return 0
+
+
+# The URLs whose path is the credential (a Slack-style webhook: https://hooks.slack.com/services/T/B/XXXX).
+HOOKS = ("webhook", "alertmanager")
+
+
+def with_hook_paths_hidden(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (settings as ``asdict`` gives them) with each notification hook's URL path masked."""
+    alerts = dict(data.get("alerts") or {})
+    for hook in HOOKS:
+        if isinstance(alerts.get(hook), dict):
+            alerts[hook] = {**alerts[hook], "url": masked_path(alerts[hook].get("url") or "")}
+    return {**data, "alerts": alerts}
 
 
 def shown(value: Any, name: str = "") -> Any:

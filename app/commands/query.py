@@ -8,10 +8,12 @@ import time
 
 from app import query_output
 from core.errors import UsageError
-from core.settings import Settings
+from core.settings import Settings, query_db_url
 from db import canned, query_runner, query_views, saved_queries
 
 HELP = "run read-only SQL over the history's views (or a canned query); print a table, CSV or JSON"
+# printed as it is, not through the terminal's escaping (app/cli.py): CSV and JSON are data: cells keep their characters (a table's cells are made visible by app/query_output.py)
+DATA_OUTPUT = True
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +87,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         saved_queries.save(settings.db_url, args.save, sql)
         print(f"saved {args.save!r}")
         return 0
-    result = query_runner.run_query(settings.db_url, sql, limits, params)
+    result = query_runner.run_query(query_db_url(settings), sql, limits, params)
     text = query_output.render(result, args.format)
     print(text, end="" if text.endswith("\n") else "\n")
     if args.format != "table":

@@ -10,6 +10,8 @@ from core.errors import UsageError
 from core.settings import Settings
 
 HELP = "export the effective alert rules (rules export --format prometheus: a Prometheus rule file)"
+# printed as it is, not through the terminal's escaping (app/cli.py): a rule file is data (written by a YAML library)
+DATA_OUTPUT = True
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

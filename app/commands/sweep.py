@@ -21,6 +21,7 @@ from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
 from core.settings import Settings
+from core.text import visible
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
 from sweep.engine import EngineLevel
@@ -146,7 +147,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     config = _config(args, discover_model(args.url, args.model))
     total = format_duration(round(config.level_s * len(config.concurrencies)))
     print(
-        f"sweeping {masked(config.base_url)} ({f'target {target}' if target else 'no configured target'}) model {config.model}: concurrency {args.concurrency}, "
+        f"sweeping {masked(config.base_url)} ({f'target {visible(target)}' if target else 'no configured target'}) "
+        f"model {visible(config.model)}: concurrency {args.concurrency}, "
         f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
         f"({total} in all), mix {mix_label(config.mix)}",
         file=sys.stderr,

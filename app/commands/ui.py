@@ -40,6 +40,9 @@ def streamlit_command(settings: Settings, port: int, address: str) -> list[str]:
         "--browser.gatherUsageStats", "false", "--global.developmentMode", "false",
         # Ops people get the dashboard, not Streamlit's "Deploy" button and developer menu.
         "--client.toolbarMode", "viewer",
+        # A table's toolbar would write its cells to CSV as they are (a formula cell run by the
+        # spreadsheet); the pages' own "Download CSV" buttons neutralise them (core.text.csv_cell)
+        "--client.disableDataExport", "true",
         # Nobody edits the dashboard's scripts while it serves; watching them only costs CPU (without
         # the watchdog package Streamlit polls every file of the app).
         "--server.fileWatcherType", "none",
@@ -92,8 +95,15 @@ def refuse_open_public(settings: Settings, address: str) -> None:
         )
 
 
+def proxy_environment(settings: Settings) -> dict[str, str]:
+    """The server's trust in ``X-Forwarded-For``: only from ``ui.trusted_proxies`` (uvicorn, under
+    Streamlit, otherwise believes any loopback peer, so one local client could name itself anew at
+    each password guess). Empty: the header is never believed; the TCP peer is the client."""
+    return {"FORWARDED_ALLOW_IPS": ",".join(settings.ui.trusted_proxies)}
+
+
 def child_environment(args: argparse.Namespace, settings: Settings, environ: dict[str, str]) -> dict[str, str]:
-    env = dict(environ)
+    env = {**environ, **proxy_environment(settings)}
     if args.config:
         env[ENV_CONFIG] = str(Path(args.config).resolve())
     env[ENV_DB_URL] = settings.db_url

@@ -29,9 +29,10 @@ from app.alerts.model import RESOLVED, AlertState
 from app.notify import message
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
-from collectors.fetch import masked, split_userinfo
+from collectors.fetch import masked, scrubbed, split_userinfo
 from core.errors import SweetspotError
 from core.settings import AlertmanagerSettings, AlertsSettings, WebhookSettings
+from core.text import MAX_HEADER, terminal, visible
 
 log = logging.getLogger(__name__)
 ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
@@ -87,8 +88,11 @@ def compose(channel: str, due: Due, dashboard_url: str, now: float, rule_of: mes
     """The notification of ``due``: its alerts as Prometheus labels and annotations, and its text."""
     alerts = tuple(_alert(s, dashboard_url, now, message.title(s, rule_of)) for s in (*due.firing, *due.resolved))
     subject = message.subject(due, rule_of)
-    lines = [subject, *(f"- {message.title(s, rule_of)} ({s.severity}) on {_where(s)}: {s.summary}" for s in due.firing),
-             *(f"- resolved: {message.title(s, rule_of)} on {_where(s)}" for s in due.resolved)]  # fmt: skip
+    # names are data: each on its own line whatever it holds (a model name cannot forge a line of the text)
+    lines = [visible(subject, MAX_HEADER),
+             *(f"- {visible(message.title(s, rule_of))} ({s.severity}) on {visible(_where(s))}: {visible(s.summary, 1000)}"
+               for s in due.firing),
+             *(f"- resolved: {visible(message.title(s, rule_of))} on {visible(_where(s))}" for s in due.resolved)]  # fmt: skip
     return Outgoing(due.group_key, due.kind, due.recipients, subject, "\n".join(lines), "", {}, alerts, channel=channel)
 
 
@@ -144,8 +148,10 @@ def body(channel: str, item: Notification, settings: WebhookSettings, dashboard_
 
 
 def slack_escape(text: str) -> str:
-    """Slack reads ``&``, ``<`` and ``>`` as markup (links, mentions): alert text is data, never markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Slack reads ``&``, ``<`` and ``>`` as markup (links, mentions such as ``<!channel>``): alert text is
+    data, never markup (Slack's rule: escape exactly these three). Line breaks within a line are shown
+    as ``\\n`` (:func:`core.text.terminal`): only the text's own lines break it."""
+    return terminal(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class Sender:
@@ -171,9 +177,12 @@ class Sender:
         except TimeoutError:
             raise DeadlineError(f"{where} did not answer within {self.settings.timeout_s:g} s (a receiver that is slow, "
                                 "or trickles its answer)", f"Check {key}.url; {key}.timeout_s is the deadline") from None
+        except (httpx.LocalProtocolError, UnicodeError) as exc:  # its text quotes the header: never shown
+            raise HookError(f"cannot send to {where}: a header or the bearer token is not valid HTTP ({type(exc).__name__}; "
+                            "the value is not shown)", f"Check {key}.http.headers and {key}.http.bearer_token_env", retry=False) from None
         except (httpx.HTTPError, OSError) as exc:
-            raise HookError(f"cannot reach {where} ({_reason(exc)})", f"Check {key}.url") from None
-        text = f"HTTP {status} {text}".strip()
+            raise HookError(f"cannot reach {where} ({scrubbed(_reason(exc), self.settings.http)})", f"Check {key}.url") from None
+        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http)
         if 200 <= status < 300:
             return text
         if status >= 500 or status == 429:

@@ -18,7 +18,7 @@ import streamlit as st
 
 from app import query_output
 from core.errors import QueryError, SweetspotError
-from core.settings import Settings
+from core.settings import Settings, query_db_url
 from core.text import markdown
 from db import canned, query_runner, query_views, saved_queries
 
@@ -48,7 +48,7 @@ def run(settings: Settings, sql: str, given: Mapping[str, str], name: str | None
             params = canned.bind(template, {k: v for k, v in given.items() if v}, time.time())
         else:
             params = {k: given.get(k, "") for k in params_in(sql)}
-        return Outcome(query_runner.run_query(settings.db_url, sql, limits, params))
+        return Outcome(query_runner.run_query(query_db_url(settings), sql, limits, params))
     except SweetspotError as exc:
         return Outcome(None, exc.one_line())
 
