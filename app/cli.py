@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "query": "query",
     "health": "health",
     "backfill": "backfill",
+    "bench": "bench",
 }
 
 

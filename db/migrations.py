@@ -423,6 +423,12 @@ def _verdicts(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _bench_runs(conn: Connection) -> None:
+    # Imported benchmark files (`bench import`, db/benches.py). A fresh database got the tables from
+    # 0001 (built from the current schema): checkfirst.
+    schema.metadata.create_all(conn, tables=[schema.bench_runs, schema.bench_points], checkfirst=True)
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -444,6 +450,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
+    ("0030_bench_runs", _bench_runs),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -26,7 +26,7 @@ from app.formatting import number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
-from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
+from db.results import BenchRun, CeilingInfo, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
@@ -492,8 +492,10 @@ def operating_point_chart(
     title: str = "",
     slo_s: float | None = None,
     roofline: Sequence[tuple[float, float]] = (),
+    benches: Sequence[BenchRun] = (),
 ) -> alt.LayerChart:
-    """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
+    """Measured steps as dots coloured by time, the report's curve, sweep levels, imported benchmarks
+    (``benches``, :func:`bench_layer`) and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
     a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
@@ -504,6 +506,7 @@ def operating_point_chart(
     data = scatter_rows(points, y_attr)
     y = alt.Y("value:Q", title=y_title)
     sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
+    sweep_values += [getattr(p, y_attr) for run in benches for p in run.points]
     if slo_s is not None:
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
@@ -533,6 +536,8 @@ def operating_point_chart(
     layers: list[Any] = [dots, _reference_curve(reference, y_title)]
     if sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
+    if benches:
+        layers.append(bench_layer(benches, y_attr, y_title))
     layers.extend(_vmark(at, text) for at, text in marks)
     if slo_s is not None:
         layers.append(_slo_rule(slo_s))
@@ -669,3 +674,36 @@ def _vmark(at: float, text: str) -> alt.LayerChart:
         x="running:Q", y=alt.value(0), text="label:N"
     )
     return _layer(rule, label)
+
+
+def bench_name(run: BenchRun) -> str:
+    """``vllm bench serve 2026-12-06 03:01``: an imported benchmark in a legend (the tooltip has the rest)."""
+    return f"{run.tool} {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.run_at))}"
+
+
+def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.Chart:
+    """Imported benchmark levels (``bench import``) as squares joined per run, coloured by run; the
+    tooltip carries the date, the level's setting, where its concurrency comes from and the run's settings."""
+    rows = [
+        {"running": p.concurrency, "value": getattr(p, y_attr), "benchmark": bench_name(run), "level": p.label,
+         "concurrency from": p.concurrency_source, "model": run.model, "file": run.file_name,
+         "settings": ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))}
+        for run in benches
+        for p in run.points
+        if getattr(p, y_attr, None) is not None
+    ]  # fmt: skip
+    data = pd.DataFrame(rows, columns=["running", "value", "benchmark", "level", "concurrency from", "model", "file",
+                                       "settings"])  # fmt: skip
+    return (
+        alt.Chart(data)
+        .mark_line(strokeDash=[2, 2], point=alt.OverlayMarkDef(shape="square", size=70))
+        .encode(
+            x="running:Q",
+            y="value:Q",
+            color=alt.Color("benchmark:N", title="imported benchmark", scale=alt.Scale(scheme="set1"),
+                            legend=alt.Legend(orient="top", direction="vertical", labelLimit=400)),
+            tooltip=["benchmark:N", "level:N", alt.Tooltip("running:Q", title="concurrency", format=".2~f"),
+                     "concurrency from:N", alt.Tooltip("value:Q", title=y_title, format=".3~f"), "model:N", "file:N",
+                     "settings:N"],
+        )
+    )  # fmt: skip
