@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "health": "health",
     "backfill": "backfill",
     "bench": "bench",
+    "epochs": "epochs",
 }
 
 

@@ -278,3 +278,26 @@ class BenchRun:
     target: str | None = None
     imported_at: float | None = None
     id: int | None = None
+
+
+@dataclass(frozen=True)
+class ConfigEpoch:
+    """A target's configuration from ``ts`` on, as its /metrics page told it (db/epochs.py): ``kind`` is
+    ``first`` (the first seen), ``config`` (a watched value changed: ``changes`` lists each as
+    (key, before, after)), ``restart`` (a new process, the same configuration) or ``config+restart``."""
+
+    target: str
+    ts: float
+    kind: str
+    config: dict[str, str]
+    changes: tuple[tuple[str, str, str], ...] = ()
+    process_start_s: float | None = None
+
+    def text(self) -> str:
+        """``gpu_memory_utilization 0.92 → 0.95, block_size 16 → 32 (restart)``; ``restart``; ``first seen``."""
+        said = ", ".join(f"{k} {b or '—'} → {a or '—'}" for k, b, a in self.changes)
+        if self.kind == "first":
+            return "first configuration seen"
+        if "restart" in self.kind:
+            return f"{said} (restart)" if said else "restart (same configuration)"
+        return said

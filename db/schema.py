@@ -483,3 +483,18 @@ bench_points = Table(
     Column("ttft_p95_s", Float),
     Column("itl_p95_s", Float),
 )
+
+# --- configuration epochs (db/epochs.py) -------------------------------------------------------------
+# One row each time a target's configuration as its /metrics page tells it changed (cache_config_info's
+# watched labels, the models served, the engine), or its process restarted; the first row of a target
+# is its first configuration seen. Written by the writer in the round's transaction.
+config_epochs = Table(
+    "config_epochs",
+    metadata,
+    Column("target_id", Integer, ForeignKey("targets.id"), primary_key=True),
+    Column("ts", Integer, primary_key=True),  # the round that first showed it (unix s)
+    Column("kind", Text, nullable=False),  # first, config, restart, or config+restart
+    Column("config", Text, nullable=False),  # JSON object: the watched values from then on
+    Column("changes", Text, nullable=False),  # JSON list of [key, before, after] (empty for a restart alone)
+    Column("process_start_s", Float),  # process_start_time_seconds then (NULL: not exposed)
+)

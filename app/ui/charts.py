@@ -26,7 +26,7 @@ from app.formatting import number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
-from db.results import BenchRun, CeilingInfo, GpuPoint, SeriesPoint, SweepRun
+from db.results import BenchRun, CeilingInfo, ConfigEpoch, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
@@ -349,11 +349,12 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "",
+    epochs: Sequence[ConfigEpoch] = (),
 ) -> alt.VConcatChart:  # fmt: skip
     """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
     step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request). ``mbu_source``:
-    the window's MBU source, or why it has none."""
-    return stack(
+    the window's MBU source, or why it has none. ``epochs``: marked on every panel (:func:`with_epochs`)."""
+    return stack_marked(epochs, frame,
         ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
         mbu_chart(points, frame, sweetspot.min_mbu, mbu_source),
@@ -363,6 +364,11 @@ def overview_chart(
         prefix_cache_chart(points, frame),
         outcomes_chart(ttft, ttft_frame),
     )
+
+
+def stack_marked(epochs: Sequence[ConfigEpoch], frame: Frame, *panels: AnyChart) -> alt.VConcatChart:
+    """:func:`stack` with the configuration epochs marked on each panel."""
+    return stack(*(with_epochs(p, epochs, frame) for p in panels))
 
 
 # How requests ended (vLLM's request_success by finished_reason, SGLang's aborts) and how many were
@@ -407,6 +413,7 @@ ENGINE_NAME = "vLLM estimate"
 def gpu_chart(
     points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str],
     scale: float = 1, pick: str | None = None, peak: float | None = None, peak_name: str = "peak",
+    epochs: Sequence[ConfigEpoch] = (),
 ) -> AnyChart:  # fmt: skip
     """``field`` × ``scale`` of the GPU ``pick`` (a UUID), or the mean of all with their min–max band.
 
@@ -440,6 +447,8 @@ def gpu_chart(
     what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"
+    if epochs:
+        layers.append(epoch_layer(epochs, frame))
     return _finish(_layer(*layers), f"{title} · {what}")
 
 
@@ -707,3 +716,30 @@ def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.C
                      "settings:N"],
         )
     )  # fmt: skip
+
+
+EPOCH_COLOR = "#6a3d9a"
+
+
+def epoch_layer(epochs: Sequence[ConfigEpoch], frame: Frame) -> alt.Chart:
+    """Configuration epochs and restarts (db/epochs.py) inside the frame as dotted vertical rules; hover
+    one: when, what kind, what changed. The first configuration seen is no change: not drawn."""
+    rows = [{"time": e.ts * 1000, "kind": e.kind, "changed": e.text()}
+            for e in epochs if e.kind != "first" and frame.start <= e.ts <= frame.end]  # fmt: skip
+    data = pd.DataFrame(rows, columns=["time", "kind", "changed"])
+    return (
+        alt.Chart(data)
+        .mark_rule(color=EPOCH_COLOR, strokeDash=[2, 3], strokeWidth=2)
+        .encode(x=_x(frame), tooltip=[TOOLTIP_TIME, alt.Tooltip("kind:N", title="epoch"),
+                                      alt.Tooltip("changed:N", title="what changed")])
+    )  # fmt: skip
+
+
+def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) -> AnyChart:
+    """``panel`` with :func:`epoch_layer` over it (the panel as it is when there is none to mark)."""
+    if not any(e.kind != "first" and frame.start <= e.ts <= frame.end for e in epochs):
+        return panel
+    title, height = panel.title, panel.height
+    inner = panel.copy(deep=False)  # the title and height move to the layer that holds both
+    inner.title, inner.height = alt.Undefined, alt.Undefined
+    return _layer(inner, epoch_layer(epochs, frame)).properties(title=title, height=height)
