@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "query": "query",
     "health": "health",
     "backfill": "backfill",
+    "bench": "bench",
+    "epochs": "epochs",
 }
 
 

@@ -12,13 +12,14 @@ engine delivers is what kernels, communication and scheduling cost, stated as a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from app.formatting import number, percent
 from core.mbu import StepModel
-from db.results import SeriesPoint, SweepRun, TargetInfo
+from db.results import BenchRun, SeriesPoint, SweepRun, TargetInfo
 
 # The reference deployment of DOMAIN.md §2: (concurrency, output tok/s, TTFT P95 s or None).
 REFERENCE_LEVELS: tuple[tuple[int, float, float | None], ...] = ((8, 85.0, 1.5), (16, 126.0, None), (32, 145.0, 4.8))
@@ -86,6 +87,19 @@ def sweeps_of(info: TargetInfo | None, sweeps: Sequence[SweepRun]) -> tuple[list
         )
         (mine if ours else others).append(run)
     return mine, others
+
+
+def bench_text(benches: Sequence[BenchRun]) -> str:
+    """Each imported benchmark with its date, file and settings, and its levels' concurrency provenance:
+    ``vllm bench serve of 2026-12-06 03:01 (c8.json; backend=vllm, max_concurrency=8): 1 level``."""
+    parts = []
+    for run in benches:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.run_at))
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))
+        sources = sorted({p.concurrency_source for p in run.points})
+        parts.append(f"{run.tool} of {when} ({run.file_name}; {settings}): {len(run.points)} level(s), "
+                     f"concurrency from {' and '.join(sources)}")  # fmt: skip
+    return "; ".join(parts) + "."
 
 
 # --- The roofline ----------------------------------------------------------------------------------

@@ -100,12 +100,13 @@ def backfill(
 ) -> BackfillResult:
     """Import [now − since_s, now) at ``step_s``, continuing a previous run of the same source."""
     key = progress_key(source)
-    end = math.floor(now / step_s) * step_s
-    start = end - math.floor(since_s / step_s) * step_s
+    client = PrometheusClient(source, timeout_s)
+    # whole steps since the epoch: a VictoriaMetrics that aligns a range to its step moves nothing
+    end = math.floor(client.settled_before(now) / step_s) * step_s
+    start = math.floor(now / step_s) * step_s - math.floor(since_s / step_s) * step_s
     done = backfill_done_until(engine, key)
     resumed = float(done) if done is not None and done > start else None
     start = resumed if resumed is not None else start
-    client = PrometheusClient(source, timeout_s)
     writer = Writer(engine)
     known: set[str] = set()
     refused, warned = configured_names(engine), set[str]()  # a discovered target never mixes its rounds into a configured one's

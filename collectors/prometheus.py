@@ -61,6 +61,9 @@ HINT_TOO_MANY = (
 )
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # of one answer, decoded (docs/security.md); backfill asks smaller chunks past it
 HINT_TOO_LARGE = "Narrow prometheus[].selector (e.g. add a job or namespace matcher)"
+# VictoriaMetrics's -search.latencyOffset: its default, and how its /metrics states the value in use
+VM_LATENCY_OFFSET_S = 30.0
+_LATENCY_OFFSET = re.compile(r'flag\{name="search\.latencyOffset", value="([^"]*)"')
 # (name, labels as written, value, timestamp in ms or None) of one answer's sample
 Line = tuple[str, str, str, int | None]
 
@@ -298,12 +301,40 @@ class PrometheusClient:
                                         proxy=source.http.proxy or None, trust_env=False)
         self._loop = asyncio.Runner()
         self.federate: bool | None = None  # unknown until the server answered once
+        self._kind: str | None = None if source.kind == "auto" else source.kind
+        self._latency_offset_s = VM_LATENCY_OFFSET_S
 
     def close(self) -> None:
         try:
             self._loop.run(self.client.aclose())
         finally:
             self._loop.close()
+
+    def kind(self) -> str:
+        """``prometheus`` or ``victoriametrics``: the setting, else what the server's own ``/metrics`` (at
+        the origin's root: a vmselect URL's ``/select/0/prometheus`` path has it there) says, asked once.
+        A server that does not answer it is taken for a Prometheus."""
+        if self._kind is None:
+            parts = httpx.URL(self.base)
+            try:
+                request = self.client.build_request("GET", str(parts.copy_with(path="/metrics", query=None)))
+                page = self._loop.run(self._send(request))
+                text = page.text if page.status_code == 200 else ""
+            except (httpx.HTTPError, ScrapeError, BodyError, TimeoutError):  # unreachable, too large, or refused: the query will say
+                text = ""
+            self._kind = "victoriametrics" if "vm_app_version" in text else "prometheus"
+            found = _LATENCY_OFFSET.search(text)
+            if found:
+                self._latency_offset_s = _seconds(found.group(1))
+            log.info("prometheus %s: a %s server%s", self.shown, self._kind,
+                     f" (-search.latencyOffset {self._latency_offset_s:g} s)" if self._kind == "victoriametrics" else "")
+        return self._kind
+
+    def settled_before(self, now: float) -> float:
+        """The newest instant whose range-query values are final: VictoriaMetrics hides the samples of its
+        last ``-search.latencyOffset`` (30 s by default) from range queries and repeats the one before
+        them at every step of that span; a Prometheus answers up to ``now``."""
+        return now - self._latency_offset_s if self.kind() == "victoriametrics" else now
 
     def current(self, selector: str, target_label: str) -> Answer:
         """The latest sample of every series ``selector`` matches, split by target."""
@@ -413,6 +444,16 @@ class PrometheusClient:
                 crossed = crossed or left
                 request = self.client.build_request("GET", target)
         raise PrometheusError(f"{self.shown}: more than {MAX_REDIRECTS} redirects", HINT_URL)
+
+
+def _seconds(text: str) -> float:
+    """A Go duration as VictoriaMetrics writes its flags (``30s``, ``1m30s``, ``500ms``) in seconds;
+    the default offset when it is not one."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"([0-9.]+)(ms|s|m|h)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return VM_LATENCY_OFFSET_S
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 def _reason(exc: Exception) -> str:

@@ -210,10 +210,14 @@ class PrometheusSettings:
     dcgm_selector: str = _setting("", "selector of the dcgm-exporter series (empty: none)")
     dcgm_label: str = _setting("", "label of the dcgm series that names the target (default: target_label)")
     gone_after_s: float = _setting(300.0, "a target absent this long from the answers is marked down", kind="duration")
+    kind: str = _setting("auto", "prometheus, victoriametrics, or auto (the server's own /metrics says which)")
     # The same HTTP settings as a target's sources (basic auth also from the URL: https://user:pass@host)
     http: HttpSettings = _setting(None, "HTTP settings (headers, bearer token, CA file, TLS verification, proxy)",
                                   factory=HttpSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs of the targets it finds", factory=CeilingSettings)
+
+
+SERVER_KINDS = ("auto", "prometheus", "victoriametrics")  # prometheus: also Thanos and Mimir (docs/fleet.md)
 
 
 @dataclass(frozen=True)
@@ -704,6 +708,8 @@ def _validate(settings: Settings) -> Settings:
     for i, source in enumerate(settings.prometheus):
         if not source.target_label:
             raise ConfigError(f"prometheus[{i}].target_label: must name a label (e.g. instance)")
+        if source.kind not in SERVER_KINDS:
+            raise ConfigError(f"prometheus[{i}].kind: {source.kind!r} is not one of {', '.join(SERVER_KINDS)}")
     settings = dataclasses.replace(settings, targets=tuple(targets))
     _check_headers(settings)
     for proxy in settings.ui.trusted_proxies:

@@ -423,6 +423,18 @@ def _verdicts(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _bench_runs(conn: Connection) -> None:
+    # Imported benchmark files (`bench import`, db/benches.py). A fresh database got the tables from
+    # 0001 (built from the current schema): checkfirst.
+    schema.metadata.create_all(conn, tables=[schema.bench_runs, schema.bench_points], checkfirst=True)
+
+
+def _config_epochs(conn: Connection) -> None:
+    # Configuration epochs and restarts (db/epochs.py), and the view that reads them; a fresh database
+    # got the table from 0001 (built from the current schema): checkfirst. The standing step makes the view.
+    schema.metadata.create_all(conn, tables=[schema.config_epochs], checkfirst=True)
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -444,6 +456,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
+    ("0030_bench_runs", _bench_runs),
+    ("0031_config_epochs", _config_epochs),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -42,7 +42,7 @@ from db.pipeline import (
     window_from,
     window_level,
 )
-from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import BenchRun, ConfigEpoch, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 from db.sources import RAW
 
 if TYPE_CHECKING:
@@ -174,6 +174,18 @@ class Reader:
         from db.sweeps import load_sweeps
 
         return self._run("reading sweeps", load_sweeps, limit)
+
+    def epochs(self, target: str, start: float | None = None, end: float | None = None) -> list[ConfigEpoch]:
+        """``target``'s configuration epochs and restarts starting in [start, end), oldest first (db/epochs.py)."""
+        from db.epochs import load_epochs
+
+        return self._run("reading configuration epochs", load_epochs, target, start, end)
+
+    def bench_runs(self, limit: int = 20, target: str | None = None) -> list[BenchRun]:
+        """Imported benchmark files (``bench import``), the latest run first; of ``target`` when given."""
+        from db.benches import load_benches
+
+        return self._run("reading imported benchmarks", load_benches, limit, target)
 
     def notifications(self, since: float, limit: int = 200) -> list[NotificationEntry]:
         """The e-mail notification log since ``since``, newest first (db/notifications.py)."""

@@ -259,6 +259,21 @@ VIEWS: tuple[View, ...] = (
             Col("error_rate", "fraction", "errors ÷ requests"),
         ),
     ),
+    View(
+        "config_changes",
+        "one row per configuration epoch of a target: its first configuration seen, each change of a watched "
+        "cache_config_info label, of the models or the engine, and each restart (docs/plan.md)",
+        (
+            Col("target", "", "target name"),
+            Col("ts", "unix s", "the round that first showed it"),
+            TIME,
+            Col("kind", "", "first, config, restart or config+restart"),
+            Col("changes", "JSON", "list of [key, before, after] (empty for a restart alone)"),
+            Col("config", "JSON", "the watched values from then on"),
+            Col("process_start_s", "unix s", "process_start_time_seconds then (NULL: not exposed)"),
+            Col("until_ts", "unix s", "when the next epoch of the target began (NULL: the current one)"),
+        ),
+    ),
 )
 BY_NAME = {v.name: v for v in VIEWS}
 
@@ -439,6 +454,9 @@ SQL: dict[str, str] = {
     "sweep_results": "SELECT l.run_id, iso_time(s.started_at) AS started_time, s.model, l.position, l.concurrency,"
     " l.duration_s, l.requests, l.errors, l.tokens_per_s, l.qps, l.ttft_p50_s, l.ttft_p95_s, l.ttft_p99_s,"
     " l.itl_p95_s, l.e2e_mean_s, l.e2e_p95_s, l.error_rate FROM sweep_levels l JOIN sweep_runs s ON s.id = l.run_id",
+    "config_changes": "SELECT t.name AS target, e.ts, iso_time(e.ts) AS time, e.kind, e.changes, e.config,"
+    " e.process_start_s, (SELECT MIN(n.ts) FROM config_epochs n WHERE n.target_id = e.target_id AND n.ts > e.ts)"
+    " AS until_ts FROM config_epochs e JOIN targets t ON t.id = e.target_id",
 }
 
 

@@ -244,3 +244,60 @@ class TargetInfo:
     discovered_by: str | None = None  # the Prometheus source that found it; None: configured
     series_dropped: int = 0  # series of the last successful page left out over series_limit
     series_limit: int | None = None  # the max_series that page was read with
+
+
+@dataclass(frozen=True)
+class BenchPoint:
+    """One load level of an imported benchmark (``vllm bench serve``: the whole run; GuideLLM: one
+    benchmark of its report). ``concurrency`` is where it sits on the Operating point's axis; its
+    provenance in ``concurrency_source`` (``max_concurrency``, ``little`` = request/s × mean latency,
+    ``measured mean``)."""
+
+    concurrency: float
+    concurrency_source: str
+    tokens_per_s: float
+    requests: int
+    failed: int
+    duration_s: float | None = None
+    request_rate: float | None = None  # the configured rate; None: as fast as the limit allows
+    ttft_p95_s: float | None = None
+    itl_p95_s: float | None = None
+    label: str = ""  # the level's setting in words: ``max_concurrency 8``, ``concurrent 16 streams``
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One imported benchmark file: what tool, when it ran, against what, with what settings."""
+
+    tool: str  # "vllm bench serve" or "guidellm"
+    run_at: float  # unix seconds the benchmark ran (the file's own date)
+    model: str
+    settings: dict[str, Any]
+    points: tuple[BenchPoint, ...]
+    file_name: str = ""
+    target: str | None = None
+    imported_at: float | None = None
+    id: int | None = None
+
+
+@dataclass(frozen=True)
+class ConfigEpoch:
+    """A target's configuration from ``ts`` on, as its /metrics page told it (db/epochs.py): ``kind`` is
+    ``first`` (the first seen), ``config`` (a watched value changed: ``changes`` lists each as
+    (key, before, after)), ``restart`` (a new process, the same configuration) or ``config+restart``."""
+
+    target: str
+    ts: float
+    kind: str
+    config: dict[str, str]
+    changes: tuple[tuple[str, str, str], ...] = ()
+    process_start_s: float | None = None
+
+    def text(self) -> str:
+        """``gpu_memory_utilization 0.92 → 0.95, block_size 16 → 32 (restart)``; ``restart``; ``first seen``."""
+        said = ", ".join(f"{k} {b or '—'} → {a or '—'}" for k, b, a in self.changes)
+        if self.kind == "first":
+            return "first configuration seen"
+        if "restart" in self.kind:
+            return f"{said} (restart)" if said else "restart (same configuration)"
+        return said

@@ -451,3 +451,50 @@ verdicts = Table(
     Column("held_values", Text, nullable=False),  # JSON object: each rule that held → its value (unscaled)
     Column("evaluated_at", Integer, nullable=False),  # the evaluation: each rule's window ended then
 )
+
+# --- imported benchmark files (`bench import`, db/benches.py) ----------------------------------------
+# One row per file imported (its tool, when it ran, its settings as JSON) and one per load level in it.
+bench_runs = Table(
+    "bench_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tool", Text, nullable=False),  # "vllm bench serve" or "guidellm"
+    Column("run_at", Float, nullable=False),  # unix s the benchmark ran (the file's date)
+    Column("imported_at", Float, nullable=False),
+    Column("target", Text, nullable=True),  # the target whose server it measured
+    Column("model", Text, nullable=False),
+    Column("file_name", Text, nullable=False),
+    Column("settings", Text, nullable=False),  # JSON object: the tool's settings of the run
+)
+
+bench_points = Table(
+    "bench_points",
+    metadata,
+    Column("run_id", Integer, ForeignKey("bench_runs.id"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("label", Text, nullable=False),
+    Column("concurrency", Float, nullable=False),
+    Column("concurrency_source", Text, nullable=False),
+    Column("tokens_per_s", Float, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("failed", Integer, nullable=False),
+    Column("duration_s", Float),
+    Column("request_rate", Float),
+    Column("ttft_p95_s", Float),
+    Column("itl_p95_s", Float),
+)
+
+# --- configuration epochs (db/epochs.py) -------------------------------------------------------------
+# One row each time a target's configuration as its /metrics page tells it changed (cache_config_info's
+# watched labels, the models served, the engine), or its process restarted; the first row of a target
+# is its first configuration seen. Written by the writer in the round's transaction.
+config_epochs = Table(
+    "config_epochs",
+    metadata,
+    Column("target_id", Integer, ForeignKey("targets.id"), primary_key=True),
+    Column("ts", Integer, primary_key=True),  # the round that first showed it (unix s)
+    Column("kind", Text, nullable=False),  # first, config, restart, or config+restart
+    Column("config", Text, nullable=False),  # JSON object: the watched values from then on
+    Column("changes", Text, nullable=False),  # JSON list of [key, before, after] (empty for a restart alone)
+    Column("process_start_s", Float),  # process_start_time_seconds then (NULL: not exposed)
+)

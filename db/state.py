@@ -36,8 +36,11 @@ class SeriesState:
     carried: dict[str, float] = field(default_factory=dict)
 
     def restarted(self, process_start: float | None) -> bool:
-        """True when vLLM's process start time changed since the last scrape."""
-        return self.process_start is not None and process_start is not None and process_start != self.process_start
+        """True when vLLM's process start time changed since the last scrape (by more than a millisecond:
+        VictoriaMetrics keeps about 12 significant digits, so 1796526064.6512923 reads back as
+        1796526064.6512918 through it, and a target moved from a direct scrape to it is no restart)."""
+        return (self.process_start is not None and process_start is not None
+                and abs(process_start - self.process_start) > 0.001)  # fmt: skip
 
     def to_json(self) -> str:
         """The stored form (``series_state.state``): plain JSON; NaN and infinities as Python's json
@@ -73,7 +76,8 @@ MAX_BUCKET_INCREASE = float(2**32)
 
 
 def _created_changed(old: float | None, new: float | None) -> bool:
-    return old is not None and new is not None and old != new
+    # by more than a millisecond, as a process start (SeriesState.restarted: VictoriaMetrics's precision)
+    return old is not None and new is not None and abs(old - new) > 0.001
 
 
 def counter_increase(

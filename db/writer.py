@@ -27,6 +27,7 @@ from core.redact import masked
 from core.settings import TargetSettings
 from db import histo, schema
 from db.engine import storage_error, write_transaction
+from db.epochs import EpochTracker
 from db.state import SeriesState, counter_increase, histogram_increase
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Writer:
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
         self.rows_written = dict.fromkeys(_TABLES, 0)  # rows committed per table since start (the collector's /metrics)
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
+        self._epochs = EpochTracker()
 
     def close(self) -> None:
         """Nothing to release: each write checks a connection out of the engine's pool."""
@@ -139,6 +141,7 @@ class Writer:
                      self._last_ts, self._last_up):
             kept.clear()
         self._dirty.clear()
+        self._epochs.forget()
 
     def _collect(self, conn: Connection, round_: ScrapeRound, rows: _Rows) -> bool:
         """Queue the round's rows; False (nothing queued) when the target already has a round at or after it.
@@ -172,6 +175,7 @@ class Writer:
         rows["scrapes"].append(_scrape_row(target_id, ts, round_))
         if round_.vllm_status.ok and round_.vllm is not None:
             self._update_target_meta(conn, target_id, round_.vllm)
+            self._epochs.observe(conn, target_id, ts, round_.vllm)  # a changed configuration or a restart (db/epochs.py)
             rows["samples"] += self._model_rows(conn, target_id, ts, round_)
         for gpu in round_.gpus:
             gpu_row = {f: getattr(gpu, f) for f in schema.GPU_FIELDS}

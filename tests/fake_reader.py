@@ -93,6 +93,12 @@ class FakeReader:
     def verdicts(self, target: str, start: float, end: float) -> list[StoredVerdict]:
         return []  # no evaluator ran: the scenarios pin figures, not stored verdicts
 
+    def epochs(self, target: str, start: float | None = None, end: float | None = None) -> list[Any]:
+        return []  # no configuration change in these scenarios
+
+    def bench_runs(self, limit: int = 20, target: str | None = None) -> list[Any]:
+        return []  # nothing imported
+
     def gpu_series(self, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
         n = int((end - start) // step_s)
         return [

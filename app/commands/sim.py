@@ -37,6 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dcgm-interval", metavar="DURATION", default="30s",
                         help="dcgm-exporter reads the GPUs every DURATION of simulated time (its --collect-interval)")
     parser.add_argument("--duration", type=float, default=600.0, help="with --calibrate: simulated seconds per level")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
+                        help="vLLM --gpu-memory-utilization (default 0.92): the KV cache's share of GPU memory")
     parser.add_argument("--levels", default="8,16,32", help="with --calibrate: concurrency levels, e.g. 64")
 
 
@@ -52,6 +54,17 @@ def _config(args: argparse.Namespace) -> Any:
     if args.max_num_seqs < 1 or args.max_model_len < 16:
         raise UsageError("--max-num-seqs must be ≥ 1 and --max-model-len ≥ 16")
     return EngineConfig(max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len)
+
+
+def _params(args: argparse.Namespace) -> Any:
+    from simulator.params import EngineParams
+
+    share = args.gpu_memory_utilization
+    if share is None:
+        return EngineParams()
+    if not 0.5 <= share <= 1.0:  # below half, the weights of the simulated model leave no KV cache
+        raise UsageError(f"--gpu-memory-utilization must be between 0.5 and 1, not {share}")
+    return EngineParams(gpu_memory_utilization=share)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -103,7 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
                          max_model_len=config.max_model_len, gateway_limit=args.gateway_limit,
                          vllm_version=args.vllm_version, engine=args.engine, api_servers=args.api_server_count,
                          load=args.load, load_pattern=args.load_pattern,
-                         speed=args.speed, restart_every_s=restart_every, dcgm_interval_s=dcgm_interval)
+                         speed=args.speed, restart_every_s=restart_every, dcgm_interval_s=dcgm_interval,
+                         params=_params(args))
     try:
         sim = start_simulator(options)
     except OSError as exc:

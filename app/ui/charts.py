@@ -26,7 +26,7 @@ from app.formatting import number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
-from db.results import CeilingInfo, GpuPoint, SeriesPoint, SweepRun
+from db.results import BenchRun, CeilingInfo, ConfigEpoch, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
@@ -349,11 +349,12 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "",
+    epochs: Sequence[ConfigEpoch] = (),
 ) -> alt.VConcatChart:  # fmt: skip
     """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
     step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request). ``mbu_source``:
-    the window's MBU source, or why it has none."""
-    return stack(
+    the window's MBU source, or why it has none. ``epochs``: marked on every panel (:func:`with_epochs`)."""
+    return stack_marked(epochs, frame,
         ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
         mbu_chart(points, frame, sweetspot.min_mbu, mbu_source),
@@ -363,6 +364,11 @@ def overview_chart(
         prefix_cache_chart(points, frame),
         outcomes_chart(ttft, ttft_frame),
     )
+
+
+def stack_marked(epochs: Sequence[ConfigEpoch], frame: Frame, *panels: AnyChart) -> alt.VConcatChart:
+    """:func:`stack` with the configuration epochs marked on each panel."""
+    return stack(*(with_epochs(p, epochs, frame) for p in panels))
 
 
 # How requests ended (vLLM's request_success by finished_reason, SGLang's aborts) and how many were
@@ -407,6 +413,7 @@ ENGINE_NAME = "vLLM estimate"
 def gpu_chart(
     points: Sequence[GpuPoint], frame: Frame, field: str, title: str, unit: str, names: dict[str, str],
     scale: float = 1, pick: str | None = None, peak: float | None = None, peak_name: str = "peak",
+    epochs: Sequence[ConfigEpoch] = (),
 ) -> AnyChart:  # fmt: skip
     """``field`` × ``scale`` of the GPU ``pick`` (a UUID), or the mean of all with their min–max band.
 
@@ -440,6 +447,8 @@ def gpu_chart(
     what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"
+    if epochs:
+        layers.append(epoch_layer(epochs, frame))
     return _finish(_layer(*layers), f"{title} · {what}")
 
 
@@ -492,8 +501,10 @@ def operating_point_chart(
     title: str = "",
     slo_s: float | None = None,
     roofline: Sequence[tuple[float, float]] = (),
+    benches: Sequence[BenchRun] = (),
 ) -> alt.LayerChart:
-    """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
+    """Measured steps as dots coloured by time, the report's curve, sweep levels, imported benchmarks
+    (``benches``, :func:`bench_layer`) and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
     a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
@@ -504,6 +515,7 @@ def operating_point_chart(
     data = scatter_rows(points, y_attr)
     y = alt.Y("value:Q", title=y_title)
     sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
+    sweep_values += [getattr(p, y_attr) for run in benches for p in run.points]
     if slo_s is not None:
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
@@ -533,6 +545,8 @@ def operating_point_chart(
     layers: list[Any] = [dots, _reference_curve(reference, y_title)]
     if sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
+    if benches:
+        layers.append(bench_layer(benches, y_attr, y_title))
     layers.extend(_vmark(at, text) for at, text in marks)
     if slo_s is not None:
         layers.append(_slo_rule(slo_s))
@@ -669,3 +683,63 @@ def _vmark(at: float, text: str) -> alt.LayerChart:
         x="running:Q", y=alt.value(0), text="label:N"
     )
     return _layer(rule, label)
+
+
+def bench_name(run: BenchRun) -> str:
+    """``vllm bench serve 2026-12-06 03:01``: an imported benchmark in a legend (the tooltip has the rest)."""
+    return f"{run.tool} {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.run_at))}"
+
+
+def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.Chart:
+    """Imported benchmark levels (``bench import``) as squares joined per run, coloured by run; the
+    tooltip carries the date, the level's setting, where its concurrency comes from and the run's settings."""
+    rows = [
+        {"running": p.concurrency, "value": getattr(p, y_attr), "benchmark": bench_name(run), "level": p.label,
+         "concurrency from": p.concurrency_source, "model": run.model, "file": run.file_name,
+         "settings": ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))}
+        for run in benches
+        for p in run.points
+        if getattr(p, y_attr, None) is not None
+    ]  # fmt: skip
+    data = pd.DataFrame(rows, columns=["running", "value", "benchmark", "level", "concurrency from", "model", "file",
+                                       "settings"])  # fmt: skip
+    return (
+        alt.Chart(data)
+        .mark_line(strokeDash=[2, 2], point=alt.OverlayMarkDef(shape="square", size=70))
+        .encode(
+            x="running:Q",
+            y="value:Q",
+            color=alt.Color("benchmark:N", title="imported benchmark", scale=alt.Scale(scheme="set1"),
+                            legend=alt.Legend(orient="top", direction="vertical", labelLimit=400)),
+            tooltip=["benchmark:N", "level:N", alt.Tooltip("running:Q", title="concurrency", format=".2~f"),
+                     "concurrency from:N", alt.Tooltip("value:Q", title=y_title, format=".3~f"), "model:N", "file:N",
+                     "settings:N"],
+        )
+    )  # fmt: skip
+
+
+EPOCH_COLOR = "#6a3d9a"
+
+
+def epoch_layer(epochs: Sequence[ConfigEpoch], frame: Frame) -> alt.Chart:
+    """Configuration epochs and restarts (db/epochs.py) inside the frame as dotted vertical rules; hover
+    one: when, what kind, what changed. The first configuration seen is no change: not drawn."""
+    rows = [{"time": e.ts * 1000, "kind": e.kind, "changed": e.text()}
+            for e in epochs if e.kind != "first" and frame.start <= e.ts <= frame.end]  # fmt: skip
+    data = pd.DataFrame(rows, columns=["time", "kind", "changed"])
+    return (
+        alt.Chart(data)
+        .mark_rule(color=EPOCH_COLOR, strokeDash=[2, 3], strokeWidth=2)
+        .encode(x=_x(frame), tooltip=[TOOLTIP_TIME, alt.Tooltip("kind:N", title="epoch"),
+                                      alt.Tooltip("changed:N", title="what changed")])
+    )  # fmt: skip
+
+
+def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) -> AnyChart:
+    """``panel`` with :func:`epoch_layer` over it (the panel as it is when there is none to mark)."""
+    if not any(e.kind != "first" and frame.start <= e.ts <= frame.end for e in epochs):
+        return panel
+    title, height = panel.title, panel.height
+    inner = panel.copy(deep=False)  # the title and height move to the layer that holds both
+    inner.title, inner.height = alt.Undefined, alt.Undefined
+    return _layer(inner, epoch_layer(epochs, frame)).properties(title=title, height=height)

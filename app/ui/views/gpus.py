@@ -71,11 +71,12 @@ def live() -> None:
     elif engine:
         panels.append(("dram_bw_gbps", "Engine-estimated memory traffic (GB/s per GPU)", "GB/s", 1.0, peak_bw))
     left, right = st.columns(2)
+    epochs = guard("the configuration epochs", ctx.reader.epochs, view.target)  # marked on each chart
     for i, (field, title, unit, scale, peak) in enumerate(panels):
         drawn = [*points, *engine] if field == "dram_bw_gbps" else points
         chart_cache.show_chart(
             charts.gpu_chart, drawn, frame, field, f"{title}, per {step}", unit, names, scale, pick, peak,
-            LINE_NAMES.get(field, "peak"), where=left if i % 2 == 0 else right,
+            LINE_NAMES.get(field, "peak"), epochs, where=left if i % 2 == 0 else right,
         )  # fmt: skip
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from app.operating_point import (
     NO_ROOFLINE,
     REFERENCE_LEVELS,
+    bench_text,
     concurrency_reach,
     find_knee,
     per_request_text,
@@ -30,6 +31,7 @@ end = span.end - span.end % step  # complete steps only, as the charts (app/ui/t
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s"))
 sweeps, others = sweeps_of(ctx.target_info(), guard("the load sweeps", ctx.reader.sweep_runs, 20))
 sweeps = sweeps[:5]
+benches = guard("the imported benchmarks", ctx.reader.bench_runs, 5, view.target)
 
 latest = sweeps[0] if sweeps else None
 levels = [(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s) for lv in latest.levels] if latest else REFERENCE_LEVELS
@@ -48,6 +50,7 @@ if knee:
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
     f"Grey dashes: the report's reference curve. Diamonds: stored load sweeps of {view.target}'s server."
+    + (" Squares: imported benchmarks (bench import): " + markdown(bench_text(benches), limit=2000) if benches else "")
     + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
 if roof:
@@ -63,7 +66,7 @@ for where, attr, label, reference, slo, bound in (
 ):
     title = f"Concurrency vs {label}"
     chart_cache.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
-                     height=480, where=where)  # fmt: skip
+                     benches, height=480, where=where)  # fmt: skip
 speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
 st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
 chart_cache.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)

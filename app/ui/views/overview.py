@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app.epochs import comparisons
 from app.formatting import clock
 from app.ui import alert_views, chart_cache, charts, page, time_range, widgets
 from app.ui.guard import guard
@@ -52,8 +53,14 @@ def live() -> None:
         f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
+    epochs = guard("the configuration epochs", ctx.reader.epochs, view.target)
     chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
-                     figures.mbu_source or "", height="content")
+                     figures.mbu_source or "", epochs, height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
+    shown = [c for c in guard("the epochs' figures", comparisons, ctx.reader, view.target, epochs, 3600.0, now)
+             if span.start <= c.epoch.ts <= span.end]  # fmt: skip
+    if shown:  # what each dotted line changed, and the figures an hour before against an hour after
+        st.markdown("**Configuration changes and restarts** (dotted lines; an hour at most each side):\n"
+                    + "\n".join(f"- {clock(c.epoch.ts)}: {markdown(c.text(), limit=1000)}" for c in shown))
 
 live()
