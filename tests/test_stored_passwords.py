@@ -164,12 +164,34 @@ def test_migration_0014_masks_the_query_tokens_stored_before(db_url: str) -> Non
     assert migrate(engine) == ["0014_masked_query_tokens"]
     with engine.connect() as conn:
         assert tuple(conn.execute(select(t.c.vllm_url, t.c.gateway_source, t.c.discovered_by)).one()) == (
-            "http://vllm:8000/metrics?token=***", "json http://gw:4000/q?apikey=***&pretty=1 q",
+            "http://vllm:8000/metrics?token=***", "json http://gw:4000/q?apikey=***&pretty=*** q",
             "http://prom:9090?access_token=***",
         )
         assert set(conn.execute(select(schema.scrapes.c.error)).scalars()) == {
             "cannot reach http://vllm:8000/metrics?token=*** (connection refused)"}
         assert conn.execute(select(schema.sweep_runs.c.url)).scalar_one() == "http://vllm:8000/v1?key=***"
+    engine.dispose()
+
+
+def test_migration_0027_masks_query_values_user_tokens_and_slashed_passwords(db_url: str) -> None:
+    engine = open_engine(db_url)
+    writer = Writer(engine)
+    writer.register_target(TargetSettings(name="old"))
+    writer.close()
+    t, m = schema.targets, schema.migrations_table
+    link = "http://dash:8501/?target=old&range=6h"
+    with engine.begin() as conn:  # as older versions stored them
+        conn.execute(t.update().values(vllm_url="https://ghp_tok9@vllm:8000/metrics?page=2",
+                                       gateway_source="json http://u:ab/cd==@gw:4000/q q"))
+        conn.execute(schema.notifications.insert().values(
+            group_key="g", kind="firing", status="queued", recipients="[]", subject="s", body_text=link,
+            body_html="", images="{}", alerts="[]", created_at=1, due_at=1, attempts=0))
+        conn.execute(m.delete().where(m.c.name == "0027_masked_url_values"))
+    assert migrate(engine) == ["0027_masked_url_values"]
+    with engine.connect() as conn:
+        assert tuple(conn.execute(select(t.c.vllm_url, t.c.gateway_source)).one()) == (
+            "https://***@vllm:8000/metrics?page=***", "json http://u:***@gw:4000/q q")
+        assert conn.execute(select(schema.notifications.c.body_text)).scalar_one() == link  # a queued e-mail's link works
     engine.dispose()
 
 
