@@ -585,8 +585,9 @@ def is_reference(settings: Settings, target_name: str) -> bool:
 
 
 # Settings no longer read: key → the one line that says what replaced it.
-_MIN_EFFICIENCY = ("no longer read: it judged output tok/s against the ceiling, a bound on decode steps/s; "
-                   "set {prefix}min_mbu instead (0–1, default 0.3: the rule judges model bandwidth utilisation, docs/ceiling.md)")
+_MIN_EFFICIENCY = ("no longer read: it judged output tok/s against the ceiling, a bound on decode steps/s; no default "
+                   "rule has an efficiency floor now (under_delivering judges tok/s against the target's own curve, "
+                   "docs/alerts.md); remove it, or write a rule over mbu and {prefix}min_mbu")
 REMOVED: dict[type, dict[str, str]] = {
     SweetSpotSettings: {"min_efficiency": _MIN_EFFICIENCY},
     SweetSpotOverrides: {"min_efficiency": _MIN_EFFICIENCY},
