@@ -6,9 +6,8 @@ entry and two functions. Reads go through read-only connections; only ``silence 
 
 from __future__ import annotations
 
-import dataclasses
-
 import argparse
+import dataclasses
 import getpass
 import json
 import re
