@@ -154,7 +154,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "concurrency limit past the sweet spot only moves the wait into vLLM.",
     ),
     Rule(
-        "under_delivering", "curve_share", "<", "0.8", WARNING, for_s=600.0,
+        "under_delivering", "curve_share", "<", "0.8", WARNING, window_s=180.0, for_s=600.0,
         panel="throughput", title="under-delivering",
         when=f"running_avg >= 1 and asleep == 0 and {_SERVING}",
         label="output tok/s against its own {curve_source} curve at {running_avg} running (over {window})",
