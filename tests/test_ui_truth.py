@@ -229,8 +229,9 @@ def test_targets_show_the_ceilings_inputs_with_their_provenance_or_none():
 def test_the_running_tile_names_the_targets_own_sweet_spot_and_its_source():
     from app.sweet_spot import SweetSpot
 
-    def running(spot, rules=SweetSpotSettings()):
-        return next(t for t in widgets.kpi_tiles(window(), rules, spot) if t.label.startswith("Running"))
+    def running(spot, rules=None):
+        tiles = widgets.kpi_tiles(window(), rules or SweetSpotSettings(), spot)
+        return next(t for t in tiles if t.label.startswith("Running"))
 
     learned = running(SweetSpot(17, "learned", "learned: 90% of its plateau (150 tok/s) at 22, from 1,440 minutes"))
     assert learned.context == "max 16 · sweet spot 17 (learned)" and "from 1,440 minutes" in learned.help
