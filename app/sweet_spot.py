@@ -148,7 +148,7 @@ LEARNED_SLOT_S = 600
 
 
 def _learned(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
-    key = (str(reader.engine.url), target, slo_s, int(now // LEARNED_SLOT_S))
+    key = (str(getattr(getattr(reader, "engine", None), "url", "")), target, slo_s, int(now // LEARNED_SLOT_S))
     if key not in _LEARNED:
         if len(_LEARNED) > 4096:
             _LEARNED.clear()

@@ -190,6 +190,23 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 
+# Rules retired from the defaults: an ``[[alerts.rules]]`` entry of that name brings one back as it was
+# (an old file that tuned it keeps it), changed by the entry's keys. The MBU floor fired at the
+# reference's own operating points (docs/alerts.md#why-the-mbu-floor-went).
+RETIRED_RULES: dict[str, Rule] = {
+    "efficiency": Rule(
+        "efficiency", "mbu", "<", "min_mbu", WARNING, for_s=600.0,
+        panel="mbu", title="low MBU",
+        when=f"queued > 0 and {_SERVING} and asleep == 0",
+        label="MBU over {window}", unit="%", scale=100.0, detail="{mbu_source}, while {queued} requests wait",
+        no_value="not evaluated: {mbu_missing}",
+        recommendation="Requests wait while each decode step moves little of the GPUs' memory bandwidth: the steps "
+        "are bound by compute or overheads (prefill, kernels, tensor-parallel communication, scheduling), or the "
+        "engine is not batching the waiting requests (its running limit, --max-num-seqs, or the KV cache holds them back).",
+    ),
+}  # fmt: skip
+
+
 # -- evaluation ------------------------------------------------------------------------------------
 # Keyed by the expression's text (a value): each evaluation reads every rule's expressions for every
 # target, and simpleeval's parse costs ~65 µs an expression against ~0.1 µs cached.
@@ -344,7 +361,7 @@ def rule_set(settings: Settings, target: str) -> tuple[Rule, ...]:
         if not entry.enabled:
             rules.pop(entry.name, None)
             continue
-        base = rules.get(entry.name) or Rule(entry.name, "", "", "", WARNING)
+        base = rules.get(entry.name) or RETIRED_RULES.get(entry.name) or Rule(entry.name, "", "", "", WARNING)
         rules[entry.name] = _apply(base, entry, source)
     return tuple(rules.values())
 
@@ -363,7 +380,7 @@ def _apply(rule: Rule, entry: RuleSettings, source: str) -> Rule:
 
 def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
     """Raise ConfigError naming the key of the first ``[[alerts.rules]]`` entry that cannot be used."""
-    defaults = {r.name for r in DEFAULT_RULES}
+    defaults = {r.name for r in DEFAULT_RULES} | set(RETIRED_RULES)
     targets = {t.name for t in settings.targets}
     for i, entry in enumerate(settings.alerts.rules):
         key = f"alerts.rules[{i}]"
