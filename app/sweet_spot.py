@@ -117,8 +117,7 @@ def resolve(reader: Reader, settings: Settings, target: str, now: float) -> Swee
     if is_reference(settings, target) and sweetspot.concurrency is None:
         curve = tuple((float(c), t) for c, t, _ in REFERENCE_LEVELS)
         return SweetSpot(REFERENCE_KNEE, REFERENCE, f"the knee of {REFERENCE_REPORT}", curve, REFERENCE)
-    sweep = _latest_sweep(reader, target)
-    learned = _learned(reader, target, now, sweetspot.ttft_p95_slo_s)
+    sweep, learned = _stored(reader, target, now, sweetspot.ttft_p95_slo_s)
     curve, curve_source = _curve(sweep, learned)
     if sweetspot.concurrency is not None:
         return SweetSpot(sweetspot.concurrency, CONFIGURED, "configured", curve, curve_source, learned)
@@ -141,19 +140,19 @@ def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
     return next((run for run in mine if any(lv.tokens_per_s for lv in run.levels)), None)
 
 
-# (database, target, SLO, 10-minute slot) → what the learner found: the Fleet resolves every target each
-# refresh, and the learner reads a week of minutes; what it learns moves with hours of traffic.
-_LEARNED: dict[tuple[str, str, float, int], Learned | None] = {}
-LEARNED_SLOT_S = 600
+# (database, target, SLO, 10-minute slot) → its latest sweep and what the learner found: the Fleet
+# resolves every target each refresh, and the learner reads a week of minutes; both move with hours.
+_STORED: dict[tuple[str, str, float, int], tuple[SweepRun | None, Learned | None]] = {}
+STORED_SLOT_S = 600
 
 
-def _learned(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
-    key = (str(getattr(getattr(reader, "engine", None), "url", "")), target, slo_s, int(now // LEARNED_SLOT_S))
-    if key not in _LEARNED:
-        if len(_LEARNED) > 4096:
-            _LEARNED.clear()
-        _LEARNED[key] = _learn(reader, target, now, slo_s)
-    return _LEARNED[key]
+def _stored(reader: Reader, target: str, now: float, slo_s: float) -> tuple[SweepRun | None, Learned | None]:
+    key = (str(getattr(getattr(reader, "engine", None), "url", "")), target, slo_s, int(now // STORED_SLOT_S))
+    if key not in _STORED:
+        if len(_STORED) > 4096:
+            _STORED.clear()
+        _STORED[key] = (_latest_sweep(reader, target), _learn(reader, target, now, slo_s))
+    return _STORED[key]
 
 
 def _learn(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
