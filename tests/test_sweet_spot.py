@@ -257,3 +257,11 @@ def test_no_nan_or_division_by_zero_in_the_share():
     spot = SweetSpot(16, REFERENCE, "", ((8.0, 0.0),), REFERENCE)
     names = _names(window(running_avg=4.0, tokens_per_s=10.0), spot)
     assert names["curve_share"] is None and not math.isnan(names["expected_tokens_per_s"])
+
+
+def test_the_stored_thresholds_hold_the_demos_reference_and_none_for_an_unconfigured_target():
+    from app.collection import sweetspot_pairs
+    from app.commands.run import demo_target
+
+    pairs = dict(sweetspot_pairs(Settings(targets=(demo_target(DEMO_URLS), target_settings("prod")))))
+    assert (pairs["*"].concurrency, pairs["demo"].concurrency, pairs["prod"].concurrency) == (None, 16, None)
