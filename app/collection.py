@@ -4,6 +4,7 @@ the writer; rollups, retention, alert evaluation and e-mail on the same schedule
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundReader, describe_round
-from core.settings import Settings, SweetSpotSettings, effective_sweetspot, require_scrape_tokens
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot, is_reference, require_scrape_tokens
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -40,9 +41,14 @@ DIGEST_EVERY_S = 60.0
 def sweetspot_pairs(settings: Settings) -> list[tuple[str, SweetSpotSettings]]:
     """The thresholds each target is judged by (the global ones with its ``targets[].sweetspot``
     overrides, as the alert rules see them), and the global ones under "*" for targets without a row."""
+    from app.sweet_spot import REFERENCE_KNEE
     from db.thresholds import EVERY_TARGET
 
     own = [(t.name, effective_sweetspot(settings, t.name)) for t in settings.targets]
+    # the demo's sweet spot is the report's (app/sweet_spot.py); a sweep's or a learned one moves with
+    # the history and is not stored here (NULL: none configured)
+    own = [(n, dataclasses.replace(s, concurrency=REFERENCE_KNEE) if s.concurrency is None and is_reference(settings, n) else s)
+           for n, s in own]  # fmt: skip
     return [(EVERY_TARGET, settings.sweetspot), *own]
 
 

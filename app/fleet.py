@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
 from app.formatting import MISSING
+from app.sweet_spot import SweetSpot, resolve
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
@@ -53,6 +54,7 @@ class FleetRow:
     state: TargetState
     figures: WindowFigures
     sparkline: tuple[float | None, ...]
+    spot: SweetSpot | None = None  # its own sweet spot with its source (None: not resolved, no settings)
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,13 @@ class ModelAggregate:
 
 def target_state(
     figures: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
-    rule_defs: Sequence[Rule] | None = None,
+    rule_defs: Sequence[Rule] | None = None, spot: SweetSpot | None = None,
 ) -> TargetState:  # fmt: skip
     """The state of one target over the window (the Fleet's and ``status --all``'s one judge):
     ``rule_defs`` the target's rule set (app.alerts.rules.rule_set; None: the default rules)."""
     if figures.up is False:
         return TargetState(DOWN, (figures.last_error or "the last scrape failed",), critical=True)
-    verdict = evaluate(figures, sweetspot, recent, DEFAULT_RULES if rule_defs is None else rule_defs)
+    verdict = evaluate(figures, sweetspot, recent, DEFAULT_RULES if rule_defs is None else rule_defs, spot)
     if verdict.state == NO_DATA:
         return TargetState(NO_DATA, (verdict.reason,), critical=True)
     return TargetState(verdict.state, tuple(c.text for c in verdict.clauses), verdict.severity == CRITICAL)
@@ -97,8 +99,9 @@ def fleet(
     for name, f in figures.items():
         own = sweetspot if settings is None else effective_sweetspot(settings, name)
         defs = None if settings is None else rule_set(settings, name)
-        state = target_state(f.window, own, _recent(f.series, now - own.queue_growth_s - SPARK_STEP_S), defs)
-        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"])))
+        spot = None if settings is None else resolve(reader, settings, name, now)
+        state = target_state(f.window, own, _recent(f.series, now - own.queue_growth_s - SPARK_STEP_S), defs, spot)
+        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"]), spot))
     return sorted(rows, key=_worst_first)
 
 
@@ -163,7 +166,8 @@ def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, An
     from app.commands.status import figures_json, not_evaluated
 
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
-             "not_evaluated": not_evaluated(settings, r.figures), "discovered_by": r.discovered_by} for r in rows]  # fmt: skip
+             "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
+             **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
 
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from app.alerts.figures import no_data_reason, queue_growth, window_names
 from app.alerts.model import CRITICAL, WARNING
@@ -21,6 +22,9 @@ from core.settings import SweetSpotSettings
 from core.text import visible
 from db.results import SeriesPoint, WindowFigures
 from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE, StoredVerdict
+
+if TYPE_CHECKING:
+    from app.sweet_spot import SweetSpot
 
 __all__ = ["evaluate", "broken_since", "last_up", "no_data_reason", "queue_growth", "Clause", "Verdict"]
 
@@ -86,13 +90,14 @@ def evaluate(
     sweetspot: SweetSpotSettings,
     recent: Sequence[SeriesPoint] = (),
     alert_rules: Sequence[Rule] = DEFAULT_RULES,
+    spot: SweetSpot | None = None,
 ) -> Verdict:
     """Apply the rule set (default: DOMAIN.md §3) to one window; ``recent`` are the latest series
     steps (oldest first), for the queue-growth rule. The condition only: ``for`` is the evaluator's."""
     reason = no_data_reason(figures)
     if reason:
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
-    names = Names(window_names(figures, sweetspot, recent), figures.window_s)
+    names = Names(window_names(figures, sweetspot, recent, spot), figures.window_s)
     held = [(r, o) for r in alert_rules if r.needs_data and (o := outcome(r, names)).status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept

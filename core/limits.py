@@ -106,6 +106,8 @@ LIMITS: dict[str, Limit] = {
     "query.row_limit": Limit(1, 10_000_000),
     "max_series": Limit(1, 10_000_000),
     "targets[].max_series": Limit(1, 10_000_000),
+    "targets[].sweet_spot": Limit(1, 1_000_000),
+    "targets[].max_num_seqs": Limit(1, 1_000_000),
     "telemetry.port": Limit(0, 65535),
 }
 

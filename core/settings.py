@@ -35,6 +35,7 @@ DEFAULT_DB_URL = "sqlite:///data/sweetspot.db"
 DEFAULT_MAX_SERIES = 1000
 
 # Environment variables the loader honours (documented in docs/configuration.md).
+DEMO_TARGET = "demo"  # the target `run` watches the built-in simulator as
 ENV_CONFIG = "SWEETSPOT_CONFIG"
 ENV_DB_URL = "SWEETSPOT_DB_URL"
 ENV_DB_PASSWORD = "SWEETSPOT_DB_PASSWORD"
@@ -191,6 +192,13 @@ class TargetSettings:
     )
     http: HttpSettings = _setting(None, "HTTP settings of every source of this target", factory=HttpSettings)
     max_series: int | None = _setting(None, "this target's own limit on series (unset: the global max_series)")
+    sweet_spot: int | None = _setting(
+        None, "this target's sweet-spot concurrency (the same as sweetspot.concurrency; unset: its latest sweep, "
+        "else learned from its traffic, else unknown)",
+    )
+    max_num_seqs: int | None = _setting(None, "the engine's --max-num-seqs, when known: a sweet spot above it is refused")
+    # The demo's target: its sweet spot is the reference report's (source "reference"), set by `run` only.
+    reference: bool = field(default=False, compare=False, repr=False, metadata={"kind": INTERNAL})
 
     def source_http(self, source: str) -> HttpSettings:
         """The HTTP settings of ``source`` (vllm, gateway or gpu): its own over the target's."""
@@ -225,10 +233,14 @@ class SweetSpotSettings:
     """Thresholds that define "in the sweet spot" (DOMAIN.md §3)."""
 
     ttft_p95_slo_s: float = _setting(3.0, "TTFT P95 above this many seconds leaves the sweet spot", kind="duration")
-    concurrency: int = _setting(16, "sweet-spot concurrency: running requests above it leave the sweet spot")
+    concurrency: int | None = _setting(
+        None, "sweet-spot concurrency: running requests above it leave the sweet spot (unset: each target's own, "
+        "from its sweep or learned from its traffic; docs/alerts.md)",
+    )
     kv_warning: float = _setting(0.9, "KV-cache usage (0–1) that raises a warning")
     kv_critical: float = _setting(0.98, "KV-cache usage (0–1) that is critical (preemption imminent)")
-    min_mbu: float = _setting(0.3, "model bandwidth utilisation (0–1) under this while requests queue leaves the sweet spot")
+    min_mbu: float = _setting(0.3, "only for rules you write: no default rule reads it since the MBU floor was retired "
+                              "(docs/alerts.md); model bandwidth utilisation (0–1)")
     queue_growth_s: float = _setting(180.0, "gateway queue growing for this long leaves the sweet spot", kind="duration")
 
 
@@ -243,7 +255,7 @@ class SweetSpotOverrides:
     concurrency: int | None = _setting(None, "this target's sweet-spot concurrency")
     kv_warning: float | None = _setting(None, "this target's KV-cache warning level (0–1)")
     kv_critical: float | None = _setting(None, "this target's KV-cache critical level (0–1)")
-    min_mbu: float | None = _setting(None, "this target's minimum MBU (0–1) while requests queue")
+    min_mbu: float | None = _setting(None, "this target's min_mbu (0–1), only for rules you write")
     queue_growth_s: float | None = _setting(None, "this target's queue-growth span", kind="duration")
 
 
@@ -261,6 +273,8 @@ def effective_sweetspot(settings: Settings, target_name: str) -> SweetSpotSettin
 def sweetspot_of(settings: Settings, target: TargetSettings) -> SweetSpotSettings:
     """:func:`effective_sweetspot` of a target at hand (no look-up by name: the loader's check is linear)."""
     given = {k: v for k, v in dataclasses.asdict(target.sweetspot).items() if v is not None}
+    if target.sweet_spot is not None:
+        given["concurrency"] = target.sweet_spot
     return dataclasses.replace(settings.sweetspot, **given) if given else settings.sweetspot
 
 
@@ -585,9 +599,21 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key}: expected {tp.__name__}, got {value!r}")
 
 
+def is_reference(settings: Settings, target_name: str) -> bool:
+    """Whether ``target_name`` is the demo's simulator of the reference deployment: the target `run`
+    configures (``reference``), or, in a process given no target at all (the demo's dashboard, `status`
+    on its database), the stored target of that name."""
+    for target in settings.targets:
+        if target.name == target_name:
+            return target.reference
+    demo = not any(t.vllm_url for t in settings.targets) and not settings.prometheus and settings.simulator
+    return demo and target_name == DEMO_TARGET
+
+
 # Settings no longer read: key → the one line that says what replaced it.
-_MIN_EFFICIENCY = ("no longer read: it judged output tok/s against the ceiling, a bound on decode steps/s; "
-                   "set {prefix}min_mbu instead (0–1, default 0.3: the rule judges model bandwidth utilisation, docs/ceiling.md)")
+_MIN_EFFICIENCY = ("no longer read: it judged output tok/s against the ceiling, a bound on decode steps/s; no default "
+                   "rule has an efficiency floor now (under_delivering judges tok/s against the target's own curve, "
+                   "docs/alerts.md); remove it, or write a rule over mbu and {prefix}min_mbu")
 REMOVED: dict[type, dict[str, str]] = {
     SweetSpotSettings: {"min_efficiency": _MIN_EFFICIENCY},
     SweetSpotOverrides: {"min_efficiency": _MIN_EFFICIENCY},
@@ -663,6 +689,20 @@ def _check_target(target: TargetSettings, key: str) -> None:
                           "leave out [[targets]] altogether for the demo")  # fmt: skip
 
 
+def _check_sweet_spot(target: TargetSettings, thresholds: SweetSpotSettings, key: str) -> None:
+    """One sweet spot per target, and not above the engine's --max-num-seqs when that is known (0, negative
+    and NaN are refused by the limits and the type check)."""
+    if target.sweet_spot is not None and target.sweetspot.concurrency is not None:
+        raise ConfigError(f"{key}.sweet_spot: {key}.sweetspot.concurrency is given too; keep one of the two")
+    spot = thresholds.concurrency
+    if spot is not None and target.max_num_seqs is not None and spot > target.max_num_seqs:
+        where = (f"{key}.sweet_spot" if target.sweet_spot is not None
+                 else f"{key}.sweetspot.concurrency" if target.sweetspot.concurrency is not None
+                 else "sweetspot.concurrency")  # fmt: skip
+        raise ConfigError(f"{where}: {spot} is above {key}.max_num_seqs ({target.max_num_seqs}): the engine never "
+                          "runs that many requests at once; lower it or raise --max-num-seqs")
+
+
 def _validate(settings: Settings) -> Settings:
     first: dict[str, int] = {}  # names compared as they read (core.text.name_key)
     for i, target in enumerate(settings.targets):
@@ -689,6 +729,7 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
         _check_target(target, key)
         thresholds = sweetspot_of(settings, target)
+        _check_sweet_spot(target, thresholds, key)
         if thresholds.kv_warning > thresholds.kv_critical:
             raise ConfigError(f"{key}.sweetspot.kv_warning: {thresholds.kv_warning:g} must be ≤ the target's kv_critical "
                               f"({thresholds.kv_critical:g}); lower kv_warning or raise kv_critical")

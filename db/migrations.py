@@ -229,8 +229,12 @@ def _query_views(conn: Connection) -> None:
     from db.thresholds import EVERY_TARGET, FIELDS
 
     defaults = SweetSpotSettings()
-    row = {"target": EVERY_TARGET, **{f: float(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
+    row = {"target": EVERY_TARGET, **{f: _number(getattr(defaults, f)) for f in FIELDS}, "updated_at": int(time.time())}
     conn.execute(schema.sweetspot_thresholds.insert().values(**row))
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _fill_ttft_p95(conn: Connection, target: int) -> None:
@@ -438,6 +442,28 @@ def _verdicts(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _sweet_spot_unknown(conn: Connection) -> None:
+    # A target's sweet spot is unknown unless configured (its sweep or its own traffic may give one,
+    # app/sweet_spot.py): the stored concurrency takes NULL, and the global row written under the old
+    # default of 16 says unknown until a collector writes the configured thresholds at its start.
+    # SQLite cannot drop a NOT NULL: the small table is copied into one made from the current schema.
+    from db.query_views import drop_views
+    from db.thresholds import EVERY_TARGET
+
+    drop_views(conn)
+    nullable = {c["name"]: c["nullable"] for c in inspect(conn).get_columns("sweetspot_thresholds")}
+    if not nullable.get("concurrency", True):
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("ALTER TABLE sweetspot_thresholds ALTER COLUMN concurrency DROP NOT NULL"))
+        else:
+            columns = ", ".join(nullable)
+            conn.execute(text("ALTER TABLE sweetspot_thresholds RENAME TO sweetspot_thresholds_0021"))
+            schema.sweetspot_thresholds.create(conn)
+            conn.execute(text(f"INSERT INTO sweetspot_thresholds ({columns}) SELECT {columns} FROM sweetspot_thresholds_0021"))
+            conn.execute(text("DROP TABLE sweetspot_thresholds_0021"))
+    conn.execute(text("UPDATE sweetspot_thresholds SET concurrency = NULL WHERE target = :t"), {"t": EVERY_TARGET})
+
+
 def _bench_runs(conn: Connection) -> None:
     # Imported benchmark files (`bench import`, db/benches.py). A fresh database got the tables from
     # 0001 (built from the current schema): checkfirst.
@@ -471,6 +497,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
+    ("0021_sweet_spot_unknown", _sweet_spot_unknown),
     ("0027_masked_url_values", _masked_url_values),
     ("0030_bench_runs", _bench_runs),
     ("0031_config_epochs", _config_epochs),

@@ -410,7 +410,7 @@ sweetspot_thresholds = Table(
     metadata,
     Column("target", Text, primary_key=True),
     Column("ttft_p95_slo_s", Float, nullable=False),
-    Column("concurrency", Float, nullable=False),
+    Column("concurrency", Float),  # NULL: no configured sweet spot (0021_sweet_spot_unknown)
     Column("kv_warning", Float, nullable=False),
     Column("kv_critical", Float, nullable=False),
     Column("min_mbu", Float, nullable=False),  # 0018_min_mbu (was min_efficiency)

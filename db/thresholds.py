@@ -28,7 +28,7 @@ FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_mbu
 def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSettings]], now: float | None = None) -> int:
     """Replace the stored thresholds with ``(target name, thresholds)`` pairs; returns the rows written."""
     at = int(time.time() if now is None else now)
-    rows = [{"target": name, **{f: float(getattr(s, f)) for f in FIELDS}, "updated_at": at} for name, s in pairs]
+    rows = [{"target": name, **{f: _number(getattr(s, f)) for f in FIELDS}, "updated_at": at} for name, s in pairs]
     try:
         with engine.begin() as conn:
             conn.execute(delete(schema.sweetspot_thresholds))
@@ -37,6 +37,10 @@ def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSetting
     except SQLAlchemyError as exc:
         raise storage_error("storing the sweet-spot thresholds", exc) from None
     return len(rows)
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)  # a sweet spot not configured is NULL
 
 
 def stored_ttft_slo(conn: Connection, target_ids: Iterable[int]) -> dict[int, float]:

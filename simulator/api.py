@@ -6,6 +6,7 @@ command prints as its first stdout line.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import random
@@ -54,9 +55,11 @@ class SimOptions:
     dcgm_interval_s: float = 30.0
     model: str = DEFAULT_MODEL
     params: EngineParams = field(default_factory=EngineParams)
+    slowdown: float = 0.0  # the fault knob: the GPUs this share slower from the start (0–1)
 
     def engine_config(self) -> EngineConfig:
-        return EngineConfig(self.model, self.max_num_seqs, self.max_model_len, self.params)
+        params = dataclasses.replace(self.params, slowdown=self.slowdown) if self.slowdown else self.params
+        return EngineConfig(self.model, self.max_num_seqs, self.max_model_len, params)
 
 
 class RunningSim:

@@ -84,8 +84,10 @@ class Engine:
         self._finish(seq, "abort", now)
 
     def reconfigure(self, config: EngineConfig) -> None:
-        """Apply new max-num-seqs / max-model-len (the daily pattern's operator mistakes); blocks unchanged."""
+        """Apply new max-num-seqs / max-model-len (the daily pattern's operator mistakes) or a slowdown
+        (the fault knob); the block pool is unchanged."""
         self.config = config
+        self.params = config.params
 
     def usage(self) -> float:
         """KV-cache usage, fraction 0–1 of the block pool."""

@@ -11,6 +11,7 @@ gateway queue, incidents and GPU figures follow the same daily pattern as the li
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import random
 from collections.abc import Iterator
@@ -156,16 +157,22 @@ def _running_sum(values: list[float]) -> list[float]:
 def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed: int = 0, pattern: str = "daily",
                      *, vllm_version: str = "v1", engine: str = "vllm", config: EngineConfig | None = None,
                      gateway_limit: int = 16,
-                     peak_clients: float = 28.0, hostname: str = "sim-v100-node") -> Iterator[HistorySample]:
+                     peak_clients: float = 28.0, hostname: str = "sim-v100-node",
+                     slowdown: float = 0.0, slowdown_from: float | None = None) -> Iterator[HistorySample]:
     """Samples at ``start_ts``, ``start_ts + step_s``, … up to ``end_ts`` (unix seconds), as scraped.
 
     Counters are monotonic except at the pattern's restarts (new ``process_start_time_seconds`` and
-    ``*_created``, counters from zero). Deterministic for a seed.
+    ``*_created``, counters from zero). Deterministic for a seed. The fault knob: from ``slowdown_from``
+    (default: the start) the GPUs do ``slowdown`` less work per second (profiled again with every
+    step that much longer, so latencies follow too).
     """
     if pattern != "daily":
         raise ValueError(f"unknown pattern {pattern!r} (only 'daily')")
     config = config or EngineConfig()
     by_level, storm = profiles(config)
+    slow_config = dataclasses.replace(config, params=dataclasses.replace(config.params, slowdown=slowdown))
+    slow = profiles(slow_config) if slowdown else (by_level, storm)
+    slow_from = start_ts if slowdown_from is None else slowdown_from
     daily = DailyPattern(seed, peak_clients)
     rng = random.Random(f"history:{seed}")
     acc = _Accumulator(start_ts - step_s)
@@ -176,7 +183,8 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         state = daily.state(ts)
         limit = STORM_LIMIT if state.storm else gateway_limit
         running_clients = min(state.clients, limit)
-        rates = storm if state.storm else _interpolate(by_level, running_clients)
+        levels, storm_rates = slow if ts >= slow_from else (by_level, storm)
+        rates = storm_rates if state.storm else _interpolate(levels, running_clients)
         noise = rng.lognormvariate(0.0, 0.06)
         rates = [r * noise for r in rates]
         restarts = daily.restarts_between(prev, ts)

@@ -8,6 +8,7 @@ gateway releasing a seat, the built-in load submitting its next request) run und
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import threading
 import time
@@ -98,6 +99,14 @@ class LiveEngine:
             self.config = config
             self.engine.reconfigure(config)
             self._wake.notify_all()
+
+    def slow_down(self, fraction: float) -> None:
+        """The fault knob, mid-run: from the next step on, the GPUs do ``fraction`` less work per second (0: none)."""
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"slowdown must be ≥ 0 and < 1, not {fraction!r}")
+        with self.lock:
+            config = self.config
+        self.reconfigure(dataclasses.replace(config, params=dataclasses.replace(config.params, slowdown=fraction)))
 
     def restart(self) -> None:
         """Start a new engine process: counters reset, new start time; in-flight requests are cut off."""

@@ -49,6 +49,10 @@ class EngineParams:
     # it makes long prompts wait behind 32 decodes at high concurrency, as the report saw.
     max_num_batched_tokens: int = 288
     watermark_fraction: float = 0.01  # free blocks kept back when admitting new requests (vLLM)
+    # A fault knob (``python -m app sim --slowdown 0.3``, POST /admin/slowdown?fraction=0.3): the GPUs
+    # deliver this share less work per second, every step lasting 1 ÷ (1 − slowdown) times as long,
+    # as a throttled GPU or a degraded engine would (the under_delivering rule's test, docs/alerts.md).
+    slowdown: float = 0.0
 
     def step_model(self) -> StepModel:
         """The decode step model of this deployment (core/mbu.py): bytes per step, the steps/s bound."""
@@ -95,7 +99,7 @@ class EngineParams:
         gemm_s = max(self.gemm_floor_s, decode_seqs * self.gemm_s_per_seq)
         kv_s = max(0.0, read_bytes - self.weight_bytes_per_gpu) / self.bandwidth_bytes_s
         compute_s = decode_seqs * self.decode_s_per_seq + prefill_tokens * self.prefill_s_per_token
-        return self.step_overhead_s + gemm_s + kv_s + compute_s
+        return (self.step_overhead_s + gemm_s + kv_s + compute_s) / (1.0 - self.slowdown)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import random
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 from prometheus_client.exposition import choose_encoder
 
@@ -80,6 +81,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if path in ("/sleep", "/wake_up") and self._sleep(path):
             return
+        if path == "/admin/slowdown":
+            self._slowdown()
+            return
         if route not in ("/v1/completions", "/v1/chat/completions"):
             self._json(404, {"error": {"message": f"no route {path}", "type": "NotFoundError", "param": None,
                                        "code": 404}})
@@ -107,6 +111,16 @@ class Handler(BaseHTTPRequestHandler):
             live.sleep(level)
         self._send(200, b"", "text/plain")
         return True
+
+    def _slowdown(self) -> None:
+        """POST /admin/slowdown?fraction=0.3: the fault knob, mid-run (0 ends the fault)."""
+        values = parse_qs(self.path.partition("?")[2]).get("fraction", ["0"])
+        try:
+            self.server.sim.live.slow_down(float(values[0]))
+        except ValueError as exc:
+            self._json(400, {"error": {"message": str(exc), "type": "BadRequestError", "param": "fraction", "code": 400}})
+            return
+        self._json(200, {"slowdown": float(values[0])})
 
     # -- generation ---------------------------------------------------------------------------------
     def _through_gateway(self, request: ParsedRequest) -> None:

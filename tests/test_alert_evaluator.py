@@ -32,7 +32,8 @@ def db(db_url):
 
 
 def settings(db_url: str, **alerts) -> Settings:
-    return Settings(db_url=db_url, targets=(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"),),
+    # the sweet spot is configured: the concurrency rule has no default one (app/sweet_spot.py)
+    return Settings(db_url=db_url, targets=(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics", sweet_spot=16),),
                     alerts=AlertsSettings(**alerts))  # fmt: skip
 
 
@@ -136,7 +137,7 @@ def test_per_target_thresholds_apply(db, db_url):
 
     engine, writer = db
     write(writer, T0, T0 + 600, running=24.0)
-    loose = dataclasses.replace(settings(db_url).targets[0], sweetspot=SweetSpotOverrides(concurrency=32))
+    loose = dataclasses.replace(settings(db_url).targets[0], sweet_spot=None, sweetspot=SweetSpotOverrides(concurrency=32))
     cfg = dataclasses.replace(settings(db_url), targets=(loose,))
     Evaluator(engine, cfg).evaluate_once(T0 + 300)
     assert state(engine, "concurrency").state == "inactive"

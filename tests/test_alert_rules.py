@@ -11,12 +11,15 @@ from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED
 from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome, recommendation
+from app.sweet_spot import SweetSpot
 from core.settings import SweetSpotSettings
 from tests.builders import END, queue_ramp, window
 from tests.notify_helpers import email_settings, state
 
 EVERY = 15
-SWEET = SweetSpotSettings()
+SWEET = SweetSpotSettings(concurrency=16)  # configured: no default sweet spot any more
+# the target's own curve (a sweep shaped like the report's): under_delivering judges tok/s against it
+SPOT = SweetSpot(16, "configured", "configured", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), "sweep")
 DOWN = {"up": False, "last_error": "connection refused"}
 
 # What breaks each default rule (a window that holds its condition); a new default rule fails
@@ -29,7 +32,7 @@ BAD = {
     "kv_cache": {"kv_cache_usage_max": 0.93},
     "concurrency": {"running_avg": 24.0, "running_max": 30.0},
     "queue_growing": {"queue_depth_max": 19.0},
-    "efficiency": {"mbu": 0.12, "waiting_max": 5.0},
+    "under_delivering": {"tokens_per_s": 80.0},  # at 15.5 running, where its curve gives 123
     "target_down": DOWN,
     "sleeping": {"sleep_state": "weights_offloaded"},
     "requests_failing": {"finished_error_per_s": 0.2},
@@ -43,7 +46,7 @@ def frame(rule: str, kind: str, at: int) -> Names:
     changes = {"good": {}, "bad": BAD[rule], "down": DOWN}[kind]
     figures = window(end=float(at), **changes)
     recent = queue_ramp(RAMP if kind == "bad" else [2, 2, 2, 2, 2, 2], end=float(at)) if rule == "queue_growing" else ()
-    return Names(window_names(figures, SWEET, recent))
+    return Names(window_names(figures, SWEET, recent, SPOT))
 
 
 def replay(rule_name: str, kinds: list[str]) -> list[tuple[int, str]]:
@@ -134,7 +137,7 @@ CAUTION = ("--gpu-memory-utilization", "OOM")
 KNOBS = {
     "preemptions": ("--max-num-seqs", "--max-model-len", "gateway concurrency limit", *CAUTION),
     "ttft_p95": ("gateway concurrency limit", "add a replica or more GPUs"),
-    "efficiency": ("compute", "overheads", "not batching"),
+    "under_delivering": ("throttled", "bad deploy", "python -m app sweep"),
     "kv_cache": ("--max-num-seqs", "--max-model-len", "before preemptions start", *CAUTION),
     "kv_cache_critical": ("--max-num-seqs", "--max-model-len", *CAUTION),
 }
@@ -176,3 +179,43 @@ def test_a_quantile_rule_says_which_bucket_of_the_engine_holds_its_value(rule_na
     rule = by_name(DEFAULT_RULES, rule_name)
     assert rule is not None
     assert outcome(rule, Names(window_names(window(**changes), SWEET))).summary.startswith(clause)
+
+
+def test_without_a_sweet_spot_the_concurrency_rule_is_not_evaluated_and_says_how_to_get_one():
+    rule = by_name(DEFAULT_RULES, "concurrency")
+    unknown = SweetSpot(None, None, "unknown")
+    names = Names(window_names(window(running_avg=40.0), SweetSpotSettings(), (), unknown))
+    o = outcome(rule, names)
+    assert o.status == NO_DATA
+    assert o.summary.startswith("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, "
+                                "or let it learn from 2 more hours at higher load)")
+    assert "16" not in o.summary
+    # a recommendation that names the sweet spot says it is unknown, never a number
+    text = recommendation(by_name(DEFAULT_RULES, "ttft_p95"), names)
+    assert "sweet spot (unknown)" in text
+
+
+def test_the_concurrency_rule_names_where_its_sweet_spot_came_from():
+    rule = by_name(DEFAULT_RULES, "concurrency")
+    learned = SweetSpot(12, "learned", "learned: …")
+    o = outcome(rule, Names(window_names(window(running_avg=20.0), SweetSpotSettings(), (), learned)))
+    assert o.status == "holds" and (o.value, o.threshold) == (20.0, 12.0)
+    assert o.summary == "running requests (avg over 5m) 20 requests > 12 requests (sweet-spot concurrency, learned)"
+
+
+def test_under_delivering_without_a_curve_is_not_evaluated():
+    rule = by_name(DEFAULT_RULES, "under_delivering")
+    o = outcome(rule, Names(window_names(window(tokens_per_s=10.0), SWEET, (), SweetSpot(16, "configured", "configured"))))
+    assert o.status == NO_DATA and o.summary.startswith("not evaluated: no curve yet")
+
+
+@pytest.mark.parametrize(("running", "tokens", "status"), [
+    (8.0, 85.0, "clear"), (8.0, 68.5, "clear"), (8.0, 67.5, "holds"),  # 80 % of 85 is 68
+    (4.0, 34.5, "clear"), (4.0, 33.5, "holds"),  # under the first point: through the origin (42.5 at 4)
+    (64.0, 117.0, "clear"), (64.0, 115.0, "holds"),  # past the last: its plateau (145)
+    (0.4, 0.0, "clear"),  # no request running: nothing to judge
+])  # fmt: skip
+def test_under_delivering_judges_tok_s_against_the_curve_at_the_current_concurrency(running, tokens, status):
+    rule = by_name(DEFAULT_RULES, "under_delivering")
+    o = outcome(rule, Names(window_names(window(running_avg=running, running_max=running + 1, tokens_per_s=tokens), SWEET, (), SPOT)))
+    assert o.status == status

@@ -56,8 +56,23 @@ HOSTILE = [
     ('[[alerts.rules]]\nname = "not_serving"\nfro = "3m"\n', "unknown setting alerts.rules[0].fro; did you mean for?"),
     ('[[alerts.rules]]\nname = "not_serving"\nfor = "3m"\nfor_s = "2m"\n', "alerts.rules[0].for: alerts.rules[0].for_s is given too"),
     ("[sweetspot]\nmin_efficiency = 0.6\n", "sweetspot.min_efficiency: no longer read: it judged output tok/s against"
-     " the ceiling, a bound on decode steps/s; set sweetspot.min_mbu instead"),
+     " the ceiling, a bound on decode steps/s; no default rule has an efficiency floor now"),
     (TARGET + "sweetspot = { min_efficiency = 0.5 }\n", "targets[0].sweetspot.min_efficiency: no longer read"),
+    # a sweet spot that cannot be one (issue 28): 0, negative, NaN, above the engine's --max-num-seqs, twice
+    (TARGET + "sweet_spot = 0\n", "targets[0].sweet_spot: 0 is out of range; it must be ≥ 1"),
+    (TARGET + "sweet_spot = -4\n", "targets[0].sweet_spot: -4 is out of range; it must be ≥ 1"),
+    (TARGET + "sweet_spot = nan\n", "targets[0].sweet_spot: expected int, got nan"),
+    (TARGET + "sweet_spot = 12.5\n", "targets[0].sweet_spot: expected int, got 12.5"),
+    ("[sweetspot]\nconcurrency = 0\n", "sweetspot.concurrency: 0 is out of range; it must be ≥ 1"),
+    (TARGET + "sweetspot = { concurrency = -1 }\n", "targets[0].sweetspot.concurrency: -1 is out of range"),
+    (TARGET + "sweet_spot = 48\nmax_num_seqs = 32\n", "targets[0].sweet_spot: 48 is above targets[0].max_num_seqs (32)"),
+    (TARGET + "sweetspot = { concurrency = 64 }\nmax_num_seqs = 32\n",
+     "targets[0].sweetspot.concurrency: 64 is above targets[0].max_num_seqs (32)"),
+    ("[sweetspot]\nconcurrency = 40\n" + TARGET + "max_num_seqs = 32\n",
+     "sweetspot.concurrency: 40 is above targets[0].max_num_seqs (32)"),
+    (TARGET + "sweet_spot = 8\nsweetspot = { concurrency = 8 }\n",
+     "targets[0].sweet_spot: targets[0].sweetspot.concurrency is given too; keep one of the two"),
+    (TARGET + "max_num_seqs = 0\n", "targets[0].max_num_seqs: 0 is out of range"),
 ]
 
 

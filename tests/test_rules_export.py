@@ -18,7 +18,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.promql import Options, alert_names, export
 from app.alerts.rules import DEFAULT_RULES
 from app.backfill import rounds_from_history
-from core.settings import GatewaySettings, Settings, SweetSpotOverrides, TargetSettings
+from core.settings import GatewaySettings, Settings, SweetSpotOverrides, SweetSpotSettings, TargetSettings
 from db.engine import open_engine
 from db.writer import Writer
 from simulator.history import generate_history
@@ -46,7 +46,8 @@ def run_promtool(*args: str) -> str:
 
 
 def test_the_file_passes_promtool_check_in_both_name_forms(tmp_path):
-    settings = Settings(targets=(TargetSettings(name="big", vllm_url="http://big:8000/metrics",
+    settings = Settings(sweetspot=SweetSpotSettings(concurrency=16),  # configured: exported as a number
+                        targets=(TargetSettings(name="big", vllm_url="http://big:8000/metrics",
                                                 sweetspot=SweetSpotOverrides(ttft_p95_slo_s=5.0)),))  # fmt: skip
     for names in ("colon", "underscore"):
         text = export(settings, Options(names=names))
@@ -59,13 +60,16 @@ def test_the_file_passes_promtool_check_in_both_name_forms(tmp_path):
     text = export(settings, Options())
     exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if r.get("alert") == "ttft_p95"]
     assert exprs == ['sweetspot:ttft_p95_s:5m{instance!~"big"} > 3', 'sweetspot:ttft_p95_s:5m{instance="big"} > 5']
-    assert "#   efficiency: needs mbu" in text and "#   target_down: needs no_data" in text
+    assert "#   under_delivering: needs curve_share" in text and "#   target_down: needs no_data" in text
     # every default rule is exported or named with what it needs; the sweet spot's own rules are exported
     exported, skipped = list(alert_names(text)), set(re.findall(r"^#   (\w+): needs ", text, re.M))
     assert set(exported) | skipped == {r.name for r in DEFAULT_RULES} and not set(exported) & skipped
     assert {"preemptions", "kv_cache_critical", "kv_cache", "concurrency", "requests_failing", "requests_aborted"} <= set(exported)
     assert exported.count("ttft_p95") == 2  # the big target's own threshold, and the others'
-    assert {"efficiency", "target_down", "sleeping", "not_serving", "queue_growing"} <= skipped
+    assert {"under_delivering", "target_down", "sleeping", "not_serving", "queue_growing"} <= skipped
+    # a sweet spot not configured is each target's own (sweep, learned): no number to export
+    text = export(Settings(targets=settings.targets), Options())
+    assert "#   concurrency: needs concurrency: not configured" in text and "concurrency" not in set(alert_names(text))
 
 
 def _storm_span() -> tuple[float, float]:
@@ -146,6 +150,9 @@ def test_a_rule_changed_or_disabled_for_one_target_gets_its_own_copy(tmp_path):
 
     path = tmp_path / "s.toml"
     path.write_text("""
+[sweetspot]
+concurrency = 16
+
 [[targets]]
 name = "batch"
 vllm_url = "http://batch:8000/metrics"

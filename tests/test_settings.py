@@ -15,7 +15,7 @@ def test_defaults_reproduce_the_reference_ceiling_inputs():
     settings = load_settings(None, {})
     assert settings.db_url == "sqlite:///data/sweetspot.db"
     assert settings.interval_s == 5.0
-    assert settings.sweetspot.concurrency == 16
+    assert settings.sweetspot.concurrency is None  # unknown unless configured (app/sweet_spot.py finds one)
     assert settings.sweetspot.ttft_p95_slo_s == 3.0
 
 

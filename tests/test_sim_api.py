@@ -101,3 +101,30 @@ def test_gateway_proxies_the_api(sim):
     body = {"model": MODEL, "prompt": "through the gateway", "max_tokens": 4}
     data = httpx.post(sim.urls["gateway_base"] + "/completions", json=body, timeout=30).json()
     assert data["usage"]["prompt_tokens"] == 3
+
+
+def test_the_slowdown_knob_slows_every_step_mid_run_and_refuses_a_bad_fraction():
+    # its own simulator: the knob changes the engine the module's other tests share
+    from simulator.params import EngineParams
+
+    base = EngineParams().step_time_s(16, 0, 5e9)
+    assert EngineParams(slowdown=0.3).step_time_s(16, 0, 5e9) == pytest.approx(base / 0.7)
+    running = start_simulator(SimOptions(speed=50, seed=3))
+    try:
+        url = running.urls["openai_base"].removesuffix("/v1") + "/admin/slowdown"
+        assert running.live.config.params.slowdown == 0.0
+        done = httpx.post(url + "?fraction=0.3", timeout=10)
+        assert done.status_code == 200 and done.json() == {"slowdown": 0.3}
+        assert running.live.config.params.slowdown == 0.3 and running.live.engine.params.slowdown == 0.3
+        bad = httpx.post(url + "?fraction=1.5", timeout=10)
+        assert bad.status_code == 400 and "slowdown must be ≥ 0 and < 1" in bad.json()["error"]["message"]
+        assert running.live.config.params.slowdown == 0.3  # a refused fraction changes nothing
+        assert httpx.post(url + "?fraction=0", timeout=10).status_code == 200
+        assert running.live.engine.params.slowdown == 0.0
+    finally:
+        running.stop()
+    started = start_simulator(SimOptions(speed=50, seed=3, slowdown=0.3))  # `sim --slowdown 0.3`: from the start
+    try:
+        assert started.live.engine.params.slowdown == 0.3
+    finally:
+        started.stop()

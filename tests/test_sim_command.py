@@ -8,6 +8,7 @@ import sys
 import time
 
 import httpx
+import pytest
 
 
 def _start_time(url: str) -> float:
@@ -46,3 +47,12 @@ def test_calibrate_json():
     data = json.loads(out.stdout)
     assert [level["concurrency"] for level in data["levels"]] == [8, 16, 32]
     assert [ref["concurrency"] for ref in data["reference"]] == [8, 16, 32]
+
+
+@pytest.mark.parametrize("fraction", ["1", "-0.1", "nan"])
+def test_a_slowdown_outside_0_to_1_is_refused_in_one_line(capsys, fraction):
+    from app.cli import main
+
+    assert main(["sim", "--slowdown", fraction]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ERROR: --slowdown:") and "must be ≥ 0 and < 1" in err

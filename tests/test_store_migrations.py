@@ -198,6 +198,30 @@ def test_the_stored_thresholds_judge_mbu_after_0018(tmp_path):
     with sqlite3.connect(tmp_path / "old.db") as conn:
         assert [r[0] for r in conn.execute("SELECT min_mbu FROM sweetspot_thresholds")] == [0.3]
         assert "kv_bytes_per_token" in {r[1] for r in conn.execute("PRAGMA table_info(targets)")}
+def test_an_old_database_keeps_its_thresholds_and_learns_that_the_sweet_spot_may_be_unknown_after_0021(tmp_path):
+    # a database of 0013 stored concurrency NOT NULL, the global row at the old default 16: after 0021
+    # the column takes NULL (no configured sweet spot), the global row says unknown, the rest is kept
+    url = _build(tmp_path / "old.db", HISTORY / "0013.sql")
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        conn.execute("INSERT INTO sweetspot_thresholds VALUES ('prod', 5, 24, 0.9, 0.98, 0.6, 180, 1)")
+        assert {r[1]: r[3] for r in conn.execute("PRAGMA table_info(sweetspot_thresholds)")}["concurrency"] == 1
+    engine = open_engine(url)
+    from core.settings import SweetSpotSettings
+    from db.thresholds import write_thresholds
+
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        rows = dict(conn.execute("SELECT target, concurrency FROM sweetspot_thresholds").fetchall())
+        assert rows == {"*": None, "prod": 24.0}
+        assert {r[1]: r[3] for r in conn.execute("PRAGMA table_info(sweetspot_thresholds)")}["concurrency"] == 0
+    write_thresholds(engine, [("*", SweetSpotSettings()), ("prod", SweetSpotSettings(concurrency=12))])
+    with engine.connect() as conn:
+        assert dict(conn.execute(text("SELECT target, concurrency FROM sweetspot_thresholds")).all()) == {"*": None, "prod": 12.0}
+        from db import query_views
+
+        assert "target_info" in query_views.views_present(conn)  # dropped by 0021, made again by the standing step
+    engine.dispose()
+
+
 def test_the_slo_attainment_migration_reaches_a_schema_made_before_it(db_url):
     # a database migrated before 0019: its views lack ttft_slo_attainment_pct and (PostgreSQL) its
     # schema lacks bucket_share, which the gated DDL of the standing step would not create

@@ -190,3 +190,21 @@ def test_operating_point_overlays_this_targets_sweeps_and_names_the_others(monke
     spec = at.get("vega_lite_chart")[0].proto
     drawn = b"".join(d.data.data for d in spec.datasets)
     assert b"127.0.0.1:8000" in drawn and b"10.0.0.9" not in drawn and b"\xc2\xb7 edge" not in drawn
+
+
+def test_each_target_is_judged_against_its_own_sweet_spot_never_the_reports(monkeypatch, db_url):
+    # the demo (no target configured): the report's knee and curve, labelled as the report's
+    at = open_app(monkeypatch, db_url)
+    tiles = texts(at)
+    assert "sweet spot 16 (reference)" in tiles
+    at.switch_page(PAGES[2]).run()
+    assert "Sweet spot: 16 (reference: the knee of the reference report (8× V100, 70B AWQ, TP 8))" in texts(at)
+    assert "the reference curve of the reference report (8× V100, 70B AWQ, TP 8), this demo's" in texts(at)
+    # edge: an hour of traffic, no sweep, nothing configured: unknown, and neither the report's 16 nor its curve
+    at = open_app(monkeypatch, db_url, target="edge")
+    assert "sweet spot unknown" in texts(at) and "sweet spot 16" not in texts(at)
+    at.switch_page(PAGES[2]).run()
+    body = texts(at)
+    assert "Sweet spot: unknown: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot" in body
+    assert "Grey dashes: none: no fitted curve of its own yet" in body and "this demo's" not in body
+    assert "Knee at concurrency" not in body

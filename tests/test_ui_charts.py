@@ -258,25 +258,33 @@ def test_a_prefix_cache_panel_without_data_says_why():
 def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
     spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "measured (NVML GPM)").to_dict(validate=True)
     assert spec["title"].endswith("(%): measured (NVML GPM) · red dashes: min_mbu 30 %")
+    # the Overview's panel: a figure, no threshold (no default rule has an MBU floor)
+    bare = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, None, "measured (NVML GPM)").to_dict(validate=True)
+    assert bare["title"].endswith("(%): measured (NVML GPM)") and "min_mbu" not in json.dumps(bare)
     rows = [row for data in spec["datasets"].values() for row in data]
     assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
     empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, "no bandwidth source").to_dict(validate=True)
     assert empty["title"].endswith("(%): no data, the MBU tile says why")
 
 
-def test_an_efficiency_alerts_email_chart_draws_mbu_against_min_mbu():
-    # the efficiency rule judges MBU < min_mbu: its e-mail's chart is the MBU panel, not tok/s
+def test_a_users_mbu_rule_draws_mbu_against_min_mbu_in_its_email():
+    # no default rule has an MBU floor since issue 28; a rule a user writes over mbu and min_mbu
+    # declares the MBU panel: its e-mail's chart draws MBU against the threshold
     from app.alerts.model import AlertState
     from app.alerts.rules import declared
     from app.notify import images
+    from core.settings import AlertsSettings, RuleSettings
 
     class Reader:
         def series(self, *args, fields=None, **kwargs):
             assert fields == ("mbu",)
             return [point(END - 120, mbu=0.12), point(END - 60, mbu=0.1)]
 
+    assert declared(Settings(), "t", "efficiency") is None  # retired from the defaults
+    mine = Settings(alerts=AlertsSettings(rules=(RuleSettings(name="efficiency", expr="mbu", op="<", threshold="min_mbu",
+                                                              when="queued > 0", panel="mbu"),)))  # fmt: skip
     state = AlertState("efficiency", "t", "", "firing", "warning", int(END), int(END), threshold=0.3)
-    rule = declared(Settings(), "t", "efficiency")
+    rule = declared(mine, "t", "efficiency")
     assert rule is not None and rule.panel == "mbu"  # the rule declares its panel
     spec = images._spec(Reader(), Settings(), state, rule.panel, END)
     assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")

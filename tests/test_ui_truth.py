@@ -15,7 +15,7 @@ from core.settings import SweetSpotSettings
 from db.results import GpuPoint, SweepRun, TargetInfo
 from tests.builders import END, point, window
 
-RULES = SweetSpotSettings()
+RULES = SweetSpotSettings(concurrency=16)  # configured: no default sweet spot any more
 
 
 def values(spec, key="value"):
@@ -144,6 +144,7 @@ def test_in_the_sweet_spot_but_under_loaded_says_why():
     note = widgets.load_note(window(running_avg=10.0, queue_depth_max=0.0, waiting_max=0.0, mbu=0.49), RULES)
     assert note == "under-loaded: 10 running of 16, no queue: room for more traffic (MBU 49 % (measured, DCGM DRAM active))"
     assert widgets.load_note(window(), RULES) == ""  # at the sweet spot: nothing to explain
+    assert widgets.load_note(window(running_avg=2.0), SweetSpotSettings()) == ""  # no sweet spot: no "of 16"
     assert "queue" in widgets.load_note(window(running_avg=10.0, queue_depth_max=5.0), RULES)
 
 
@@ -198,7 +199,7 @@ def test_mbu_tile_names_its_source_and_holds_every_source_and_the_models_inputs(
     f = window(mbu=0.23, mbu_source="measured (NVML GPM)", mbu_measured=0.23, mbu_engine=None, mbu_modelled=0.04,
                steps_per_s=4.5, mean_context_tokens=1234.0)  # fmt: skip
     tile = widgets.mbu_tile(f, RULES)
-    assert (tile.label, tile.value, tile.context) == ("MBU · 5m", "23 %", "measured, NVML GPM · min 30 %")
+    assert (tile.label, tile.value, tile.context) == ("MBU · 5m", "23 %", "measured, NVML GPM")  # a figure, no floor
     assert "Sources: measured 23 % · engine estimate — · modelled 4 %." in tile.help
     assert ("Model: 40 GB ÷ TP 8 at 900 GB/s (config); KV 327,680 B per token (config); 4.5 steps/s, 15.5 running, "
             "mean context 1,234 tokens.") in tile.help  # fmt: skip
@@ -223,3 +224,18 @@ def test_targets_show_the_ceilings_inputs_with_their_provenance_or_none():
     assert "- bandwidth: 900 GB/s per GPU (config)" in text and "- KV cache: 327,680 B per token (config)" in text
     none = widgets.ceiling_text(TargetInfo("bare", "http://x/metrics", True, END, None, {}, (), (), (), "dcgm", "none", None))
     assert none == "Ceiling: none: no ceiling inputs (set targets[].ceiling.weight_gb and tensor_parallel)"
+
+
+def test_the_running_tile_names_the_targets_own_sweet_spot_and_its_source():
+    from app.sweet_spot import SweetSpot
+
+    def running(spot, rules=None):
+        tiles = widgets.kpi_tiles(window(), rules or SweetSpotSettings(), spot)
+        return next(t for t in tiles if t.label.startswith("Running"))
+
+    learned = running(SweetSpot(17, "learned", "learned: 90% of its plateau (150 tok/s) at 22, from 1,440 minutes"))
+    assert learned.context == "max 16 · sweet spot 17 (learned)" and "from 1,440 minutes" in learned.help
+    unknown = running(SweetSpot(None, None, "unknown"))
+    assert unknown.context == "max 16 · sweet spot unknown" and "16" not in unknown.help
+    assert "run `python -m app sweep`, set targets[].sweet_spot" in unknown.help
+    assert running(None, RULES).context == "max 16 · sweet spot 16 (configured)"

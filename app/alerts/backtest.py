@@ -14,6 +14,7 @@ from app.alerts.figures import step_window, window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, RESOLVED, Transition
 from app.alerts.rules import Names, Rule, outcome
+from app.sweet_spot import resolve
 from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
 
@@ -45,12 +46,13 @@ def backtest(reader: Reader, settings: Settings, target: str, rule: Rule, start:
     info = next((t for t in reader.targets() if t.name == target), None)
     ceiling = info.ceiling.steps_per_s if info and info.ceiling else None
     sweetspot = effective_sweetspot(settings, target)
+    spot = resolve(reader, settings, target, end)  # its own sweet spot and curve, as the evaluator's
     state = new_state(rule, target, "", int(start))
     transitions: list[Transition] = []
     firing_s = 0.0
     for i, p in enumerate(points):
         at = int(p.ts + step)
-        names = window_names(step_window(p, target, step, ceiling), sweetspot, points[max(0, i - QUEUE_LOOKBACK) : i + 1])
+        names = window_names(step_window(p, target, step, ceiling), sweetspot, points[max(0, i - QUEUE_LOOKBACK) : i + 1], spot)
         before = state.state
         state, change = advance(state, rule, outcome(rule, Names(names, step)), at)
         firing_s += step if before == FIRING and state.state in (FIRING, RESOLVED) else 0.0

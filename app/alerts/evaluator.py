@@ -29,6 +29,7 @@ from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings, effective_sweetspot
 from db import verdicts
 from db.queries import Reader, points_from_columns
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_NAMES = frozenset({"queue_growing", "queue_before", "queue_now"})
 QUEUE_STEP_S = 30.0
+SPOT_EVERY_S = 600  # the learned sweet spot and curve move with hours of traffic, not seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Evaluator:
         self.last_duration_s: float | None = None  # of the last evaluate_once run by :meth:`run`
         self._names: dict[str, dict[str, Any]] = {}
         self._minute: int | None = None  # the last minute whose verdicts were stored
+        self._spots: dict[str, tuple[int, SweetSpot]] = {}  # target → (when resolved, its sweet spot and curve)
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self) -> str:
@@ -229,13 +232,23 @@ class Evaluator:
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
             self._names.pop(target, None)  # its figures are not known now: /metrics shows none, and no data
             return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
-        names = {key: Names(window_names(f, sweetspot, recent), f.window_s) for key, f in windows.items()}
+        spot = self.sweet_spot(target, at)
+        names = {key: Names(window_names(f, sweetspot, recent, spot), f.window_s) for key, f in windows.items()}
         self._names[target] = names[(min(w for w, _ in names), "")].names
         return {
             (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
             for r in rules
             for m in ["", *(models if r.per_model else [])]
         }
+
+    def sweet_spot(self, target: str, at: int) -> SweetSpot:
+        """``target``'s sweet spot and own curve (app/sweet_spot.py), resolved again every
+        :data:`SPOT_EVERY_S` (the learner reads a week of minutes) or when the clock went back."""
+        held = self._spots.get(target)
+        if held is None or not 0 <= at - held[0] < SPOT_EVERY_S:
+            held = (at, resolve(self.reader, self.settings, target, at))
+            self._spots[target] = held
+        return held[1]
 
     def _recent(self, target: str, rules: Sequence[Rule], at: int, growth_s: float) -> Sequence[SeriesPoint]:
         if not any(names_in(r) & QUEUE_NAMES for r in rules):

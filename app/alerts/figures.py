@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.formatting import clock, mbu_source_text
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
 from db.results import SeriesPoint, WindowFigures
+
+if TYPE_CHECKING:
+    from app.sweet_spot import SweetSpot
 
 # Figures of WindowFigures / SeriesPoint (db/figures.py); a series step lacks the window-only ones.
 FIGURES: dict[str, str] = rule_names()
@@ -32,13 +35,22 @@ DERIVED: dict[str, str] = {
     "aborts_exposed": "1 when the engine exposes finished_abort_per_s, else 0",
     "mbu_source": "where mbu came from: measured (NVML GPM or DCGM), engine estimate or modelled (text, for labels)",
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
+    "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
+    "reference) gives at running_avg; none without a curve",
+    "curve_share": "tokens_per_s ÷ expected_tokens_per_s: what the target delivers against its own curve",
+    "curve_source": "where the own curve came from: sweep, learned or reference (text, for labels)",
+    "curve_missing": "why there is no own curve (text; empty when there is one)",
+    "sweet_spot_source": "where the concurrency threshold came from: configured, sweep, learned or reference (text)",
+    "sweet_spot_missing": "why there is no sweet spot (text; empty when there is one)",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
 NAMES: frozenset[str] = frozenset((*FIGURES, *DERIVED, *THRESHOLDS))
 
 
-def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = ()) -> dict[str, Any]:
-    """Every name over one window; ``recent`` are the latest series steps (for queue growth)."""
+def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
+                 spot: SweetSpot | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every name over one window; ``recent`` are the latest series steps (for queue growth); ``spot``
+    the target's resolved sweet spot and own curve (app/sweet_spot.py; None: the settings' alone, no curve)."""
     names: dict[str, Any] = {k: getattr(f, k) for k in FIGURES}
     names["scrapes"], names["failed_scrapes"] = float(f.scrapes), float(f.failed_scrapes)
     reason = no_data_reason(f)
@@ -58,8 +70,25 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
     )
     names.update(_exposed(f))
     names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f))
-    names.update(dataclasses.asdict(sweetspot))
+    names.update(dataclasses.asdict(sweetspot if spot is None else spot.thresholds(sweetspot)))
+    names.update(_own_curve(f, sweetspot, spot))
     return names
+
+
+NO_SPOT = ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it learn "
+           "from its traffic at higher load)")
+
+
+def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None) -> dict[str, Any]:
+    """The names of the target's own sweet spot and curve (the rules ``concurrency`` and ``under_delivering``)."""
+    if spot is None:
+        configured = sweetspot.concurrency is not None
+        return {"expected_tokens_per_s": None, "curve_share": None, "curve_source": "",
+                "curve_missing": "not evaluated: no curve yet", "sweet_spot_source": "configured" if configured else "",
+                "sweet_spot_missing": "" if configured else NO_SPOT}  # fmt: skip
+    expected = spot.expected(f.running_avg)
+    share = None if expected is None or not expected or f.tokens_per_s is None else f.tokens_per_s / expected
+    return {"expected_tokens_per_s": expected, "curve_share": share, **spot.names()}
 
 
 def _mbu_missing(f: WindowFigures) -> str:

@@ -61,6 +61,8 @@ WHY_NOT = {
     "sleep_state": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
     "no_data": "no data is Sweetspot's judgement of its own scrapes (alert on up == 0 in Prometheus)",
     "up": "use Prometheus' own up series",
+    "curve_share": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series",
+    "expected_tokens_per_s": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series",
     # a recording rule per figure and window knows no target's SLO; vLLM's Grafana tile divides the
     # bucket at the SLO by the count, which holds only where the SLO is a bucket bound
     "ttft_slo_attainment": "the share within each target's SLO is interpolated between bucket bounds by Sweetspot "
@@ -174,6 +176,10 @@ class Alerting:
 
 
 def _alerting(rule: Rule, thresholds: SweetSpotSettings, matchers: str) -> tuple[str, set[str]]:
+    unknown = [k for k in sorted(names_in(rule) & set(THRESHOLDS)) if getattr(thresholds, k) is None]
+    if unknown:  # the sweet spot unless configured: Sweetspot's own (its sweep, learned), not a number here
+        raise Unsupported(f"needs {unknown[0]}: not configured (each target's own comes from its sweep or its "
+                          "traffic, in Sweetspot); set sweetspot.concurrency or targets[].sweet_spot to export it")
     tr = _Translator(rule.window_s, thresholds, matchers)
     expr = f"{tr(rule.expr)} {rule.op} {tr(rule.threshold)}"
     guard = _guard(rule)
@@ -260,7 +266,8 @@ class _Fill(dict[str, str]):
 
 
 def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
-    fields = _Fill({k: f"{v:g}" for k, v in asdict(thresholds).items()}, window=format_duration(rule.window_s))
+    fields = _Fill({k: "unknown" if v is None else f"{v:g}" for k, v in asdict(thresholds).items()},
+                   window=format_duration(rule.window_s))
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
     fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
     return fill(template, fields)

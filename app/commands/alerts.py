@@ -7,6 +7,7 @@ entry and two functions. Reads go through read-only connections; only ``silence 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import re
@@ -140,10 +141,12 @@ def condition(r: Rule) -> str:
     return f"{r.expr} {r.op} {r.threshold}" + (f" while {r.when}" if r.when else "")
 
 
-def thresholds_in_effect(settings: Settings, target: str, r: Rule) -> list[tuple[str, float, str]]:
+def thresholds_in_effect(settings: Settings, target: str, r: Rule) -> list[tuple[str, float | None, str]]:
     """The ``[sweetspot]`` keys the rule's threshold names, each with its value for ``target`` and
-    where it comes from: ``target override`` (its ``[targets.sweetspot]``), ``file`` or ``default``."""
-    own = next((t.sweetspot for t in settings.targets if t.name == target), None)
+    where it comes from: ``target override`` (its ``[targets.sweetspot]`` or ``sweet_spot``), ``file``
+    or ``default``. None: not configured (the sweet spot: its own, from its sweep or its traffic)."""
+    entry = next((t for t in settings.targets if t.name == target), None)
+    own = None if entry is None else dataclasses.replace(entry.sweetspot, concurrency=entry.sweet_spot or entry.sweetspot.concurrency)
     effective, found = effective_sweetspot(settings, target), []
     for key in (f.name for f in fields(SweetSpotSettings)):
         if not re.search(rf"\b{key}\b", r.threshold):
@@ -152,11 +155,14 @@ def thresholds_in_effect(settings: Settings, target: str, r: Rule) -> list[tuple
             source = "target override"
         else:
             source = "file" if getattr(settings.sweetspot, key) != getattr(SweetSpotSettings(), key) else "default"
-        found.append((key, float(getattr(effective, key)), source))
+        value = getattr(effective, key)
+        found.append((key, None if value is None else float(value), source))
     return found
 
 
-def _given(r: Rule, key: str, value: float, source: str) -> str:
+def _given(r: Rule, key: str, value: float | None, source: str) -> str:
+    if value is None:
+        return f"{key} = unknown unless configured: the target's own, from its sweep or learned from its traffic"
     # a threshold that is the key alone reads in the rule's unit (3 s, 90 %); inside an expression, bare
     shown = f"{number(value * r.scale)}{r.unit and ' ' + r.unit}" if key == r.threshold else number(value)
     return f"{key} = {shown} ({source})"

@@ -23,14 +23,13 @@ from app import scheduler
 from core.durations import format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import REFERENCE_CEILING, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.settings import DEMO_TARGET, REFERENCE_CEILING, GatewaySettings, GpuSettings, Settings, TargetSettings
 
 if TYPE_CHECKING:
     from app.collection import CollectionService
     from simulator import RunningSim
 
 HELP = "start the product: collector + dashboard (+ the simulator with a week of history when no target is set)"
-DEMO_TARGET = "demo"
 BACKFILL_STEP_S = 30.0
 log = logging.getLogger(__name__)
 
@@ -55,6 +54,7 @@ def demo_target(urls: dict[str, str]) -> TargetSettings:
         # has no ceiling): 40 GB over TP 8; dcgm-exporter cannot tell peak bandwidth, the simulated
         # V100s have the datasheet's 900 GB/s; KV bytes per token of a 70B Llama.
         ceiling=REFERENCE_CEILING,
+        reference=True,  # its sweet spot and curve are the report's (source "reference")
     )
 
 

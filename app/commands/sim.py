@@ -36,6 +36,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-every", metavar="DURATION", help="restart vLLM every DURATION of simulated time")
     parser.add_argument("--dcgm-interval", metavar="DURATION", default="30s",
                         help="dcgm-exporter reads the GPUs every DURATION of simulated time (its --collect-interval)")
+    parser.add_argument("--slowdown", type=float, default=0.0, metavar="F",
+                        help="fault knob: the GPUs do F (0–1) less work per second, e.g. 0.3; mid-run: "
+                        "POST /admin/slowdown?fraction=F")
     parser.add_argument("--duration", type=float, default=600.0, help="with --calibrate: simulated seconds per level")
     parser.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F",
                         help="vLLM --gpu-memory-utilization (default 0.92): the KV cache's share of GPU memory")
@@ -111,13 +114,15 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--speed must be greater than 0")
     if args.api_server_count < 1:
         raise UsageError("--api-server-count must be 1 or more")
+    if not 0.0 <= args.slowdown < 1.0:
+        raise UsageError(f"--slowdown: {args.slowdown:g} must be ≥ 0 and < 1 (0.3: the GPUs 30 % slower)")
     config = _config(args)
     options = SimOptions(port=args.port, seed=args.seed, max_num_seqs=config.max_num_seqs,
                          max_model_len=config.max_model_len, gateway_limit=args.gateway_limit,
                          vllm_version=args.vllm_version, engine=args.engine, api_servers=args.api_server_count,
                          load=args.load, load_pattern=args.load_pattern,
                          speed=args.speed, restart_every_s=restart_every, dcgm_interval_s=dcgm_interval,
-                         params=_params(args))
+                         params=_params(args), slowdown=args.slowdown)
     try:
         sim = start_simulator(options)
     except OSError as exc:

@@ -21,6 +21,7 @@ from app.formatting import (
     slo_bucket_warning,
 )
 from app.notify.grouping import delivery_line
+from app.sweet_spot import SweetSpot, resolve
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
@@ -190,18 +191,21 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     name = _target_name(args, settings, reader)
     now = time.time()
     fig = reader.window(name, now, window_s, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
-    verdict = judge(reader, settings, fig)
+    spot = resolve(reader, settings, name, now)
+    verdict = judge(reader, settings, fig, spot)
     # Exit 0 whatever the verdict: scripts read the JSON's "state" (docs/commands.md).
     info = next((t for t in reader.targets() if t.name == name), None)
     over = _series_json(info)
     if args.json:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), "not_evaluated": not_evaluated(settings, fig),
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict),
+                          "not_evaluated": not_evaluated(settings, fig, spot), **spot.as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig))
-        for rule, why in not_evaluated(settings, fig).items():
+        print(f"  {'sweet spot':24} {spot.line()}")
+        for rule, why in not_evaluated(settings, fig, spot).items():
             print(f"  {rule} rule: {why}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
@@ -214,20 +218,22 @@ def _series_json(info: TargetInfo | None) -> dict[str, Any]:
     return {"series_dropped": info.series_dropped if info else 0, "series_limit": info.series_limit if info else None}
 
 
-def judge(reader: Reader, settings: Settings, fig: WindowFigures) -> Verdict:
-    """The sweet-spot verdict of the window: the target's effective rules and thresholds."""
+def judge(reader: Reader, settings: Settings, fig: WindowFigures, spot: SweetSpot | None = None) -> Verdict:
+    """The sweet-spot verdict of the window: the target's effective rules and thresholds, its own sweet
+    spot and curve (resolved here unless given)."""
     sweetspot = effective_sweetspot(settings, fig.target)
+    spot = spot or resolve(reader, settings, fig.target, fig.end)
     recent = reader.series(fig.target, fig.end - sweetspot.queue_growth_s - 30, fig.end, 30.0, fields=("queue_depth_max",))
-    return evaluate(fig, sweetspot, recent, rule_set(settings, fig.target))
+    return evaluate(fig, sweetspot, recent, rule_set(settings, fig.target), spot)
 
 
-def not_evaluated(settings: Settings, fig: WindowFigures) -> dict[str, str]:
+def not_evaluated(settings: Settings, fig: WindowFigures, spot: SweetSpot | None = None) -> dict[str, str]:
     """Rules that could not judge this window though it has data, and why (the efficiency rule
     without an MBU: "not evaluated: no MBU: ..."), as the evaluator stores their state."""
     if no_data_reason(fig):
         return {}
     sweetspot = effective_sweetspot(settings, fig.target)
-    names = Names(window_names(fig, sweetspot), fig.window_s)
+    names = Names(window_names(fig, sweetspot, (), spot), fig.window_s)
     return {r.name: o.summary for r in rule_set(settings, fig.target)
             if r.no_value and (o := outcome(r, names)).status == RULE_NO_DATA}  # fmt: skip
 

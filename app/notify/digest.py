@@ -22,6 +22,7 @@ from sqlalchemy import Engine, select
 
 from app.formatting import elapsed, mbu_text, number, percent, slo_attainment_text, slo_in_bucket_text, with_unit
 from app.notify.outbox import DIGEST_KIND, Outgoing
+from app.sweet_spot import resolve
 from core.durations import format_duration
 from core.schedule import zone
 from core.settings import Settings, effective_sweetspot
@@ -70,6 +71,7 @@ class TargetDigest:
     ttft_slo_p95_bucket: tuple[float, float] | None = None  # the P95's bucket when it holds the SLO
     outside: float = 0.0  # share of minutes judged outside the sweet spot
     not_stored: float = 0.0  # share of minutes without a stored verdict (no evaluator ran then)
+    sweet_spot: str = "unknown"  # its own sweet spot at the period's end, with its source (app/sweet_spot.py)
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,7 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         mbu=whole.mbu, mbu_source=whole.mbu_source,
         ttft_slo_s=whole.ttft_slo_s, ttft_slo_attainment=whole.ttft_slo_attainment, ttft_slo_bounds=whole.ttft_slo_bounds,
         ttft_slo_p95_bucket=whole.ttft_slo_in_p95_bucket(),
-        outside=judged.outside, not_stored=judged.not_stored,
+        outside=judged.outside, not_stored=judged.not_stored, sweet_spot=resolve(reader, settings, name, end).line(),
     )  # fmt: skip
 
 
@@ -156,6 +158,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         mbu_text(d.mbu, d.mbu_source),
         f"preemptions: {number(d.preemptions)}",
+        f"sweet spot: {visible(d.sweet_spot, 1000)}",
         f"incidents: {len(d.incidents) or 'none'}",
     ]
     slo = [slo_attainment_text(d.ttft_slo_s, d.ttft_slo_attainment, d.ttft_slo_bounds), slo_in_bucket_text(d.ttft_slo_s, d.ttft_slo_p95_bucket)]

@@ -27,7 +27,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "kv_cache": ("kv_cache_usage_max",),
     "concurrency": ("running_avg", "waiting_max", "queue_depth_max"),
     "throughput": ("tokens_per_s",),
-    "mbu": ("mbu",),  # the efficiency rule judges MBU against min_mbu
+    "mbu": ("mbu",),  # a user's MBU rule (no default rule has an MBU floor)
 }
 
 
@@ -61,7 +61,8 @@ def _spec(reader: Any, settings: Settings, state: AlertState, panel: str, now: f
     elif panel == "kv_cache":
         chart = charts.kv_chart(points, frame, s.kv_warning, s.kv_critical)
     elif panel == "concurrency":
-        chart = charts.concurrency_chart(points, frame, int(state.threshold or s.concurrency))
+        spot = state.threshold if state.threshold is not None else s.concurrency
+        chart = charts.concurrency_chart(points, frame, None if spot is None else int(spot))
     elif panel == "mbu":
         chart = charts.mbu_chart(points, frame, state.threshold if state.threshold is not None else s.min_mbu)
     else:

@@ -282,8 +282,9 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
-def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, source: str = "") -> AnyChart:
-    """MBU per step (%) with the efficiency rule's threshold; the title names the source (or why none)."""
+def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None, source: str = "") -> AnyChart:
+    """MBU per step (%), with a user rule's ``min_mbu`` line where one is given (no default rule has an MBU
+    floor: docs/alerts.md); the title names the source (or why none)."""
     data = long_rows(points, {"mbu": "MBU"}, frame.step_s, 100)
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
@@ -291,9 +292,10 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, sourc
     # one line: a longer title widens the stacked chart past its element (the tile says why there is none)
     if not any(p.mbu is not None for p in points):
         return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
-    title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'} · "
-             f"red dashes: min_mbu {min_mbu * 100:.0f} %")
-    return _panel(_layer(lines, hline(min_mbu * 100, frame)), title)
+    title = f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'}"
+    if min_mbu is None:
+        return _panel(lines, title)
+    return _panel(_layer(lines, hline(min_mbu * 100, frame)), f"{title} · red dashes: min_mbu {min_mbu * 100:.0f} %")
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -320,15 +322,15 @@ def axis_top(values: Iterable[float], floor: float) -> float:
     return max([floor, *seen])
 
 
-def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int) -> AnyChart:
+def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int | None, source: str = "") -> AnyChart:
+    """Running, waiting and the gateway queue, with the sweet spot (``source``: where it came from) when known."""
     fields = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
     lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests")
-    chart = _layer(lines, hline(sweet_spot, frame))
-    title = (
-        f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests) · "
-        f"red dashes: sweet spot {sweet_spot}"
-    )
-    return _panel(chart, title)
+    title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests)"
+    if sweet_spot is None:
+        return _panel(lines, f"{title} · sweet spot unknown")
+    return _panel(_layer(lines, hline(sweet_spot, frame)), f"{title} · red dashes: sweet spot {sweet_spot}"
+                  + (f" ({source})" if source else ""))
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
@@ -348,7 +350,7 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
-    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "",
+    sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "", spot_source: str = "",
     epochs: Sequence[ConfigEpoch] = (),
 ) -> alt.VConcatChart:  # fmt: skip
     """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
@@ -357,9 +359,9 @@ def overview_chart(
     return stack_marked(epochs, frame,
         ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
         throughput_chart(points, frame, ceiling),
-        mbu_chart(points, frame, sweetspot.min_mbu, mbu_source),
+        mbu_chart(points, frame, None, mbu_source),
         preemption_chart(points, frame),
-        concurrency_chart(points, frame, sweetspot.concurrency),
+        concurrency_chart(points, frame, sweetspot.concurrency, spot_source),
         kv_chart(points, frame, sweetspot.kv_warning, sweetspot.kv_critical),
         prefix_cache_chart(points, frame),
         outcomes_chart(ttft, ttft_frame),
@@ -495,15 +497,17 @@ def operating_point_chart(
     points: Sequence[SeriesPoint],
     y_attr: str,
     y_title: str,
-    reference: Sequence[tuple[int, float]],
+    reference: Sequence[tuple[float, float]],
     sweeps: Sequence[SweepRun] = (),
     marks: Sequence[tuple[float, str]] = (),
     title: str = "",
     slo_s: float | None = None,
     roofline: Sequence[tuple[float, float]] = (),
+    curve_label: str = "reference (V100 report)",
     benches: Sequence[BenchRun] = (),
 ) -> alt.LayerChart:
-    """Measured steps as dots coloured by time, the report's curve, sweep levels, imported benchmarks
+    """Measured steps as dots coloured by time, a curve (the report's on the demo, else the target's own
+    fitted one, named by ``curve_label``; none when empty), sweep levels, imported benchmarks
     (``benches``, :func:`bench_layer`) and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
@@ -542,7 +546,7 @@ def operating_point_chart(
             ],
         )
     )
-    layers: list[Any] = [dots, _reference_curve(reference, y_title)]
+    layers: list[Any] = [dots, *([_reference_curve(reference, y_title, curve_label)] if reference else [])]
     if sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
     if benches:
@@ -630,9 +634,9 @@ def _slo_rule(slo_s: float) -> alt.Chart:
     return alt.Chart(data).mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(y="value:Q", tooltip="label:N")
 
 
-def _reference_curve(reference: Sequence[tuple[int, float]], y_title: str) -> alt.LayerChart:
+def _reference_curve(reference: Sequence[tuple[float, float]], y_title: str, label: str) -> alt.LayerChart:
     data = pd.DataFrame({"running": [c for c, _ in reference], "value": [v for _, v in reference]})
-    data["label"] = "reference (V100 report)"
+    data["label"] = label
     base = alt.Chart(data).encode(
         x="running:Q", y="value:Q", tooltip=["label:N", "running:Q", alt.Tooltip("value:Q", title=y_title)]
     )

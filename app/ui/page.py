@@ -16,6 +16,7 @@ import streamlit as st
 from app.alerts.rules import Rule, rule_set
 from app.fleet import FleetRow
 from app.loader import load_settings
+from app.sweet_spot import SweetSpot
 from app.ui import charts, reads
 from app.ui.guard import guard
 from app.ui.time_range import Span, View, data_step, level_of
@@ -63,6 +64,14 @@ class Context:
         """The viewed target's thresholds (``[sweetspot]`` with its own keys on top), as ``status``,
         the evaluator and the e-mail judge it: a banner must not disagree with the Alerts page."""
         return effective_sweetspot(self.settings, self.view.target or "")
+
+    def sweet_spot(self, now: float) -> SweetSpot:
+        """The viewed target's sweet spot and own curve, with their sources (guarded, cached 10 minutes)."""
+        return guard("the sweet spot", reads.sweet_spot, self.settings, self.view.target or "", reads.floor(now, 600.0))
+
+    def thresholds(self, now: float) -> SweetSpotSettings:
+        """:attr:`sweetspot` with the target's own sweet spot as its concurrency (None: unknown)."""
+        return self.sweet_spot(now).thresholds(self.sweetspot)
 
     @property
     def alert_rules(self) -> tuple[Rule, ...]:

@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from app.fleet import FleetRow, fleet
+from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings
 from db.results import SeriesPoint, WindowFigures
 from db.verdicts import StoredVerdict
@@ -75,3 +76,10 @@ def fleet_rows(settings: Settings, end: float, window_s: float) -> list[FleetRow
     """Every target's row of the Fleet page; ``settings`` is part of the key by value (Streamlit
     hashes a dataclass by its fields): each target is judged by its effective rules."""
     return fleet(reader(settings.db_url), settings.sweetspot, end, window_s, settings)
+
+
+@st.cache_data(ttl=600, max_entries=64, show_spinner=False)
+def sweet_spot(settings: Settings, target: str, end: float) -> SweetSpot:
+    """The target's sweet spot and own curve (app/sweet_spot.py), as the evaluator resolves them; the
+    learner reads a week of minutes, so ``end`` is floored to 10 minutes by the caller."""
+    return resolve(reader(settings.db_url), settings, target, end)

@@ -30,6 +30,7 @@ from app.formatting import (
     tokens,
     with_unit,
 )
+from app.sweet_spot import SweetSpot
 from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
@@ -63,7 +64,7 @@ def load_note(f: WindowFigures, sweetspot: SweetSpotSettings) -> str:
 
     ``under-loaded: 10 running of 16, no queue: room for more traffic (MBU 12 % (measured, NVML GPM))``.
     """
-    if f.running_avg is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
+    if f.running_avg is None or sweetspot.concurrency is None or f.running_avg >= UNDER_LOADED * sweetspot.concurrency:
         return ""
     running = f"{number(f.running_avg)} running of {sweetspot.concurrency}"
     share = f" ({mbu_text(f.mbu, f.mbu_source)})" if f.mbu is not None else ""
@@ -179,7 +180,7 @@ TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's c
                "as soon as batching works. How well the GPUs' bandwidth is used is MBU (docs/ceiling.md).")
 
 
-def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
+def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None = None) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
@@ -197,10 +198,26 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
         mbu_tile(f, sweetspot),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
-        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
+        Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {spot_text(sweetspot, spot)}", "Running requests in vLLM (concurrency). " + spot_help(spot)),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
         Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
+
+
+def spot_text(sweetspot: SweetSpotSettings, spot: SweetSpot | None) -> str:
+    """``16 (learned)``, ``unknown``: the sweet spot with its source (configured when none is resolved)."""
+    if spot is not None:
+        return spot.text
+    return "unknown" if sweetspot.concurrency is None else f"{sweetspot.concurrency} (configured)"
+
+
+def spot_help(spot: SweetSpot | None) -> str:
+    """Where the sweet spot came from, or how to get one (the tile's hover)."""
+    if spot is None:
+        return ""
+    if spot.value is None:
+        return "Sweet spot: " + spot.missing().removeprefix("not evaluated: ") + "."
+    return f"Sweet spot {spot.value}: {spot.detail}."
 
 
 def mbu_missing(f: WindowFigures) -> str:
@@ -218,7 +235,7 @@ def mbu_tile(f: WindowFigures, sweetspot: SweetSpotSettings) -> Tile:
     w = format_duration(f.window_s)
     if f.mbu is None or not f.mbu_source:
         return Tile(f"MBU · {w}", MISSING, mbu_missing(f), MBU_HELP + mbu_inputs(f))
-    context = f"{mbu_source_text(f.mbu_source)} · min {percent(sweetspot.min_mbu)}"
+    context = mbu_source_text(f.mbu_source)  # a figure, not a threshold: no default rule has an MBU floor
     return Tile(f"MBU · {w}", percent(f.mbu), context, MBU_HELP + mbu_inputs(f))
 
 

@@ -12,7 +12,7 @@ from app.ui import page, time_range, widgets
 
 ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
 ctx = page.context()
-rules, window_s = ctx.settings.sweetspot, ctx.view.window_s
+window_s = ctx.view.window_s
 st.header(f"Fleet · {len(ctx.targets)} targets")
 
 
@@ -30,6 +30,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
+        "sweet spot": [r.spot.text if r.spot else "unknown" for r in rows],
         "queue": [number(x.queue_depth_max) for x in f],
         "KV": [percent(x.kv_cache_usage_max) for x in f],
         "last hour tok/s": [widgets.sparkline_svg(r.sparkline) for r in rows],  # a missing minute is a gap
@@ -40,12 +41,14 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
 def live() -> None:
     now = time_range.now()
     rows = ctx.fleet(now)
-    st.caption(f"Over the {window_s / 60:g} min up to {clock(now)}, worst first. Running: average against the "
-               f"sweet-spot concurrency {rules.concurrency}. A row's Overview link opens that target.")  # fmt: skip
+    st.caption(f"Over the {window_s / 60:g} min up to {clock(now)}, worst first. Running: average against each "
+               "target's own sweet spot (configured, its sweep, learned from its traffic, or unknown). "
+               "A row's Overview link opens that target.")  # fmt: skip
     col = st.column_config
     st.dataframe(_table(rows), hide_index=True, width="stretch", column_config={
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
-        "running": col.TextColumn(help=f"average running requests; sweet spot ≤ {rules.concurrency}"),
+        "running": col.TextColumn(help="average running requests"),
+        "sweet spot": col.TextColumn(help="the target's own sweet-spot concurrency and where it came from"),
         "report's % of ceiling": col.TextColumn(help=widgets.REPORT_SHARE + ": the ceiling bounds decode steps/s"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip

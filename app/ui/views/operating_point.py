@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from app.operating_point import (
@@ -15,6 +17,7 @@ from app.operating_point import (
     roofline,
     sweeps_of,
 )
+from app.sweet_spot import REFERENCE, REFERENCE_REPORT, OwnCurves, own_curves
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
 from core.durations import format_duration
@@ -34,22 +37,31 @@ sweeps = sweeps[:5]
 benches = guard("the imported benchmarks", ctx.reader.bench_runs, 5, view.target)
 
 latest = sweeps[0] if sweeps else None
-levels = [(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s) for lv in latest.levels] if latest else REFERENCE_LEVELS
-knee = find_knee(levels, rules.ttft_p95_slo_s)
-source = f"the latest load sweep ({charts.sweep_source(latest)})" if latest else "the reference report (8× V100, 70B AWQ, TP 8)"
-marks = [(float(rules.concurrency), f"sweet spot {rules.concurrency} (configured)")]
-if knee and knee.concurrency != rules.concurrency:
+spot = ctx.sweet_spot(time_range.now())  # its own sweet spot and curve, with their sources (app/sweet_spot.py)
+reference = spot.source == REFERENCE  # the demo: the report's knee and curve, labelled as the report's
+if latest:
+    levels: Sequence[tuple[int, float | None, float | None]] = [(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s) for lv in latest.levels]
+elif reference:
+    levels = REFERENCE_LEVELS
+else:
+    levels = [(lv.concurrency, lv.fitted, lv.ttft_p95_s) for lv in spot.learned.levels] if spot.learned else []
+knee = find_knee(levels, rules.ttft_p95_slo_s) if latest or reference else None
+source = f"the latest load sweep ({charts.sweep_source(latest)})" if latest else REFERENCE_REPORT
+marks = [(float(spot.value), f"sweet spot {spot.value} ({spot.source})")] if spot.value is not None else []
+if knee and knee.concurrency != spot.value:
     marks.append((float(knee.concurrency), f"knee {knee.concurrency}"))
+curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_TTFT_P95)
 
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
 roof = roofline(model, figures.mean_context_tokens, points, concurrency_reach(points, levels, marks))
+st.markdown(f"**Sweet spot**: {spot.line()}")
 if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
-    f"Grey dashes: the report's reference curve. Diamonds: stored load sweeps of {view.target}'s server."
+    f"Grey dashes: {curves.caption}. Diamonds: stored load sweeps of {view.target}'s server."
     + (" Squares: imported benchmarks (bench import): " + markdown(bench_text(benches), limit=2000) if benches else "")
     + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
@@ -60,15 +72,15 @@ else:
     st.info(NO_ROOFLINE, icon=":material/info:")
 curve = roof.curve if roof else []
 left, right = st.columns(2)
-for where, attr, label, reference, slo, bound in (
-    (left, "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS, None, curve),
-    (right, "ttft_p95_s", "TTFT P95 (s)", charts.REFERENCE_TTFT_P95, rules.ttft_p95_slo_s, []),
+for where, attr, label, drawn, slo, bound in (
+    (left, "tokens_per_s", "output tok/s", curves.tokens, None, curve),
+    (right, "ttft_p95_s", "TTFT P95 (s)", curves.ttft, rules.ttft_p95_slo_s, []),
 ):
     title = f"Concurrency vs {label}"
-    chart_cache.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
-                     benches, height=480, where=where)  # fmt: skip
+    chart_cache.show_chart(charts.operating_point_chart, points, attr, label, drawn, sweeps, marks, title, slo, bound,
+                     curves.label, benches, height=480, where=where)  # fmt: skip
 speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
 st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
 chart_cache.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
 if not points:
-    st.info("No measured steps in this range yet: only the reference curve is shown.", icon=":material/info:")
+    st.info("No measured steps in this range yet.", icon=":material/info:")

@@ -30,7 +30,9 @@ def live() -> None:
     recent = ctx.series(span.at - sweetspot.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
     points, frame = ctx.series_drawn(span, OTHERS)
     ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
-    verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules)
+    spot = ctx.sweet_spot(now)  # its own sweet spot and curve, with their sources (app/sweet_spot.py)
+    thresholds = spot.thresholds(sweetspot)
+    verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules, spot)
     history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
     since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
@@ -38,10 +40,10 @@ def live() -> None:
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
     over = time_range.over_text(span, view.window_s)
-    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, sweetspot))
+    widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, thresholds))
     if figures.step_bound_breach:  # the measured step rate is above the ceiling's bound: its inputs are wrong
         widgets.show_breach(figures.step_bound_breach)
-    widgets.show_tiles(widgets.kpi_tiles(figures, sweetspot))
+    widgets.show_tiles(widgets.kpi_tiles(figures, thresholds, spot))
     if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
         st.caption(warning.strip())
     st.caption(widgets.history_text(history, span.start, span.end))
@@ -54,8 +56,8 @@ def live() -> None:
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     epochs = guard("the configuration epochs", ctx.reader.epochs, view.target)
-    chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, sweetspot, figures.ceiling,
-                     figures.mbu_source or "", epochs, height="content")
+    chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, thresholds, figures.ceiling,
+                     figures.mbu_source or "", spot.source or "", epochs, height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
     shown = [c for c in guard("the epochs' figures", comparisons, ctx.reader, view.target, epochs, 3600.0, now)
              if span.start <= c.epoch.ts <= span.end]  # fmt: skip

@@ -1,0 +1,181 @@
+"""Each target's own sweet spot and throughput curve, with where they came from.
+
+Sources, best first (docs/alerts.md): ``configured`` (``targets[].sweet_spot`` or a
+``sweetspot.concurrency``), the knee of the target's latest stored load ``sweep``, ``learned`` from its
+own traffic (core/knee.py over its stored minutes), else unknown (None): never another deployment's
+number. The demo's simulator of the reference deployment gets the report's knee, source ``reference``.
+
+The curve the ``under_delivering`` rule judges against comes from the same places: the latest sweep's
+levels, else the learned fit, else (the demo only) the report's curve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
+from core.knee import Learned, Sample, expected_at, learn
+from core.settings import Settings, SweetSpotSettings, effective_sweetspot, is_reference
+from db.queries import Reader
+from db.results import SweepRun
+
+CONFIGURED, SWEEP, LEARNED, REFERENCE = "configured", "sweep", "learned", "reference"
+SOURCES = (CONFIGURED, SWEEP, LEARNED, REFERENCE)
+REFERENCE_KNEE = 16  # the V100 report's knee (DOMAIN.md §2), for the demo only
+REFERENCE_REPORT = "the reference report (8× V100, 70B AWQ, TP 8)"
+LEARN_SPAN_S = 7 * 86400.0  # the stored history the learner reads, in minutes
+LEARN_STEP_S = 60.0
+LEARN_FIELDS = ("running_avg", "tokens_per_s", "ttft_p95_s")
+
+
+@dataclass(frozen=True)
+class SweetSpot:
+    """A target's sweet-spot concurrency (None: unknown) and own curve, each with its source."""
+
+    value: int | None
+    source: str | None  # configured, sweep, learned, reference, or None
+    detail: str  # where it came from, one clause
+    curve: tuple[tuple[float, float], ...] = ()  # (concurrency, output tok/s) of its own curve
+    curve_source: str = ""  # sweep, learned, reference, or "" (no curve)
+    learned: Learned | None = None  # what the learner found (also when it refused)
+
+    @property
+    def text(self) -> str:
+        """``16 (learned)`` / ``unknown``: the sweet spot as every surface writes it."""
+        return "unknown" if self.value is None else f"{self.value} ({self.source})"
+
+    def line(self) -> str:
+        """``16 (learned: 90 % of its plateau … from 1,440 minutes at 31 concurrency levels)`` / ``unknown: …``."""
+        if self.value is None:
+            return "unknown: " + self.missing().removeprefix("not evaluated: ")
+        return f"{self.value} ({self.source}: {self.detail})" if self.detail != self.source else f"{self.value} ({self.source})"
+
+    def missing(self) -> str:
+        """The ``concurrency`` rule's "not evaluated" line when the sweet spot is unknown."""
+        hours = self.learned.more_hours if self.learned and self.learned.more_hours else 2.0
+        why = f" (the learner: {self.learned.reason})" if self.learned else ""
+        return ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it "
+                f"learn from {hours:.1f}".removesuffix(".0") + f" more hours at higher load){why}")
+
+    def curve_missing(self) -> str:
+        """The ``under_delivering`` rule's "not evaluated" line when there is no curve."""
+        why = f" (the learner: {self.learned.reason})" if self.learned and self.learned.knee is None else ""
+        return f"not evaluated: no curve yet (run `python -m app sweep`, or let it learn from its traffic){why}"
+
+    def expected(self, running: float | None) -> float | None:
+        """Output tok/s the own curve gives at ``running`` requests (None: no curve or no running)."""
+        return None if running is None else expected_at(self.curve, running)
+
+    def thresholds(self, sweetspot: SweetSpotSettings) -> SweetSpotSettings:
+        """``sweetspot`` with this sweet spot as its ``concurrency`` (None when unknown)."""
+        return sweetspot if sweetspot.concurrency == self.value else dataclasses.replace(sweetspot, concurrency=self.value)
+
+    def names(self) -> dict[str, object]:
+        """The rules' names this adds (app/alerts/figures.py): sources and why a figure is missing."""
+        return {"sweet_spot_source": self.source or "", "sweet_spot_missing": "" if self.value else self.missing(),
+                "curve_source": self.curve_source, "curve_missing": "" if self.curve else self.curve_missing()}
+
+    def as_json(self) -> dict[str, object]:
+        return {"sweet_spot": self.value, "sweet_spot_source": self.source, "sweet_spot_detail": self.detail,
+                "curve_source": self.curve_source or None}
+
+
+@dataclass(frozen=True)
+class OwnCurves:
+    """What the Operating point page draws as its curves: the report's on the demo (labelled as the
+    report's), else the target's own fitted curve with its levels, else nothing."""
+
+    tokens: tuple[tuple[float, float], ...]
+    ttft: tuple[tuple[float, float], ...]
+    label: str
+    caption: str
+
+
+def own_curves(spot: SweetSpot, report_tokens: Sequence[tuple[float, float]],
+               report_ttft: Sequence[tuple[float, float]]) -> OwnCurves:  # fmt: skip
+    """The curves of ``spot`` to draw (``report_*``: the report's, drawn on the demo only)."""
+    if spot.source == REFERENCE:
+        return OwnCurves(tuple(report_tokens), tuple(report_ttft), "reference (V100 report)",
+                         f"the reference curve of {REFERENCE_REPORT}, this demo's")  # fmt: skip
+    learned = spot.learned
+    if learned is not None and learned.knee is not None:
+        ttft = tuple((float(lv.concurrency), lv.ttft_p95_s) for lv in learned.levels if lv.ttft_p95_s is not None)
+        return OwnCurves(learned.curve, ttft, "fitted (learned from its traffic)",
+                         f"its own fitted curve, learned from {learned.rests_on} (median TTFT P95 per level)")
+    why = learned.reason if learned is not None else "no history read"
+    return OwnCurves((), (), "", f"none: no fitted curve of its own yet ({why})")
+
+
+def resolve(reader: Reader, settings: Settings, target: str, now: float) -> SweetSpot:
+    """``target``'s sweet spot and curve at ``now``, from the settings, its stored sweeps and history.
+
+    A read that fails (a database without sweeps, say) costs that source only: the next one is tried.
+    """
+    sweetspot = effective_sweetspot(settings, target)
+    if is_reference(settings, target) and sweetspot.concurrency is None:
+        curve = tuple((float(c), t) for c, t, _ in REFERENCE_LEVELS)
+        return SweetSpot(REFERENCE_KNEE, REFERENCE, f"the knee of {REFERENCE_REPORT}", curve, REFERENCE)
+    sweep, learned = _stored(reader, target, now, sweetspot.ttft_p95_slo_s)
+    curve, curve_source = _curve(sweep, learned)
+    if sweetspot.concurrency is not None:
+        return SweetSpot(sweetspot.concurrency, CONFIGURED, "configured", curve, curve_source, learned)
+    knee = find_knee([(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s) for lv in sweep.levels],
+                     sweetspot.ttft_p95_slo_s) if sweep else None  # fmt: skip
+    if sweep is not None and knee is not None:
+        return SweetSpot(knee.concurrency, SWEEP, f"the knee of the sweep of {_day(sweep.started_at)}", curve, curve_source, learned)
+    if learned is not None and learned.knee is not None:
+        return SweetSpot(learned.knee, LEARNED, f"learned: {learned.reason}, from {learned.rests_on}", curve,
+                         curve_source, learned)  # fmt: skip
+    return SweetSpot(None, None, "unknown", curve, curve_source, learned)
+
+
+def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
+    try:
+        info = next((t for t in reader.targets() if t.name == target), None)
+        mine, _ = sweeps_of(info, reader.sweep_runs(20))
+    except Exception:  # noqa: BLE001 - no sweep to read is no sweep: the next source is tried
+        return None
+    return next((run for run in mine if any(lv.tokens_per_s for lv in run.levels)), None)
+
+
+# (database, target, SLO, 10-minute slot) → its latest sweep and what the learner found: the Fleet
+# resolves every target each refresh, and the learner reads a week of minutes; both move with hours.
+_STORED: dict[tuple[str, str, float, int], tuple[SweepRun | None, Learned | None]] = {}
+STORED_SLOT_S = 600
+
+
+def _stored(reader: Reader, target: str, now: float, slo_s: float) -> tuple[SweepRun | None, Learned | None]:
+    key = (str(getattr(getattr(reader, "engine", None), "url", "")), target, slo_s, int(now // STORED_SLOT_S))
+    if key not in _STORED:
+        if len(_STORED) > 4096:
+            _STORED.clear()
+        _STORED[key] = (_latest_sweep(reader, target), _learn(reader, target, now, slo_s))
+    return _STORED[key]
+
+
+def _learn(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
+    try:
+        cols = reader.series_columns(target, now - LEARN_SPAN_S, now, LEARN_STEP_S, fields=LEARN_FIELDS)
+    except Exception:  # noqa: BLE001 - an unreadable history teaches nothing
+        return None
+    samples = [Sample(r, t, q) for r, t, q in zip(cols["running_avg"], cols["tokens_per_s"], cols["ttft_p95_s"], strict=True)
+               if r is not None and t is not None]  # fmt: skip
+    return learn(samples, slo_s)
+
+
+def _curve(sweep: SweepRun | None, learned: Learned | None) -> tuple[tuple[tuple[float, float], ...], str]:
+    if sweep is not None:
+        points = tuple((float(lv.concurrency), float(lv.tokens_per_s)) for lv in sweep.levels if lv.tokens_per_s)
+        if points:
+            return points, SWEEP
+    if learned is not None and learned.knee is not None:
+        return learned.curve, LEARNED
+    return (), ""
+
+
+def _day(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))

@@ -1,0 +1,198 @@
+"""A target's own throughput curve and its knee, learned from its traffic (pure: no I/O, no clock).
+
+The input is one sample per minute: the running requests (average), the output tok/s and the TTFT
+P95 of that minute. Minutes are grouped by running concurrency rounded to a whole request (idle
+minutes, under :data:`IDLE_RUNNING`, left out); a monotone (non-decreasing) least-squares fit of
+tok/s over the groups, weighted by their minutes (pool-adjacent violators), is the curve, and its
+highest value the plateau. The knee is the smallest concurrency where the curve reaches
+``share`` (90 %) of the plateau, interpolated between levels and rounded to a whole request, then
+stepped back below the first level whose median TTFT P95 passes the SLO.
+
+The learner refuses to guess, and says what it lacks, when the minutes are too few, the
+concurrency levels too few, or the curve has not flattened within the concurrencies seen (traffic
+that never went past the knee cannot show it): :attr:`Learned.knee` is then None and
+:attr:`Learned.reason` says how much more traffic, at which load, it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+IDLE_RUNNING = 0.5  # a minute under half a running request decoded (almost) nothing
+MIN_MINUTES = 120  # busy minutes the learner needs before it says anything
+MIN_LEVELS = 4  # distinct concurrency levels, each of MIN_LEVEL_MINUTES at least
+MIN_LEVEL_MINUTES = 3
+TRIM = 0.05  # share of the busy minutes, at the highest concurrencies, left out of the fit
+SHARE = 0.9  # the knee: the smallest concurrency reaching this share of the plateau
+# The curve has flattened when its slope past the knee is under this share of its slope at the
+# lowest level (tok/s per added request): a curve still rising as steeply has no plateau yet.
+FLAT_SLOPE = 0.25
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One minute: running requests (average), output tok/s, TTFT P95 in seconds (None: not known)."""
+
+    running: float
+    tokens_per_s: float
+    ttft_p95_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Level:
+    """The minutes at one concurrency: their mean tok/s, the fitted (monotone) tok/s, the median TTFT P95."""
+
+    concurrency: int
+    tokens_per_s: float
+    fitted: float
+    minutes: int
+    ttft_p95_s: float | None
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What the learner found: ``knee`` (None when it refuses), the levels it rests on, and why.
+
+    ``reason`` is one sentence: how the knee was found, or what is missing (for a refusal it ends
+    with the traffic that would let it learn: "N more hours at concurrency above C").
+    """
+
+    knee: int | None
+    levels: tuple[Level, ...]
+    minutes: int
+    plateau: float | None
+    reason: str
+    more_hours: float | None = None  # refused: about how many more hours of traffic it needs
+
+    @property
+    def curve(self) -> tuple[tuple[float, float], ...]:
+        """(concurrency, fitted tok/s) of every level: the own curve the under-delivery rule reads."""
+        return tuple((float(lv.concurrency), lv.fitted) for lv in self.levels)
+
+    @property
+    def rests_on(self) -> str:
+        """``1,440 minutes at 12 concurrency levels``."""
+        return f"{self.minutes:,} minutes at {len(self.levels)} concurrency levels"
+
+
+def levels_of(samples: Iterable[Sample]) -> list[Level]:
+    """Busy minutes grouped by whole running requests, with the monotone fit of their tok/s."""
+    groups: dict[int, list[Sample]] = {}
+    for s in samples:
+        if s.running >= IDLE_RUNNING and math.isfinite(s.running) and math.isfinite(s.tokens_per_s):
+            groups.setdefault(round(s.running), []).append(s)
+    keys = sorted(groups)
+    means = [sum(s.tokens_per_s for s in groups[c]) / len(groups[c]) for c in keys]
+    fitted = monotone_fit(means, [float(len(groups[c])) for c in keys])
+    return [Level(c, m, f, len(groups[c]), _median([s.ttft_p95_s for s in groups[c]]))
+            for c, m, f in zip(keys, means, fitted, strict=True)]  # fmt: skip
+
+
+def monotone_fit(values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """The non-decreasing sequence closest to ``values`` in weighted least squares (pool-adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, w in zip(values, weights, strict=True):
+        blocks.append([v, w, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2, n2), (m1, w1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2])
+    return [m for m, _, n in blocks for _ in range(int(n))]
+
+
+def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE) -> Learned:
+    """The knee of the curve the samples draw, or a refusal saying what more traffic is needed."""
+    all_levels = levels_of(samples)
+    minutes = sum(lv.minutes for lv in all_levels)
+    levels = tuple(lv for lv in _trimmed(all_levels) if lv.minutes >= MIN_LEVEL_MINUTES)
+    if minutes < MIN_MINUTES:
+        more = (MIN_MINUTES - minutes) / 60
+        return Learned(None, levels, minutes, None, f"{minutes} busy minutes, it needs {MIN_MINUTES}: "
+                       f"{_hours(more)} more hours of traffic", more)  # fmt: skip
+    if len(levels) < MIN_LEVELS:
+        more = (MIN_LEVELS - len(levels)) * MIN_LEVEL_MINUTES / 60
+        return Learned(None, levels, minutes, None, f"{len(levels)} concurrency levels, it needs {MIN_LEVELS}: "
+                       f"{_hours(more)} more hours at other loads", more)  # fmt: skip
+    levels = _refit(levels)
+    top, first = levels[-1].concurrency, levels[0]
+    plateau = levels[-1].fitted
+    at = _reach(levels, share * plateau)
+    initial = first.fitted / first.concurrency
+    tail = (plateau - _fitted_at(levels, top / 2)) / (top / 2)  # the slope over the upper half seen
+    if at >= top or tail >= FLAT_SLOPE * initial:
+        more = MIN_MINUTES / 60
+        return Learned(None, levels, minutes, plateau, f"the curve has not flattened up to concurrency {top} "
+                       f"({tail:.3g} tok/s per added request over its upper half against {initial:.3g} at "
+                       f"{first.concurrency}): {_hours(more)} more hours at concurrency above {top}", more)  # fmt: skip
+    knee = max(1, round(at))
+    reason = f"{share:.0%} of its plateau ({plateau:,.0f} tok/s) at {knee}"
+    breach = next((lv for lv in levels if slo_s is not None and lv.ttft_p95_s is not None and lv.ttft_p95_s > slo_s), None)
+    if breach is not None and breach.concurrency <= knee:
+        below = [lv.concurrency for lv in levels if lv.concurrency < breach.concurrency]
+        if not below:
+            return Learned(None, levels, minutes, plateau, f"TTFT P95 passes the {slo_s:g} s SLO at every "
+                           f"concurrency seen (from {breach.concurrency})")  # fmt: skip
+        knee = below[-1]
+        reason += f", capped at {knee}: TTFT P95 {breach.ttft_p95_s:.3g} s at {breach.concurrency} > {slo_s:g} s SLO"
+    return Learned(knee, levels, minutes, plateau, reason)
+
+
+def _trimmed(levels: Sequence[Level]) -> list[Level]:
+    """``levels`` without the busiest :data:`TRIM` of their minutes: the highest concurrencies seen are
+    a few minutes of transitions and gauge noise, and the plateau must not rest on them."""
+    keep = sum(lv.minutes for lv in levels) * (1 - TRIM)
+    out, seen = [], 0
+    for lv in levels:
+        if seen >= keep:
+            break
+        out.append(lv)
+        seen += lv.minutes
+    return out
+
+
+def _refit(levels: Sequence[Level]) -> tuple[Level, ...]:
+    fitted = monotone_fit([lv.tokens_per_s for lv in levels], [float(lv.minutes) for lv in levels])
+    return tuple(dataclasses.replace(lv, fitted=f) for lv, f in zip(levels, fitted, strict=True))
+
+
+def expected_at(curve: Sequence[tuple[float, float]], concurrency: float) -> float | None:
+    """tok/s the curve gives at ``concurrency``: linear between its points, through the origin below
+    the first, flat past the last (its plateau). None for an empty curve."""
+    points = sorted(curve)
+    if not points or concurrency < 0:
+        return None
+    c0, t0 = points[0]
+    if concurrency <= c0:
+        return t0 * concurrency / c0 if c0 > 0 else t0
+    for (a, ta), (b, tb) in zip(points, points[1:], strict=False):
+        if concurrency <= b:
+            return ta + (tb - ta) * (concurrency - a) / (b - a)
+    return points[-1][1]
+
+
+def _reach(levels: Sequence[Level], value: float) -> float:
+    """The concurrency where the fitted curve first reaches ``value`` (linear between levels)."""
+    prev_c, prev_t = 0.0, 0.0
+    for lv in levels:
+        if lv.fitted >= value:
+            if lv.fitted == prev_t:
+                return float(lv.concurrency)
+            return prev_c + (lv.concurrency - prev_c) * (value - prev_t) / (lv.fitted - prev_t)
+        prev_c, prev_t = float(lv.concurrency), lv.fitted
+    return float(levels[-1].concurrency)
+
+
+def _fitted_at(levels: Sequence[Level], concurrency: float) -> float:
+    value = expected_at([(float(lv.concurrency), lv.fitted) for lv in levels], concurrency)
+    return 0.0 if value is None else value
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    seen = sorted(v for v in values if v is not None and math.isfinite(v))
+    return seen[len(seen) // 2] if seen else None
+
+
+def _hours(hours: float) -> str:
+    return f"{max(hours, 0.1):.1f}".removesuffix(".0")

@@ -1,0 +1,267 @@
+"""Each target's own sweet spot (issue 28): the learner (core/knee.py) on synthetic curves and on the
+simulator of the reference (its truth: the knee at 16), the sources in order (configured, sweep,
+learned, reference, unknown) through `status --json`, and the under_delivering rule against a
+slowed simulator (fires within 15 minutes of the fault, on the simulator's timeline) and never over
+the demo's simulated week nor at the report's operating points 8, 16 and 32."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
+from app.sweet_spot import REFERENCE, SweetSpot, resolve
+from collectors.dcgm import parse_dcgm
+from collectors.gateway import queue_from_prometheus
+from collectors.records import GatewayReading, ScrapeRound, SourceResult
+from collectors.vllm import parse_vllm
+from core.knee import MIN_MINUTES, Sample, expected_at, learn, monotone_fit
+from core.settings import Settings, SweetSpotSettings
+from db.engine import open_engine
+from db.queries import Reader
+from db.rollup import rollup
+from db.sweeps import store_sweep
+from db.writer import Writer
+from simulator import generate_history
+from tests.builders import window
+from tests.ui_db import DEMO_URLS, GATEWAY_METRIC, demo_sweep, target_settings
+
+DAY = 86400.0
+START = 1_780_000_000.0 - 1_780_000_000.0 % DAY  # midnight UTC: the daily pattern's day starts here
+SLO = 3.0
+
+
+def saturating(c: float) -> float:
+    """A curve with its knee near 16: linear to 14, then barely rising (the report's shape)."""
+    return 9.0 * c if c <= 14 else 126.0 + 1.0 * (c - 14)
+
+
+def minutes(levels: dict[int, int], curve=saturating, ttft=lambda c: 1.0) -> list[Sample]:
+    return [Sample(float(c), curve(c), ttft(c)) for c, n in levels.items() for _ in range(n)]
+
+
+# -- the learner, pure ------------------------------------------------------------------------------
+def test_monotone_fit_pools_what_falls_and_keeps_what_rises():
+    assert monotone_fit([1.0, 3.0, 2.0, 4.0], [1.0, 1.0, 1.0, 1.0]) == [1.0, 2.5, 2.5, 4.0]
+    assert monotone_fit([5.0, 1.0], [3.0, 1.0]) == [4.0, 4.0]  # weighted by minutes
+
+
+def test_the_knee_of_a_saturating_curve():
+    learned = learn(minutes({c: 30 for c in (2, 4, 8, 12, 16, 20, 24, 28, 32)}), SLO)
+    # plateau 144 at 32; 90 % of it (129.6) is reached between 16 (128) and 20 (132): at 17.6
+    assert learned.knee == 18 and learned.plateau == pytest.approx(144.0)
+    assert learned.rests_on == "270 minutes at 9 concurrency levels"
+    assert learned.reason == "90% of its plateau (144 tok/s) at 18"
+
+
+def test_the_knee_steps_back_below_the_first_level_that_breaks_the_slo():
+    learned = learn(minutes({c: 30 for c in (2, 4, 8, 12, 16, 20, 24, 28, 32)}, ttft=lambda c: 4.0 if c >= 16 else 1.0), SLO)
+    assert learned.knee == 12
+    assert learned.reason.endswith("capped at 12: TTFT P95 4 s at 16 > 3 s SLO")
+
+
+@pytest.mark.parametrize(("levels", "curve", "said"), [
+    ({4: 20, 8: 20, 16: 20}, saturating, f"60 busy minutes, it needs {MIN_MINUTES}: 1 more hours of traffic"),
+    ({4: 100, 8: 100}, saturating, "2 concurrency levels, it needs 4: 0.1 more hours at other loads"),
+    ({c: 30 for c in (1, 2, 3, 4, 5, 6, 7, 8)}, lambda c: 12.0 * c,  # never past the knee: no plateau to see
+     "the curve has not flattened up to concurrency 8"),
+])  # fmt: skip
+def test_the_learner_refuses_to_guess_and_says_what_it_needs(levels, curve, said):
+    learned = learn(minutes(levels, curve), SLO)
+    assert learned.knee is None and said in learned.reason
+    assert learned.more_hours is not None and learned.more_hours > 0
+
+
+def test_idle_minutes_and_the_busiest_five_percent_are_left_out():
+    samples = minutes({c: 30 for c in (2, 4, 8, 12, 16, 20, 24, 28, 32)}) + [Sample(0.2, 0.0)] * 500
+    samples += [Sample(40.0, 400.0)] * 10  # a few minutes of gauge noise at the top: not a plateau
+    learned = learn(samples, SLO)
+    assert learned.minutes == 280 and learned.knee == 18
+
+
+def test_the_curve_between_through_and_past_its_points():
+    curve = ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0))
+    assert expected_at(curve, 4.0) == pytest.approx(42.5)  # through the origin under the first point
+    assert expected_at(curve, 12.0) == pytest.approx(105.5)
+    assert expected_at(curve, 64.0) == 145.0  # its plateau past the last
+    assert expected_at((), 8.0) is None
+
+
+# -- the simulator of the reference: the truth is a knee at 16 --------------------------------------
+def _rounds(target: str, start: float, end: float, **history):
+    for sample in generate_history(start, end, 30.0, **history):
+        ok = SourceResult(True)
+        gateway = GatewayReading(queue_from_prometheus(sample.gateway, GATEWAY_METRIC), "sweetspot-sim")
+        yield ScrapeRound(target, sample.ts, parse_vllm(sample.vllm), ok, gateway, ok,
+                          parse_dcgm(sample.dcgm, peak_bw_gbps=900.0), ok)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def varied_day(tmp_path_factory):
+    """A day of the simulator's daily load behind a gateway limit of 32 (1 to 32 running), stored
+    through the collector's parsers, writer and rollup."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('day') / 'day.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("sim"))
+    writer.write_rounds(_rounds("sim", START, START + DAY, seed=0, gateway_limit=32, peak_clients=40.0))
+    rollup(engine, START + DAY)
+    engine.dispose()
+    return url
+
+
+def test_the_learner_finds_the_reference_knee_on_the_simulator_from_a_day_of_varied_load(varied_day):
+    settings = Settings(db_url=varied_day, targets=(target_settings("sim"),))
+    spot = resolve(Reader(varied_day), settings, "sim", START + DAY)
+    assert spot.source == "learned" and spot.value is not None
+    assert abs(spot.value - 16) <= 4, spot.detail
+    assert spot.learned is not None and spot.learned.minutes >= 1200 and len(spot.learned.levels) >= 20
+    assert spot.curve_source == "learned" and spot.expected(16.0) == pytest.approx(129.0, rel=0.05)
+
+
+def test_sources_in_order_configured_then_sweep_then_learned(varied_day, tmp_path):
+    reader, now = Reader(varied_day), START + DAY
+    configured = Settings(db_url=varied_day, targets=(dataclasses.replace(target_settings("sim"), sweet_spot=12),))
+    assert (resolve(reader, configured, "sim", now).value, resolve(reader, configured, "sim", now).source) == (12, "configured")
+    # a stored sweep of this target beats what was learned: its knee, and its levels as the curve
+    url = f"sqlite:///{tmp_path / 'swept.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("sim"))
+    writer.write_rounds(_rounds("sim", START, START + 3600, seed=0))
+    store_sweep(engine, demo_sweep(START, "http://127.0.0.1:8000/v1", "sim"))
+    swept = resolve(Reader(url), Settings(db_url=url, targets=(target_settings("sim"),)), "sim", START + 3600)
+    assert (swept.value, swept.source, swept.curve_source) == (16, "sweep", "sweep")
+    assert swept.curve == ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0))
+
+
+def test_an_hour_of_low_load_gives_no_sweet_spot_and_the_concurrency_rule_says_how_to_get_one(tmp_path, capsys):
+    from app.cli import main
+
+    url = f"sqlite:///{tmp_path / 'young.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("young"))
+    now = START + 3 * 3600  # the small hours: a few running
+    writer.write_rounds(_rounds("young", now - 3600, now, seed=0))
+    rollup(engine, now)
+    spot = resolve(Reader(url), Settings(db_url=url, targets=(target_settings("young"),)), "young", now)
+    assert (spot.value, spot.source) == (None, None)
+    assert spot.learned is not None and "it needs 120" in spot.learned.reason
+    # status --json (window ending now: the figures are old, the sweet spot too): null and null
+    config = tmp_path / "s.toml"
+    config.write_text(f'db_url = "{url}"\n[[targets]]\nname = "young"\nvllm_url = "http://127.0.0.1:1/metrics"\n')
+    assert main(["--config", str(config), "status", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sweet_spot"] is None and doc["sweet_spot_source"] is None
+
+
+def test_status_json_of_the_demo_names_the_reports_sweet_spot(tmp_path, capsys):
+    from app.cli import main
+
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("demo"))
+    writer.write_rounds(_rounds("demo", START, START + 600, seed=0))
+    (tmp_path / "empty.toml").write_text(f'db_url = "{url}"\n')  # no target: the demo's own dashboard and status
+    assert main(["--config", str(tmp_path / "empty.toml"), "status", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["sweet_spot"], doc["sweet_spot_source"]) == (16, REFERENCE)
+    assert "reference report" in doc["sweet_spot_detail"]
+
+
+# -- under_delivering: a slowed simulator, the demo's week, the report's operating points ------------
+def _first_busy(after: float, clients: float) -> float:
+    from simulator.pattern import DailyPattern
+
+    pattern, ts = DailyPattern(0), after
+    while not (pattern.state(ts).clients >= clients and not any(pattern.state(ts + m * 60).storm for m in range(-40, 40))):
+        ts += 300
+    return ts
+
+
+@pytest.mark.parametrize("slowdown", [0.3])
+def test_under_delivering_fires_within_15_minutes_of_a_slowed_gpu_on_the_simulator_timeline(tmp_path, slowdown):
+    from app.alerts.evaluator import Evaluator
+    from app.alerts.model import FIRING
+    from app.alerts.store import load_states
+    from app.commands.run import demo_target
+
+    fault = _first_busy(START + 6 * 3600, 10.0)
+    url = f"sqlite:///{tmp_path / 'fault.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    target = demo_target(DEMO_URLS)  # the demo's: judged against the report's curve
+    writer.register_target(target)
+    writer.write_rounds(_rounds("demo", fault - 1800, fault + 1200, seed=0, slowdown=slowdown, slowdown_from=fault))
+    evaluator = Evaluator(engine, Settings(db_url=url, targets=(target,)))
+    fired = None
+    for at in range(int(fault - 1800 + 300), int(fault + 1200), 60):  # every minute of the data's own clock
+        evaluator.evaluate_once(at)
+        state = load_states(engine).get(("under_delivering", "demo", ""))
+        if at < fault:
+            assert state is None or state.state != FIRING, state
+        elif state is not None and state.state == FIRING:
+            fired = at
+            break
+    assert fired is not None and fired - fault <= 15 * 60, fired
+    assert "against its own reference curve" in state.summary
+
+
+@pytest.mark.slow  # a week backfilled through the demo's own path: ~100 s on two shared cores
+def test_the_rule_never_fires_over_the_demos_simulated_week(tmp_path):
+    from app.alerts.backtest import backtest
+    from app.backfill import backfill
+    from app.commands.run import BACKFILL_STEP_S, demo_target
+
+    now = START + 8 * DAY
+    url = f"sqlite:///{tmp_path / 'week.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    target = demo_target(DEMO_URLS)
+    writer.register_target(target)
+    backfill(writer, target, now - 7 * DAY, now, BACKFILL_STEP_S)
+    rollup(engine, now)
+    settings = Settings(db_url=url, targets=(target,))
+    rule = by_name(DEFAULT_RULES, "under_delivering")
+    result = backtest(Reader(url), settings, "demo", rule, now - 7 * DAY, now, 60.0)  # every minute of the week
+    assert result.evaluations == 10080 and result.fired == 0 and result.firing_s == 0.0
+
+
+@pytest.mark.parametrize("clients", [8, 16, 32])
+def test_the_rule_holds_its_fire_at_the_reports_operating_points_and_not_with_a_slowed_gpu(clients):
+    from simulator.calibrate import run_closed_loop
+    from simulator.params import EngineConfig, EngineParams
+
+    reference = SweetSpot(16, REFERENCE, "the report's", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), REFERENCE)
+    rule = by_name(DEFAULT_RULES, "under_delivering")
+    for slowdown, status in ((0.0, "clear"), (0.3, "holds")):
+        config = EngineConfig(params=EngineParams(slowdown=slowdown))
+        measured = run_closed_loop(clients, 600.0, clients, config, 60.0)
+        figures = window(running_avg=float(clients), running_max=float(clients), tokens_per_s=measured["tokens_per_s"])
+        names = Names(_names(figures, reference))
+        assert outcome(rule, names).status == status, (clients, slowdown, measured["tokens_per_s"])
+
+
+def _names(figures, spot):
+    from app.alerts.figures import window_names
+
+    return window_names(figures, SweetSpotSettings(), (), spot)
+
+
+def test_no_nan_or_division_by_zero_in_the_share():
+    spot = SweetSpot(16, REFERENCE, "", ((8.0, 0.0),), REFERENCE)
+    names = _names(window(running_avg=4.0, tokens_per_s=10.0), spot)
+    assert names["curve_share"] is None and not math.isnan(names["expected_tokens_per_s"])
+
+
+def test_the_stored_thresholds_hold_the_demos_reference_and_none_for_an_unconfigured_target():
+    from app.collection import sweetspot_pairs
+    from app.commands.run import demo_target
+
+    pairs = dict(sweetspot_pairs(Settings(targets=(demo_target(DEMO_URLS), target_settings("prod")))))
+    assert (pairs["*"].concurrency, pairs["demo"].concurrency, pairs["prod"].concurrency) == (None, 16, None)
