@@ -12,7 +12,7 @@ from core.text import markdown
 
 QUEUE = ("queue_depth_max",)
 # Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
-TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s", *charts.OUTCOMES)
+TTFT = charts.panel_fields("ttft", "outcomes")
 OTHERS = ("tokens_per_s", "mbu", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
