@@ -169,6 +169,11 @@ class Reader:
 
         return self._run("reading the verdicts", read, target, start, end)
 
+    def live_since(self, target: str) -> dict[str, float]:
+        """For the Overview's live banner: since when each firing (else pending) alert of ``target``
+        holds (unix s), by rule, from the evaluator's stored states; as the Alerts page orders them."""
+        return self._run("reading the alerts", _live_since, target)
+
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
         from db.sweeps import load_sweeps
@@ -437,3 +442,18 @@ def _latest_gpus(conn: Connection, target: str, window_s: float) -> tuple[GpuFig
     s = schema.gpu_samples
     last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == row.id)).scalar()
     return _gpu_figures(conn, row.id, last + 1 - int(window_s), last + 1, RAW) if last else ()
+
+
+# The evaluator's live states (app/alerts/model.py FIRING and PENDING; tests/test_live_since.py
+# holds them in step).
+LIVE_STATES = ("firing", "pending")
+
+
+def _live_since(conn: Connection, target: str) -> dict[str, float]:
+    t = schema.alert_states
+    found = conn.execute(select(t.c.rule, t.c.model, t.c.state, t.c.severity, t.c.pending_since, t.c.firing_since)
+                         .where(t.c.target == target, t.c.state.in_(LIVE_STATES))).all()  # fmt: skip
+    # firing and critical first, then by rule and model: a later model's time wins for its rule
+    rows = sorted(found, key=lambda r: (r.state != LIVE_STATES[0], r.severity != "critical", r.rule, r.model))
+    held = ((r.rule, r.firing_since if r.state == LIVE_STATES[0] else r.pending_since) for r in rows)
+    return {rule: float(at) for rule, at in held if at is not None}

@@ -33,7 +33,7 @@ def live() -> None:
     history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
     since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
-        since.update(guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
+        since.update(guard("the alerts", alert_views.banner_since, ctx.reader, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
     over = time_range.over_text(span, view.window_s)
