@@ -27,18 +27,17 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.catalogue import name_versions
-from db import aggregate, mbu_figures, schema, sources
+from db import mbu_figures, schema
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
+from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,
     columns,
     empty_figures,
     figures,
     level_for_step,
-    plan,
     sleep_state_at,
-    step_of,
     window_from,
     window_level,
 )
@@ -59,10 +58,6 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
     obj: Any = object.__new__(cls)
     obj.__dict__.update(values)
     return obj
-
-
-def _none(x: Any) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
 class Reader:
@@ -300,7 +295,7 @@ def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], sp
     shares: list[float | None] = [None] * steps
     source = mbu_figures.MEASURED_BY_NAME[{g.dram_bw_source for g in gpus} == {"dcgm"}]
     if gpus:
-        red, groups = _gpu_grid(conn, gpus, lo, hi, step, level)
+        red, groups = gpu_grid(conn, gpus, lo, hi, step, level)
         grid = red.avgs["dram_bw_util_pct_avg"].reshape(groups, len(gpus))
         for i in range(min(groups, steps)):
             read = grid[i][~np.isnan(grid[i])]
@@ -353,53 +348,8 @@ def _window(
 
 
 # -- GPUs --------------------------------------------------------------------------------------------
-def _gpu_grid(conn: Connection, gpus: list[Any], lo: int, hi: int, step: int, level: int) -> tuple[Any, int]:
-    ids = [int(g.id) for g in gpus]
-    rows = [r for lv, a, b in plan(lo, hi, level, sources.marks(conn)) for r in sources.fetch_gpus(conn, lv, ids, a, b)]
-    groups = max(1, -(-(hi - lo) // step))
-    pos = {gid: i for i, gid in enumerate(ids)}
-    key = step_of(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
-    spec = {"avg": [f"{f}_sum" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
-    return aggregate.reduce_rows(rows, sources.GPU_COLS, key, groups * len(ids), spec, {}), groups
-
-
-def _bw_gbps(pct: float | None, peak: float | None) -> float | None:
-    return None if pct is None or peak is None else pct / 100.0 * peak
-
-
 def _gpu_figures(conn: Connection, target_id: int, lo: int, hi: int, level: int) -> tuple[GpuFigures, ...]:
     return gpu_figures_of(conn, _gpu_rows(conn, target_id), lo, hi, level).get(target_id, ())
-
-
-def gpu_figures_of(conn: Connection, gpus: list[Any], lo: int, hi: int, level: int) -> dict[int, tuple[GpuFigures, ...]]:
-    """The window's figures of ``gpus`` (rows of ``gpus``, of one target or many: one read), by target id."""
-    if not gpus:
-        return {}
-    red, _ = _gpu_grid(conn, gpus, lo, hi, hi - lo, level)
-    out: dict[int, list[GpuFigures]] = {}
-    for i, g in enumerate(gpus):
-        if red.n[i] == 0:
-            continue
-        avg = {f: _none(red.avgs[f"{f}_avg"][i]) for f in schema.GPU_FIELDS}
-        out.setdefault(g.target_id, []).append(
-            GpuFigures(
-                uuid=g.uuid,
-                index=g.gpu_index,
-                name=g.name,
-                host=g.host,
-                memory_used_bytes=avg["memory_used_bytes"],
-                memory_total_bytes=avg["memory_total_bytes"],
-                memory_busy_pct_avg=avg["memory_busy_pct"],
-                dram_bw_util_pct_avg=avg["dram_bw_util_pct"],
-                dram_bw_gbps_avg=_bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
-                dram_bw_source=g.dram_bw_source,
-                peak_bw_gbps=g.peak_bw_gbps,
-                peak_bw_source=g.peak_bw_source,
-                power_w_avg=avg["power_w"],
-                temperature_c_max=_none(red.maxes["temperature_c_max"][i]),
-            )
-        )
-    return {tid: tuple(figs) for tid, figs in out.items()}
 
 
 def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
@@ -409,14 +359,14 @@ def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s:
     gpus = _gpu_rows(conn, row.id) if row is not None else []
     if not gpus or hi <= lo:
         return []
-    red, groups = _gpu_grid(conn, gpus, lo, hi, step, level_for_step(step))
+    red, groups = gpu_grid(conn, gpus, lo, hi, step, level_for_step(step))
     out = []
     for gi in range(groups):
         for j, g in enumerate(gpus):
             k = gi * len(gpus) + j
             if red.n[k] == 0:
                 continue
-            avg = {f: _none(red.avgs[f"{f}_avg"][k]) for f in schema.GPU_FIELDS}
+            avg = {f: as_figure(red.avgs[f"{f}_avg"][k]) for f in schema.GPU_FIELDS}
             out.append(
                 GpuPoint(
                     ts=float(lo + gi * step),
@@ -425,7 +375,7 @@ def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s:
                     memory_total_bytes=avg["memory_total_bytes"],
                     memory_busy_pct=avg["memory_busy_pct"],
                     dram_bw_util_pct=avg["dram_bw_util_pct"],
-                    dram_bw_gbps=_bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
+                    dram_bw_gbps=bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
                     power_w=avg["power_w"],
                     temperature_c=avg["temperature_c"],
                 )
