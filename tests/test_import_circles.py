@@ -13,7 +13,6 @@ PACKAGES = ("core", "collectors", "db", "app", "simulator", "sweep")
 KNOWN = {
     frozenset({"db.engine", "db.migrations", "db.rollup", "db.thresholds"}),
     frozenset({"app.notify.grouping", "app.notify.hooks", "app.notify.message"}),
-    frozenset({"simulator.api", "simulator.server"}),
     frozenset({"app.commands.status", "app.fleet"}),
 }
 
