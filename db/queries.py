@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
@@ -45,6 +45,7 @@ from db.results import GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, 
 from db.sources import RAW
 
 if TYPE_CHECKING:
+    from db.fleet import FleetFigures
     from db.notifications import NotificationEntry
     from db.verdicts import StoredVerdict
 
@@ -60,6 +61,10 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
     return obj
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
 class Reader:
     """Read-only access to one database (``db_url`` as users write it)."""
 
@@ -68,10 +73,12 @@ class Reader:
             raise ValueError("Reader needs db_url or engine")
         self.engine = engine if engine is not None else open_reader(str(db_url))
 
-    def _run(self, action: str, fn: Any, *args: Any) -> Any:
+    def _run(self, action: str, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(conn, *args)`` on a read-only connection; a storage failure is a StorageError naming ``action``.
+        Typed from ``fn``: what each method returns is what its query function returns."""
         try:
             with self.engine.connect() as conn:
-                return fn(conn, *args)
+                return fn(conn, *args, **kwargs)
         except SQLAlchemyError as exc:
             raise storage_error(action, exc, self.engine.url) from None
 
@@ -150,7 +157,7 @@ class Reader:
         """GPU figures over the last ``window_s`` before the target's latest GPU reading."""
         return self._run("reading GPUs", _latest_gpus, target, window_s)
 
-    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, Any]:
+    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, FleetFigures]:
         """Every target's window and its ``fields`` per step over ``series`` = (start, end, step), read
         together (db/fleet.py): target name → FleetFigures."""
         from db.fleet import fleet_figures
