@@ -154,8 +154,8 @@ NOT_FAST: dict[str, str] = {
     "test_sim_history.py": "10 s: simulates days of history",
     "test_sim_engines.py": "7 s: simulated engines' pages",
     "test_store_engines.py": "7 s: one and many targets through the writer",
-    "test_panels.py": "17 s: a simulated hour, every panel rendered twice",
-    "test_notify_declared.py": "17 s: a simulated history and PNG rendering",
+    "test_panels.py": "17 s with test_notify_declared.py: a simulated hour, every panel rendered twice",
+    "test_notify_declared.py": "17 s with test_panels.py: a simulated history and PNG rendering",
 }
 _HEAVY_MARKS = ("postgres", "browser", "engine", "gpu", "slow")
 _MODULE_MARK = re.compile(r"^pytestmark\s*=.*\b(?:postgres|browser|engine|gpu|slow)\b", re.MULTILINE)
