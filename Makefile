@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint unit bench clean
+.PHONY: run test check lint unit fast bench clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ run: $(VENV)/.runtime
 
 ## test: install everything and run lint, type checks and the whole test suite
 test: $(VENV)/.dev lint unit
+
+## check: the fast tier: lint, type checks and the tests that need no server, browser or engine
+check: $(VENV)/.dev lint fast
+
+# The tests marked `fast` by tests/conftest.py (the other test modules are not even collected).
+fast: $(VENV)/.dev
+	$(PY) -m pytest -m fast -q -n 2
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .

@@ -32,12 +32,27 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, islice
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
+from typing import NamedTuple, cast
 
 from core.errors import ScrapeError
 
-# (sample name, labels, value). Labels are read-only and shared between the samples of one page.
+# (sample name, labels, value). Labels are read-only and shared between samples and pages.
 Sample = tuple[str, Mapping[str, str], float]
 Columns = tuple[tuple[str, ...], list[Mapping[str, str]], list[float]]  # names, labels, values
+
+
+class Page(NamedTuple):
+    """A page's wanted samples as columns, one entry per sample in page order."""
+
+    names: tuple[str, ...]
+    # The raw label blocks ("{a=\"b\"}" or ""), of which labels are a function; None when the page
+    # took the careful pass. (names, blocks) names the page's series: a key for what depends on them.
+    blocks: tuple[str, ...] | None
+    labels: list[Mapping[str, str]]
+    values: list[float]
+    dropped: int  # series left out by parse_limited's max_series
+    refused: int = 0  # lines over the line, label-value or bucket bounds (MAX_LINE_CHARS ...)
+
 
 _NAME_CHARS = "A-Za-z0-9_:"
 _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -47,10 +62,16 @@ _STRICT_LABELS_RE = re.compile(rf"(?:{_PAIR}(?:,{_PAIR})*,?)?")
 _PAIRS_RE = re.compile(rf'({_LABEL_NAME})="((?:[^"\\\n]|\\.)*)"')
 _ESCAPE_RE = re.compile(r'\\[\\n"]')
 _ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
-_RPARTITION = methodcaller("rpartition", " ")
 _NAME, _LABELS, _VALUE = itemgetter(0), itemgetter(1), itemgetter(2)
-_REST = itemgetter(1)  # of a (name, rest of the line) hit
+_REST = methodcaller("group", 2, 3, 4)  # of a hit: the line after its name (with its space)
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+# Canonical label blocks read before, by their raw text (a value key: equal text, equal labels).
+# A target's page repeats its label sets every scrape, and reading a block costs ~4 µs against a
+# lookup's ~0.05 µs: on a real vLLM 0.32 page, 0.32 of the parse's 0.48 ms (docs/benchmarks.md,
+# the parser's goal of issue 31). Bounded by clearing: endless distinct label sets must not grow
+# memory forever. Only the fast path's canonical blocks are kept (the careful path is rare).
+_LABEL_CACHE: dict[str, Mapping[str, str]] = {"": _EMPTY}
+_LABEL_CACHE_MAX = 8192
 
 MAX_LINE_CHARS = 16 * 1024  # of one wanted line after its name (vLLM's longest, a LoRA list, is far below)
 MAX_LABEL_VALUE_CHARS = 1024  # of one label value (a model name, a path)
@@ -87,12 +108,15 @@ class SelectiveParser:
         series = "|".join(map(re.escape, sorted(series_labels))) or "(?!)"
         self._series_re = re.compile(rf'(?<![A-Za-z0-9_])(?:{series})="(?:[^"\\\n]|\\.)*"')
         names = _trie_pattern(sorted(self.wanted))
-        # Each hit is (name, rest of the line). A literal "\n" anchor (the text gets one in front)
-        # lets the regex engine jump from line to line; "^" in MULTILINE mode tries every character
-        # (4x slower). Splitting the rest in Python (C-level map) is cheaper than a detailed regex.
-        # Leading blanks (any whitespace but a newline, as the reference's str.strip() removes) are
-        # allowed in the one pattern: a separate scan for indented lines cost more than they do here.
-        self._re = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(.*)")
+        # Each hit is (name, label block, value, other): every line of a wanted name matches, a
+        # canonical line ``name{...} value`` in the first three groups, any other line's rest in
+        # "other" (_fast gives a page with one to the careful pass, as it does a value that is no
+        # number: an empty "other" is only a line of the name alone, whose value is then ""). A literal "\n" anchor (the text gets one in front) lets the regex engine jump from
+        # line to line; "^" in MULTILINE mode tries every character (4x slower). Splitting the line
+        # here costs less than str.rpartition on each hit (0.10 against 0.13 ms on a real vLLM
+        # page). Leading blanks (any whitespace but a newline, as the reference's str.strip()
+        # removes) are allowed in the one pattern: a separate scan for indented lines cost more.
+        self._re = re.compile(rf"\n[^\S\n]*({names})(?![{_NAME_CHARS}])(?:(\{{.*\}}|) (\S*)(?=\n|\Z)|(.*))")
 
     def parse(self, text: str) -> list[Sample]:
         """All wanted samples of ``text`` in page order. Values are floats (NaN and ±Inf kept).
@@ -116,52 +140,94 @@ class SelectiveParser:
         values of ``series_labels``, in page order; None: all), how many series were left out, and
         how many lines were refused over the line, label-value or bucket bounds.
 
+        See :meth:`parse_page`.
+        """
+        page = self.parse_page(text, max_series)
+        return (page.names, page.labels, page.values), page.dropped, page.refused
+
+    def parse_page(self, text: str, max_series: int | None = None) -> Page:
+        """The page's wanted samples with their raw label blocks; ``max_series`` as in parse_limited.
+
         As Prometheus' ``sample_limit``, a page cannot make its reader hold more than it allows:
         the cut is made on the raw lines, so the samples left out never have their labels or values
         read. The same page keeps the same series; a series that first appears later is left out.
         """
         text = "\n" + text
         found = self._re.findall(text)
-        mask = _within_bounds(found)  # None: every line is
-        rows = found if mask is None else list(compress(found, mask))
-        refused = len(found) - len(rows)
-        kept: set[frozenset[str]] | None = None
-        dropped = 0
-        if max_series is not None and len(rows) > max_series:  # fewer samples than that: nothing to cut
-            keys = list(map(frozenset, map(self._series_re.findall, map(_REST, rows))))
-            series = dict.fromkeys(keys)  # in page order
-            if len(series) > max_series:
-                kept = set(islice(series, max_series))
-                dropped = len(series) - max_series
-                rows = list(compress(rows, map(kept.__contains__, keys)))
+        # The bounds (line, label value, buckets) cost a pass over every line, so they are checked
+        # where a line over one can be: a page with more lines than MAX_BUCKETS (a crowded
+        # histogram), and the careful pass. The fast pass takes only lines without "other" text
+        # whose label blocks were read before or are within the bounds (_strict_labels refuses a
+        # long value), so a usual page is never looked at twice (bench/bench_parse.py).
+        mask = _within_bounds(found) if len(found) > MAX_BUCKETS else None
+        rows, kept, dropped = self._cut(found, mask, max_series)
         fast = _fast(rows)
         if fast is not None:
-            return fast, dropped, refused
+            return Page(*fast, dropped, len(found) - len(rows) if mask is not None else 0)
+        if mask is None:
+            mask = _within_bounds(found)
+            rows, kept, dropped = self._cut(found, mask, max_series)
+        refused = 0 if mask is None else mask.count(False)
         matches: Iterator[re.Match[str]] = self._re.finditer(text)  # the same lines, in the same order, as found
         if mask is not None:
             matches = compress(matches, mask)
         if kept is not None:
             is_kept, find = kept.__contains__, self._series_re.findall
-            matches = (m for m in matches if is_kept(frozenset(find(m.group(2)))))
+            matches = (m for m in matches if is_kept(frozenset(find("".join(filter(None, _REST(m)))))))
         samples = list(_careful_pass(matches, text))
-        return (tuple(map(_NAME, samples)), list(map(_LABELS, samples)), list(map(_VALUE, samples))), dropped, refused
+        return Page(tuple(map(_NAME, samples)), None, list(map(_LABELS, samples)), list(map(_VALUE, samples)), dropped,
+                    refused)  # fmt: skip
+
+    def _cut(self, found: list[tuple[str, str, str, str]], mask: list[bool] | None,
+             max_series: int | None) -> tuple[list[tuple[str, str, str, str]], set[frozenset[str]] | None, int]:
+        """The lines within the bounds (``mask``) of the page's first ``max_series`` series, those
+        series (None: all kept) and how many were left out."""
+        rows = found if mask is None else list(compress(found, mask))
+        if max_series is None or len(rows) <= max_series:  # fewer samples than that: nothing to cut
+            return rows, None, 0
+        keys = [frozenset(self._series_re.findall(block + value + other)) for _, block, value, other in rows]
+        series = dict.fromkeys(keys)  # in page order
+        if len(series) <= max_series:
+            return rows, None, 0
+        kept = set(islice(series, max_series))
+        return list(compress(rows, map(kept.__contains__, keys))), kept, len(series) - max_series
 
 
-def _within_bounds(rows: list[tuple[str, str]]) -> list[bool] | None:
-    """Which of ``rows`` are within the bounds (None: all are). Cheap when nothing is over: one
-    length per row, and a count per name (a histogram's buckets are grouped only when its name has
-    more rows than MAX_BUCKETS)."""
+_BLOCK, _VALUE_TEXT, _OTHER = itemgetter(1), itemgetter(2), itemgetter(3)
+
+
+def _rest(row: tuple[str, str, str, str]) -> str | None:
+    """The line after its name as written (None: over the line or label-value bound)."""
+    _, block, value, other = row
+    rest = other or f"{block} {value}"  # a canonical hit's groups leave out the space before its value
+    return None if len(rest) > MAX_LINE_CHARS or _LONG_VALUE_RE.search(rest) else rest
+
+
+def _within_bounds(rows: list[tuple[str, str, str, str]]) -> list[bool] | None:
+    """Which of ``rows`` are within the bounds (None: all are). Cheap when nothing is over: the
+    longest field of each column (in C), and a count per name only on a page with more wanted lines
+    than MAX_BUCKETS (no histogram of a smaller page can have more buckets than that)."""
     mask: list[bool] | None = None
-    if any(len(rest) > MAX_LABEL_VALUE_CHARS for _, rest in rows):
-        mask = [len(rest) <= MAX_LINE_CHARS and not _LONG_VALUE_RE.search(rest) for _, rest in rows]
+    # a line can be over a bound only where one of its fields is longer than a label value may be
+    # (vLLM's cache_config_info block is): those few lines are looked at, the others not at all
+    longer = MAX_LABEL_VALUE_CHARS.__lt__
+    long = sorted({i for column in (_BLOCK, _VALUE_TEXT, _OTHER)
+                   for i in compress(range(len(rows)), map(longer, map(len, map(column, rows))))})  # fmt: skip
+    over = [i for i in long if _rest(rows[i]) is None]
+    if over:
+        mask = [True] * len(rows)
+        for i in over:
+            mask[i] = False
+    if len(rows) <= MAX_BUCKETS:
+        return mask
     counts = Counter(map(_NAME, rows))
     crowded = {n for n, c in counts.items() if c > MAX_BUCKETS and n.endswith("_bucket")}
     if crowded:
         mask = mask or [True] * len(rows)
         seen: Counter[tuple[str, str]] = Counter()
-        for i, (name, rest) in enumerate(rows):
+        for i, (name, block, _, other) in enumerate(rows):
             if name in crowded and mask[i]:
-                key = (name, _LE_RE.sub("", rest.rpartition("}")[0]))
+                key = (name, _LE_RE.sub("", (block or other).rpartition("}")[0]))
                 seen[key] += 1
                 mask[i] = seen[key] <= MAX_BUCKETS
     return mask
@@ -172,27 +238,31 @@ def parse(text: str, wanted: Iterable[str]) -> list[Sample]:
     return SelectiveParser(wanted).parse(text)
 
 
-def _fast(rows: list[tuple[str, str]]) -> Columns | None:
-    """Columns (names, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
+def _fast(
+    rows: list[tuple[str, str, str, str]],
+) -> tuple[tuple[str, ...], tuple[str, ...], list[Mapping[str, str]], list[float]] | None:
+    """(names, blocks, labels, values) when every wanted line is canonical (``name{labels} value``); else None.
 
     Column-wise with map/zip so the per-sample work runs in C: this is the hot loop. Anything
     unusual (a timestamp, a tab, blanks in the label block, "_" in a value) returns None and the
     whole page takes the careful pass.
     """
     if not rows:
-        return (), [], []
-    names, rests = zip(*rows, strict=True)
-    blocks, spaces, values = zip(*map(_RPARTITION, rests), strict=True)
-    numbers = read_values(values)
-    if numbers is None or "" in spaces:
+        return (), (), [], []
+    names, blocks, values, others = zip(*rows, strict=True)
+    if any(others):
         return None
+    numbers = read_values(values)
+    if numbers is None:
+        return None
+    known = list(map(_LABEL_CACHE.get, blocks))
+    if None not in known:
+        return names, blocks, cast("list[Mapping[str, str]]", known), numbers
     try:
-        # each distinct block read once: a page repeats few (the label sets of its histograms' buckets)
-        distinct = {block: _strict_labels(block) for block in dict.fromkeys(blocks)}
+        labels = [_strict_labels(b) if k is None else k for k, b in zip(known, blocks, strict=True)]
     except ValueError:
         return None
-    labels = list(map(distinct.__getitem__, blocks))
-    return names, labels, numbers
+    return names, blocks, labels, numbers
 
 
 def read_values(values: Sequence[str]) -> list[float] | None:
@@ -270,7 +340,16 @@ def _strict_labels(block: str) -> Mapping[str, str]:
         return _EMPTY
     if not (block.startswith("{") and block.endswith("}") and _STRICT_LABELS_RE.fullmatch(block, 1, len(block) - 1)):
         raise _BadLine("not a canonical label set")  # the fast pass gives the line to the careful one
-    return _checked(_PAIRS_RE.findall(block))
+    # near or over a bound (a line's block and the shortest value, " 0"): the careful pass measures
+    # the whole line and refuses it (_within_bounds)
+    if len(block) > MAX_LABEL_VALUE_CHARS and (len(block) > MAX_LINE_CHARS - 2 or _LONG_VALUE_RE.search(block)):
+        raise _BadLine("a line or label value at or over its bound")
+    labels = _checked(_PAIRS_RE.findall(block))
+    if len(_LABEL_CACHE) >= _LABEL_CACHE_MAX:
+        _LABEL_CACHE.clear()
+        _LABEL_CACHE[""] = _EMPTY
+    _LABEL_CACHE[block] = labels
+    return labels
 
 
 def _careful_line(name: str, line: str) -> Sample | None:

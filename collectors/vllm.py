@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 from itertools import groupby
 from operator import itemgetter, methodcaller
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sample_names
 from collectors.expfmt import SelectiveParser
@@ -79,12 +79,72 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
     label sets, in page order) are read; the others are dropped and counted in ``series_dropped``.
     Raises ScrapeError when a catalogue line is malformed, or when no catalogue metric is present
     at all (the page is not vLLM's).
+
+    One path in two steps: which sample feeds which figure depends on the page's series alone (its
+    sample names and label sets), so :func:`_plan` reads them into a plan of sample indices, and
+    :func:`_apply` fills the plan with the page's values. A target serves the same series scrape
+    after scrape, so a plan is kept by the series' raw text (``_PLANS``): a usual page only has its
+    values applied (bench/bench_parse.py, docs/benchmarks.md: the parser's goal of issue 31).
     """
-    (names, labels, values), dropped, refused = _PARSER.parse_bounded(text, max_series)
-    by_name, duplicates = _group(list(zip(names, labels, values, strict=True)))
-    models: dict[str, ModelFigures] = {}
+    page = _PARSER.parse_page(text, max_series)
+    key = (page.names, page.blocks) if page.blocks is not None else None
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        plan = _plan(page.names, page.labels, source)
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()  # endless distinct pages must not grow memory forever
+            _PLANS[key] = plan
+    return _apply(plan, page.values, page.dropped, max_series, page.refused)
+
+
+class _Figures(NamedTuple):
+    """One model's counters, gauges or ``created`` times: each figure's samples (engines) by index."""
+
+    model: str
+    section: str  # the ModelFigures field
+    keys: tuple[str, ...]
+    aggs: tuple[str, ...]
+    indices: tuple[tuple[int, ...], ...]
+    labels: tuple[tuple[Mapping[str, str], ...], ...]  # each sample's, for the engines left out
+    single: tuple[int, ...] | None  # each figure's one sample, when every figure has exactly one
+
+
+# (bounds, cumulative's indices, count's, sum's, the series' labels): one engine's histogram
+_Series = tuple[tuple[float, ...], tuple[int, ...], int | None, int | None, Mapping[str, str]]
+_Hist = tuple[str, str, tuple[_Series, ...]]  # (model, key, its series)
+
+
+class _Plan(NamedTuple):
+    """What a page's series say, with sample indices where its values go (see parse_vllm)."""
+
+    figures: tuple[_Figures, ...]
+    histograms: tuple[_Hist, ...]
+    used: dict[str, str]
+    missing: tuple[str, ...]  # catalogue keys of no sample (derived ones may yet be filled)
+    engines: tuple[str, ...]
+    process_start: tuple[int, ...]
+    cache_config: dict[str, str]
+    kv_capacity: dict[str, float]
+    lora: tuple[tuple[int, Mapping[str, str]], ...]  # lora_requests_info samples
+    engine: str
+    duplicates: int  # samples that repeated a name and label set already on the page (the first kept)
+
+
+_PLANS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Plan] = {}
+_SECTIONS = ("counters", "gauges", "histograms", "created", "partial")
+_PLANS_MAX = 64  # distinct pages' series: a few per target (its layouts)
+# (model, section) → (key, agg, indices, labels) of each figure, in catalogue order
+_Scalars = dict[tuple[str, str], list[tuple[str, str, tuple[int, ...], tuple[Mapping[str, str], ...]]]]
+
+
+def _plan(names: tuple[str, ...], labels: list[Mapping[str, str]], source: str) -> _Plan:
+    """The page's plan from its series alone: each row's value is its index in the page."""
+    by_name, duplicates = _group(list(zip(names, labels, range(len(names)), strict=True)))
     used: dict[str, str] = {}
     info: dict[str, Rows] = {}
+    scalars: _Scalars = {}
+    histograms: list[_Hist] = []
     for spec in CATALOGUE:
         alias = _chosen_alias(spec, by_name)
         if alias is None:
@@ -93,16 +153,80 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
         if spec.kind == "info":
             info[spec.key] = by_name.get(alias, [])
             continue
-        for model, section, value in _read(spec, alias, by_name):
-            figures = models.get(model) or models.setdefault(model, ModelFigures({}, {}, {}, {}, {}))
-            if section == "partial":
-                cast(dict[str, str], figures.partial)[spec.key] = value
-            else:
-                getattr(figures, section)[spec.key] = value
+        _plan_metric(spec, alias, by_name, scalars, histograms)
     if not used:
         raise ScrapeError(f"no vLLM metrics found at {source} — is this vLLM's /metrics?")
-    lora = _newest_labels(info.get("lora_requests", []))
-    derived = {**_kv_capacity(info.get("cache_config", [])), **_lora_counts(lora)}
+    lora = info.get("lora_requests", [])
+    return _Plan(
+        figures=tuple(group for (model, section), rows in scalars.items() for group in _figures(model, section, rows)),
+        histograms=tuple(histograms),
+        used=used,
+        missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
+        engines=_engines(by_name, used),
+        process_start=tuple(int(i) for _, _, i in by_name.get(PROCESS_START, [])),
+        cache_config=_info_labels(info.get("cache_config", [])),
+        kv_capacity=_kv_capacity(info.get("cache_config", [])),
+        lora=tuple((int(i), row_labels) for _, row_labels, i in lora),
+        engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
+        duplicates=duplicates,
+    )
+
+
+def _plan_metric(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows], scalars: _Scalars, histograms: list[_Hist]) -> None:
+    """One metric under its chosen alias into the plan's parts (rows' values are sample indices)."""
+    if spec.kind == "histogram":
+        histograms.extend((model, spec.key, series) for model, series in _histogram_series(alias, by_name).items())
+    else:
+        section = "counters" if spec.kind == "counter" else "gauges"
+        for model, rows in _per_model_rows(_where(spec, by_name.get(alias))).items():
+            scalars.setdefault((model, section), []).append(
+                (spec.key, spec.agg, tuple(int(i) for _, i in rows), tuple(lb for lb, _ in rows)))
+    created = spec.created_name(alias)
+    if created:
+        for model, rows in _per_model_rows(_where(spec, by_name.get(created))).items():
+            scalars.setdefault((model, "created"), []).append((spec.key, "max", tuple(int(i) for _, i in rows), ()))
+
+
+def _figures(model: str, section: str, rows: list[tuple[str, str, tuple[int, ...], tuple[Mapping[str, str], ...]]]) -> Iterable[_Figures]:
+    """The figures of one model's section in two groups: those of one sample each, and the others."""
+    for one in (True, False):
+        part = [row for row in rows if (len(row[2]) == 1) == one]
+        if part:
+            keys, aggs, indices, labels = zip(*part, strict=True)
+            yield _Figures(model, section, keys, aggs, indices, labels, tuple(i[0] for i in indices) if one else None)
+
+
+def _apply(plan: _Plan, values: list[float], dropped: int, max_series: int | None, refused: int = 0) -> VllmScrape:
+    """The scrape of a page of ``plan``'s series with these values."""
+    sections: dict[str, dict[str, dict[str, Any]]] = {}  # model → ModelFigures' field → figures
+    clean = _all_usable(values)  # the usual page: no value to leave out, nothing to check per figure
+    for group in plan.figures:
+        if clean and group.single is not None:  # one engine, no value to leave out: the values as they are
+            into = sections.setdefault(group.model, {}).setdefault(group.section, {})
+            into.update(zip(group.keys, map(values.__getitem__, group.single), strict=True))
+            continue
+        for key, agg, indices, row_labels in zip(group.keys, group.aggs, group.indices, group.labels, strict=True):
+            got = [values[i] for i in indices]
+            # One engine's NaN, infinity or negative count costs that engine's share, not the figure:
+            # a sum with NaN in it hid every other engine's tokens, preemptions and TTFT.
+            good = got if clean or group.section == "created" else [value for value in got if _usable(value, agg)]
+            if good:
+                parts = sections.setdefault(group.model, {})
+                parts.setdefault(group.section, {})[key] = _combine(good, agg)
+                if group.section == "counters" and len(good) < len(got):
+                    left = _left_out(lb for lb, value in zip(row_labels, got, strict=True) if not _usable(value, agg))
+                    parts.setdefault("partial", {})[key] = left
+    for model, key, series in plan.histograms:
+        merged, left_out = _merged(series, values, clean)
+        if merged is not None:
+            parts = sections.setdefault(model, {})
+            parts.setdefault("histograms", {})[key] = merged
+            if left_out:
+                parts.setdefault("partial", {})[key] = left_out
+    models = {model: ModelFigures(**{name: parts.get(name, {}) for name in _SECTIONS}) for model, parts in sections.items()}
+    lora = _newest_labels([("", lb, values[i]) for i, lb in plan.lora])
+    derived = {**plan.kv_capacity, **_lora_counts(lora)}
+    used = dict(plan.used)
     used.update({key: "vllm:cache_config_info" if key.startswith("kv_") else "vllm:lora_requests_info"
                  for key in derived if key not in used})
     for figures in models.values():
@@ -111,19 +235,18 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
             gauges.setdefault(key, value)  # SGLang states its capacity itself
     return VllmScrape(
         models=dict(sorted(models.items())),
-        engines=_engines(by_name, used),
-        process_start_time_s=max((value for _, _, value in by_name.get(PROCESS_START, [])), default=None),
+        engines=plan.engines,
+        process_start_time_s=max((values[i] for i in plan.process_start), default=None),
         metric_names_used=used,
-        missing=tuple(spec.key for spec in CATALOGUE if spec.key not in used),
-        cache_config=_info_labels(info.get("cache_config", [])),
-        engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
+        missing=tuple(key for key in plan.missing if key not in used),
+        cache_config=dict(plan.cache_config),
+        engine=plan.engine,
         lora=lora,
         series_dropped=dropped,
         series_limit=max_series,
         lines_refused=refused,
-        duplicate_samples=duplicates,
+        duplicate_samples=plan.duplicates,
     )
-
 
 
 def _group(rows: Rows) -> tuple[dict[str, Rows], int]:
@@ -183,34 +306,10 @@ def _chosen_alias(spec: MetricSpec, by_name: Mapping[str, Rows]) -> str | None:
     return None
 
 
-def _read(spec: MetricSpec, alias: str, by_name: Mapping[str, Rows]) -> Iterable[tuple[str, str, Any]]:
-    """Yield (model, ModelFigures section, value) for one metric under its chosen alias."""
-    if spec.kind == "histogram":
-        for model, (histogram, left_out) in _histograms(alias, by_name).items():
-            yield model, "histograms", histogram
-            if left_out:
-                yield model, "partial", left_out
-    else:
-        section = "counters" if spec.kind == "counter" else "gauges"
-        for model, rows in _per_model_rows(_where(spec, by_name.get(alias))).items():
-            # One engine's NaN, infinity or negative count costs that engine's share, not the figure:
-            # a sum with NaN in it hid every other engine's tokens, preemptions and TTFT.
-            good = [value for _, value in rows if _usable(value, spec)]
-            if good:
-                yield model, section, _combine(good, spec.agg)
-                left_out = _left_out(labels for labels, value in rows if not _usable(value, spec))
-                if left_out and spec.kind == "counter":
-                    yield model, "partial", left_out
-    created = spec.created_name(alias)
-    if created:
-        for model, values in _per_model(_where(spec, by_name.get(created))).items():
-            yield model, "created", _combine(values, "max")
-
-
-def _usable(value: float, spec: MetricSpec) -> bool:
+def _usable(value: float, agg: str) -> bool:
     """A value that can enter a sum or a mean: finite and not negative (no vLLM count or level is).
     A NaN stays for ``max``, which lets it hide no other engine (see _max)."""
-    return math.isfinite(value) and value >= 0 or spec.agg == "max" and math.isnan(value)
+    return math.isfinite(value) and value >= 0 or agg == "max" and math.isnan(value)
 
 
 def _left_out(labels: Iterable[Mapping[str, str]]) -> str:
@@ -223,14 +322,6 @@ def _per_model_rows(rows: Rows) -> dict[str, list[tuple[Mapping[str, str], float
     out: dict[str, list[tuple[Mapping[str, str], float]]] = {}
     for _, labels, value in rows:
         out.setdefault(labels.get("model_name", ""), []).append((labels, value))
-    return out
-
-
-def _per_model(rows: Rows) -> dict[str, list[float]]:
-    """Each model's values of one metric (its engines, any other label), in page order."""
-    out: dict[str, list[float]] = {}
-    for _, labels, value in rows:
-        out.setdefault(labels.get("model_name", ""), []).append(value)
     return out
 
 
@@ -249,38 +340,61 @@ def _max(a: float, b: float) -> float:
     return a if math.isnan(b) or a >= b else b
 
 
-def _histograms(alias: str, by_name: Mapping[str, Rows]) -> dict[str, tuple[Histogram, str]]:
-    """Per model, its series (engines) summed on the bounds they share (merge_histograms), and the
-    engines left out because a bucket, the count or the sum was NaN, infinite or negative."""
-    buckets: dict[SeriesKey, dict[float, float]] = {}
+def _histogram_series(alias: str, by_name: Mapping[str, Rows]) -> dict[str, tuple[_Series, ...]]:
+    """Per model, its series (engines) of one histogram, with the indices of their samples.
+
+    A series without a ``+Inf`` bucket takes its ``_count`` there; one with neither is left out.
+    """
+    buckets: dict[SeriesKey, dict[float, int]] = {}
     models: dict[SeriesKey, str] = {}
-    for _, labels, value in by_name.get(alias + "_bucket", []):
+    for _, labels, index in by_name.get(alias + "_bucket", []):
         le = labels.get("le")
         key = frozenset(labels.items()).difference((("le", le),))
         series = buckets.get(key)
         if series is None:
             series = buckets[key] = {}
             models[key] = labels.get("model_name", "")
-        series[_bound(le, alias)] = value
-    counts = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_count", [])}
-    sums = {_series_key(labels): value for _, labels, value in by_name.get(alias + "_sum", [])}
-    per_model: dict[str, list[Histogram]] = {}
-    bad: dict[str, list[Mapping[str, str]]] = {}
+        series[_bound(le, alias)] = int(index)
+    counts = {_series_key(labels): int(i) for _, labels, i in by_name.get(alias + "_count", [])}
+    sums = {_series_key(labels): int(i) for _, labels, i in by_name.get(alias + "_sum", [])}
+    per_model: dict[str, list[_Series]] = {}
     for key in {*buckets, *counts, *sums}:
-        histogram = _series_histogram(buckets.get(key, {}), counts.get(key), sums.get(key))
-        if histogram is not None:
-            model = models.get(key) or dict(key).get("model_name", "")
-            if _usable_histogram(histogram):
-                per_model.setdefault(model, []).append(histogram)
-            else:
-                bad.setdefault(model, []).append(dict(key))
-    return {model: (merged, _left_out(bad.get(model, ()))) for model, series in per_model.items()
-            if (merged := merge_histograms(series)) is not None}
+        bucket, count = buckets.get(key, {}), counts.get(key)
+        if INF not in bucket and count is not None:
+            bucket = {**bucket, INF: count}  # DOMAIN.md: a missing +Inf bucket is the _count
+        if INF not in bucket:
+            continue
+        bounds = tuple(sorted(bucket))
+        model = models.get(key) or dict(key).get("model_name", "")
+        per_model.setdefault(model, []).append((bounds, tuple(map(bucket.__getitem__, bounds)), count, sums.get(key), dict(key)))
+    return {model: tuple(series) for model, series in per_model.items()}
+
+
+def _merged(series: tuple[_Series, ...], values: list[float], clean: bool) -> tuple[Histogram | None, str]:
+    """A model's series (engines) summed on the bounds they share (merge_histograms), and the
+    engines left out because a bucket, the count or the sum was NaN, infinite or negative
+    (``clean``: no value of the page is)."""
+    good: list[Histogram] = []
+    bad: list[Mapping[str, str]] = []
+    for bounds, cumulative, count, total, labels in series:
+        histogram = Histogram(bounds, tuple([values[i] for i in cumulative]),
+                              None if count is None else values[count], None if total is None else values[total])
+        if clean or _usable_histogram(histogram):
+            good.append(histogram)
+        else:
+            bad.append(labels)
+    if not good:
+        return None, ""
+    return merge_histograms(good), _left_out(bad) if bad else ""
 
 
 def _usable_histogram(h: Histogram) -> bool:
-    numbers = [*h.cumulative, *(v for v in (h.count, h.sum) if v is not None)]
-    return all(math.isfinite(v) and v >= 0 for v in numbers)
+    return _all_usable([*h.cumulative, *(v for v in (h.count, h.sum) if v is not None)])
+
+
+def _all_usable(values: list[float]) -> bool:
+    """Every value finite and not negative (C-level: this runs for every figure of every scrape)."""
+    return all(map(math.isfinite, values)) and (not values or min(values) >= 0)
 
 
 def _series_key(labels: Mapping[str, str]) -> SeriesKey:
@@ -296,15 +410,6 @@ def _bound(le: str | None, alias: str) -> float:
     if math.isnan(bound):
         raise ScrapeError(f"{alias}_bucket has a bucket whose le={le!r} is not a bound")
     return bound
-
-
-def _series_histogram(buckets: dict[float, float], count: float | None, total: float | None) -> Histogram | None:
-    if INF not in buckets and count is not None:
-        buckets = {**buckets, INF: count}  # DOMAIN.md: a missing +Inf bucket is the _count
-    if INF not in buckets:
-        return None
-    bounds = tuple(sorted(buckets))
-    return Histogram(bounds, tuple(map(buckets.__getitem__, bounds)), count, total)
 
 
 def merge_histograms(histograms: Iterable[Histogram]) -> Histogram | None:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from db import pipeline, schema
 from db.ceiling import ceilings
 from db.engine import storage_error
-from db.queries import gpu_figures_of
+from db.gpu_reads import gpu_figures_of
 from db.results import WindowFigures
 
 

@@ -15,8 +15,10 @@ because they follow the code rather than history:
   NULL in older rows (the figure was not scraped then): a new vLLM metric needs no migration. A
   column that must be filled in for older rows (``covered_ms``, ``ttft_p95_s``) still needs one.
 - ``query_views``: the query views (``db/query_views.py``) that are missing are created, once the
-  tables and columns they read are there. A migration that changes a view, or rebuilds a table a view
-  reads, drops the views (``query_views.drop_views``); this step makes them again from the code.
+  tables and columns they read are there; when one view's stored SQL is not the code's (a version
+  that changed a view: SQLite's copy of its text, a hash in PostgreSQL's comment on it), they are all
+  dropped first and made again from the code. A view change needs no migration; a migration that
+  rebuilds a table a view reads drops the views (``query_views.drop_views``) and this step makes them.
 """
 
 from __future__ import annotations

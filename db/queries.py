@@ -19,26 +19,25 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.catalogue import name_versions
-from db import aggregate, mbu_figures, schema, sources
+from db import mbu_figures, schema
 from db.ceiling import target_ceiling
 from db.engine import open_reader, storage_error
+from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,
     columns,
     empty_figures,
     figures,
     level_for_step,
-    plan,
     sleep_state_at,
-    step_of,
     window_from,
     window_level,
 )
@@ -46,6 +45,7 @@ from db.results import BenchRun, ConfigEpoch, GpuFigures, GpuPoint, SeriesPoint,
 from db.sources import RAW
 
 if TYPE_CHECKING:
+    from db.fleet import FleetFigures
     from db.notifications import NotificationEntry
     from db.verdicts import StoredVerdict
 
@@ -61,8 +61,8 @@ def _make(cls: type, values: dict[str, Any]) -> Any:
     return obj
 
 
-def _none(x: Any) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Reader:
@@ -73,10 +73,12 @@ class Reader:
             raise ValueError("Reader needs db_url or engine")
         self.engine = engine if engine is not None else open_reader(str(db_url))
 
-    def _run(self, action: str, fn: Any, *args: Any) -> Any:
+    def _run(self, action: str, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(conn, *args)`` on a read-only connection; a storage failure is a StorageError naming ``action``.
+        Typed from ``fn``: what each method returns is what its query function returns."""
         try:
             with self.engine.connect() as conn:
-                return fn(conn, *args)
+                return fn(conn, *args, **kwargs)
         except SQLAlchemyError as exc:
             raise storage_error(action, exc, self.engine.url) from None
 
@@ -155,7 +157,7 @@ class Reader:
         """GPU figures over the last ``window_s`` before the target's latest GPU reading."""
         return self._run("reading GPUs", _latest_gpus, target, window_s)
 
-    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, Any]:
+    def fleet(self, end: float, window_s: float, series: tuple[float, float, float], fields: Sequence[str]) -> dict[str, FleetFigures]:
         """Every target's window and its ``fields`` per step over ``series`` = (start, end, step), read
         together (db/fleet.py): target name → FleetFigures."""
         from db.fleet import fleet_figures
@@ -168,6 +170,11 @@ class Reader:
         from db.verdicts import read
 
         return self._run("reading the verdicts", read, target, start, end)
+
+    def live_since(self, target: str) -> dict[str, float]:
+        """For the Overview's live banner: since when each firing (else pending) alert of ``target``
+        holds (unix s), by rule, from the evaluator's stored states; as the Alerts page orders them."""
+        return self._run("reading the alerts", _live_since, target)
 
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
@@ -307,7 +314,7 @@ def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], sp
     shares: list[float | None] = [None] * steps
     source = mbu_figures.MEASURED_BY_NAME[{g.dram_bw_source for g in gpus} == {"dcgm"}]
     if gpus:
-        red, groups = _gpu_grid(conn, gpus, lo, hi, step, level)
+        red, groups = gpu_grid(conn, gpus, lo, hi, step, level)
         grid = red.avgs["dram_bw_util_pct_avg"].reshape(groups, len(gpus))
         for i in range(min(groups, steps)):
             read = grid[i][~np.isnan(grid[i])]
@@ -360,53 +367,8 @@ def _window(
 
 
 # -- GPUs --------------------------------------------------------------------------------------------
-def _gpu_grid(conn: Connection, gpus: list[Any], lo: int, hi: int, step: int, level: int) -> tuple[Any, int]:
-    ids = [int(g.id) for g in gpus]
-    rows = [r for lv, a, b in plan(lo, hi, level, sources.marks(conn)) for r in sources.fetch_gpus(conn, lv, ids, a, b)]
-    groups = max(1, -(-(hi - lo) // step))
-    pos = {gid: i for i, gid in enumerate(ids)}
-    key = step_of(rows, lo, step) * len(ids) + np.fromiter((pos[r[1]] for r in rows), dtype=np.int64, count=len(rows))
-    spec = {"avg": [f"{f}_sum" for f in schema.GPU_FIELDS], "max": ["temperature_c_max"]}
-    return aggregate.reduce_rows(rows, sources.GPU_COLS, key, groups * len(ids), spec, {}), groups
-
-
-def _bw_gbps(pct: float | None, peak: float | None) -> float | None:
-    return None if pct is None or peak is None else pct / 100.0 * peak
-
-
 def _gpu_figures(conn: Connection, target_id: int, lo: int, hi: int, level: int) -> tuple[GpuFigures, ...]:
     return gpu_figures_of(conn, _gpu_rows(conn, target_id), lo, hi, level).get(target_id, ())
-
-
-def gpu_figures_of(conn: Connection, gpus: list[Any], lo: int, hi: int, level: int) -> dict[int, tuple[GpuFigures, ...]]:
-    """The window's figures of ``gpus`` (rows of ``gpus``, of one target or many: one read), by target id."""
-    if not gpus:
-        return {}
-    red, _ = _gpu_grid(conn, gpus, lo, hi, hi - lo, level)
-    out: dict[int, list[GpuFigures]] = {}
-    for i, g in enumerate(gpus):
-        if red.n[i] == 0:
-            continue
-        avg = {f: _none(red.avgs[f"{f}_avg"][i]) for f in schema.GPU_FIELDS}
-        out.setdefault(g.target_id, []).append(
-            GpuFigures(
-                uuid=g.uuid,
-                index=g.gpu_index,
-                name=g.name,
-                host=g.host,
-                memory_used_bytes=avg["memory_used_bytes"],
-                memory_total_bytes=avg["memory_total_bytes"],
-                memory_busy_pct_avg=avg["memory_busy_pct"],
-                dram_bw_util_pct_avg=avg["dram_bw_util_pct"],
-                dram_bw_gbps_avg=_bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
-                dram_bw_source=g.dram_bw_source,
-                peak_bw_gbps=g.peak_bw_gbps,
-                peak_bw_source=g.peak_bw_source,
-                power_w_avg=avg["power_w"],
-                temperature_c_max=_none(red.maxes["temperature_c_max"][i]),
-            )
-        )
-    return {tid: tuple(figs) for tid, figs in out.items()}
 
 
 def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
@@ -416,14 +378,14 @@ def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s:
     gpus = _gpu_rows(conn, row.id) if row is not None else []
     if not gpus or hi <= lo:
         return []
-    red, groups = _gpu_grid(conn, gpus, lo, hi, step, level_for_step(step))
+    red, groups = gpu_grid(conn, gpus, lo, hi, step, level_for_step(step))
     out = []
     for gi in range(groups):
         for j, g in enumerate(gpus):
             k = gi * len(gpus) + j
             if red.n[k] == 0:
                 continue
-            avg = {f: _none(red.avgs[f"{f}_avg"][k]) for f in schema.GPU_FIELDS}
+            avg = {f: as_figure(red.avgs[f"{f}_avg"][k]) for f in schema.GPU_FIELDS}
             out.append(
                 GpuPoint(
                     ts=float(lo + gi * step),
@@ -432,7 +394,7 @@ def _gpu_series(conn: Connection, target: str, start: float, end: float, step_s:
                     memory_total_bytes=avg["memory_total_bytes"],
                     memory_busy_pct=avg["memory_busy_pct"],
                     dram_bw_util_pct=avg["dram_bw_util_pct"],
-                    dram_bw_gbps=_bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
+                    dram_bw_gbps=bw_gbps(avg["dram_bw_util_pct"], g.peak_bw_gbps),
                     power_w=avg["power_w"],
                     temperature_c=avg["temperature_c"],
                 )
@@ -449,3 +411,18 @@ def _latest_gpus(conn: Connection, target: str, window_s: float) -> tuple[GpuFig
     s = schema.gpu_samples
     last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == row.id)).scalar()
     return _gpu_figures(conn, row.id, last + 1 - int(window_s), last + 1, RAW) if last else ()
+
+
+# The evaluator's live states (app/alerts/model.py FIRING and PENDING; tests/test_live_since.py
+# holds them in step).
+LIVE_STATES = ("firing", "pending")
+
+
+def _live_since(conn: Connection, target: str) -> dict[str, float]:
+    t = schema.alert_states
+    found = conn.execute(select(t.c.rule, t.c.model, t.c.state, t.c.severity, t.c.pending_since, t.c.firing_since)
+                         .where(t.c.target == target, t.c.state.in_(LIVE_STATES))).all()  # fmt: skip
+    # firing and critical first, then by rule and model: a later model's time wins for its rule
+    rows = sorted(found, key=lambda r: (r.state != LIVE_STATES[0], r.severity != "critical", r.rule, r.model))
+    held = ((r.rule, r.firing_since if r.state == LIVE_STATES[0] else r.pending_since) for r in rows)
+    return {rule: float(at) for rule, at in held if at is not None}

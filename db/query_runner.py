@@ -17,6 +17,7 @@ A refusal or failure is a :class:`core.errors.QueryError` whose message names th
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import pickle
@@ -50,8 +51,12 @@ STARTUP_S = 30.0  # the most a spawned query process may take to start (imports,
 # a few milliseconds. A threaded one (the dashboard's server) never forks (another thread may hold a
 # lock, SQLite's or the allocator's, that the child would wait on forever) and does not use
 # multiprocessing's spawn either (it re-runs the parent's __main__, which Streamlit sets to the page
-# script): it starts ``python -m db.query_runner``, about 0.3 s, which reads the query on stdin.
+# script): it asks a warm worker, ``python -m db.query_runner`` started ahead (about 0.3 s to start)
+# and reused for query after query; one that outlives the limit is killed and replaced (_Pool).
 _READY = b"R"
+_HELLO = b"H"  # a worker's first byte: started
+_SIZE = 8  # bytes of a frame's length
+POOL_SIZE = 2  # idle workers kept warm: a query and the next one's replacement
 
 
 @dataclass(frozen=True)
@@ -200,55 +205,177 @@ def _forked(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any
         child.join()
 
 
-def _spawned(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(_ROOT), os.environ.get("PYTHONPATH"))))}
-    child = subprocess.Popen([sys.executable, "-m", __spec__.name if __spec__ else "db.query_runner"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
-    try:
-        assert child.stdin is not None and child.stdout is not None
-        child.stdin.write(pickle.dumps((path, sql, limits, params)))
-        child.stdin.close()
-        data, timed_out = _answer(child.stdout.fileno(), limits.timeout_s + KILL_GRACE_S)
-        if timed_out:
-            raise _timeout(limits)
-        if not data.startswith(_READY) or len(data) == 1:
+class _Worker:
+    """A warm query process (``python -m db.query_runner``): it answers one query after another on
+    its stdin/stdout, each on a connection of its own, until its stdin closes. Killed, not reused,
+    when a query outlives its limit."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(_ROOT), os.environ.get("PYTHONPATH"))))}
+        self.process = subprocess.Popen([sys.executable, "-m", __spec__.name if __spec__ else "db.query_runner"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+        self._buffer = b""
+        self._started = False  # its hello read: it has imported what it needs and waits for queries
+
+    def warm(self) -> bool:
+        """Whether the worker has started (without waiting for it)."""
+        if not self._started and self.process.stdout is not None and select.select([self.process.stdout], [], [], 0)[0]:
+            self._started = os.read(self.process.stdout.fileno(), 1) == _HELLO
+        return self._started
+
+    def ask(self, request: tuple[Path, str, Limits, dict[str, Any]], limit_s: float) -> Any:
+        """The answer to one query. Raises the time-limit error when the worker has not answered
+        ``limit_s`` after it began the query (``STARTUP_S`` for it to start and begin), or _ended()."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(_framed(pickle.dumps(request)))
+            self.process.stdin.flush()
+        except OSError:
+            raise _ended() from None
+        fd = self.process.stdout.fileno()
+        if not self._started and self._read(fd, 1, time.monotonic() + STARTUP_S) != _HELLO:
             raise _ended()
-        return pickle.loads(data[1:])  # noqa: S301 - our own child's answer
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
+        self._started = True
+        if self._read(fd, 1, time.monotonic() + STARTUP_S) != _READY:  # the worker began the query
+            raise _ended()
+        deadline = time.monotonic() + limit_s
+        size = int.from_bytes(self._read(fd, _SIZE, deadline), "big")
+        return pickle.loads(self._read(fd, size, deadline))  # noqa: S301 - our own worker's answer
+
+    def _read(self, fd: int, n: int, deadline: float) -> bytes:
+        while len(self._buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise _Late
+            chunk = os.read(fd, max(n - len(self._buffer), 1 << 16))
+            if not chunk:
+                raise _ended()
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:n], self._buffer[n:]
+        return data
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self._close_pipes()
+        self.process.wait()
+
+    def close(self) -> None:
+        """End an idle worker: its stdin closed, it exits (killed if it does not within a second)."""
+        self._close_pipes()
+        try:
+            self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
 
 
-def _answer(fd: int, limit_s: float) -> tuple[bytes, bool]:
-    """All the child writes until it exits; the limit runs from its first byte (it has started).
-    ``(what it wrote, True)`` when the limit or ``STARTUP_S`` passed first."""
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            return b"".join(chunks), True
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return b"".join(chunks), False
-        if not chunks:
-            deadline = time.monotonic() + limit_s
-        chunks.append(chunk)
+class _Late(Exception):
+    """A worker did not answer in time."""
 
 
-def _serve_one() -> None:
-    """``python -m db.query_runner``: one query read from stdin, its answer written to stdout."""
-    path, sql, limits, params = pickle.load(sys.stdin.buffer)  # noqa: S301 - from the parent process
-    out = sys.stdout.buffer
-    out.write(_READY)
-    out.flush()
+class _Pool:
+    """Warm workers for a threaded process: ``POOL_SIZE`` idle at most, one taken per query (a new
+    one started when none is idle), given back after an answer, killed after a time-out and
+    replaced at once, so the next query finds a warm process and the limit still ends any query."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+        atexit.register(self.close)
+
+    def run(self, request: tuple[Path, str, Limits, dict[str, Any]], limit_s: float) -> Any:
+        worker = self._take()
+        answered = False
+        try:
+            answer = worker.ask(request, limit_s)
+            answered = True
+            return answer
+        finally:
+            if answered:
+                self._give(worker)
+            else:
+                worker.kill()
+            self.fill()
+
+    def fill(self) -> None:
+        """Start workers until ``POOL_SIZE`` are idle (they start in the background: ~0.3 s)."""
+        with self._lock:
+            while len(self._idle) < POOL_SIZE:
+                self._idle.append(_Worker())
+
+    def _take(self) -> _Worker:
+        """An idle worker, a started one first (a replacement may still be starting), else a new one."""
+        with self._lock:
+            for worker in [w for w in self._idle if w.process.poll() is not None]:
+                self._idle.remove(worker)  # ended while idle (killed from outside): not to be asked
+                worker.kill()
+            if self._idle:
+                worker = next((w for w in reversed(self._idle) if w.warm()), self._idle[0])
+                self._idle.remove(worker)
+                return worker
+        return _Worker()
+
+    def _give(self, worker: _Worker) -> None:
+        with self._lock:
+            if len(self._idle) < POOL_SIZE:
+                self._idle.append(worker)
+                return
+        worker.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.close()
+
+
+_POOL = _Pool()
+
+
+def warm(db_url: str) -> None:
+    """Start the query workers now, for a SQLite ``db_url`` in a threaded process (the Query page
+    calls it as it draws), so its first query finds one warm."""
+    from db.engine import normalize_url
+
+    if normalize_url(db_url).get_backend_name() == "sqlite" and threading.active_count() > 1:
+        _POOL.fill()
+
+
+def _spawned(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
     try:
-        answer: Any = _sqlite_in_process(path, sql, limits, params)
-    except QueryError as exc:
-        answer = exc
-    out.write(pickle.dumps(answer))
+        return _POOL.run((path, sql, limits, params), limits.timeout_s + KILL_GRACE_S)
+    except _Late:
+        raise _timeout(limits) from None
+
+
+def _framed(data: bytes) -> bytes:
+    return len(data).to_bytes(_SIZE, "big") + data
+
+
+def _serve() -> None:
+    """``python -m db.query_runner``: a hello byte on stdout once started, then queries read from
+    stdin, each answered on stdout (a ready byte as it begins, then the answer), until stdin closes."""
+    read, out = sys.stdin.buffer.read, sys.stdout.buffer
+    out.write(_HELLO)
     out.flush()
+    while len(head := read(_SIZE)) == _SIZE:
+        path, sql, limits, params = pickle.loads(read(int.from_bytes(head, "big")))  # noqa: S301 - from the parent process
+        out.write(_READY)
+        out.flush()
+        try:
+            answer: Any = _sqlite_in_process(path, sql, limits, params)
+        except QueryError as exc:
+            answer = exc
+        out.write(_framed(pickle.dumps(answer)))
+        out.flush()
 
 
 def _sqlite_child(send: Any, path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> None:
@@ -394,4 +521,4 @@ def _first_line(exc: Exception) -> str:
 
 
 if __name__ == "__main__":
-    _serve_one()
+    _serve()

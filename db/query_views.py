@@ -13,11 +13,14 @@ on PostgreSQL in the ``sweetspot_query`` schema, the only schema on a user's sea
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, inspect, text
 
+from collectors.catalogue import CATALOGUE
 from core import mbu
+from db.figures import FIGURES, Figure
 from db.query_functions import SCHEMA
 from db.verdicts import IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
 
@@ -38,6 +41,44 @@ class View:
 
 
 TIME = Col("time", "ISO 8601 UTC", "the period's start as text, e.g. 2026-12-01T20:15:00Z")
+
+
+# Per-model rates and quantiles the minutes and hours views write by hand (with their history of
+# names); every other one of the figures table comes from its row (:func:`table_figures`).
+_BY_HAND = frozenset({"tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "steps_per_s",
+                      *(f"{h}_p{q}_s" for h in ("ttft", "itl", "e2e") for q in (50, 95, 99))})  # fmt: skip
+_KINDS = {s.key: s.kind for s in CATALOGUE}
+
+
+def table_figures() -> tuple[Figure, ...]:
+    """The figures table's per-model rates and quantiles the views compute from its rows: a new
+    catalogue rate or quantile is a column of ``minutes`` and ``hours`` with no edit here."""
+    return tuple(f for f in FIGURES if f.rows == "model" and f.compute in ("rate", "quantile") and f.name not in _BY_HAND)
+
+
+def _table_columns() -> tuple[Col, ...]:
+    return tuple(Col(f.name, f.unit, f"{f.help or f.label or f.name.replace('_', ' ')} (figures table: "
+                     f"{'the buckets interpolated' if f.compute == 'quantile' else 'increase ÷ covered_s'})")
+                 for f in table_figures())  # fmt: skip
+
+
+def _table_sql() -> tuple[list[str], list[str], list[str]]:
+    """(the base rows' columns, the views' expressions, the bucket layouts' joins) of table_figures()."""
+    base: list[str] = []
+    exprs: list[str] = []
+    joins: list[str] = []
+    for f in table_figures():
+        key = f.inputs[0]
+        if f.compute == "quantile":
+            if f"l_{key}" not in " ".join(joins):
+                joins.append(f"LEFT JOIN bucket_layouts l_{key} ON l_{key}.id = r.{key}_layout")
+                base.append(f"l_{key}.bounds AS {key}_bounds, r.{key}_buckets")
+            exprs.append(f"bucket_quantile({f.quantile}, b.{key}_bounds, b.{key}_buckets) AS {f.name}")
+        else:
+            column = f"{key}_count" if _KINDS[key] == "histogram" else key
+            base.append(f"r.{column} AS {f.name}_increase")
+            exprs.append(f"b.{f.name}_increase / b.covered_s AS {f.name}")
+    return base, exprs, joins
 
 
 def _figures(period: str) -> tuple[Col, ...]:
@@ -86,6 +127,7 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("ceiling_share", "fraction", "the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (not an efficiency)"),
         *_verdict_columns(period),
         *buckets,
+        *_table_columns(),
     )
 
 
@@ -357,8 +399,10 @@ def _figures_sql(step: int) -> str:
         for h in ("ttft", "itl", "e2e")
         for q in (50, 95, 99)
     )
-    layouts = ",\n ".join(f"l_{h}.bounds AS {h}_bounds, r.{h}_buckets" for h in ("ttft", "itl", "e2e"))
-    joins = "\n".join(f"LEFT JOIN bucket_layouts l_{h} ON l_{h}.id = r.{h}_layout" for h in ("ttft", "itl", "e2e"))
+    table_base, table_exprs, table_joins = _table_sql()
+    layouts = ",\n ".join([*(f"l_{h}.bounds AS {h}_bounds, r.{h}_buckets" for h in ("ttft", "itl", "e2e")), *table_base])
+    joins = "\n".join([*(f"LEFT JOIN bucket_layouts l_{h} ON l_{h}.id = r.{h}_layout" for h in ("ttft", "itl", "e2e")),
+                        *table_joins])  # fmt: skip
     base = f"""SELECT tx.name AS target, m.name AS model, r.ts, r.samples,
  COALESCE({_real(f"NULLIF({covered}, 0)")} / 1000, {step}) AS covered_s,
  r.generation_tokens, r.prompt_tokens, r.request_success, r.preemptions,
@@ -391,7 +435,8 @@ WHERE r.step = {step}"""
  b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_mbu,
  CASE WHEN COALESCE(b.waiting_max, 0) > COALESCE(b.queue_depth_max, 0) THEN COALESCE(b.waiting_max, 0)
    ELSE COALESCE(b.queue_depth_max, 0) END AS queued,
- b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets
+ b.ttft_bounds, b.ttft_buckets, b.itl_bounds, b.itl_buckets, b.e2e_bounds, b.e2e_buckets,
+ {", ".join(table_exprs)}
 FROM ({base}) b"""
     names = [c.name for c in _figures("minute" if step == 60 else "hour")]
     if step == 60:  # the minute's stored verdict: lookups by its key, made only for a query that reads them
@@ -460,9 +505,30 @@ SQL: dict[str, str] = {
 }
 
 
+def view_hash(name: str) -> str:
+    """A short hash of a view's SQL as the code writes it (PostgreSQL keeps it as the view's comment)."""
+    return "sweetspot:" + hashlib.sha256(SQL[name].encode()).hexdigest()[:16]
+
+
+def stale_views(conn: Connection) -> list[str]:
+    """The views present whose SQL is not the code's: SQLite keeps each view's text (its copy is
+    compared), PostgreSQL only a normalised one (the hash in the view's comment is compared)."""
+    present = views_present(conn)
+    if conn.dialect.name == "postgresql":
+        stored = {name: conn.execute(text(f"SELECT obj_description('{SCHEMA}.{name}'::regclass, 'pg_class')")).scalar()
+                  for name in present}  # fmt: skip
+        return [name for name in present if stored[name] != view_hash(name)]
+    rows = {name: sql for name, sql in conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'view'"))}
+    return [name for name in present if not str(rows.get(name) or "").endswith(f" AS {SQL[name]}")]
+
+
 def create_views(conn: Connection) -> list[str]:
     """Create every missing view whose tables exist (PostgreSQL: in ``sweetspot_query``, with its
-    functions when they are not there yet); return the names created."""
+    functions when they are not there yet), after dropping them all when one's SQL is not the
+    code's (:func:`stale_views`: a view changed by a new version is rebuilt at the writer's start,
+    with no numbered migration); return the names created."""
+    if stale_views(conn):
+        drop_views(conn)
     present = set(views_present(conn))
     missing = [v for v in VIEWS if v.name not in present and (not v.needs_table or _has_columns(conn, v))]
     if not missing:
@@ -479,6 +545,8 @@ def create_views(conn: Connection) -> list[str]:
     for view in missing:
         name = f"{SCHEMA}.{view.name}" if postgres else view.name
         conn.execute(text(f"CREATE VIEW {name} AS {SQL[view.name]}"))
+        if postgres:
+            conn.execute(text(f"COMMENT ON VIEW {name} IS '{view_hash(view.name)}'"))
     if postgres:
         conn.execute(text("SET LOCAL search_path TO DEFAULT"))
     return [v.name for v in missing]

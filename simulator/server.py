@@ -14,21 +14,36 @@ import queue
 import random
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from prometheus_client.exposition import choose_encoder
 
 from simulator.engine import Sequence
 from simulator.expo import _Families, gateway_families, vllm_families
+from simulator.gateway import Gateway
+from simulator.live import LiveEngine
 from simulator.openai import DONE, ApiError, ParsedRequest, ResponseBuilder, parse_request
+from simulator.options import SimOptions
 from simulator.workload import SHORT_OUTPUT, answer_length, token_text
-
-if TYPE_CHECKING:
-    from simulator.api import RunningSim
 
 log = logging.getLogger("simulator.http")
 POLL_S = 0.5  # how often a waiting handler checks whether the simulator is stopping
+
+
+class Simulator(Protocol):
+    """What the HTTP handlers read of the running simulator (simulator/api.py ``RunningSim``)."""
+
+    options: SimOptions
+    live: LiveEngine
+    gateway: Gateway
+    stopping: threading.Event
+
+    def request_rng(self) -> tuple[random.Random, int]: ...
+
+    def dcgm_page(self) -> bytes: ...
+
+    def models_body(self) -> dict[str, Any]: ...
 
 
 class SimHTTPServer(ThreadingHTTPServer):
@@ -36,7 +51,7 @@ class SimHTTPServer(ThreadingHTTPServer):
     # A sweep opens dozens of connections at once; the default backlog of 5 resets some of them.
     request_queue_size = 128
     allow_reuse_address = True
-    sim: RunningSim
+    sim: Simulator
 
 
 class Handler(BaseHTTPRequestHandler):

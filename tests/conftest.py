@@ -8,10 +8,13 @@ the ``postgres`` user. Without the binaries the PostgreSQL half of the tests is 
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import functools
 import glob
 import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -127,6 +130,70 @@ LONGEST_FIRST = ("test_real_engine.py", "test_ui_every_range.py", "test_notify_e
                  "test_alerts_e2e.py", "test_ui_app.py", "test_docs_commands.py", "test_fleet.py")  # fmt: skip
 
 
+# The fast tier (`make check`): tests that need no server, browser or engine. A test module is in
+# it unless it imports one of these (a server of its own, a browser, a real engine, the CLI or the
+# collector as a process), or is marked postgres/browser/engine/gpu/slow, or is named in
+# NOT_FAST with why. Every such item gets the marker `fast`; tests/test_fast_tier.py keeps the
+# rule honest (every helper under tests/ that starts a process or a server is listed here).
+NEEDS_SERVER = (
+    "tests.support.http_server", "tests.support.smtp_server", "tests.support.sources", "tests.support.collector_process",
+    "tests.support.vllm_bench", "tests.support.tiny_llama", "tests.support.certificates", "tests.browser", "tests.vllm_engine", "tests.prometheus_server",
+    "tests.alertmanager_server", "http.server", "socketserver", "subprocess", "multiprocessing", "aiosmtpd",
+    "streamlit.testing", "playwright", "simulator.server", "simulator.api",
+)  # fmt: skip
+# Modules that import none of NEEDS_SERVER and still take more than a few seconds: seconds per file
+# of a serial `pytest -m fast -v` on the shared 2-core machine (2026-12-06, with other suites beside).
+NOT_FAST: dict[str, str] = {
+    "test_store_writer.py": "28 s: writes and reads back many SQLite databases",
+    "test_query_pool.py": "21 s: starts query worker processes, kills runaways",
+    "test_ui_charts.py": "19 s: builds Vega-Lite specs over long histories",
+    "test_store_engine.py": "18 s: SQLite locking and writer-lease timing",
+    "test_store_migrations.py": "16 s: migrates databases of every past layout",
+    "test_sim_metrics.py": "15 s: simulates hours of engine history",
+    "test_collect_engines.py": "13 s: collection rounds through the whole pipeline",
+    "test_sim_history.py": "10 s: simulates days of history",
+    "test_sim_engines.py": "7 s: simulated engines' pages",
+    "test_store_engines.py": "7 s: one and many targets through the writer",
+    "test_panels.py": "17 s with test_notify_declared.py: a simulated hour, every panel rendered twice",
+    "test_notify_declared.py": "17 s with test_panels.py: a simulated history and PNG rendering",
+}
+_HEAVY_MARKS = ("postgres", "browser", "engine", "gpu", "slow")
+_MODULE_MARK = re.compile(r"^pytestmark\s*=.*\b(?:postgres|browser|engine|gpu|slow)\b", re.MULTILINE)
+
+
+@functools.cache
+def module_needs(path: Path) -> tuple[str, ...]:
+    """The modules of NEEDS_SERVER that the test module at ``path`` imports (anywhere in it)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return tuple(sorted(n for n in NEEDS_SERVER if any(m == n or m.startswith(n + ".") for m in names)))
+
+
+def fast_module(path: Path) -> bool:
+    """Whether the test module at ``path`` belongs to the fast tier (its items may still be marked out)."""
+    return path.name not in NOT_FAST and not module_needs(path) and not _MODULE_MARK.search(path.read_text(encoding="utf-8"))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``-m fast`` (make check) the other test modules are not even imported: collecting them
+    all costs more than the fast tier's tests."""
+    if config.option.markexpr.strip() == "fast" and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return not fast_module(collection_path)
+    return None
+
+
+def is_fast(item: pytest.Item) -> bool:
+    return fast_module(item.path) and not any(item.get_closest_marker(m) for m in _HEAVY_MARKS)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_fast(item):
+            item.add_marker(pytest.mark.fast)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order

@@ -110,6 +110,12 @@ class FakeReader:
     def latest_gpus(self, target: str, window_s: float = 60.0) -> list[GpuFigures]:
         return [gpu(0), gpu(1)]
 
+    def live_since(self, target: str) -> dict[str, float]:
+        """No alert holds in the scenarios (its empty database's states, read as the facade reads them)."""
+        from db.queries import Reader
+
+        return Reader(engine=self.engine).live_since(target)
+
     def sweep_runs(self, limit: int = 10) -> list[SweepRun]:
         levels = tuple(
             SweepLevel(c, 600, 100, 0, tok, 0.3, 0.8, ttft, ttft * 1.2, 0.08, 40.0, 60.0, 0.0)

@@ -60,7 +60,8 @@ def minute_mark(url):
 
 FIGURES = ("tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "preemptions", "running_avg", "running_max",
            "waiting_max", "queue_depth_max", "kv_cache_usage_max", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s",
-           "itl_p95_s", "e2e_p95_s", "steps_per_s")  # fmt: skip
+           "itl_p95_s", "e2e_p95_s", "steps_per_s",
+           *(f.name for f in query_views.table_figures()))  # and every rate and quantile the figures table adds  # fmt: skip
 
 
 @pytest.mark.parametrize("view,step", [("minutes", 60), ("hours", 3600)])

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from app.ui import chart_cache, charts, time_range
-from core.settings import Settings
+from core.settings import Settings, SweetSpotSettings
 from db.results import CeilingInfo, GpuPoint
 from tests.builders import END, point
 
@@ -232,7 +232,10 @@ def test_outcomes_are_per_minute_by_reason_with_the_rejections():
     # per minute (×60); a reason the engine does not expose is no line at all, never a zero
     assert got == pytest.approx({"stop": 30.0, "length": 6.0, "abort": 3.0, "rejected (503)": 12.0})
     assert "HTTP 503" in spec["title"] and "req/min" in spec["title"]
-    assert "outcomes_chart" in charts.overview_chart.__code__.co_names  # the Overview draws it
+    # the Overview draws it (its panels come from charts.PANELS, in charts.OVERVIEW's order)
+    assert "outcomes" in charts.OVERVIEW and charts.PANELS["outcomes"].lines is charts.OUTCOMES
+    overview = charts.overview_chart([p], frame, [p], frame, SweetSpotSettings(), None).to_dict()
+    assert "HTTP 503" in str(overview["vconcat"][charts.OVERVIEW.index("outcomes")]["title"])
 
 
 def test_the_engine_note_names_only_the_figures_the_engine_exposes():

@@ -1,9 +1,10 @@
 """The effective rule set as a Prometheus rule file (``python -m app rules export``, docs/alerts.md).
 
 Each figure a rule reads becomes a recording rule over the engine's series as Prometheus stores
-them (:data:`FIGURES`: the PromQL form of one figure of the query facade; the metric names and
-their renames across versions come from collectors/catalogue.py, an ``or`` over old and new names,
-the preferred first). Each rule becomes an alerting rule with its ``for``, ``keep_firing_for``,
+them, translated from its row of the figures table (db/figures.py ``FIGURES``: how it is computed
+and from which catalogue metrics; :func:`figure_expr`) with the metric names and their renames
+across versions from collectors/catalogue.py (an ``or`` over old and new names, the preferred
+first). A figure the engine's series cannot give says why, from the same row (:func:`why_not`). Each rule becomes an alerting rule with its ``for``, ``keep_firing_for``,
 severity, labels and its recommendation as an annotation; per target where its thresholds differ
 (the target's series are those whose target label equals its name). A rule over a name PromQL
 cannot be given (the gateway's queue, the bandwidth ceiling, the engine's sleep state, "no data")
@@ -32,21 +33,15 @@ from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 from core.text import visible
+from db.figures import BY_NAME, Figure
 
 PREFIX = "sweetspot"
 # names that only say whether the engine exposes a figure: in PromQL a series that is absent makes
 # no alert anyway, so the guard is always true there
 EXPOSURE_GUARDS = frozenset({"errors_exposed", "aborts_exposed"})
 _SPECS = {s.key: s for s in CATALOGUE}
-_RATES = {s.rate: s for s in CATALOGUE if s.rate}
-_QUANTILES = {name: (q, s) for s in CATALOGUE for q, name in s.quantiles}
-# figure → (catalogue key, how a window of it is taken: over_time function, then aggregation)
-_GAUGES = {
-    "running_avg": ("requests_running", "avg_over_time", "sum"),
-    "running_max": ("requests_running", "max_over_time", "sum"),
-    "waiting_max": ("requests_waiting", "max_over_time", "sum"),
-    "kv_cache_usage_max": ("kv_cache_usage", "max_over_time", "max"),
-}
+# Rule names that are not figures of the table (app/alerts/figures.py DERIVED), and record figures
+# whose reason says more than their kind does: why PromQL over the engine's series cannot give them.
 WHY_NOT = {
     "queued": "the gateway's queue is not among the engine's series",
     "queue_depth_max": "the gateway's queue is not among the engine's series",
@@ -67,6 +62,12 @@ WHY_NOT = {
     # bucket at the SLO by the count, which holds only where the SLO is a bucket bound
     "ttft_slo_attainment": "the share within each target's SLO is interpolated between bucket bounds by Sweetspot "
     "(in PromQL: rate(vllm:time_to_first_token_seconds_bucket{le=\"<SLO>\"}) / rate(..._count), the SLO a bound)",
+}
+# A figure's kind in the table → why the engine's series cannot give it (when WHY_NOT says nothing more).
+_WHY_KIND = {
+    "record": "computed by Sweetspot where its result record is built (db/queries.py), not a series of the engine",
+    "share": "a share within each target's own threshold, interpolated between bucket bounds by Sweetspot",
+    "derived": "derived by Sweetspot from other figures (db/derived.py)",
 }
 
 
@@ -104,20 +105,50 @@ def _over(function: str, spec: MetricSpec, options: Options, window: str, suffix
     return " or ".join(f"{function}({_selector(spec, n, options, suffix)}[{window}])" for n in spec.names)
 
 
+def why_not(figure: str) -> str | None:
+    """Why ``figure`` has no PromQL form over the engine's series (from its row of the figures
+    table), or None when :func:`figure_expr` translates it."""
+    row = BY_NAME.get(figure)
+    if figure in WHY_NOT or row is None:
+        return WHY_NOT.get(figure, "not a figure of the engine's series")
+    if row.rows == "target":
+        return f"read from Sweetspot's own scrapes{' or the gateway' if row.inputs else ''}, not the engine's series"
+    if row.compute in _WHY_KIND:
+        return _WHY_KIND[row.compute]
+    unread = [key for key in row.inputs if key != "covered_ms" and not _SPECS[key].names]
+    if unread:
+        return f"{', '.join(unread)}: read by Sweetspot from an info metric's labels, which PromQL cannot sum"
+    return None
+
+
 def figure_expr(figure: str, window_s: float, options: Options) -> str:
-    """The PromQL of one figure over a window, per target; raises :class:`Unsupported`."""
+    """The PromQL of one figure over a window, per target, from its row of the figures table (its
+    kind, its catalogue inputs, how several models combine); raises :class:`Unsupported`."""
+    reason = why_not(figure)
+    if reason is not None:
+        raise Unsupported(f"needs {figure}: {reason}")
+    row = BY_NAME[figure]
     by, window = options.target_label, format_duration(window_s)
-    if figure == "preemptions":  # a count in the window, as the facade gives it
-        return f"sum by ({by}) ({_over('increase', _SPECS['preemptions'], options, window)})"
-    if figure in _RATES:
-        return f"sum by ({by}) ({_over('rate', _RATES[figure], options, window)})"
-    if figure in _QUANTILES:
-        q, spec = _QUANTILES[figure]
-        return f"histogram_quantile({q:g}, sum by ({by}, le) ({_over('rate', spec, options, window, '_bucket')}))"
-    if figure in _GAUGES:
-        key, function, agg = _GAUGES[figure]
-        return f"{agg} by ({by}) ({_over(function, _SPECS[key], options, window)})"
-    raise Unsupported(f"needs {figure}: {WHY_NOT.get(figure, 'not a series of the engine')}")
+    spec = _SPECS[row.inputs[0]]
+    if row.compute == "quantile":
+        return f"histogram_quantile({row.quantile:g}, sum by ({by}, le) ({_over('rate', spec, options, window, '_bucket')}))"
+    if row.compute in ("rate", "count"):  # a histogram's rate is its count's (engine steps)
+        function, suffix = ("rate" if row.compute == "rate" else "increase"), ("_count" if spec.kind == "histogram" else "")
+        return f"sum by ({by}) ({_over(function, spec, options, window, suffix)})"
+    if row.compute in ("gauge_avg", "gauge_max"):
+        function = "avg_over_time" if row.compute == "gauge_avg" else "max_over_time"
+        return f"{row.across} by ({by}) ({_over(function, spec, options, window)})"
+    return _ratio(row, options, by, window)
+
+
+def _ratio(row: Figure, options: Options, by: str, window: str) -> str:
+    """One counter's increase ÷ another's; where the counters are absent, the engine's own gauge of
+    the ratio averaged over the window (``fallback``: SGLang's hit rate)."""
+    top, bottom = (f"sum by ({by}) ({_over('rate', _SPECS[key], options, window)})" for key in row.inputs)
+    expr = f"({top} / {bottom})"
+    if row.fallback and _SPECS[row.fallback].names:
+        expr += f" or avg by ({by}) ({_over('avg_over_time', _SPECS[row.fallback], options, window)})"
+    return expr
 
 
 # -- rules ------------------------------------------------------------------------------------------

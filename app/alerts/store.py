@@ -129,12 +129,3 @@ def board(engine: Engine, now: float, mute_windows: Sequence[MuteWindowSettings]
         silences = active_silences(conn, now)
         alerts = [(s, silenced_by(s, now, silences, mute_windows)) for s in current(conn)]
         return Board(alerts, history(conn, now - since_s), list_silences(conn, now), now - since_s, now)
-
-
-def live_since(engine: Engine, target: str) -> dict[str, float]:
-    """For the Overview's live banner: since when each firing (else pending) alert of ``target`` holds."""
-    return {
-        s.rule: float(s.firing_since if s.state == FIRING else s.pending_since)  # type: ignore[arg-type]
-        for s in current(engine, target)
-        if (s.firing_since if s.state == FIRING else s.pending_since) is not None
-    }

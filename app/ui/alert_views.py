@@ -12,9 +12,9 @@ import pandas as pd
 
 from app.alerts.links import overview_query, since
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
-from app.alerts.store import live_since
 from app.formatting import ago, clock
 from app.ui.time_range import RANGES
+from db.queries import Reader
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
 
@@ -66,7 +66,7 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
     )
 
 
-def banner_since(engine: object, target: str | None) -> dict[str, float]:
+def banner_since(reader: Reader, target: str | None) -> dict[str, float]:
     """Since when each of the target's alerts fires (or waits): the Overview's live banner says the
-    same as the Alerts page, from the evaluator's stored states."""
-    return live_since(engine, target) if target else {}  # type: ignore[arg-type]
+    same as the Alerts page, from the evaluator's stored states (through the query facade)."""
+    return reader.live_since(target) if target else {}

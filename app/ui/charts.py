@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,9 +249,11 @@ def latency_scale(values: Iterable[float | None], slo_s: float) -> tuple[alt.Sca
     return alt.Scale(type="log", domain=[low * 0.9, top * 1.1], nice=False), " · log scale"
 
 
+TTFT_LINES = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
+
+
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
-    fields = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
-    data = long_rows(points, fields, frame.step_s)
+    data = long_rows(points, TTFT_LINES, frame.step_s)
     scale, note = latency_scale(data["value"], slo_s)
     if note:  # no zero on a log axis (a 0 s quantile is a step without requests)
         data.loc[data["value"] <= 0, "value"] = math.nan
@@ -270,10 +272,13 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     )
 
 
+THROUGHPUT_LINES = {"tokens_per_s": "output tok/s"}
+
+
 def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None) -> AnyChart:
     """Output tok/s against the report's ceiling line. The line bounds decode steps/s (one token per
     running request each step), so aggregate tok/s passes it as soon as batching works (DOMAIN.md §1)."""
-    lines = _lines(long_rows(points, {"tokens_per_s": "output tok/s"}, frame.step_s), frame, "tok/s")
+    lines = _lines(long_rows(points, THROUGHPUT_LINES, frame.step_s), frame, "tok/s")
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling line: no ceiling inputs")
     chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
@@ -282,10 +287,13 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
+MBU_LINES = {"mbu": "MBU"}
+
+
 def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None, source: str = "") -> AnyChart:
     """MBU per step (%), with a user rule's ``min_mbu`` line where one is given (no default rule has an MBU
     floor: docs/alerts.md); the title names the source (or why none)."""
-    data = long_rows(points, {"mbu": "MBU"}, frame.step_s, 100)
+    data = long_rows(points, MBU_LINES, frame.step_s, 100)
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
@@ -298,10 +306,13 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), f"{title} · red dashes: min_mbu {min_mbu * 100:.0f} %")
 
 
+PREEMPTION_LINES = {"preemptions_per_s": "preemptions"}
+
+
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     # per second over the time the step's scrapes cover, not its count ÷ the step: the step after
     # a gap in collection holds the whole gap's preemptions
-    data = long_rows(points, {"preemptions_per_s": "preemptions"}, frame.step_s, scale=60.0)
+    data = long_rows(points, PREEMPTION_LINES, frame.step_s, scale=60.0)
     # Only steps with preemptions: a zero bar draws nothing, and most steps have none (a tenth of the
     # Overview's rows at 30 days, each decoded and laid out by the browser for no pixel).
     bars = (
@@ -322,10 +333,12 @@ def axis_top(values: Iterable[float], floor: float) -> float:
     return max([floor, *seen])
 
 
+CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
+
+
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int | None, source: str = "") -> AnyChart:
     """Running, waiting and the gateway queue, with the sweet spot (``source``: where it came from) when known."""
-    fields = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
-    lines = _lines(long_rows(points, fields, frame.step_s), frame, "requests")
+    lines = _lines(long_rows(points, CONCURRENCY_LINES, frame.step_s), frame, "requests")
     title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests)"
     if sweet_spot is None:
         return _panel(lines, f"{title} · sweet spot unknown")
@@ -333,8 +346,11 @@ def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: i
                   + (f" ({source})" if source else ""))
 
 
+KV_LINES = {"kv_cache_usage_max": "KV usage"}
+
+
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
-    lines = _lines(long_rows(points, {"kv_cache_usage_max": "KV usage"}, frame.step_s, 100), frame, "%")
+    lines = _lines(long_rows(points, KV_LINES, frame.step_s, 100), frame, "%")
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
     chart = _layer(
         lines,
@@ -353,19 +369,15 @@ def overview_chart(
     sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "", spot_source: str = "",
     epochs: Sequence[ConfigEpoch] = (),
 ) -> alt.VConcatChart:  # fmt: skip
-    """The Overview's eight panels on one time axis; TTFT and the finished requests may have a coarser
-    step (``ttft_frame``: at least a minute, a count per 5 s is zero or one request). ``mbu_source``:
-    the window's MBU source, or why it has none. ``epochs``: marked on every panel (:func:`with_epochs`)."""
-    return stack_marked(epochs, frame,
-        ttft_chart(ttft, ttft_frame, sweetspot.ttft_p95_slo_s),
-        throughput_chart(points, frame, ceiling),
-        mbu_chart(points, frame, None, mbu_source),
-        preemption_chart(points, frame),
-        concurrency_chart(points, frame, sweetspot.concurrency, spot_source),
-        kv_chart(points, frame, sweetspot.kv_warning, sweetspot.kv_critical),
-        prefix_cache_chart(points, frame),
-        outcomes_chart(ttft, ttft_frame),
-    )
+    """The Overview's eight panels (:data:`OVERVIEW`, drawn from :data:`PANELS`) on one time axis;
+    TTFT and the finished requests may have a coarser step (``ttft_frame``: at least a minute, a
+    count per 5 s is zero or one request). ``mbu_source``: the window's MBU source, or why it has none;
+    ``spot_source``: where the sweet spot came from. ``epochs``: marked on every panel (:func:`with_epochs`)."""
+    against = Against(sweetspot, ceiling, mbu_source, spot_source)
+    coarse = {"ttft", "outcomes"}
+    return stack_marked(epochs, frame, *(
+        PANELS[name].draw(*((ttft, ttft_frame) if name in coarse else (points, frame)), against) for name in OVERVIEW
+    ))  # fmt: skip
 
 
 def stack_marked(epochs: Sequence[ConfigEpoch], frame: Frame, *panels: AnyChart) -> alt.VConcatChart:
@@ -391,14 +403,68 @@ def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     return _panel(lines, title)
 
 
+PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"}
+
+
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
-    lines = _lines(long_rows(points, {"prefix_cache_hit_rate": "hit rate"}, frame.step_s, 100), frame, "%")
+    lines = _lines(long_rows(points, PREFIX_CACHE_LINES, frame.step_s, 100), frame, "%")
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
     what = "prompt tokens found in the cache ÷ looked up"
     if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel says why (one line: a longer
         what = "no data, the engine exposes no prefix-cache counters"  # title widens the chart past its canvas)
     title = f"Prefix-cache hit rate per {_step(frame)} (%): {what}"
     return _panel(lines, title)
+
+
+@dataclass(frozen=True)
+class Against:
+    """What panels draw their lines against: the target's sweet spot (its thresholds), the report's
+    ceiling, and the window's MBU source (or why it has none)."""
+
+    sweetspot: SweetSpotSettings
+    ceiling: CeilingInfo | None = None
+    mbu_source: str = ""
+    spot_source: str = ""  # where the sweet spot came from (app/sweet_spot.py)
+    for_alert: bool = False  # an alert's e-mail: a user's MBU rule draws its floor (no default rule has one)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A time panel said once: the SeriesPoint fields it draws with their legend names (``lines``),
+    the threshold its red line draws (``threshold``: a SweetSpotSettings field, which an alert's own
+    threshold replaces in its e-mail; "" for none or several), whether it draws the report's ceiling,
+    and ``draw`` (its title, scales and lines). The Overview (:func:`overview_chart`) and the alert
+    e-mail (app/notify/images.py) both draw from :data:`PANELS`."""
+
+    lines: Mapping[str, str]
+    draw: Callable[[Sequence[SeriesPoint], Frame, Against], AnyChart]
+    threshold: str = ""
+    ceiling: bool = False
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The SeriesPoint fields to read for this panel."""
+        return tuple(self.lines)
+
+
+PANELS: dict[str, Panel] = {
+    "ttft": Panel(TTFT_LINES, lambda p, f, a: ttft_chart(p, f, a.sweetspot.ttft_p95_slo_s), threshold="ttft_p95_slo_s"),
+    "throughput": Panel(THROUGHPUT_LINES, lambda p, f, a: throughput_chart(p, f, a.ceiling), ceiling=True),
+    "mbu": Panel(MBU_LINES, lambda p, f, a: mbu_chart(p, f, a.sweetspot.min_mbu if a.for_alert else None,
+                                                         a.mbu_source), threshold="min_mbu"),
+    "preemptions": Panel(PREEMPTION_LINES, lambda p, f, a: preemption_chart(p, f)),
+    "concurrency": Panel(CONCURRENCY_LINES, lambda p, f, a: concurrency_chart(p, f, a.sweetspot.concurrency, a.spot_source),
+                         threshold="concurrency"),
+    "kv_cache": Panel(KV_LINES, lambda p, f, a: kv_chart(p, f, a.sweetspot.kv_warning, a.sweetspot.kv_critical)),
+    "prefix_cache": Panel(PREFIX_CACHE_LINES, lambda p, f, a: prefix_cache_chart(p, f)),
+    "outcomes": Panel(OUTCOMES, lambda p, f, a: outcomes_chart(p, f)),
+}  # fmt: skip
+OVERVIEW = ("ttft", "throughput", "mbu", "preemptions", "concurrency", "kv_cache", "prefix_cache", "outcomes")
+
+
+def panel_fields(*names: str) -> tuple[str, ...]:
+    """The SeriesPoint fields the panels ``names`` draw, each once, in order."""
+    return tuple(dict.fromkeys(f for name in names for f in PANELS[name].fields))
 
 
 def _step(frame: Frame) -> str:

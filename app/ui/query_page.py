@@ -33,6 +33,11 @@ class Outcome:
     error: str = ""
 
 
+def warm(db_url: str) -> None:
+    """The query workers started while the page draws, so its first Run finds one warm."""
+    query_runner.warm(db_url)
+
+
 def params_in(sql: str) -> list[str]:
     """The ``:name`` parameters a query text binds, in order of appearance."""
     return list(dict.fromkeys(PARAM.findall(sql)))

@@ -13,7 +13,7 @@ from core.text import markdown
 
 QUEUE = ("queue_depth_max",)
 # Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
-TTFT = ("ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "queue_time_p95_s", *charts.OUTCOMES)
+TTFT = charts.panel_fields("ttft", "outcomes")
 OTHERS = ("tokens_per_s", "mbu", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
           "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
 
@@ -36,7 +36,7 @@ def live() -> None:
     history = ctx.verdicts(span)  # the minutes as the alert evaluator judged them: since when each clause holds
     since = {c.name: broken_since(c.name, history, view.window_s) for c in verdict.clauses}
     if view.live:  # the live banner's "since" comes from the evaluator's stored states, as on the Alerts page
-        since.update(guard("the alerts", alert_views.banner_since, ctx.reader.engine, view.target))
+        since.update(guard("the alerts", alert_views.banner_since, ctx.reader, view.target))
     # The first step of the range is the earliest the series can see: a spell starting there is older.
     first = points[0].ts if points else span.start
     over = time_range.over_text(span, view.window_s)

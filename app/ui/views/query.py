@@ -7,6 +7,7 @@ import streamlit as st
 from app.ui import page, query_page
 
 ctx = page.context()
+query_page.warm(ctx.settings.db_url)
 st.header("Query")
 st.caption("One read-only SELECT over the views below; results are capped and time-limited. The URL carries the query.")
 
