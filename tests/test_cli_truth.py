@@ -8,10 +8,12 @@ import pytest
 from tests.test_cli import app
 
 NO_URL = '[[targets]]\nname = "prod"\n'
-BAD_URL = '[[targets]]\nname = "prod"\nvllm_url = "not a url"\n'
+BAD_URL = '[[targets]]\nname = "prod"\nvllm_url = "notaurl"\n'
+SPACED_URL = '[[targets]]\nname = "prod"\nvllm_url = "not a url"\n'
 
 
-@pytest.mark.parametrize("text, key", [(NO_URL, "required"), (BAD_URL, "'not a url' is not an http:// or https:// URL")])
+@pytest.mark.parametrize("text, key", [(NO_URL, "required"), (BAD_URL, "'notaurl' is not an http:// or https:// URL"),
+                                       (SPACED_URL, "'not a url' holds a space")])
 @pytest.mark.parametrize("command", [("config",), ("run", "--no-ui")])
 def test_a_target_without_a_usable_vllm_url_fails_naming_the_key(tmp_path, text, key, command):
     path = tmp_path / "sweetspot.toml"
