@@ -423,6 +423,16 @@ def _verdicts(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _stale_after(conn: Connection) -> None:
+    # targets.stale_after_s: how long after its last scrape a target reads stale (the collector writes
+    # 2 × interval + scrape timeout); verdicts.thresholds: the thresholds each minute was judged by, so
+    # every page shows the judgement with the settings the evaluator used. A fresh database has both.
+    if "stale_after_s" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN stale_after_s FLOAT"))
+    if "thresholds" not in _columns(conn, "verdicts"):
+        conn.execute(text("ALTER TABLE verdicts ADD COLUMN thresholds TEXT"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -444,6 +454,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
+    ("0023_stale_after", _stale_after),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -20,7 +20,7 @@ from collectors.catalogue import FINISHED_BY_REASON, sleep_state
 from db import aggregate, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
-from db.results import CeilingInfo, GpuFigures, WindowFigures
+from db.results import CeilingInfo, GpuFigures, WindowFigures, stale_age
 from db.schema import COUNTERS, GAUGES, HISTOGRAMS
 from db.sources import RAW
 from db.thresholds import stored_ttft_slo
@@ -347,10 +347,11 @@ _WINDOW_FIELDS = record_fields(WindowFigures)
 def window_from(
     target: str, model: str | None, end: float, window_s: float, lo: int,
     f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
-    engine: str | None = None, sleep: str | None = None,
+    engine: str | None = None, sleep: str | None = None, stale_after_s: float | None = None,
 ) -> WindowFigures:  # fmt: skip
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
-    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
+    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once).
+    ``stale_after_s``: past it, the last scrape is too old at ``end`` and the target reads down (stale)."""
     # a window gives the preemptions' count, not their rate, and scrapes rather than a share of them
     point: dict[str, Any] = {k: v[0] for k, v in columns(f).items() if k in _WINDOW_FIELDS}
     rejections = point["admission_rejections_per_s"]
@@ -359,6 +360,7 @@ def window_from(
     peak = mbu_figures.peak_gbps(ceiling, gpus)
     share = mbu_figures.gpu_share_pct(gpus)
     mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.measured_source(gpus))
+    stale = stale_age(None if last is None else float(last.ts), end, stale_after_s)
     return WindowFigures(
         target=target,
         model=model,
@@ -372,7 +374,8 @@ def window_from(
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
-        up=_window_up(last, lo, f),
+        up=False if stale is not None else _window_up(last, lo, f),
+        stale_s=stale,
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.formatting import clock, mbu_source_text
+from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -107,6 +108,9 @@ def no_data_reason(f: WindowFigures) -> str:
     """Why the window cannot be judged, or "" when it can."""
     if f.up is None and f.last_scrape_at is None:
         return "the target has never been scraped (is the collector running? python -m app run)"
+    if f.stale_s is not None:
+        return (f"stale: not scraped for {format_duration(round(f.stale_s))} (last scrape at {clock(f.last_scrape_at)}); "
+                "is the collector running, and can it reach the target?")
     if f.up is False:
         error = f" ({f.last_error})" if f.last_error else ""
         return f"the target is down: the last scrape failed{error}"

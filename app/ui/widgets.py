@@ -327,6 +327,8 @@ def engine_text(info: TargetInfo) -> str:
 
 
 def health_text(info: TargetInfo, now: float) -> str:
+    if info.stale_age(now) is not None:  # nobody has read it for two intervals and a timeout
+        return f":red[**stale**] · last scrape {clock(info.last_scrape_at)} ({ago(info.last_scrape_at, now)}): not scraped since"
     state = {True: ":green[**up**]", False: ":red[**down**]", None: ":gray[**never scraped**]"}[info.up]
     return f"{state} · last scrape {clock(info.last_scrape_at)} ({ago(info.last_scrape_at, now)})"
 
