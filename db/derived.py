@@ -8,6 +8,8 @@ and returns the figure's, or None where its inputs were not read. NaN is "no dat
 - ``mean_context_tokens`` = mean prompt + half the mean output of the requests finished in the step
   (``vllm:request_prompt_tokens`` / ``request_generation_tokens`` sum ÷ count): the step model's context.
 - ``decode_tok_s_per_request`` = tokens_per_s ÷ running_avg.
+- ``gateway_wait_s`` = average gateway queue ÷ requests entering the engine per second (Little's law),
+  ``client_ttft_p95_s`` = the engine's TTFT P95 + that wait.
 - ``spec_decode_mean_acceptance_length`` = 1 + accepted ÷ drafts (ENGINES.md); the acceptance rate
   (accepted ÷ draft tokens) is a ratio row.
 """
@@ -40,6 +42,40 @@ def decode_tok_s_per_request(f: dict[str, np.ndarray]) -> np.ndarray | None:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(running > 0, tok / np.where(running > 0, running, 1.0), np.nan)
+
+
+def gateway_wait_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Little's law: the gateway queue's average ÷ the rate requests enter the engine (its TTFT count's
+    rate, else finished requests' where vLLM has no TTFT histogram). An empty queue waits 0; a queue
+    while nobody entered (rate 0 or unknown) is NaN: the wait is unknown, never a division by zero.
+    NaN too where no gateway queue was read (no gateway)."""
+    queue = f.get("queue_depth_avg")
+    if queue is None:
+        return None
+    rate = admission_rate(f)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(queue == 0, 0.0, np.where(rate > 0, queue / np.where(rate > 0, rate, 1.0), np.nan))
+
+
+def admission_rate(f: dict[str, np.ndarray]) -> np.ndarray:
+    """Requests entering the engine per second: TTFT observations' rate, else finished requests'."""
+    started, finished = f.get("requests_started_per_s"), f.get("requests_per_s")
+    if started is None:
+        return finished if finished is not None else np.full(len(f["scrapes"]), np.nan)
+    return started if finished is None else np.where(np.isnan(started), finished, started)
+
+
+def client_ttft_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The engine's TTFT P95 + the gateway wait: what a client behind the gateway waits for its first
+    token (the wait taken as the same for every request: a queue drained in order). Where no gateway
+    queue was read, the engine's own; where the wait is unknown, NaN."""
+    ttft = f.get("ttft_p95_s")
+    if ttft is None:
+        return None
+    queue, wait = f.get("queue_depth_avg"), f.get("gateway_wait_s")
+    if queue is None or wait is None:
+        return ttft
+    return np.where(np.isnan(queue), ttft, ttft + wait)
 
 
 def _mean(f: dict[str, np.ndarray], histogram: str) -> np.ndarray | None:

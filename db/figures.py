@@ -164,6 +164,20 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("lora_waiting_adapters_max", "gauge_max", ("lora_waiting_adapters",), "max", "adapters"),
     Figure("spec_decode_mean_acceptance_length", "derived", ("spec_decode_accepted_tokens", "spec_decode_drafts"),
            unit="tokens per draft", hint=_SPEC, fn=derived.mean_acceptance_length),
+    # the latency clients see behind a gateway (issue 28): its wait by Little's law, added to the engine's
+    Figure("queue_depth_avg", "gauge_avg", ("queue_depth",), rows="target", unit="requests",
+           help="gateway queue depth, average"),
+    Figure("requests_started_per_s", "rate", ("ttft", "covered_ms"), unit="req/s",
+           help="requests entering the engine per second (the rate of its TTFT count: each got a first token)"),
+    Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",
+           help="the wait in the gateway's queue (s), by Little's law: average queue ÷ requests entering the engine "
+           "per second (an estimate; none where nobody was admitted)", fn=derived.gateway_wait_s),
+    Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 as clients see it",
+           help="TTFT P95 as clients see it (s): gateway wait + the engine's TTFT P95 (the engine's where no gateway)",
+           fn=derived.client_ttft_p95_s),
+    Figure("client_ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0,
+           label="TTFT SLO attainment as clients see it",
+           help="share of requests whose gateway wait + engine TTFT was within ttft_p95_slo_s (0–1)"),
     # a series step's share of successful scrapes (a window has scrapes and failed_scrapes)
     Figure("up_ratio", "ratio", ("up_scrapes", "scrapes"), rows="target"),
 )  # fmt: skip

@@ -117,6 +117,14 @@ class EngineFigures:
     decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ running_avg
     # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
     mbu: float | None = None
+    # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
+    # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
+    # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
+    queue_depth_avg: float | None = None
+    requests_started_per_s: float | None = None
+    gateway_wait_s: float | None = None
+    client_ttft_p95_s: float | None = None
+    client_ttft_slo_attainment: float | None = None  # 0–1
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,8 @@ class WindowFigures(EngineFigures):
     # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
     # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale
     stale_s: float | None = None
+    # where gateway_wait_s comes from ("estimate: Little's law ..."), or why it is unknown; None: no gateway
+    gateway_wait_source: str | None = None
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
         """The TTFT P95's bucket (lower, upper] when the SLO lies strictly inside it: the buckets

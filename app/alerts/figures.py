@@ -53,7 +53,8 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         queue_now=None if growth is None else growth[1],
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
-        quantile_buckets=dict(f.quantile_buckets),  # where each quantile lies in the engine's buckets (summaries)
+        ttft_wait_note=wait_note(f),
+        quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )
@@ -61,6 +62,27 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
     names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f))
     names.update(dataclasses.asdict(sweetspot))
     return names
+
+
+def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
+    """Each quantile's engine bucket; the client-seen TTFT P95's too where it is the engine's (no wait)."""
+    out = dict(f.quantile_buckets)
+    if "ttft_p95_s" in out and f.client_ttft_p95_s == f.ttft_p95_s:
+        out["client_ttft_p95_s"] = out["ttft_p95_s"]
+    return out
+
+
+def wait_note(f: WindowFigures) -> str:
+    """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s
+    (estimate) + the engine's 3.02 s``; the unknown wait said so; "" without a gateway or a wait."""
+    if f.gateway_wait_source is None:
+        return ""
+    if f.gateway_wait_s is None:
+        return "gateway wait unknown: requests waited in the gateway while none entered the engine"
+    if f.gateway_wait_s == 0 or f.ttft_p95_s is None:
+        return ""
+    sep = "; " if f.ttft_p95_in_inf_bucket else ""
+    return f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s (estimate, Little's law) + the engine's {f.ttft_p95_s:.3g} s"
 
 
 def _mbu_missing(f: WindowFigures) -> str:
