@@ -7,7 +7,8 @@ and returns the figure's, or None where its inputs were not read. NaN is "no dat
   (NVML GPM / DCGM) and the peak it tells whether the ceiling's assumption holds.
 - ``mean_context_tokens`` = mean prompt + half the mean output of the requests finished in the step
   (``vllm:request_prompt_tokens`` / ``request_generation_tokens`` sum ÷ count): the step model's context.
-- ``decode_tok_s_per_request`` = tokens_per_s ÷ running_avg.
+- ``decode_tok_s_per_request`` = tokens_per_s ÷ max(running_avg, tokens_per_s ÷ steps_per_s): never above
+  steps/s (an idle share of the window lowers the running average, not the requests in each step).
 - ``gateway_wait_s`` = average gateway queue ÷ requests entering the engine per second (Little's law),
   ``client_ttft_p95_s`` = the engine's TTFT P95 + that wait.
 - ``spec_decode_mean_acceptance_length`` = 1 + accepted ÷ drafts (ENGINES.md); the acceptance rate
@@ -36,11 +37,22 @@ def mean_context_tokens(f: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def decode_tok_s_per_request(f: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Output tok/s ÷ running requests (average): each request's decode speed."""
+    """Output tok/s ÷ the requests running while the engine stepped: each request's decode speed.
+
+    The running gauge is a time average, which counts the seconds the engine idled between requests
+    as 0 running, though no step (and no token) happened in them: tok/s ÷ running_avg then reads
+    above steps/s by the idle share (112 vs 93 tok/s on a real vLLM, issue 28), which no request can
+    decode at (one token per step at most). Each step ran at least its tokens' worth of requests, tok/s
+    ÷ steps/s, so the divisor is the larger of that and running_avg; without a step count (SGLang),
+    running_avg."""
     tok, running = f.get("tokens_per_s"), f.get("requests_running_avg")
     if tok is None or running is None:
         return None
+    steps = f.get("steps_per_s")
     with np.errstate(invalid="ignore", divide="ignore"):
+        if steps is not None:
+            per_step = np.where(steps > 0, tok / np.where(steps > 0, steps, 1.0), np.nan)
+            running = np.where(np.isnan(per_step), running, np.fmax(running, per_step))
         return np.where(running > 0, tok / np.where(running > 0, running, 1.0), np.nan)
 
 

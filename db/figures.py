@@ -92,8 +92,10 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("steps_per_s", "rate", ("iteration_tokens", "covered_ms"), unit="steps/s", label="engine steps",
            help="engine steps (decode steps) per second: rate of vllm:iteration_tokens_total_count",
            hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count"),
-    Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running"),
-           unit="tok/s", label="decode tok/s per request", help="tokens_per_s ÷ running_avg: each request's decode speed",
+    Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running", "iteration_tokens"),
+           unit="tok/s", label="decode tok/s per request",
+           help="tokens_per_s ÷ the requests running while the engine stepped (running_avg, at least tokens per step): "
+           "each request's decode speed, never above steps_per_s",
            fn=derived.decode_tok_s_per_request),
     Figure("mean_context_tokens", "derived", ("request_prompt_tokens", "request_generation_tokens"), unit="tokens",
            label="mean context", help="mean prompt + half the mean output of finished requests (tokens)",

@@ -114,7 +114,7 @@ class EngineFigures:
     # the decode step model's inputs and MBU (core/mbu.py, docs/ceiling.md)
     steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
     mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
-    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ running_avg
+    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ max(running_avg, tokens per step)
     # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
     mbu: float | None = None
     # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
