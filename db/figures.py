@@ -174,11 +174,11 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",
            help="the wait in the gateway's queue (s), by Little's law: average queue ÷ requests entering the engine "
            "per second (an estimate; none where nobody was admitted)", fn=derived.gateway_wait_s),
-    Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 as clients see it",
+    Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 (clients)",
            help="TTFT P95 as clients see it (s): gateway wait + the engine's TTFT P95 (the engine's where no gateway)",
            fn=derived.client_ttft_p95_s),
     Figure("client_ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0,
-           label="TTFT SLO attainment as clients see it",
+           label="SLO attainment (clients)",
            help="share of requests whose gateway wait + engine TTFT was within ttft_p95_slo_s (0–1)"),
     # a series step's share of successful scrapes (a window has scrapes and failed_scrapes)
     Figure("up_ratio", "ratio", ("up_scrapes", "scrapes"), rows="target"),
