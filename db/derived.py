@@ -10,7 +10,7 @@ and returns the figure's, or None where its inputs were not read. NaN is "no dat
 - ``decode_tok_s_per_request`` = tokens_per_s ÷ max(running_avg, tokens_per_s ÷ steps_per_s): never above
   steps/s (an idle share of the window lowers the running average, not the requests in each step).
 - ``gateway_wait_s`` = average gateway queue ÷ requests entering the engine per second (Little's law),
-  ``client_ttft_p95_s`` = the engine's TTFT P95 + that wait.
+  ``client_ttft_p95_s`` = max(the engine's TTFT P95, its median + the wait's P95).
 - ``spec_decode_mean_acceptance_length`` = 1 + accepted ÷ drafts (ENGINES.md); the acceptance rate
   (accepted ÷ draft tokens) is a ratio row.
 """
@@ -77,17 +77,34 @@ def admission_rate(f: dict[str, np.ndarray]) -> np.ndarray:
     return started if finished is None else np.where(np.isnan(started), finished, started)
 
 
+Z95 = 1.6449  # the standard normal's 95th percentile
+
+
+def wait_p95_s(queue: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """The 95th percentile of the gateway wait: a request that finds ``queue`` waiting is admitted after
+    as many departures, at ``rate`` a second; their time is Gamma(queue, rate) where departures come
+    as a Poisson stream (mean queue ÷ rate: Little's law), its P95 by Wilson and Hilferty's cube-root
+    approximation. 0 for an empty queue, NaN where the rate is 0 or unknown."""
+    k = np.where(queue > 0, queue, 1.0)
+    gamma_p95 = k * (1.0 - 1.0 / (9.0 * k) + Z95 / (3.0 * np.sqrt(k))) ** 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(queue == 0, 0.0, np.where(rate > 0, gamma_p95 / np.where(rate > 0, rate, 1.0), np.nan))
+
+
 def client_ttft_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
-    """The engine's TTFT P95 + the gateway wait: what a client behind the gateway waits for its first
-    token (the wait taken as the same for every request: a queue drained in order). Where no gateway
-    queue was read, the engine's own; where the wait is unknown, NaN."""
-    ttft = f.get("ttft_p95_s")
+    """What a client behind the gateway waits for its first token, at the 95th percentile: the larger
+    of the engine's TTFT P95 and its median + the wait's P95 (:func:`wait_p95_s`; the usual bound on a
+    sum's quantile where one term dominates: an empty queue gives the engine's P95, a long one the
+    wait's). Where no gateway queue was read, the engine's own; where the wait is unknown, NaN."""
+    ttft, median = f.get("ttft_p95_s"), f.get("ttft_p50_s")
     if ttft is None:
         return None
     queue, wait = f.get("queue_depth_avg"), f.get("gateway_wait_s")
     if queue is None or wait is None:
         return ttft
-    return np.where(np.isnan(queue), ttft, ttft + wait)
+    waited = wait_p95_s(queue, admission_rate(f))
+    both = np.fmax(ttft, (median if median is not None else ttft) + waited)
+    return np.where(np.isnan(queue), ttft, np.where(np.isnan(wait), np.nan, both))
 
 
 def _mean(f: dict[str, np.ndarray], histogram: str) -> np.ndarray | None:

@@ -175,7 +175,8 @@ _PRESENTED: tuple[Figure, ...] = (
            help="the wait in the gateway's queue (s), by Little's law: average queue ÷ requests entering the engine "
            "per second (an estimate; none where nobody was admitted)", fn=derived.gateway_wait_s),
     Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 (clients)",
-           help="TTFT P95 as clients see it (s): gateway wait + the engine's TTFT P95 (the engine's where no gateway)",
+           help="TTFT P95 as clients see it (s): max(the engine's TTFT P95, its median + the gateway wait's P95) "
+           "(the engine's where no gateway)",
            fn=derived.client_ttft_p95_s),
     Figure("client_ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0,
            label="SLO attainment (clients)",

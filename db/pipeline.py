@@ -49,7 +49,8 @@ _FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
 # the client-seen figures need the gateway queue (the target's rows), the admission rate and the engine's own
 _GATEWAY_NEEDS = {
     "gateway_wait_s": ("queue_depth_avg", "requests_started_per_s", "requests_per_s"),
-    "client_ttft_p95_s": ("ttft_p95_s", "gateway_wait_s", "queue_depth_avg", "requests_started_per_s", "requests_per_s"),
+    "client_ttft_p95_s": ("ttft_p95_s", "ttft_p50_s", "gateway_wait_s", "queue_depth_avg", "requests_started_per_s",
+                          "requests_per_s"),
     "client_ttft_slo_attainment": ("ttft_slo_attainment", "gateway_wait_s", "queue_depth_avg",
                                    "requests_started_per_s", "requests_per_s"),
 }

@@ -73,8 +73,9 @@ def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
 
 
 def wait_note(f: WindowFigures) -> str:
-    """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s
-    (estimate) + the engine's 3.02 s``; the unknown wait said so; "" without a gateway or a wait."""
+    """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s on
+    average (estimate, Little's law) on top of the engine's 3.02 s``; the unknown wait said so; "" without
+    a gateway or a wait."""
     if f.gateway_wait_source is None:
         return ""
     if f.gateway_wait_s is None:
@@ -82,7 +83,8 @@ def wait_note(f: WindowFigures) -> str:
     if f.gateway_wait_s == 0 or f.ttft_p95_s is None:
         return ""
     sep = "; " if f.ttft_p95_in_inf_bucket else ""
-    return f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s (estimate, Little's law) + the engine's {f.ttft_p95_s:.3g} s"
+    return (f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s on average (estimate, Little's law) "
+            f"on top of the engine's {f.ttft_p95_s:.3g} s")
 
 
 def _mbu_missing(f: WindowFigures) -> str:
