@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundReader, describe_round
-from core.settings import Settings, SweetSpotSettings, effective_sweetspot, is_reference, require_scrape_tokens
+from core.settings import (
+    Settings,
+    SweetSpotSettings,
+    effective_sweetspot,
+    is_reference,
+    require_scrape_tokens,
+    stale_after,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -67,7 +74,7 @@ class CollectionService:
         self.engine = open_engine(settings.db_url)
         self.writer = Writer(self.engine)
         for target in settings.targets:
-            self.writer.register_target(target)
+            self.writer.register_target(target, stale_after(settings))
         write_thresholds(self.engine, sweetspot_pairs(settings))
         self.rounds = RoundReader(settings, clock)
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and

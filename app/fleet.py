@@ -17,7 +17,7 @@ from urllib.parse import quote
 from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
 from app.formatting import MISSING
 from app.sweet_spot import SweetSpot, resolve
-from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate
+from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate, no_data_reason
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 from core.text import terminal, visible
@@ -78,7 +78,8 @@ def target_state(
     """The state of one target over the window (the Fleet's and ``status --all``'s one judge):
     ``rule_defs`` the target's rule set (app.alerts.rules.rule_set; None: the default rules)."""
     if figures.up is False:
-        return TargetState(DOWN, (figures.last_error or "the last scrape failed",), critical=True)
+        why = no_data_reason(figures) if figures.stale_s is not None else figures.last_error or "the last scrape failed"
+        return TargetState(DOWN, (why,), critical=True)
     verdict = evaluate(figures, sweetspot, recent, DEFAULT_RULES if rule_defs is None else rule_defs, spot)
     if verdict.state == NO_DATA:
         return TargetState(NO_DATA, (verdict.reason,), critical=True)

@@ -208,7 +208,9 @@ def request_speeds(points: Iterable[SeriesPoint]) -> list[RequestSpeed]:
     for p in points:
         if p.running_avg is None or p.running_avg < IDLE_RUNNING:
             continue
-        per_request = None if p.tokens_per_s is None else p.tokens_per_s / p.running_avg
+        # the figure's own: never above steps/s, where the step idled part of the time (db/derived.py)
+        per_request = p.decode_tok_s_per_request if p.decode_tok_s_per_request is not None or p.tokens_per_s is None \
+            else p.tokens_per_s / p.running_avg
         itl = None if not p.itl_p95_s else 1.0 / p.itl_p95_s
         if per_request is not None or itl is not None:
             out.append(RequestSpeed(p.ts, p.running_avg, per_request, itl))

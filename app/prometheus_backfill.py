@@ -50,6 +50,7 @@ class BackfillResult:
     start: float
     end: float
     resumed_from: float | None
+    names: tuple[str, ...] = ()  # the targets written (their history is judged next: app/alerts/replay.py)
 
 
 def progress_key(source: PrometheusSettings) -> str:
@@ -147,7 +148,7 @@ def backfill(
     finally:
         writer.close()
         client.close()
-    return BackfillResult(written, len(known), start, end, resumed)
+    return BackfillResult(written, len(known), start, end, resumed, tuple(sorted(known)))
 
 
 def _chunk_steps(client: PrometheusClient, selector: str, asked: str, start: float, end: float) -> int:

@@ -259,6 +259,12 @@ class SweetSpotOverrides:
     queue_growth_s: float | None = _setting(None, "this target's queue-growth span", kind="duration")
 
 
+def stale_after(settings: Settings) -> float:
+    """Seconds after its last scrape a target reads stale on every surface: two intervals and the
+    scrape timeout (a round that was due twice and its last GET's deadline), whatever stopped it."""
+    return 2 * settings.interval_s + settings.scrape_timeout_s
+
+
 def effective_sweetspot(settings: Settings, target_name: str) -> SweetSpotSettings:
     """A target's sweet-spot thresholds: the global ``[sweetspot]`` with the target's own keys on top.
 

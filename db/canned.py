@@ -54,7 +54,9 @@ CANNED: tuple[Canned, ...] = (
   CAST(SUM(CASE WHEN ok = 0 THEN 1 ELSE 0 END) AS DOUBLE PRECISION) / 60 AS hours_outside,
   CAST(SUM(CASE WHEN ok = 1 THEN 1 ELSE 0 END) AS DOUBLE PRECISION) / 60 AS hours_inside,
   CAST(SUM(CASE WHEN ok IS NULL THEN 1 ELSE 0 END) AS DOUBLE PRECISION) / 60 AS hours_unjudged,
-  24 - CAST(COUNT(*) AS DOUBLE PRECISION) / 60 AS hours_without_data
+  CAST((CASE WHEN day + {DAY} < :end THEN day + {DAY} ELSE :end END)
+        - (CASE WHEN day > :start THEN day ELSE :start END) AS DOUBLE PRECISION) / 3600
+    - CAST(COUNT(*) AS DOUBLE PRECISION) / 60 AS hours_without_data
 FROM (SELECT target, ts / {DAY} * {DAY} AS day, MIN(in_sweet_spot) AS ok
       FROM minutes WHERE {WINDOW} GROUP BY target, ts) m
 GROUP BY target, day ORDER BY target, day""",

@@ -7,7 +7,10 @@ and returns the figure's, or None where its inputs were not read. NaN is "no dat
   (NVML GPM / DCGM) and the peak it tells whether the ceiling's assumption holds.
 - ``mean_context_tokens`` = mean prompt + half the mean output of the requests finished in the step
   (``vllm:request_prompt_tokens`` / ``request_generation_tokens`` sum ÷ count): the step model's context.
-- ``decode_tok_s_per_request`` = tokens_per_s ÷ running_avg.
+- ``decode_tok_s_per_request`` = tokens_per_s ÷ max(running_avg, tokens_per_s ÷ steps_per_s): never above
+  steps/s (an idle share of the window lowers the running average, not the requests in each step).
+- ``gateway_wait_s`` = average gateway queue ÷ requests entering the engine per second (Little's law),
+  ``client_ttft_p95_s`` = max(the engine's TTFT P95, its median + the wait's P95).
 - ``spec_decode_mean_acceptance_length`` = 1 + accepted ÷ drafts (ENGINES.md); the acceptance rate
   (accepted ÷ draft tokens) is a ratio row.
 """
@@ -34,12 +37,74 @@ def mean_context_tokens(f: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def decode_tok_s_per_request(f: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Output tok/s ÷ running requests (average): each request's decode speed."""
+    """Output tok/s ÷ the requests running while the engine stepped: each request's decode speed.
+
+    The running gauge is a time average, which counts the seconds the engine idled between requests
+    as 0 running, though no step (and no token) happened in them: tok/s ÷ running_avg then reads
+    above steps/s by the idle share (112 vs 93 tok/s on a real vLLM, issue 28), which no request can
+    decode at (one token per step at most). Each step ran at least its tokens' worth of requests, tok/s
+    ÷ steps/s, so the divisor is the larger of that and running_avg; without a step count (SGLang),
+    running_avg."""
     tok, running = f.get("tokens_per_s"), f.get("requests_running_avg")
     if tok is None or running is None:
         return None
+    steps = f.get("steps_per_s")
     with np.errstate(invalid="ignore", divide="ignore"):
+        if steps is not None:
+            per_step = np.where(steps > 0, tok / np.where(steps > 0, steps, 1.0), np.nan)
+            running = np.where(np.isnan(per_step), running, np.fmax(running, per_step))
         return np.where(running > 0, tok / np.where(running > 0, running, 1.0), np.nan)
+
+
+def gateway_wait_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Little's law: the gateway queue's average ÷ the rate requests enter the engine (its TTFT count's
+    rate, else finished requests' where vLLM has no TTFT histogram). An empty queue waits 0; a queue
+    while nobody entered (rate 0 or unknown) is NaN: the wait is unknown, never a division by zero.
+    NaN too where no gateway queue was read (no gateway)."""
+    queue = f.get("queue_depth_avg")
+    if queue is None:
+        return None
+    rate = admission_rate(f)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(queue == 0, 0.0, np.where(rate > 0, queue / np.where(rate > 0, rate, 1.0), np.nan))
+
+
+def admission_rate(f: dict[str, np.ndarray]) -> np.ndarray:
+    """Requests entering the engine per second: TTFT observations' rate, else finished requests'."""
+    started, finished = f.get("requests_started_per_s"), f.get("requests_per_s")
+    if started is None:
+        return finished if finished is not None else np.full(len(f["scrapes"]), np.nan)
+    return started if finished is None else np.where(np.isnan(started), finished, started)
+
+
+Z95 = 1.6449  # the standard normal's 95th percentile
+
+
+def wait_p95_s(queue: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """The 95th percentile of the gateway wait: a request that finds ``queue`` waiting is admitted after
+    as many departures, at ``rate`` a second; their time is Gamma(queue, rate) where departures come
+    as a Poisson stream (mean queue ÷ rate: Little's law), its P95 by Wilson and Hilferty's cube-root
+    approximation. 0 for an empty queue, NaN where the rate is 0 or unknown."""
+    k = np.where(queue > 0, queue, 1.0)
+    gamma_p95 = k * (1.0 - 1.0 / (9.0 * k) + Z95 / (3.0 * np.sqrt(k))) ** 3
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(queue == 0, 0.0, np.where(rate > 0, gamma_p95 / np.where(rate > 0, rate, 1.0), np.nan))
+
+
+def client_ttft_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """What a client behind the gateway waits for its first token, at the 95th percentile: the larger
+    of the engine's TTFT P95 and its median + the wait's P95 (:func:`wait_p95_s`; the usual bound on a
+    sum's quantile where one term dominates: an empty queue gives the engine's P95, a long one the
+    wait's). Where no gateway queue was read, the engine's own; where the wait is unknown, NaN."""
+    ttft, median = f.get("ttft_p95_s"), f.get("ttft_p50_s")
+    if ttft is None:
+        return None
+    queue, wait = f.get("queue_depth_avg"), f.get("gateway_wait_s")
+    if queue is None or wait is None:
+        return ttft
+    waited = wait_p95_s(queue, admission_rate(f))
+    both = np.fmax(ttft, (median if median is not None else ttft) + waited)
+    return np.where(np.isnan(queue), ttft, np.where(np.isnan(wait), np.nan, both))
 
 
 def _mean(f: dict[str, np.ndarray], histogram: str) -> np.ndarray | None:

@@ -92,8 +92,10 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("steps_per_s", "rate", ("iteration_tokens", "covered_ms"), unit="steps/s", label="engine steps",
            help="engine steps (decode steps) per second: rate of vllm:iteration_tokens_total_count",
            hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count"),
-    Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running"),
-           unit="tok/s", label="decode tok/s per request", help="tokens_per_s ÷ running_avg: each request's decode speed",
+    Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running", "iteration_tokens"),
+           unit="tok/s", label="decode tok/s per request",
+           help="tokens_per_s ÷ the requests running while the engine stepped (running_avg, at least tokens per step): "
+           "each request's decode speed, never above steps_per_s",
            fn=derived.decode_tok_s_per_request),
     Figure("mean_context_tokens", "derived", ("request_prompt_tokens", "request_generation_tokens"), unit="tokens",
            label="mean context", help="mean prompt + half the mean output of finished requests (tokens)",
@@ -164,6 +166,21 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("lora_waiting_adapters_max", "gauge_max", ("lora_waiting_adapters",), "max", "adapters"),
     Figure("spec_decode_mean_acceptance_length", "derived", ("spec_decode_accepted_tokens", "spec_decode_drafts"),
            unit="tokens per draft", hint=_SPEC, fn=derived.mean_acceptance_length),
+    # the latency clients see behind a gateway (issue 28): its wait by Little's law, added to the engine's
+    Figure("queue_depth_avg", "gauge_avg", ("queue_depth",), rows="target", unit="requests",
+           help="gateway queue depth, average"),
+    Figure("requests_started_per_s", "rate", ("ttft", "covered_ms"), unit="req/s",
+           help="requests entering the engine per second (the rate of its TTFT count: each got a first token)"),
+    Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",
+           help="the wait in the gateway's queue (s), by Little's law: average queue ÷ requests entering the engine "
+           "per second (an estimate; none where nobody was admitted)", fn=derived.gateway_wait_s),
+    Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 (clients)",
+           help="TTFT P95 as clients see it (s): max(the engine's TTFT P95, its median + the gateway wait's P95) "
+           "(the engine's where no gateway)",
+           fn=derived.client_ttft_p95_s),
+    Figure("client_ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0,
+           label="SLO attainment (clients)",
+           help="share of requests whose gateway wait + engine TTFT was within ttft_p95_slo_s (0–1)"),
     # a series step's share of successful scrapes (a window has scrapes and failed_scrapes)
     Figure("up_ratio", "ratio", ("up_scrapes", "scrapes"), rows="target"),
 )  # fmt: skip

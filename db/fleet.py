@@ -77,7 +77,7 @@ def fleet_figures(
 def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, float, float],
            fields: Sequence[str]) -> dict[str, FleetFigures]:  # fmt: skip
     t, m = schema.targets, schema.models
-    targets = conn.execute(select(t.c.id, t.c.name, t.c.discovered_by, t.c.engine)).all()
+    targets = conn.execute(select(t.c.id, t.c.name, t.c.discovered_by, t.c.engine, t.c.stale_after_s)).all()
     names = {row.id: row.name for row in targets}
     models: dict[int, list[int]] = {tid: [] for tid in names}
     model_names: dict[int, list[str]] = {tid: [] for tid in names}
@@ -102,7 +102,7 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
         # the sleep state is one index look-up per target, at the window's last raw row
         sleep = pipeline.sleep_state_at(conn, models[tid], lo, hi) if models[tid] else None
         window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), targets_ceiling.get(tid), gpus.get(tid, ()),
-                               row.engine, sleep)  # fmt: skip
+                               row.engine, sleep, row.stale_after_s)  # fmt: skip
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
         points: dict[str, list[Any]] = {"ts": ts, **pipeline.columns(steps[tid])}
         out[name] = FleetFigures(window, points, tuple(model_names[tid]), row.discovered_by)

@@ -478,6 +478,16 @@ def _config_epochs(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.config_epochs], checkfirst=True)
 
 
+def _stale_after(conn: Connection) -> None:
+    # targets.stale_after_s: how long after its last scrape a target reads stale (the collector writes
+    # 2 × interval + scrape timeout); verdicts.thresholds: the thresholds each minute was judged by, so
+    # every page shows the judgement with the settings the evaluator used. A fresh database has both.
+    if "stale_after_s" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN stale_after_s FLOAT"))
+    if "thresholds" not in _columns(conn, "verdicts"):
+        conn.execute(text("ALTER TABLE verdicts ADD COLUMN thresholds TEXT"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -500,6 +510,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
     ("0021_sweet_spot_unknown", _sweet_spot_unknown),
+    ("0023_stale_after", _stale_after),
     ("0027_masked_url_values", _masked_url_values),
     ("0030_bench_runs", _bench_runs),
     ("0031_config_epochs", _config_epochs),

@@ -17,10 +17,10 @@ import numpy as np
 from sqlalchemy import Connection
 
 from collectors.catalogue import FINISHED_BY_REASON, sleep_state
-from db import aggregate, mbu_figures, sources
+from db import aggregate, derived, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
-from db.results import CeilingInfo, GpuFigures, WindowFigures
+from db.results import CeilingInfo, GpuFigures, WindowFigures, stale_age
 from db.schema import COUNTERS, GAUGES, HISTOGRAMS
 from db.sources import RAW
 from db.thresholds import stored_ttft_slo
@@ -46,6 +46,14 @@ _UNBLANKED = frozenset(f.name for f in FIGURES if f.rows == "target")  # shown e
 # a gauge averaged over the step is reduced as its column's ``_avg``; a ratio's fallback gauge too
 _REDUCED = {f.name: f.column.removesuffix("_sum") + "_avg" if f.compute == "gauge_avg" else f.column for f in _GAUGES}
 _FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
+# the client-seen figures need the gateway queue (the target's rows), the admission rate and the engine's own
+_GATEWAY_NEEDS = {
+    "gateway_wait_s": ("queue_depth_avg", "requests_started_per_s", "requests_per_s"),
+    "client_ttft_p95_s": ("ttft_p95_s", "ttft_p50_s", "gateway_wait_s", "queue_depth_avg", "requests_started_per_s",
+                          "requests_per_s"),
+    "client_ttft_slo_attainment": ("ttft_slo_attainment", "gateway_wait_s", "queue_depth_avg",
+                                   "requests_started_per_s", "requests_per_s"),
+}
 
 
 
@@ -127,7 +135,7 @@ def figures(
     share figures judge by (None: the thresholds stored for each target, db/thresholds.py).
     """
     start, end, step = span
-    want = ALL_FIELDS if want is None else want
+    want = ALL_FIELDS if want is None else want | frozenset(n for name in want for n in _GATEWAY_NEEDS.get(name, ()))
     groups = max(1, -(-(end - start) // step))
     cells = len(models) * groups
     segments = plan(start, end, level, sources.marks(conn))
@@ -135,7 +143,7 @@ def figures(
     out = {"scrapes": np.full(cells, np.nan), "up_scrapes": np.ones(cells), "up_ratio": np.full(cells, np.nan)}
     # Scrape health is only needed for up_ratio and queue depth: model rows exist only for
     # successful scrapes, so a down step is a gap without it.
-    if want & _UNBLANKED:
+    if want & (_UNBLANKED | _GATEWAY_NEEDS.keys()):
         position = {t: i for i, t in enumerate(models)}
         rows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)]
         out = _target_figures(rows, cells, _cells(rows, position, grid))
@@ -146,14 +154,32 @@ def figures(
         out.update(_model_figures(conn, segments, covered_by, grid, {"sum": ["covered_ms"]}))
     quantiles = [(h, q, name) for h, q, name in _QUANTILES if name in want]
     shares = [f for f in _SHARES if f.name in want]
+    _rates(out, float(step))  # before the shares: the client-seen one judges by the SLO less the gateway wait
+    thresholds: dict[str, np.ndarray] = {}
     if shares:  # the SLO of each (target, step) cell, kept for the window's record
         out["ttft_slo_s"] = _slo_cells(conn, models, slo, groups)
+        thresholds = _share_thresholds(out, out["ttft_slo_s"])
     if quantiles or shares:
-        out.update(_quantile_figures(conn, segments, models, grid, quantiles, shares, out.get("ttft_slo_s")))
-    _rates(out, float(step))
+        out.update(_quantile_figures(conn, segments, models, grid, quantiles, shares, thresholds))
     _ratios(out)
     _derived(out)
+    if "client_ttft_slo_attainment" in out:  # no gateway queue read: the client's share is the engine's
+        no_gateway = np.isnan(out.get("queue_depth_avg", np.full(cells, np.nan)))
+        out["client_ttft_slo_attainment"] = np.where(no_gateway, out["ttft_slo_attainment"], out["client_ttft_slo_attainment"])
     return {t: {k: v[i * groups:(i + 1) * groups] for k, v in out.items()} for i, t in enumerate(models)}
+
+
+def _share_thresholds(f: dict[str, np.ndarray], slo: np.ndarray) -> dict[str, np.ndarray]:
+    """Each share figure's threshold per cell: the SLO for the engine's; the SLO less the gateway wait
+    for the client-seen one (a request that waited w in the gateway meets the SLO when the engine
+    gives its first token within SLO − w; NaN where the wait is unknown, 0 once the wait alone
+    passes the SLO)."""
+    out = {"ttft_slo_attainment": slo}
+    if "queue_depth_avg" in f:
+        wait = derived.gateway_wait_s(f)
+        if wait is not None:
+            out["client_ttft_slo_attainment"] = np.maximum(slo - np.where(np.isnan(f["queue_depth_avg"]), 0.0, wait), 0.0)
+    return out
 
 
 def _ratios(f: dict[str, np.ndarray]) -> None:
@@ -215,15 +241,19 @@ def _cells(rows: list[Any], owner: Mapping[int, int], grid: tuple[int, int, int]
 def _target_figures(rows: list[Any], cells: int, key: np.ndarray) -> dict[str, np.ndarray]:
     """Scrape counts and queue depth per (target, step) cell."""
     red = aggregate.reduce_rows(
-        rows, sources.TARGET_COLS, key, cells, {"sum": ["up_scrapes"], "max": ["queue_depth_max"]}, {}
-    )
+        rows, sources.TARGET_COLS, key, cells,
+        {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum"], "max": ["queue_depth_max"]}, {},
+    )  # fmt: skip
+    samples = np.nan_to_num(red.sums["queue_samples"])
     with np.errstate(invalid="ignore", divide="ignore"):
         up_ratio = np.where(red.n > 0, np.nan_to_num(red.sums["up_scrapes"]) / np.where(red.n > 0, red.n, 1), np.nan)
+        queue_avg = np.where(samples > 0, red.sums["queue_depth_sum"] / np.where(samples > 0, samples, 1), np.nan)
     return {
         "scrapes": red.n,
         "up_scrapes": np.nan_to_num(red.sums["up_scrapes"]),
         "up_ratio": up_ratio,
         "queue_depth_max": red.maxes["queue_depth_max"],
+        "queue_depth_avg": queue_avg,
     }
 
 
@@ -264,7 +294,7 @@ def _model_figures(
 def _quantile_figures(
     conn: Connection, segments: list[tuple[int, int, int]], models: Mapping[int, Sequence[int]],
     grid: tuple[int, int, int], quantiles: list[tuple[str, float, str]],
-    shares: Sequence[Any] = (), thresholds: np.ndarray | None = None,
+    shares: Sequence[Any] = (), thresholds: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Wanted quantiles per (target, step) cell, every model's buckets merged: per step by the
     database for one target, per model and step for several (then merged by target here); and the
@@ -293,8 +323,8 @@ def _quantile_figures(
                 out[name], out[name + "_inf"] = values, inf
                 out[name + "_lower"], out[name + "_upper"] = lower, upper
         for fig in shares:
-            if fig.inputs[0] == hist and thresholds is not None:
-                out.update(_share_arrays(fig.name, cells, parts, thresholds))
+            if fig.inputs[0] == hist and thresholds and fig.name in thresholds:
+                out.update(_share_arrays(fig.name, cells, parts, thresholds[fig.name]))
     return out
 
 
@@ -347,10 +377,11 @@ _WINDOW_FIELDS = record_fields(WindowFigures)
 def window_from(
     target: str, model: str | None, end: float, window_s: float, lo: int,
     f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
-    engine: str | None = None, sleep: str | None = None,
+    engine: str | None = None, sleep: str | None = None, stale_after_s: float | None = None,
 ) -> WindowFigures:  # fmt: skip
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
-    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once)."""
+    engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once).
+    ``stale_after_s``: past it, the last scrape is too old at ``end`` and the target reads down (stale)."""
     # a window gives the preemptions' count, not their rate, and scrapes rather than a share of them
     point: dict[str, Any] = {k: v[0] for k, v in columns(f).items() if k in _WINDOW_FIELDS}
     rejections = point["admission_rejections_per_s"]
@@ -359,6 +390,7 @@ def window_from(
     peak = mbu_figures.peak_gbps(ceiling, gpus)
     share = mbu_figures.gpu_share_pct(gpus)
     mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.measured_source(gpus))
+    stale = stale_age(None if last is None else float(last.ts), end, stale_after_s)
     return WindowFigures(
         target=target,
         model=model,
@@ -372,7 +404,8 @@ def window_from(
         ceiling=ceiling,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
-        up=_window_up(last, lo, f),
+        up=False if stale is not None else _window_up(last, lo, f),
+        stale_s=stale,
         last_error=None if last is None else last.error,
         scrapes=int(f["scrapes"][0]),
         failed_scrapes=int(f["scrapes"][0] - f["up_scrapes"][0]),
@@ -385,7 +418,19 @@ def window_from(
         **mbu,
         ttft_slo_bounds=_slo_bounds(f),
         ttft_slo_s=_first(f.get("ttft_slo_s")),
+        gateway_wait_source=wait_source(point.get("queue_depth_avg"), point.get("gateway_wait_s")),
     )
+
+
+LITTLE = "estimate: Little's law, the gateway queue's average ÷ the requests entering the engine per second"
+WAIT_UNKNOWN = "unknown: requests waited in the gateway while none entered the engine"
+
+
+def wait_source(queue: float | None, wait: float | None) -> str | None:
+    """Where a window's gateway wait comes from, or why it is unknown; None without a gateway queue."""
+    if queue is None:
+        return None
+    return LITTLE if wait is not None else WAIT_UNKNOWN
 
 
 def _first(values: np.ndarray | None) -> float | None:

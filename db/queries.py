@@ -175,6 +175,12 @@ class Reader:
         """For the Overview's live banner: since when each firing (else pending) alert of ``target``
         holds (unix s), by rule, from the evaluator's stored states; as the Alerts page orders them."""
         return self._run("reading the alerts", _live_since, target)
+    def judged_by(self, target: str) -> dict[str, float]:
+        """The sweet-spot thresholds ``target``'s newest stored verdict was judged by (the evaluator's
+        settings, db/verdicts.py); empty when none was stored with them."""
+        from db.verdicts import judged_by
+
+        return self._run("reading the verdicts' thresholds", judged_by, target)
 
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
@@ -269,6 +275,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 discovered_by=row.discovered_by,
                 series_dropped=row.series_dropped or 0,
                 series_limit=row.series_limit,
+                stale_after_s=row.stale_after_s,
             )
         )
     return out
@@ -363,7 +370,8 @@ def _window(
         gpus = _gpu_figures(conn, row.id, lo, hi, level) if with_gpus else ()
     engine = None if row is None else row.engine
     sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
-    return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep)
+    stale_after = None if row is None else row.stale_after_s
+    return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after)
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

@@ -114,9 +114,17 @@ class EngineFigures:
     # the decode step model's inputs and MBU (core/mbu.py, docs/ceiling.md)
     steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
     mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
-    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ running_avg
+    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ max(running_avg, tokens per step)
     # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
     mbu: float | None = None
+    # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
+    # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
+    # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
+    queue_depth_avg: float | None = None
+    requests_started_per_s: float | None = None
+    gateway_wait_s: float | None = None
+    client_ttft_p95_s: float | None = None
+    client_ttft_slo_attainment: float | None = None  # 0–1
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,11 @@ class WindowFigures(EngineFigures):
     ttft_slo_attainment: float | None = None
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_s: float | None = None  # the SLO it was judged against (the target's ttft_p95_slo_s)
+    # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
+    # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale
+    stale_s: float | None = None
+    # where gateway_wait_s comes from ("estimate: Little's law ..."), or why it is unknown; None: no gateway
+    gateway_wait_source: str | None = None
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
         """The TTFT P95's bucket (lower, upper] when the SLO lies strictly inside it: the buckets
@@ -244,6 +257,23 @@ class TargetInfo:
     discovered_by: str | None = None  # the Prometheus source that found it; None: configured
     series_dropped: int = 0  # series of the last successful page left out over series_limit
     series_limit: int | None = None  # the max_series that page was read with
+    stale_after_s: float | None = None  # seconds after the last scrape it reads stale (None: never)
+
+    def stale_age(self, now: float) -> float | None:
+        """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""
+        return stale_age(self.last_scrape_at, now, self.stale_after_s)
+
+    def health(self, now: float) -> bool | None:
+        """``up``, but False once stale: a target nobody has read lately is not known to be up."""
+        return False if self.stale_age(now) is not None else self.up
+
+
+def stale_age(last_scrape_at: float | None, now: float, stale_after_s: float | None) -> float | None:
+    """``now − last_scrape_at`` once it is past ``stale_after_s``; None while fresh or when unknown."""
+    if last_scrape_at is None or stale_after_s is None:
+        return None
+    age = now - last_scrape_at
+    return age if age > stale_after_s else None
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,9 @@ targets = Table(
     # (0015_series_limit); 0 / NULL: within it
     Column("series_dropped", Integer),
     Column("series_limit", Integer),
+    # how long after its last scrape the target reads stale: 2 × interval + scrape timeout, written by the
+    # collector that scrapes it (0023_stale_after); NULL: never judged stale (a Prometheus source's target)
+    Column("stale_after_s", Float),
 )
 
 models = Table(
@@ -450,6 +453,7 @@ verdicts = Table(
     Column("rules_held", Text, nullable=False),  # names of the rules that held, comma-separated, in rule order
     Column("held_values", Text, nullable=False),  # JSON object: each rule that held → its value (unscaled)
     Column("evaluated_at", Integer, nullable=False),  # the evaluation: each rule's window ended then
+    Column("thresholds", Text),  # JSON object: the sweet-spot thresholds it judged by (0023_stale_after); NULL before
 )
 
 # --- imported benchmark files (`bench import`, db/benches.py) ----------------------------------------

@@ -25,6 +25,11 @@ EVERY_TARGET = "*"
 FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_mbu", "queue_growth_s")
 
 
+def thresholds_of(sweetspot: SweetSpotSettings) -> dict[str, float]:
+    """The thresholds a verdict was judged by, as stored with it (db/verdicts.py)."""
+    return {f: float(getattr(sweetspot, f)) for f in FIELDS}
+
+
 def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSettings]], now: float | None = None) -> int:
     """Replace the stored thresholds with ``(target name, thresholds)`` pairs; returns the rows written."""
     at = int(time.time() if now is None else now)

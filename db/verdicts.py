@@ -39,6 +39,9 @@ class StoredVerdict:
     state: str  # IN_SWEET_SPOT, OUTSIDE or NO_DATA
     evaluated_at: int
     held: dict[str, float | None] = field(default_factory=dict)
+    # the sweet-spot thresholds it was judged by (ttft_p95_slo_s, concurrency, ...; empty: not stored,
+    # a row written before 0023_stale_after): every page shows the judgement with these, not its own
+    thresholds: dict[str, float] = field(default_factory=dict)
 
 
 def minute_of(at: float) -> int:
@@ -47,7 +50,8 @@ def minute_of(at: float) -> int:
 
 def _row(v: StoredVerdict) -> dict[str, Any]:
     return {"target": v.target, "ts": v.ts, "state": v.state, "rules_held": ",".join(v.held),
-            "held_values": json.dumps(v.held), "evaluated_at": v.evaluated_at}  # fmt: skip
+            "held_values": json.dumps(v.held), "evaluated_at": v.evaluated_at,
+            "thresholds": json.dumps(v.thresholds) if v.thresholds else None}  # fmt: skip
 
 
 def write(conn: Connection, verdicts: Sequence[StoredVerdict]) -> None:
@@ -60,7 +64,7 @@ def write(conn: Connection, verdicts: Sequence[StoredVerdict]) -> None:
     stmt = dialect.insert(t)
     stmt = stmt.on_conflict_do_update(
         index_elements=[t.c.target, t.c.ts],
-        set_={c: stmt.excluded[c] for c in ("state", "rules_held", "held_values", "evaluated_at")},
+        set_={c: stmt.excluded[c] for c in ("state", "rules_held", "held_values", "evaluated_at", "thresholds")},
     )
     conn.execute(stmt, [_row(v) for v in verdicts])
 
@@ -69,7 +73,16 @@ def read(conn: Connection, target: str, start: float, end: float) -> list[Stored
     """``target``'s stored verdicts of the minutes starting in [start, end), oldest first."""
     t = schema.verdicts
     stmt = select(t).where(t.c.target == target, t.c.ts >= int(start), t.c.ts < int(end)).order_by(t.c.ts)
-    return [StoredVerdict(r.target, r.ts, r.state, r.evaluated_at, json.loads(r.held_values)) for r in conn.execute(stmt)]
+    return [StoredVerdict(r.target, r.ts, r.state, r.evaluated_at, json.loads(r.held_values),
+                          json.loads(r.thresholds) if r.thresholds else {}) for r in conn.execute(stmt)]
+
+
+def judged_by(conn: Connection, target: str) -> dict[str, float]:
+    """The thresholds of ``target``'s newest verdict that stored them (empty: none stored yet)."""
+    t = schema.verdicts
+    stmt = select(t.c.thresholds).where(t.c.target == target, t.c.thresholds.is_not(None)).order_by(t.c.ts.desc()).limit(1)
+    stored = conn.execute(stmt).scalar()
+    return json.loads(stored) if stored else {}
 
 
 @dataclass(frozen=True)

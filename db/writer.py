@@ -77,9 +77,11 @@ class Writer:
         """Nothing to release: each write checks a connection out of the engine's pool."""
 
     # -- public API -------------------------------------------------------------------------------
-    def register_target(self, target: TargetSettings) -> int:
-        """Insert or update a target's configuration row; returns its id."""
+    def register_target(self, target: TargetSettings, stale_after_s: float | None = None) -> int:
+        """Insert or update a target's configuration row; returns its id. ``stale_after_s``: how long
+        after its last scrape readers call it stale (the collector's 2 × interval + scrape timeout)."""
         values = {
+            "stale_after_s": stale_after_s,
             "vllm_url": masked(target.vllm_url),
             "gateway_source": gateway_source(target),
             "gpu_source": target.gpu.source + (f" {masked(target.gpu.url)}" if target.gpu.url else ""),

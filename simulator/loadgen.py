@@ -46,6 +46,10 @@ class ClosedLoopLoad:
         self._storm = False
         self._last_check = live.clock.now()
         self._thread = threading.Thread(target=self._control, name="sim-load", daemon=True)
+        # what each client measured, as a load test's client does: (simulated time of its first token,
+        # time to first token from the moment it asked the gateway); its wait in the gateway included
+        self._asked: dict[str, float] = {}
+        self.measured: list[tuple[float, float]] = []
 
     def start(self) -> None:
         self._thread.start()
@@ -87,10 +91,26 @@ class ClosedLoopLoad:
         with self._lock:  # clients finish on the engine thread and start on the control thread
             spec = sample_request(self._rng)
             target, reason = answer_length(self._rng, spec.max_tokens)
-        seq = Sequence(f"load-{next(self._ids)}", spec.prompt_tokens, target, reason, 0.0, None, self._finished)
+            seq = Sequence(f"load-{next(self._ids)}", spec.prompt_tokens, target, reason, 0.0, self._token, self._finished)
+            self._asked[seq.req_id] = self.live.clock.now()
         self.gateway.enter(lambda: self.live.submit(seq))
 
+    def client_ttfts(self, start: float, end: float) -> list[float]:
+        """The TTFTs the clients measured (gateway wait + engine, simulated seconds) of the requests whose
+        first token came in [start, end) (simulated unix seconds)."""
+        with self._lock:
+            return [ttft for at, ttft in self.measured if start <= at < end]
+
+    def _token(self, seq: Sequence, new: int, now: float) -> None:
+        if seq.generated == 1:  # its first token: what the client has waited for since it asked
+            with self._lock:
+                asked = self._asked.pop(seq.req_id, None)
+                if asked is not None:
+                    self.measured.append((now, now - asked))
+
     def _finished(self, seq: Sequence, reason: str, now: float) -> None:
+        with self._lock:
+            self._asked.pop(seq.req_id, None)
         self.gateway.leave("ok" if reason in ("stop", "length") else "error")
         with self._lock:
             if self._active > self.target or self._stop.is_set():

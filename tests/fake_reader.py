@@ -6,7 +6,6 @@ It answers the facade's methods with the figures of a scenario, so page tests ca
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import tempfile
@@ -68,8 +67,9 @@ class FakeReader:
     def window(self, target: str, end: float, window_s: float, model: str | None = None, level: int | None = None,
                ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
         error = None if self.up else "connection refused"
-        base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error)
-        return dataclasses.replace(base, **self.figures)  # type: ignore[arg-type]
+        base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error,
+                      **self.figures)  # type: ignore[arg-type]
+        return base
 
     def series(
         self, target: str, start: float, end: float, step_s: float, model: str | None = None, **_: object
@@ -98,6 +98,8 @@ class FakeReader:
 
     def bench_runs(self, limit: int = 20, target: str | None = None) -> list[Any]:
         return []  # nothing imported
+    def judged_by(self, target: str) -> dict[str, float]:
+        return {}  # no evaluator ran: the page judges by its own settings
 
     def gpu_series(self, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
         n = int((end - start) // step_s)

@@ -92,7 +92,7 @@ def test_history_lists_transitions_with_from_to_at_value(db, capsys, now):
 def test_rules_prints_each_rule_with_its_source(db, capsys):
     code, out = run(capsys, "alerts", "rules", "--db", db)
     assert code == 0
-    assert "ttft_p95           critical ttft_p95_s > ttft_p95_slo_s  (window 5m, for 2m, keep firing 1m; default)" in out
+    assert "ttft_p95           critical client_ttft_p95_s > ttft_p95_slo_s  (window 5m, for 2m, keep firing 1m; default)" in out
 
 
 def test_backtest_replays_the_stored_history(db, capsys):

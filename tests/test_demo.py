@@ -44,6 +44,9 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     try:
         lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=240)
         time.sleep(6)  # at least one live round after the backfill
+        # read while the collector runs: once it stops, the target reads stale after 2 intervals + the timeout
+        status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
+                                           cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
     finally:
         code, err = stop(proc)
     assert code == 0, err
@@ -51,8 +54,7 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     assert "first start: backfilling" in text and "serving http://127.0.0.1:" in text
     assert "backfill done: 720 rounds" in err  # 6 h at one sample per 30 s
     assert "stopped cleanly" in err and "simulator stopped" in err
-    status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
-                                       cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
+    assert "verdicts: " in text and "minutes of the history judged" in text
     assert status["target"] == "demo" and status["up"] is True
     assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == 180.0
     assert len(status["gpus"]) == 8

@@ -34,6 +34,7 @@ from core.settings import Settings, effective_sweetspot
 from db import verdicts
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
+from db.thresholds import thresholds_of
 from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,9 @@ class _Batch:
     windows: dict[tuple[float, str], WindowFigures]  # (window_s, target) → the whole target's window
     recent: dict[str, list[SeriesPoint]]  # target → its queue series over the global queue_growth_s
     growth_s: float
+
+
+TARGET_REMOVED = "the target was removed from the configuration: its alerts end here"
 
 
 class Evaluator:
@@ -144,7 +148,8 @@ class Evaluator:
         states += states_
         transitions += retired
         minute = verdicts.minute_of(at)
-        judged = [verdicts.StoredVerdict(t, minute, d.verdict, at, d.held) for t, d in derived.items()]
+        judged = [verdicts.StoredVerdict(t, minute, d.verdict, at, d.held, thresholds_of(effective_sweetspot(self.settings, t)))
+                  for t, d in derived.items()]  # fmt: skip
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
             if minute != self._minute:  # the minute's verdict: its first evaluation's
@@ -257,18 +262,21 @@ class Evaluator:
         return self.reader.series(target, at - growth_s - QUEUE_STEP_S, at, QUEUE_STEP_S, fields=fields)
 
     def _retired(self, stored: dict[store.Key, AlertState], at: int) -> tuple[list[AlertState], list[Transition]]:
-        """Stored alerts of a configured target whose rule is gone (disabled in the file): a firing one
-        resolves, any other goes inactive, once."""
+        """Stored alerts whose rule is gone (disabled in the file) or whose target is (removed from the
+        configuration, and not found by a ``[[prometheus]]`` source): a firing one resolves, which is
+        its one notice (``[RESOLVED]``, saying why), any other goes inactive silently, once; neither is
+        evaluated or sent again."""
         states, transitions = [], []
         for (rule, target, _model), s in stored.items():
-            if target not in self.rules or any(r.name == rule for r in self.rules[target]):
+            if target in self.rules and any(r.name == rule for r in self.rules[target]):
                 continue
             if s.state in (INACTIVE, RESOLVED):
                 continue
             to = RESOLVED if s.state == FIRING else INACTIVE
+            why = "the rule is no longer configured" if target in self.rules else TARGET_REMOVED
             state = dataclasses.replace(
                 s, state=to, pending_since=None, last_change_at=at, last_eval_at=at,
-                resolved_at=at if to == RESOLVED else s.resolved_at, summary="the rule is no longer configured",
+                resolved_at=at if to == RESOLVED else s.resolved_at, summary=why,
             )  # fmt: skip
             states.append(state)
             transitions.append(transition(s.state, state, at))

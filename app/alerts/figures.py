@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.formatting import clock, mbu_source_text
+from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -64,7 +65,8 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         queue_now=None if growth is None else growth[1],
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
-        quantile_buckets=dict(f.quantile_buckets),  # where each quantile lies in the engine's buckets (summaries)
+        ttft_wait_note=wait_note(f),
+        quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )
@@ -89,6 +91,27 @@ def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot |
     expected = spot.expected(f.running_avg)
     share = None if expected is None or not expected or f.tokens_per_s is None else f.tokens_per_s / expected
     return {"expected_tokens_per_s": expected, "curve_share": share, **spot.names()}
+def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
+    """Each quantile's engine bucket; the client-seen TTFT P95's too where it is the engine's (no wait)."""
+    out = dict(f.quantile_buckets)
+    if "ttft_p95_s" in out and f.client_ttft_p95_s == f.ttft_p95_s:
+        out["client_ttft_p95_s"] = out["ttft_p95_s"]
+    return out
+
+
+def wait_note(f: WindowFigures) -> str:
+    """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s on
+    average (estimate, Little's law) on top of the engine's 3.02 s``; the unknown wait said so; "" without
+    a gateway or a wait."""
+    if f.gateway_wait_source is None:
+        return ""
+    if f.gateway_wait_s is None:
+        return "gateway wait unknown: requests waited in the gateway while none entered the engine"
+    if f.gateway_wait_s == 0 or f.ttft_p95_s is None:
+        return ""
+    sep = "; " if f.ttft_p95_in_inf_bucket else ""
+    return (f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s on average (estimate, Little's law) "
+            f"on top of the engine's {f.ttft_p95_s:.3g} s")
 
 
 def _mbu_missing(f: WindowFigures) -> str:
@@ -136,6 +159,9 @@ def no_data_reason(f: WindowFigures) -> str:
     """Why the window cannot be judged, or "" when it can."""
     if f.up is None and f.last_scrape_at is None:
         return "the target has never been scraped (is the collector running? python -m app run)"
+    if f.stale_s is not None:
+        return (f"stale: not scraped for {format_duration(round(f.stale_s))} (last scrape at {clock(f.last_scrape_at)}); "
+                "is the collector running, and can it reach the target?")
     if f.up is False:
         error = f" ({f.last_error})" if f.last_error else ""
         return f"the target is down: the last scrape failed{error}"

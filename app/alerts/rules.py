@@ -110,9 +110,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs throughput) and restart it.",
     ),
     Rule(
-        "ttft_p95", "ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
+        "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         panel="ttft", title="TTFT P95",
-        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}",
+        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}",
         recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
         "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
         "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "

@@ -36,6 +36,7 @@ def source_for(args: argparse.Namespace, settings: Settings) -> PrometheusSettin
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
+    from app.alerts.replay import judge_history
     from app.prometheus_backfill import backfill
     from db.engine import open_engine
 
@@ -48,10 +49,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     engine = open_engine(settings.db_url)
     try:
         result = backfill(engine, source, since_s, step_s, time.time(), timeout_s=max(30.0, settings.scrape_timeout_s))
+        # every minute written is judged once, as the evaluator would have (app/alerts/replay.py)
+        judged = sum(judge_history(engine, settings, name, result.start, result.end) for name in result.names)
     finally:
         engine.dispose()
     resumed = f", continuing the run that stopped at {time.strftime('%Y-%m-%d %H:%M', time.localtime(result.resumed_from))}" \
         if result.resumed_from is not None else ""
     print(f"backfilled {result.rounds:,} rounds of {result.targets} target(s) from {source.selector} at "
-          f"{format_duration(step_s)} steps into {masked(settings.db_url)}{resumed}")
+          f"{format_duration(step_s)} steps into {masked(settings.db_url)}{resumed}; {judged:,} minutes judged")
     return 0

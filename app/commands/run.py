@@ -119,6 +119,11 @@ def _backfill_once(service: CollectionService, settings: Settings, span_s: float
           f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
     backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
     print(f"rollups: {service.rollup()}", flush=True)
+    from app.alerts.replay import judge_history
+
+    # every minute of the week judged once, as the evaluator would have (the digest and the views read them)
+    judged = judge_history(service.engine, settings, target.name, now - span_s, now - settings.interval_s)
+    print(f"verdicts: {judged:,} minutes of the history judged", flush=True)
 
 
 def _start_ui(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[bytes]:

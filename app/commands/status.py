@@ -122,7 +122,10 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     """The lines whose figure reads only with its provenance: MBU with its source, the ceiling with its
     inputs, the report's share of it named as the report's."""
     share = percent(fig.ceiling_share)
+    wait = {} if fig.gateway_wait_source is None else {"gateway_wait_s": fig.gateway_wait_source if fig.gateway_wait_s is None
+                                                       else f"{_format(fig.gateway_wait_s, 's', 1.0)} ({fig.gateway_wait_source})"}
     return {
+        **wait,
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
         "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None

@@ -7,6 +7,7 @@ which go through the cached reads (app/ui/reads.py) and the guard (app/ui/guard.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,12 @@ def load(environ: Mapping[str, str]) -> Settings:
     return _settings(environ.get(ENV_CONFIG), environ.get(ENV_DB_URL), environ.get(ENV_UI_PASSWORD), email)
 
 
+def with_stored(own: SweetSpotSettings, stored: Mapping[str, float]) -> SweetSpotSettings:
+    """``own`` with the stored thresholds on top (each converted to its field's type)."""
+    given = {f.name: type(getattr(own, f.name))(stored[f.name]) for f in dataclasses.fields(own) if f.name in stored}
+    return dataclasses.replace(own, **given) if given else own
+
+
 @dataclass(frozen=True)
 class Context:
     """What main.py hands every page: settings, the reader and the view."""
@@ -61,9 +68,13 @@ class Context:
 
     @property
     def sweetspot(self) -> SweetSpotSettings:
-        """The viewed target's thresholds (``[sweetspot]`` with its own keys on top), as ``status``,
-        the evaluator and the e-mail judge it: a banner must not disagree with the Alerts page."""
-        return effective_sweetspot(self.settings, self.view.target or "")
+        """The viewed target's thresholds as the alert evaluator judged its newest stored minute by
+        (the collector's settings, which may be newer than this process's): a banner must not
+        disagree with the Alerts page. Before any verdict stored them: ``[sweetspot]`` with the
+        target's own keys on top, from this process's settings."""
+        own = effective_sweetspot(self.settings, self.view.target or "")
+        stored = guard("the verdicts' thresholds", reads.judged_by, self.settings.db_url, self.view.target or "")
+        return with_stored(own, stored)
 
     def sweet_spot(self, now: float) -> SweetSpot:
         """The viewed target's sweet spot and own curve, with their sources (guarded, cached 10 minutes)."""

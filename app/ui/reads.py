@@ -55,6 +55,12 @@ def verdicts(url: str, target: str, start: float, end: float) -> list[StoredVerd
     return reader(url).verdicts(target, start, end)
 
 
+@st.cache_data(ttl=FINE_TTL_S, max_entries=64, show_spinner=False)
+def judged_by(url: str, target: str) -> dict[str, float]:
+    """The thresholds the evaluator judged ``target``'s newest stored minute by (db/verdicts.py)."""
+    return reader(url).judged_by(target)
+
+
 def _series(url: str, target: str, start: float, end: float, step_s: float, model: str | None,
             fields: tuple[str, ...]) -> list[SeriesPoint]:  # fmt: skip
     return reader(url).series(target, start, end, step_s, model=model, fields=fields or None)

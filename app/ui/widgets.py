@@ -173,6 +173,29 @@ def slo_tile(f: WindowFigures, w: str) -> Tile:
     return Tile(f"TTFT SLO attainment · {w}", share(f.ttft_slo_attainment), context,
                 "Share of requests whose TTFT was within the SLO, from vLLM's TTFT buckets (as vLLM's Grafana Overview)."
                 + (f" {how}." if how else "") + slo_warning(f))  # fmt: skip
+def ttft_tile(f: WindowFigures, w: str, engine: str, sweetspot: SweetSpotSettings) -> Tile:
+    """TTFT P95 as clients see it where a gateway holds requests (the gateway wait + the engine's, the
+    engine's beside it), else the engine's own (issue 28)."""
+    slo = f"SLO {number(sweetspot.ttft_p95_slo_s)} s"
+    help_ = "95th percentile time to first token." + held_in(f, "ttft_p95_s") + slo_warning(f)
+    if f.gateway_wait_source is None:
+        return Tile(f"TTFT P95 · {w}", engine, f"{slo}{p95_slo_note(f)}", help_)
+    wait = "unknown" if f.gateway_wait_s is None else with_unit(f.gateway_wait_s, "s")
+    return Tile(f"TTFT P95 as clients see it · {w}", with_unit(f.client_ttft_p95_s, "s"),
+                f"{slo} · engine {engine} + gateway wait {wait}",
+                f"The gateway wait ({f.gateway_wait_source}) plus the engine's TTFT P95: what a client behind the gateway "
+                "waits for its first token. " + help_)  # fmt: skip
+
+
+def client_slo_tile(f: WindowFigures, w: str) -> Tile:
+    """TTFT SLO attainment as clients see it (the gateway wait counted), the engine's own beside it."""
+    slo = f"≤ {number(f.ttft_slo_s)} s" if f.ttft_slo_s is not None else "no SLO"
+    return Tile(f"TTFT SLO attainment as clients see it · {w}", share(f.client_ttft_slo_attainment),
+                f"{slo} · engine alone {share(f.ttft_slo_attainment)}",
+                "Share of requests whose gateway wait + TTFT was within the SLO: the engine's TTFT buckets judged "
+                "against the SLO less the gateway wait (an estimate, Little's law).")  # fmt: skip
+
+
 # The report's share, named as its definition: the ceiling bounds decode steps/s, not tok/s (DOMAIN.md §1).
 REPORT_SHARE = "the report's % of ceiling (tok/s ÷ steps/s bound)"
 TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's ceiling, bandwidth ÷ (weights ÷ TP), "
@@ -193,8 +216,8 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | 
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
     return [
-        Tile(f"TTFT P95 · {w}", ttft, f"SLO {number(sweetspot.ttft_p95_slo_s)} s{p95_slo_note(f)}", "95th percentile time to first token." + held_in(f, "ttft_p95_s") + slo_warning(f)),
-        slo_tile(f, w),
+        ttft_tile(f, w, ttft, sweetspot),
+        client_slo_tile(f, w) if f.gateway_wait_source is not None else slo_tile(f, w),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
         mbu_tile(f, sweetspot),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
@@ -344,6 +367,8 @@ def engine_text(info: TargetInfo) -> str:
 
 
 def health_text(info: TargetInfo, now: float) -> str:
+    if info.stale_age(now) is not None:  # nobody has read it for two intervals and a timeout
+        return f":red[**stale**] · last scrape {clock(info.last_scrape_at)} ({ago(info.last_scrape_at, now)}): not scraped since"
     state = {True: ":green[**up**]", False: ":red[**down**]", None: ":gray[**never scraped**]"}[info.up]
     return f"{state} · last scrape {clock(info.last_scrape_at)} ({ago(info.last_scrape_at, now)})"
 

@@ -31,7 +31,8 @@ span = view.span(time_range.now())
 # 1-minute points as the issue asks; longer ranges coarsen so a scatter stays under ~5,000 dots.
 step = max(60.0, time_range.nice_step(span.end - span.start, max_points=5000))
 end = span.end - span.end % step  # complete steps only, as the charts (app/ui/time_range.py:resolve)
-points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s"))
+points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s",
+                                                   "decode_tok_s_per_request"))
 sweeps, others = sweeps_of(ctx.target_info(), guard("the load sweeps", ctx.reader.sweep_runs, 20))
 sweeps = sweeps[:5]
 benches = guard("the imported benchmarks", ctx.reader.bench_runs, 5, view.target)
