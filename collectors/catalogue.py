@@ -85,6 +85,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("sleep_discard_all", "gauge", "0/1", "max", ("vllm:engine_sleep_state",), "an engine sleeps with weights and KV discarded (level 2)", where=(("sleep_state", "discard_all"),)),
     _S("kv_capacity_tokens", "gauge", "tokens", "sum", ("sglang:max_total_num_tokens",), "KV-cache capacity in tokens (vLLM: from cache_config_info)"),
     _S("kv_capacity_bytes", "gauge", "bytes", "sum", (), "KV-cache memory per GPU in bytes, summed over engines (cache_config_info kv_cache_memory_bytes, vLLM's per-GPU setting: present only when --kv-cache-memory-bytes is given)"),
+    _S("kv_resident_tokens", "gauge", "tokens", "sum", (), "KV-cache tokens resident, the tokens a decode step reads: Σ over engines of kv_cache_usage_perc × the engine's kv_cache_size_tokens (cache_config_info; num_gpu_blocks × block_size before vLLM 0.32)"),
+    _S("engine_count", "gauge", "engines", "max", (), "data-parallel engines serving the model: distinct `engine` labels of num_requests_running (each steps on its own GPUs)"),
     _S("prefix_cache_hit_rate", "gauge", "ratio 0-1", "mean", ("sglang:cache_hit_rate",), "prefix-cache hit rate as SGLang states it (vLLM: hits / queries)"),
     _S("lora_running_adapters", "gauge", "adapters", "max", (), "LoRA adapters running (vLLM: lora_requests_info running_lora_adapters)"),
     _S("lora_waiting_adapters", "gauge", "adapters", "max", (), "LoRA adapters waiting (vLLM: lora_requests_info waiting_lora_adapters)"),

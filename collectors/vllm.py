@@ -105,10 +105,14 @@ def parse_vllm(text: str, *, source: str = "this input", max_series: int | None 
     derived = {**_kv_capacity(info.get("cache_config", [])), **_lora_counts(lora)}
     used.update({key: "vllm:cache_config_info" if key.startswith("kv_") else "vllm:lora_requests_info"
                  for key in derived if key not in used})
-    for figures in models.values():
+    per_engine = _per_engine(by_name, used, info.get("cache_config", []))
+    for model, figures in models.items():
         gauges = cast(dict[str, float], figures.gauges)  # built here as a dict
         for key, value in derived.items():
             gauges.setdefault(key, value)  # SGLang states its capacity itself
+        gauges.update(per_engine.get(model, {}))
+    used.update({key: "vllm:cache_config_info" if key == "kv_resident_tokens" else used.get("requests_running", "")
+                 for figures in per_engine.values() for key in figures})  # fmt: skip
     return VllmScrape(
         models=dict(sorted(models.items())),
         engines=_engines(by_name, used),
@@ -366,6 +370,38 @@ def _kv_capacity(rows: Rows) -> dict[str, float]:
     if not rows:
         return {}
     return {"kv_capacity_tokens": tokens} | ({} if math.isnan(total_bytes) else {"kv_capacity_bytes": total_bytes})
+
+
+def _per_engine(by_name: Mapping[str, Rows], used: Mapping[str, str], cache_rows: Rows) -> dict[str, dict[str, float]]:
+    """Per model: its data-parallel engines (distinct ``engine`` labels of num_requests_running, where
+    there are several: absent means one) and
+    the KV tokens resident in their caches, Σ over engines of kv_cache_usage_perc × that engine's
+    capacity in tokens (cache_config_info: kv_cache_size_tokens, else num_gpu_blocks × block_size;
+    one sample without an engine label stands for every engine). A part is left out when its input is."""
+    running = by_name.get(used.get("requests_running", ""), [])
+    out: dict[str, dict[str, float]] = {}
+    for model, rows in _per_model_rows(running).items():
+        engines = {lbl.get("engine") or lbl.get("dp_rank") for lbl, _ in rows} - {None}
+        if len(engines) > 1:  # one engine (or no engine label: V0, before 0.8.3) is the default
+            out[model] = {"engine_count": float(len(engines))}
+    capacity = {labels.get("engine"): _size(labels) for _, labels, _ in cache_rows}
+    if used.get("kv_cache_usage", "").startswith("vllm:") and capacity and None not in capacity.values():
+        for model, rows in _per_model_rows(by_name.get(used["kv_cache_usage"], [])).items():
+            sizes = [capacity.get(lbl.get("engine"), next(iter(capacity.values())) if len(capacity) == 1 else None)
+                     for lbl, _ in rows]  # fmt: skip
+            if rows and None not in sizes and all(math.isfinite(v) for _, v in rows):
+                resident = sum(v * cast(float, n) for (_, v), n in zip(rows, sizes, strict=True))
+                out.setdefault(model, {})["kv_resident_tokens"] = resident
+    return out
+
+
+def _size(labels: Mapping[str, str]) -> float | None:
+    """One engine's KV capacity in tokens from its cache_config_info labels; None when unstated."""
+    size = _int(labels.get("kv_cache_size_tokens"))
+    if size is None:
+        blocks, block_size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+        size = None if blocks is None or block_size is None else blocks * block_size
+    return None if size is None else float(size)
 
 
 def _lora_counts(lora: Mapping[str, str]) -> dict[str, float]:

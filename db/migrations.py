@@ -423,6 +423,15 @@ def _verdicts(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _mbu_model_bytes(conn: Connection) -> None:
+    # mbu_pct is the model's bytes only (per engine, the KV tokens resident), never the GPUs' DRAM
+    # reading, which gets its own source and the overhead traffic beside it: the minutes and hours
+    # views are dropped here and made again from the code by the standing step.
+    from db.query_views import drop_views
+
+    drop_views(conn)
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -444,6 +453,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0018_min_mbu", _min_mbu),
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
+    ("0025_mbu_model_bytes", _mbu_model_bytes),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

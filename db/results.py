@@ -115,8 +115,14 @@ class EngineFigures:
     steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
     mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
     decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ running_avg
-    # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
+    # the step model's KV tokens and data-parallel engines (core/mbu.py per_engine)
+    kv_resident_tokens_avg: float | None = None  # KV-cache tokens resident, all engines together
+    engines_max: float | None = None  # data-parallel engines (distinct `engine` labels)
+    # MBU, 0–1, of the best source present (db/mbu_figures.py): the model's bytes, never a DRAM reading;
+    # a window also gives its source and each source's
     mbu: float | None = None
+    # the GPUs' own DRAM bandwidth utilisation (0–1, NVML GPM or DCGM), averaged over the target's GPUs
+    dram_bw_util: float | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,10 @@ class WindowFigures(EngineFigures):
     # engine's buckets are all the server side knows; a client's own figure may differ within it.
     quantile_buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
     mbu_source: str | None = None  # one of core.mbu.MBU_SOURCES; None: no source
-    mbu_measured: float | None = None  # the GPUs' own DRAM bandwidth share (GPM or DCGM), averaged
+    mbu_kv_source: str | None = None  # where the step model's KV term came from (db/mbu_figures.KV_*)
+    dram_bw_source: str | None = None  # one of core.mbu.DRAM_SOURCES; None: no DRAM reading
+    overhead_traffic_gbps: float | None = None  # (dram_bw_util − mbu) × peak, GB/s per GPU
+    overhead_ratio: float | None = None  # dram_bw_util ÷ mbu: × the model's bytes the GPU moved
     mbu_engine: float | None = None  # vLLM's byte counters per GPU ÷ peak (--enable-mfu-metrics)
     mbu_modelled: float | None = None  # steps/s × bytes per step ÷ peak (the target's step model)
     # the measured step rate above the ceiling's bound: its inputs are wrong (core.mbu.check_step_bound)

@@ -94,9 +94,11 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
     out = capsys.readouterr().out
     assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
-    # one MBU line per target, with its source: the simulated GPUs' DCGM reading
+    # one MBU line per target, with its source (the model's bytes: the simulator's byte counters), and
+    # the simulated GPUs' DCGM reading on its own line beside it
     demo = out.split("demo:", 1)[1].split("\n\n", 1)[0]
-    assert re.search(r"\n  MBU \d+ % \(measured, DCGM DRAM active\)\n", demo), demo
+    assert re.search(r"\n  MBU \d+(\.\d)? % \(engine estimate, vLLM byte counters\)\n", demo), demo
+    assert re.search(r"\n  DRAM \d+(\.\d)? % of peak \(DCGM DRAM active\)", demo), demo
     assert "preemptions over 5m broke" in out and "for 10 min: preemptions" in out and "still firing" in out
     page = tmp_path / "digest.html"
     assert main(["digest", "--since", "2h", "--html", str(page), "--db", filled]) == 0

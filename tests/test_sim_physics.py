@@ -45,7 +45,7 @@ class Run:
     mean_running: float  # sequences per step
     mean_context: float  # tokens of context per sequence the step's attention reads
     modelled: mbu.Mbu
-    measured: mbu.Mbu  # from DCGM_FI_PROF_DRAM_ACTIVE
+    measured: mbu.DramBw  # from DCGM_FI_PROF_DRAM_ACTIVE: the DRAM reading, set against the model
     engine: mbu.Mbu  # from the engine's byte counters
     dram_per_gpu: tuple[float, ...]
 
@@ -104,7 +104,7 @@ def run(clients: int) -> Run:
         mean_running=running,
         mean_context=context,
         modelled=mbu.modelled_mbu(REFERENCE, steps_per_s, running, context),  # type: ignore[arg-type]
-        measured=mbu.measured_mbu(sum(dram) / len(dram), mbu.MEASURED_DCGM),  # type: ignore[arg-type]
+        measured=mbu.dram_bw_util(sum(dram) / len(dram), mbu.DRAM_DCGM),  # type: ignore[arg-type]
         engine=mbu.engine_mbu(engine_bytes, REFERENCE.peak_gbps),  # type: ignore[arg-type]
         dram_per_gpu=dram,
     )

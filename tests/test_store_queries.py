@@ -286,7 +286,7 @@ def test_status_cli_json_and_table(db_url: str) -> None:
     assert data["ceiling_steps_per_s"] is None and data["ceiling_share"] is None and data["ceiling"] is None
     assert data["mbu"] is None and data["mbu_source"] is None
     assert data["ceiling_text"] == "unknown: set targets[].ceiling.weight_gb and tensor_parallel"
-    assert data["not_evaluated"]["efficiency"].startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert data["not_evaluated"]["efficiency"].startswith("not evaluated: no MBU: no peak bandwidth for the engine's byte counters")
     assert "unknown: set targets[].ceiling.weight_gb and tensor_parallel" in data["not_evaluated"]["efficiency"]
     assert not any("efficiency" in r or "MBU" in r for r in data["reasons"])
     assert 0 < data["ttft_p95_s"] <= 1.0

@@ -256,10 +256,15 @@ def test_a_prefix_cache_panel_without_data_says_why():
 
 
 def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
-    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "measured (NVML GPM)").to_dict(validate=True)
-    assert spec["title"].endswith("(%): measured (NVML GPM) · red dashes: min_mbu 30 %")
+    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "modelled (steps/s × bytes per step)").to_dict(validate=True)
+    assert spec["title"].endswith("(%): modelled (steps/s × bytes per step) · red dashes: min_mbu 30 %")
     rows = [row for data in spec["datasets"].values() for row in data]
     assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
+    both = charts.mbu_chart([point(END - 60, mbu=0.139, dram_bw_util=0.775)], FRAME, 0.3, "engine estimate").to_dict()
+    rows = [row for data in both["datasets"].values() for row in data]
+    assert [r["value"] for r in rows if r.get("series") == "DRAM (GPU reading)"] == [pytest.approx(77.5)]
+    assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(13.9)]
+    assert both["title"].startswith("MBU and DRAM bandwidth")
     empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, "no bandwidth source").to_dict(validate=True)
     assert empty["title"].endswith("(%): no data, the MBU tile says why")
 

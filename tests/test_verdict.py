@@ -83,7 +83,7 @@ def test_low_mbu_while_requests_wait_is_under_delivering():
     (clause,) = evaluate(window(mbu=0.12, waiting_max=5.0), RULES).clauses
     assert clause.name == "efficiency"
     assert clause.text.startswith("MBU over 5m 12 % < 30 %"), clause.text
-    assert "(measured, DCGM DRAM active, while 5 requests wait)" in clause.text
+    assert "(modelled, steps/s × bytes per step, while 5 requests wait)" in clause.text
 
 
 def test_high_tokens_per_second_is_no_verdict_on_efficiency():
@@ -100,14 +100,14 @@ def test_without_an_mbu_the_efficiency_rule_is_not_evaluated_and_says_why():
     from app.alerts.model import NO_DATA as RULE_NO_DATA
     from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
 
-    blind = window(mbu=None, mbu_source=None, mbu_measured=None, ceiling=None, ceiling_steps_per_s=None,
+    blind = window(mbu=None, mbu_source=None, dram_bw_util=None, ceiling=None, ceiling_steps_per_s=None,
                    ceiling_share=None, tokens_per_s=5.0, waiting_max=9.0)  # fmt: skip
     assert evaluate(blind, RULES).state == IN_SWEET_SPOT  # no verdict on efficiency, no borrowed figure
     rule = by_name(DEFAULT_RULES, "efficiency")
     assert rule is not None
     o = outcome(rule, Names(window_names(blind, RULES)))
     assert o.status == RULE_NO_DATA
-    assert o.summary.startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert o.summary.startswith("not evaluated: no MBU: no peak bandwidth for the engine's byte counters")
     assert "unknown: set targets[].ceiling.weight_gb and tensor_parallel" in o.summary
 
 

@@ -14,7 +14,9 @@ from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.alerts.rules import Names, outcome, rule_set
 from app.formatting import (
     ceiling_text,
+    dram_text,
     mbu_text,
+    overhead_text,
     percent,
     series_limit_warning,
     slo_attainment_text,
@@ -25,6 +27,7 @@ from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
+from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import NO_CEILING, Settings, effective_sweetspot
 from core.text import terminal, visible
@@ -75,6 +78,8 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     data["window"] = format_duration(fig.window_s)
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
+    data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
+    data["overhead_traffic_text"] = _overhead_line(fig) or None
     data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
     data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
     buckets = data.pop("quantile_buckets")
@@ -123,10 +128,18 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     share = percent(fig.ceiling_share)
     return {
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
+        "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
+        "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
         "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
         "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None
         else f"{share} (tok/s ÷ steps/s bound)",
     }
+
+
+def _overhead_line(fig: WindowFigures) -> str:
+    """The overhead traffic with what causes it, or "" without both figures."""
+    text = overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio)
+    return f"{text}: {OVERHEAD_CAUSES}" if text else ""
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
@@ -148,6 +161,8 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
+    if fig.overhead_traffic_gbps is not None:
+        lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
     if line := bucket_line(fig):
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:

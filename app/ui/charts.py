@@ -50,6 +50,7 @@ COLORS: dict[str, str] = {
     "waiting": "#ff7f0e",
     "gateway queue": "#9467bd",
     "KV usage": "#8c564b",
+    "DRAM (GPU reading)": "#ff7f0e",
     "stop": "#2ca02c",
     "length": "#17becf",
     "abort": "#ff7f0e",
@@ -283,8 +284,9 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
 
 
 def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, source: str = "") -> AnyChart:
-    """MBU per step (%) with the efficiency rule's threshold; the title names the source (or why none)."""
-    data = long_rows(points, {"mbu": "MBU"}, frame.step_s, 100)
+    """MBU per step (%) with the efficiency rule's threshold, and the GPUs' DRAM bandwidth utilisation
+    beside it where they read one (the gap is overhead traffic); the title names MBU's source."""
+    data = long_rows(points, {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"}, frame.step_s, 100)
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
@@ -293,6 +295,8 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float, sourc
         return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
     title = (f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'} · "
              f"red dashes: min_mbu {min_mbu * 100:.0f} %")
+    if any(p.dram_bw_util is not None for p in points):
+        title = f"MBU and DRAM bandwidth, per {_step(frame)} (%): MBU {source or 'best source per step'} · min_mbu {min_mbu * 100:.0f} %"
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), title)
 
 
