@@ -86,6 +86,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("kv_capacity_tokens", "gauge", "tokens", "sum", ("sglang:max_total_num_tokens",), "KV-cache capacity in tokens (vLLM: from cache_config_info)"),
     _S("kv_capacity_bytes", "gauge", "bytes", "sum", (), "KV-cache memory per GPU in bytes, summed over engines (cache_config_info kv_cache_memory_bytes, vLLM's per-GPU setting: present only when --kv-cache-memory-bytes is given)"),
     _S("kv_resident_tokens", "gauge", "tokens", "sum", (), "KV-cache tokens resident, the tokens a decode step reads: Σ over engines of kv_cache_usage_perc × the engine's kv_cache_size_tokens (cache_config_info; num_gpu_blocks × block_size before vLLM 0.32)"),
+    _S("kv_token_bytes", "gauge", "bytes per GPU", "max", (), "KV bytes one token of context holds on one GPU: cache_config_info kv_cache_memory_bytes ÷ kv_cache_size_tokens (vLLM ≥ 0.32)"),
     _S("engine_count", "gauge", "engines", "max", (), "data-parallel engines serving the model: distinct `engine` labels of num_requests_running (each steps on its own GPUs)"),
     _S("prefix_cache_hit_rate", "gauge", "ratio 0-1", "mean", ("sglang:cache_hit_rate",), "prefix-cache hit rate as SGLang states it (vLLM: hits / queries)"),
     _S("lora_running_adapters", "gauge", "adapters", "max", (), "LoRA adapters running (vLLM: lora_requests_info running_lora_adapters)"),

@@ -369,7 +369,11 @@ def _kv_capacity(rows: Rows) -> dict[str, float]:
         total_bytes = math.nan if memory is None else total_bytes + memory
     if not rows:
         return {}
-    return {"kv_capacity_tokens": tokens} | ({} if math.isnan(total_bytes) else {"kv_capacity_bytes": total_bytes})
+    if math.isnan(total_bytes):
+        return {"kv_capacity_tokens": tokens}
+    # KV bytes one token holds on one GPU: the engine's own figure (vLLM ≥ 0.32), what the step model reads
+    per_token = {"kv_token_bytes": total_bytes / tokens} if tokens else {}
+    return {"kv_capacity_tokens": tokens, "kv_capacity_bytes": total_bytes, **per_token}
 
 
 def _per_engine(by_name: Mapping[str, Rows], used: Mapping[str, str], cache_rows: Rows) -> dict[str, dict[str, float]]:

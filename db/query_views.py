@@ -318,7 +318,7 @@ FROM targets t {_THRESHOLDS} GROUP BY t.id, th.target"""
 
 def _mbu_sql() -> tuple[str, str]:
     """MBU in % of peak and its source, best first (db/mbu_figures.py; the step model of core/mbu.py
-    with the configured KV bytes per token, per engine): the engine's bytes, the model. The KV term
+    with the engine's KV bytes per token, else the configured, per engine): the engine's bytes, the model. The KV term
     reads the tokens resident in the cache, else running × the mean context. Never the GPUs' DRAM."""
     engine = ("CASE WHEN b.peak_gbps > 0 AND COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0) > 0"
               " THEN (COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0)) / b.covered_s"
@@ -359,9 +359,10 @@ def _figures_sql(step: int) -> str:
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
  r.ttft_p95_s, tx.ceiling AS ceiling_steps_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_mbu,
- tx.peak_gbps, tx.weight_bytes, tx.kv_bytes, tx.measured_source, r.engine_read_bytes, r.engine_write_bytes,
+ tx.peak_gbps, tx.weight_bytes, tx.measured_source, r.engine_read_bytes, r.engine_write_bytes,
  r.iteration_tokens_count, r.request_prompt_tokens_sum, r.request_prompt_tokens_count,
  {_real("r.kv_resident_tokens_sum")} / r.samples AS kv_resident, r.engine_count_max AS engines,
+ COALESCE(r.kv_token_bytes_max, tx.kv_bytes) AS kv_bytes,
  r.request_generation_tokens_sum, r.request_generation_tokens_count,
  {layouts}
 FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN ({_PER_TARGET}) tx ON tx.id = m.target_id
