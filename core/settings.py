@@ -137,6 +137,12 @@ class GpuSettings:
     source: str = _setting("none", "nvml (GPUs of this host), dcgm (a dcgm-exporter URL) or none")
     url: str = _setting("", "dcgm-exporter metrics URL (source = dcgm), default port 9400")
     http: HttpSettings = _setting(None, "HTTP settings of the dcgm source (over targets[].http)", factory=HttpSettings)
+    peak_tflops: float | None = _setting(
+        None, "peak dense TFLOP/s per GPU for the compute roof; unset = the datasheet table by the GPU's name, else none"
+    )
+    precision: str = _setting(
+        "bf16_tensor", "which datasheet peak the compute roof uses: bf16_tensor, fp16_tensor, fp8_tensor or fp16_cuda_core"
+    )
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,9 @@ class CeilingSettings:
     )
     kv_bytes_per_token: float | None = _setting(
         None, "KV-cache bytes one token of context holds, all layers and GPUs; unset = from vLLM's cache_config_info"
+    )
+    active_params_b: float | None = _setting(
+        None, "parameters a token passes through, in billions (an MoE's active ones), for the compute roof; unset = none"
     )
 
     @property
@@ -653,6 +662,9 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
+        if target.gpu.precision not in ("bf16_tensor", "fp16_tensor", "fp8_tensor", "fp16_cuda_core"):
+            raise ConfigError(f"{key}.gpu.precision: {target.gpu.precision!r} is not one of bf16_tensor, fp16_tensor, "
+                              "fp8_tensor, fp16_cuda_core")  # fmt: skip
         if target.gpu.source == "dcgm" and not target.gpu.url:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
         _check_target(target, key)

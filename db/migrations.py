@@ -432,6 +432,15 @@ def _mbu_model_bytes(conn: Connection) -> None:
     drop_views(conn)
 
 
+def _compute_roof(conn: Connection) -> None:
+    # The roofline's compute roof reads the configured active parameters, peak TFLOP/s and precision
+    # of a target (the UI and status read targets from the database, as the ceiling's inputs).
+    have = _columns(conn, "targets")
+    for name, kind in (("active_params_b", "FLOAT"), ("peak_tflops", "FLOAT"), ("compute_precision", "TEXT")):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} {kind}"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -454,6 +463,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0019_ttft_slo_attainment", _ttft_slo_attainment),
     ("0020_verdicts", _verdicts),
     ("0025_mbu_model_bytes", _mbu_model_bytes),
+    ("0026_compute_roof", _compute_roof),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -58,6 +58,10 @@ class CeilingInfo:
     bandwidth_source: str  # "config" or "nvml-formula"
     kv_bytes_per_token: float | None = None  # all layers and GPUs; None: unknown (the weights only)
     kv_source: str | None = None  # "cache_config_info", "config" or None
+    # the compute roof's configured inputs (core/roofline.py); None: not configured
+    active_params_b: float | None = None  # billions of parameters a token passes through
+    peak_tflops: float | None = None  # peak dense TFLOP/s per GPU; None: the datasheet table by GPU name
+    compute_precision: str | None = None  # which datasheet peak (bf16_tensor, fp16_cuda_core, ...)
 
     def model(self) -> StepModel:
         """The target's decode step model (bytes per step, MBU, the roofline)."""

@@ -97,6 +97,11 @@ targets = Table(
     # (0015_series_limit); 0 / NULL: within it
     Column("series_dropped", Integer),
     Column("series_limit", Integer),
+    # the compute roof's inputs (0026_compute_roof): targets[].ceiling.active_params_b, targets[].gpu.peak_tflops
+    # and .precision; NULL: unknown (the peak then from the datasheet table by the GPUs' names)
+    Column("active_params_b", Float),
+    Column("peak_tflops", Float),
+    Column("compute_precision", Text),
 )
 
 models = Table(

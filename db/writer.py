@@ -85,6 +85,9 @@ class Writer:
             "tensor_parallel": target.ceiling.tensor_parallel,
             "bandwidth_gbps": target.ceiling.bandwidth_gbps,
             "kv_bytes_per_token": target.ceiling.kv_bytes_per_token,
+            "active_params_b": target.ceiling.active_params_b,
+            "peak_tflops": target.gpu.peak_tflops,
+            "compute_precision": target.gpu.precision,
         }
         try:
             with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer

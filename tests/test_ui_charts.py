@@ -60,7 +60,7 @@ def roofline_spec(roofline: list[tuple[float, float]], tokens: float = 145.0) ->
 def test_roofline_is_a_labelled_line_on_a_log_axis_when_far_above_the_measurements():
     spec = roofline_spec([(1.0, 178.5), (32.0, 4563.7)])
     texts = [row.get("text") for data in spec["datasets"].values() for row in data]
-    assert "roofline (modelled bound): 4,564 at 32" in texts
+    assert "bandwidth roofline (modelled bound): 4,564 at 32" in texts
     scales = [layer["encoding"]["y"].get("scale") for layer in spec["layer"] if "y" in layer.get("encoding", {})]
     assert scales[0]["type"] == "log" and scales[0]["domain"] == pytest.approx([85 * 0.8, 4563.7 * 1.25])
     assert spec["layer"][0]["encoding"]["y"]["title"] == "output tok/s (log scale)"

@@ -23,6 +23,7 @@ from app.formatting import (
     slo_bucket_warning,
 )
 from app.notify.grouping import delivery_line
+from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
@@ -82,6 +83,8 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     data["overhead_traffic_text"] = _overhead_line(fig) or None
     data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
     data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
+    # both roofs at the window's concurrency (app/operating_point.py)
+    data["roofline"] = roofline_json(target_roofline(fig), fig)
     buckets = data.pop("quantile_buckets")
     for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
@@ -163,6 +166,8 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
     if fig.overhead_traffic_gbps is not None:
         lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
+    if fig.ceiling is not None:
+        lines.append(f"  roofline                 {roofline_text(target_roofline(fig), fig)}")
     if line := bucket_line(fig):
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:

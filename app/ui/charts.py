@@ -57,6 +57,7 @@ COLORS: dict[str, str] = {
     "error": "#d62728",
     "rejected (503)": "#7b4173",
     "roofline": "#e377c2",
+    "compute roof": "#7f7f7f",
     "MBU": "#e377c2",
     "tok/s ÷ running": "#2ca02c",
     "1 ÷ ITL P95": "#1f77b4",
@@ -496,12 +497,14 @@ def operating_point_chart(
     title: str = "",
     slo_s: float | None = None,
     roofline: Sequence[tuple[float, float]] = (),
+    compute_roof: float | None = None,
 ) -> alt.LayerChart:
     """Measured steps as dots coloured by time, the report's curve, sweep levels and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
-    a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
-    line; the axis turns logarithmic when it runs far above the measured values (:func:`spread_scale`).
+    a red dashed line. ``roofline``: (concurrency, value) of the bandwidth roof, drawn as a labelled
+    line; ``compute_roof``: the compute roof (tok/s), a labelled horizontal line; the axis turns
+    logarithmic when they run far above the measured values (:func:`spread_scale`).
     Legends sit under the plot: beside it, a half-page chart cuts them off.
     """
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
@@ -512,7 +515,8 @@ def operating_point_chart(
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
     elif roofline:
-        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], [v for _, v in roofline])
+        roofs = [v for _, v in roofline] + ([compute_roof] if compute_roof else [])
+        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], roofs)
         y = alt.Y("value:Q", title=y_title + note, scale=scale)
         if note:
             data = data[data["value"] > 0]  # no zero on a log axis
@@ -542,6 +546,8 @@ def operating_point_chart(
         layers.append(_slo_rule(slo_s))
     if roofline:
         layers.append(_roofline_layer(roofline, y_title))
+    if roofline and compute_roof:
+        layers.append(_compute_roof_layer(compute_roof, roofline[-1][0], y_title))
     return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
 
 
@@ -563,7 +569,21 @@ def spread_scale(measured: Iterable[float | None], bound: Iterable[float]) -> tu
     return alt.Scale(type="log", domain=[low * 0.8, top * 1.25], nice=False), " (log scale)"
 
 
-ROOFLINE_NAME = "roofline (modelled bound)"
+ROOFLINE_NAME = "bandwidth roofline (modelled bound)"
+COMPUTE_ROOF_NAME = "compute roof"
+
+
+def _compute_roof_layer(roof: float, up_to: float, y_title: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [0.0, up_to], "value": [roof, roof], "label": [COMPUTE_ROOF_NAME] * 2})
+    line = alt.Chart(data).mark_line(color=COLORS["compute roof"], strokeWidth=2, strokeDash=[8, 3]).encode(
+        x="running:Q", y="value:Q",
+        tooltip=["label:N", alt.Tooltip("value:Q", title=y_title, format=",.0f")],
+    )  # fmt: skip
+    text = data.head(1).assign(text=f"{COMPUTE_ROOF_NAME}: {number(roof)} tok/s")
+    label = alt.Chart(text).mark_text(color=COLORS["compute roof"], align="left", baseline="bottom", dx=4, dy=-6).encode(
+        x="running:Q", y="value:Q", text="text:N"
+    )
+    return _layer(line, label)
 
 
 def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str) -> alt.LayerChart:

@@ -12,7 +12,9 @@ from app.operating_point import (
     per_request_text,
     request_speeds,
     roofline,
+    roofline_text,
     sweeps_of,
+    target_roofline,
 )
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
@@ -43,6 +45,8 @@ if knee and knee.concurrency != rules.concurrency:
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
 roof = roofline(model, figures.mean_context_tokens, points, concurrency_reach(points, levels, marks))
+roofs = target_roofline(figures)  # both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth
+compute_roof = roofs.compute_tok_s if roofs else None
 if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
@@ -52,6 +56,7 @@ st.caption(
 )
 if roof:
     st.markdown(f"**Roofline**: {roof.text()}")
+    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures))}.")
     st.caption(roof.caption())
 else:
     st.info(NO_ROOFLINE, icon=":material/info:")
@@ -63,7 +68,7 @@ for where, attr, label, reference, slo, bound in (
 ):
     title = f"Concurrency vs {label}"
     chart_cache.show_chart(charts.operating_point_chart, points, attr, label, reference, sweeps, marks, title, slo, bound,
-                     height=480, where=where)  # fmt: skip
+                     compute_roof if bound else None, height=480, where=where)  # fmt: skip
 speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
 st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
 chart_cache.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
