@@ -180,6 +180,15 @@ def roofline_inputs_text(model: StepModel, mean_context: float | None) -> str:
 # --- Both roofs: compute and bandwidth --------------------------------------------------------------
 
 
+def context_per_request(figures: WindowFigures) -> float | None:
+    """The context one running request holds: the KV tokens resident ÷ the running requests (the
+    cache itself), else the request-length histograms' mean context; None without either."""
+    resident, running = figures.kv_resident_tokens_avg, figures.running_avg
+    if resident is not None and running:
+        return resident / running
+    return figures.mean_context_tokens
+
+
 def target_roofline(figures: WindowFigures) -> roofs.Roofline | None:
     """The roofline of a window's target with its compute roof: peak FLOP/s configured
     (targets[].gpu.peak_tflops) or from the datasheet table by the window's GPU names, active
@@ -190,7 +199,7 @@ def target_roofline(figures: WindowFigures) -> roofs.Roofline | None:
         return None
     peak = roofs.peak_compute(c.peak_tflops, tuple(g.name for g in figures.gpus), c.compute_precision or roofs.DEFAULT_PRECISION)
     params = None if c.active_params_b is None else c.active_params_b * 1e9
-    return roofs.roofline(c.model(), figures.mean_context_tokens, peak, params)
+    return roofs.roofline(c.model(), context_per_request(figures), peak, params)
 
 
 def roofline_json(roof: roofs.Roofline | None, figures: WindowFigures) -> dict[str, Any] | None:
@@ -290,9 +299,10 @@ class Roofline:
         return (gap[0].upper() + gap[1:] + ".") if gap else "No measured step with running requests in this range."
 
     def caption(self) -> str:
-        return (f"Pink line: the roofline, the most aggregate decode tok/s each concurrency c allows if every step "
-                f"read at peak bandwidth: {self.inputs}. The mean context is the range's, from the request-length "
-                "histograms. Compute bounds it too at large batch and in prefill.")  # fmt: skip
+        return (f"Pink line: the bandwidth roofline, the most aggregate decode tok/s each concurrency c allows if every "
+                f"step read at peak bandwidth: {self.inputs}. The context is the range's KV tokens resident per running "
+                "request (else the request-length histograms' mean). Grey dashes: the compute roof, peak FLOP/s × TP ÷ "
+                "(2 × active parameters); the attainable tok/s is the lower of the two.")  # fmt: skip
 
 
 def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],

@@ -216,6 +216,8 @@ class Engine:
         if reason != "abort":
             hists = stats.hists
             hists["e2e"].observe(now - seq.arrival)
+            hists["prompt_len"].observe(seq.prompt_tokens)  # the request-length histograms, as vLLM 0.32
+            hists["generation_len"].observe(seq.generated)
             scheduled = seq.scheduled_at if seq.scheduled_at is not None else now
             first = seq.first_token_at if seq.first_token_at is not None else now
             hists["prefill"].observe(first - scheduled)

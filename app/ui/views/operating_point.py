@@ -8,6 +8,7 @@ from app.operating_point import (
     NO_ROOFLINE,
     REFERENCE_LEVELS,
     concurrency_reach,
+    context_per_request,
     find_knee,
     per_request_text,
     request_speeds,
@@ -44,7 +45,7 @@ if knee and knee.concurrency != rules.concurrency:
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
-roof = roofline(model, figures.mean_context_tokens, points, concurrency_reach(points, levels, marks))
+roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks))
 roofs = target_roofline(figures)  # both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth
 compute_roof = roofs.compute_tok_s if roofs else None
 if knee:
