@@ -193,6 +193,9 @@ class TargetSettings:
     )
     http: HttpSettings = _setting(None, "HTTP settings of every source of this target", factory=HttpSettings)
     max_series: int | None = _setting(None, "this target's own limit on series (unset: the global max_series)")
+    model_config: str = _setting(
+        "", "path of the served model's config.json: weights, KV bytes per token and active parameters read from it"
+    )
 
     def source_http(self, source: str) -> HttpSettings:
         """The HTTP settings of ``source`` (vllm, gateway or gpu): its own over the target's."""
@@ -437,6 +440,9 @@ class Settings:
     """Everything the product reads; built once by ``app.loader.load_settings`` (on :func:`read_settings`)."""
 
     db_url: str = _setting(DEFAULT_DB_URL, "database URL: sqlite:///path or postgresql://user@host/db")
+    hf_cache_dir: str = _setting(
+        "~/.cache/huggingface/hub", "Hugging Face hub cache searched for a served model's config.json (by its name)"
+    )
     interval_s: float = _setting(5.0, "scrape interval", kind="duration")
     scrape_timeout_s: float = _setting(3.0, "timeout of one HTTP scrape", kind="duration")
     max_series: int = _setting(

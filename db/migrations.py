@@ -436,7 +436,9 @@ def _compute_roof(conn: Connection) -> None:
     # The roofline's compute roof reads the configured active parameters, peak TFLOP/s and precision
     # of a target (the UI and status read targets from the database, as the ceiling's inputs).
     have = _columns(conn, "targets")
-    for name, kind in (("active_params_b", "FLOAT"), ("peak_tflops", "FLOAT"), ("compute_precision", "TEXT")):
+    # shape_source: where the model's shape was read (app/model_shapes.py)
+    for name, kind in (("active_params_b", "FLOAT"), ("peak_tflops", "FLOAT"), ("compute_precision", "TEXT"),
+                       ("shape_source", "TEXT")):
         if name not in have:
             conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} {kind}"))
 

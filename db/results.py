@@ -62,6 +62,7 @@ class CeilingInfo:
     active_params_b: float | None = None  # billions of parameters a token passes through
     peak_tflops: float | None = None  # peak dense TFLOP/s per GPU; None: the datasheet table by GPU name
     compute_precision: str | None = None  # which datasheet peak (bf16_tensor, fp16_cuda_core, ...)
+    shape_source: str | None = None  # where unset inputs were read: "config.json (path)", the table; None: typed
 
     def model(self) -> StepModel:
         """The target's decode step model (bytes per step, MBU, the roofline)."""

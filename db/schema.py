@@ -102,6 +102,7 @@ targets = Table(
     Column("active_params_b", Float),
     Column("peak_tflops", Float),
     Column("compute_precision", Text),
+    Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
 )
 
 models = Table(

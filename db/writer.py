@@ -75,8 +75,9 @@ class Writer:
         """Nothing to release: each write checks a connection out of the engine's pool."""
 
     # -- public API -------------------------------------------------------------------------------
-    def register_target(self, target: TargetSettings) -> int:
-        """Insert or update a target's configuration row; returns its id."""
+    def register_target(self, target: TargetSettings, shape_source: str | None = None) -> int:
+        """Insert or update a target's configuration row; returns its id. ``shape_source``: where ceiling
+        inputs the settings left unset were read (app/model_shapes.py)."""
         values = {
             "vllm_url": masked(target.vllm_url),
             "gateway_source": gateway_source(target),
@@ -88,6 +89,7 @@ class Writer:
             "active_params_b": target.ceiling.active_params_b,
             "peak_tflops": target.gpu.peak_tflops,
             "compute_precision": target.gpu.precision,
+            "shape_source": shape_source,
         }
         try:
             with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer

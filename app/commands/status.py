@@ -180,7 +180,8 @@ def render(fig: WindowFigures) -> str:
         c = fig.ceiling
         kv = f"{c.kv_bytes_per_token:,.0f} bytes ({c.kv_source})" if c.kv_bytes_per_token else "unknown (the weights only)"
         lines.append(f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP "
-                     f"{c.tensor_parallel}); KV per token {kv}")  # fmt: skip
+                     f"{c.tensor_parallel}); KV per token {kv}"
+                     + (f"; unset inputs read from {visible(c.shape_source, 200)}" if c.shape_source else ""))  # fmt: skip
     for g in fig.gpus:
         used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"

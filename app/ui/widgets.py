@@ -249,7 +249,8 @@ def mbu_inputs(f: WindowFigures) -> str:
     if c is None:
         return f"{sources} Model: no inputs ({NO_CEILING})."
     kv = f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token else "unknown (weights only)"
-    return (f"{sources} Model: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
+    shape = f" (unset inputs read from {c.shape_source})" if c.shape_source else ""
+    return (f"{sources} Model{shape}: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
             f"({c.bandwidth_source}); KV {kv}; {number(f.steps_per_s)} steps/s over {number(f.engines_max or 1)} engine(s), "
             f"{number(f.running_avg)} running; KV tokens {number(f.kv_resident_tokens_avg)} resident, mean context "
             f"{number(f.mean_context_tokens)} tokens; KV term: {f.mbu_kv_source or 'none'}.{API_SERVERS}")
