@@ -77,6 +77,7 @@ class CollectionService:
             self.writer.register_target(target, stale_after(settings))
         write_thresholds(self.engine, sweetspot_pairs(settings))
         self.rounds = RoundReader(settings, clock)
+        self._shaped: set[str] = set()  # targets whose model shape was looked up (app/model_shapes.py)
         # Jobs run in scheduler threads; SQLite takes one writer at a time, so the collect, rollup and
         # retention jobs take turns on this lock (scrapes themselves happen outside it).
         self.write_lock = threading.Lock()
@@ -119,11 +120,28 @@ class CollectionService:
                 failure = failure or exc
                 continue
             self.telemetry.observe_round(round_)
+            self._shape(round_)
             if describe:
                 lines[round_.target] = describe_round(round_)
         if failure is not None:
             raise failure
         return [lines[target.name] for target in self.settings.targets if target.name in lines]
+
+    def _shape(self, round_: Any) -> None:
+        """Once per target, when a page first names its model: fill the ceiling inputs its settings
+        leave unset from the model's shape (app/model_shapes.py) and store where they came from."""
+        if round_.target in self._shaped or round_.vllm is None or not round_.vllm.models:
+            return
+        self._shaped.add(round_.target)
+        target = next((t for t in self.settings.targets if t.name == round_.target), None)
+        if target is None:
+            return
+        from app.model_shapes import shaped
+
+        filled, shape = shaped(target, next(iter(round_.vllm.models)), self.settings.hf_cache_dir)
+        if shape is not None:
+            with self.write_lock:
+                self.writer.register_target(filled, stale_after(self.settings), shape_source=shape.source)
 
     def rollup(self) -> str:
         from db.rollup import rollup

@@ -179,13 +179,13 @@ def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = 
 
 def table(rows: Sequence[FleetRow]) -> str:
     """One line per target, worst first, then one per model (what the Fleet page shows)."""
-    head = f"{'target':28} {'state':18} {'tok/s':>7} {'MBU':>5} {'TTFT P95':>8} {'preempt':>7} {'running':>7} {'queue':>5} {'KV':>5}  reasons"
+    head = f"{'target':28} {'state':18} {'tok/s':>7} {'MBU':>5} {'DRAM':>5} {'TTFT P95':>8} {'preempt':>7} {'running':>7} {'queue':>5} {'KV':>5}  reasons"
     lines = [head]
     for r in rows:
         f = r.figures
         lines.append(
             f"{visible(r.name, 28):28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.mbu, 100, 0, '%'):>5} "
-            f"{_cell(f.ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
+            f"{_cell(f.dram_bw_util, 100, 0, '%'):>5} {_cell(f.ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
             f"{_cell(f.queue_depth_max, digits=0):>5} {_cell(f.kv_cache_usage_max, 100, 0, '%'):>5}  {'; '.join(r.state.reasons)}"
         )
     models = by_model(rows)

@@ -139,6 +139,20 @@ def mbu_text(mbu: float | None, source: str | None, missing: str = "unknown (no 
     return f"MBU {percent(mbu)} ({mbu_source_text(source)})"
 
 
+def dram_text(dram: float | None, source: str | None, missing: str = "unknown (no NVML GPM or DCGM reading)") -> str:
+    """``DRAM 77.5 % of peak (NVML GPM)``: the GPUs' own bandwidth reading, never called MBU."""
+    if dram is None or not source:
+        return f"DRAM {missing}"
+    return f"DRAM {percent(dram)} of peak ({source})"
+
+
+def overhead_text(gbps: float | None, ratio: float | None) -> str:
+    """``3,060 GB/s per GPU beyond the model's bytes (5.6×)``; "" when either figure is missing."""
+    if gbps is None or ratio is None:
+        return ""
+    return f"{number(gbps)} GB/s per GPU beyond the model's bytes ({ratio:.1f}×)"
+
+
 def mbu_source_text(source: str | None) -> str:
     """``measured (NVML GPM)`` (core.mbu's name) as a sentence reads it: ``measured, NVML GPM``."""
     return (source or "").replace(" (", ", ").removesuffix(")")

@@ -15,11 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from app.formatting import number, percent
+from core import roofline as roofs
 from core.mbu import StepModel
-from db.results import BenchRun, SeriesPoint, SweepRun, TargetInfo
+from db.results import BenchRun, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 
 # The reference deployment of DOMAIN.md §2: (concurrency, output tok/s, TTFT P95 s or None).
 REFERENCE_LEVELS: tuple[tuple[int, float, float | None], ...] = ((8, 85.0, 1.5), (16, 126.0, None), (32, 145.0, 4.8))
@@ -189,6 +191,78 @@ def roofline_inputs_text(model: StepModel, mean_context: float | None) -> str:
             f"{number(model.kv_bytes_per_token)} B ÷ TP {model.tensor_parallel})")
 
 
+# --- Both roofs: compute and bandwidth --------------------------------------------------------------
+
+
+def context_per_request(figures: WindowFigures) -> float | None:
+    """The context one running request holds: the KV tokens resident ÷ the running requests (the
+    cache itself), else the request-length histograms' mean context; None without either."""
+    resident, running = figures.kv_resident_tokens_avg, figures.running_avg
+    if resident is not None and running:
+        return resident / running
+    return figures.mean_context_tokens
+
+
+def target_roofline(figures: WindowFigures) -> roofs.Roofline | None:
+    """The roofline of a window's target with its compute roof: peak FLOP/s configured
+    (targets[].gpu.peak_tflops) or from the datasheet table by the window's GPU names, active
+    parameters configured (targets[].ceiling.active_params_b), as the target's stored ceiling
+    carries them; None without a step model."""
+    c = figures.ceiling
+    if c is None:
+        return None
+    peak = roofs.peak_compute(c.peak_tflops, tuple(g.name for g in figures.gpus), c.compute_precision or roofs.DEFAULT_PRECISION)
+    params = None if c.active_params_b is None else c.active_params_b * 1e9
+    return roofs.roofline(c.model(), context_per_request(figures), peak, params)
+
+
+def roofline_json(roof: roofs.Roofline | None, figures: WindowFigures) -> dict[str, Any] | None:
+    """``status --json``'s ``roofline``: both roofs, the crossover batch and the measured point at the
+    window's concurrency (running requests, average) against the attainable tok/s there."""
+    if roof is None:
+        return None
+    c = figures.running_avg
+    attainable = None if c is None or c <= 0 else roof.attainable_tok_s(c)
+    tok = figures.tokens_per_s
+    return {
+        "compute_tflops": None if roof.compute is None else roof.compute.tflops,
+        "compute_source": None if roof.compute is None else roof.compute.source,
+        "active_params": roof.active_params,
+        "compute_tok_s": roof.compute_tok_s,
+        "bandwidth_gbps": roof.model.peak_gbps,
+        "bandwidth_tok_s": None if c is None or c <= 0 else roof.bandwidth_tok_s(c),
+        "crossover_batch": roof.crossover_batch,
+        "concurrency": c,
+        "attainable_tok_s": attainable,
+        "measured_tok_s": tok,
+        "measured_share_of_attainable": None if tok is None or not attainable else tok / attainable,
+        "note": roof.note or None,
+    }
+
+
+def roofline_text(roof: roofs.Roofline | None, figures: WindowFigures) -> str:
+    """``compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core, 31.4 TFLOP/s) · bandwidth roof
+    4,321 tok/s at 32 running · attainable 1,794 · crossover at 11.1 running · measured 145 tok/s: 8.1 %
+    of attainable``; or the line that says which setting adds the compute roof."""
+    if roof is None:
+        return NO_ROOFLINE
+    data = roofline_json(roof, figures) or {}
+    if roof.compute_tok_s is None:
+        compute = roof.note
+    else:
+        assert roof.compute is not None
+        compute = f"compute roof {number(roof.compute_tok_s)} tok/s ({roof.compute.source}, {number(roof.compute.tflops)} TFLOP/s)"
+    parts = [compute]
+    if data.get("concurrency"):
+        parts.append(f"bandwidth roof {number(data['bandwidth_tok_s'])} tok/s at {number(data['concurrency'])} running")
+        parts.append(f"attainable {number(data['attainable_tok_s'])} tok/s")
+    if roof.crossover_batch is not None:
+        parts.append(f"the roofs cross at {number(roof.crossover_batch)} running")
+    if data.get("measured_share_of_attainable") is not None:
+        parts.append(f"measured {number(data['measured_tok_s'])} tok/s: {_share(data['measured_share_of_attainable'])} of attainable")
+    return " · ".join(parts)
+
+
 # --- Per-request decode speed ---------------------------------------------------------------------
 
 
@@ -241,9 +315,10 @@ class Roofline:
         return (gap[0].upper() + gap[1:] + ".") if gap else "No measured step with running requests in this range."
 
     def caption(self) -> str:
-        return (f"Pink line: the roofline, the most aggregate decode tok/s each concurrency c allows if every step "
-                f"read at peak bandwidth: {self.inputs}. The mean context is the range's, from the request-length "
-                "histograms. Compute bounds it too at large batch and in prefill.")  # fmt: skip
+        return (f"Pink line: the bandwidth roofline, the most aggregate decode tok/s each concurrency c allows if every "
+                f"step read at peak bandwidth: {self.inputs}. The context is the range's KV tokens resident per running "
+                "request (else the request-length histograms' mean). Grey dashes: the compute roof, peak FLOP/s × TP ÷ "
+                "(2 × active parameters); the attainable tok/s is the lower of the two.")  # fmt: skip
 
 
 def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],

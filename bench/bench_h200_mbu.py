@@ -256,7 +256,7 @@ def gpm_figures(sampler: Sampler | None, timed: Timed, modelled: float, peak_gbp
     if not dram:
         return dict(gpm_samples=[], gpm_dram_pct_median=None, gpm_mbu=None, gpm_gbps=None, gpm_over_modelled=None,
                     gpm_dram_pct_mean=None, gpm_mean_over_modelled=None)  # fmt: skip
-    measured = mbu.measured_mbu(statistics.median(dram))
+    measured = mbu.dram_bw_util(statistics.median(dram))
     assert measured is not None
     # The readings are equal windows, so their mean is the decode's average bandwidth: what bytes ×
     # steps ÷ time is. The median is steadier against a stray reading, but reads high when the pace

@@ -126,6 +126,7 @@ class _Plan(NamedTuple):
     process_start: tuple[int, ...]
     cache_config: dict[str, str]
     kv_capacity: dict[str, float]
+    per_engine: _EnginePlan  # engines and KV tokens resident, per model (_per_engine)
     lora: tuple[tuple[int, Mapping[str, str]], ...]  # lora_requests_info samples
     engine: str
     duplicates: int  # samples that repeated a name and label set already on the page (the first kept)
@@ -166,6 +167,7 @@ def _plan(names: tuple[str, ...], labels: list[Mapping[str, str]], source: str) 
         process_start=tuple(int(i) for _, _, i in by_name.get(PROCESS_START, [])),
         cache_config=_info_labels(info.get("cache_config", [])),
         kv_capacity=_kv_capacity(info.get("cache_config", [])),
+        per_engine=_per_engine(by_name, used, info.get("cache_config", [])),
         lora=tuple((int(i), row_labels) for _, row_labels, i in lora),
         engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
         duplicates=duplicates,
@@ -229,10 +231,14 @@ def _apply(plan: _Plan, values: list[float], dropped: int, max_series: int | Non
     used = dict(plan.used)
     used.update({key: "vllm:cache_config_info" if key.startswith("kv_") else "vllm:lora_requests_info"
                  for key in derived if key not in used})
-    for figures in models.values():
+    per_engine = _engine_gauges(plan.per_engine, values)
+    for model, figures in models.items():
         gauges = cast(dict[str, float], figures.gauges)  # built here as a dict
         for key, value in derived.items():
             gauges.setdefault(key, value)  # SGLang states its capacity itself
+        gauges.update(per_engine.get(model, {}))
+    used.update({key: "vllm:cache_config_info" if key == "kv_resident_tokens" else used.get("requests_running", "")
+                 for figures in per_engine.values() for key in figures})  # fmt: skip
     return VllmScrape(
         models=dict(sorted(models.items())),
         engines=plan.engines,
@@ -483,7 +489,61 @@ def _kv_capacity(rows: Rows) -> dict[str, float]:
         total_bytes = math.nan if memory is None else total_bytes + memory
     if not rows:
         return {}
-    return {"kv_capacity_tokens": tokens} | ({} if math.isnan(total_bytes) else {"kv_capacity_bytes": total_bytes})
+    if math.isnan(total_bytes):
+        return {"kv_capacity_tokens": tokens}
+    # KV bytes one token holds on one GPU: the engine's own figure (vLLM ≥ 0.32), what the step model reads
+    per_token = {"kv_token_bytes": total_bytes / tokens} if tokens else {}
+    return {"kv_capacity_tokens": tokens, "kv_capacity_bytes": total_bytes, **per_token}
+
+
+# Per model: its data-parallel engines (None: one) and the KV cache's (sample index, capacity in tokens)
+# of each engine (None: not every input is there)
+_EnginePlan = dict[str, tuple[float | None, tuple[tuple[int, float], ...] | None]]
+
+
+def _per_engine(by_name: Mapping[str, Rows], used: Mapping[str, str], cache_rows: Rows) -> _EnginePlan:
+    """Per model (a page's series alone: rows' values are sample indices): its data-parallel engines
+    (distinct ``engine`` labels of num_requests_running, where there are several: absent means one)
+    and where the KV tokens resident in their caches come from: each engine's kv_cache_usage_perc
+    sample with that engine's capacity in tokens (cache_config_info: kv_cache_size_tokens, else
+    num_gpu_blocks × block_size; one sample without an engine label stands for every engine)."""
+    running = by_name.get(used.get("requests_running", ""), [])
+    out: _EnginePlan = {}
+    for model, rows in _per_model_rows(running).items():
+        engines = {lbl.get("engine") or lbl.get("dp_rank") for lbl, _ in rows} - {None}
+        if len(engines) > 1:  # one engine (or no engine label: V0, before 0.8.3) is the default
+            out[model] = (float(len(engines)), None)
+    capacity = {labels.get("engine"): _size(labels) for _, labels, _ in cache_rows}
+    if used.get("kv_cache_usage", "").startswith("vllm:") and capacity and None not in capacity.values():
+        for model, rows in _per_model_rows(by_name.get(used["kv_cache_usage"], [])).items():
+            sizes = [capacity.get(lbl.get("engine"), next(iter(capacity.values())) if len(capacity) == 1 else None)
+                     for lbl, _ in rows]  # fmt: skip
+            if rows and None not in sizes:
+                count = out.get(model, (None, None))[0]
+                out[model] = (count, tuple((int(i), cast(float, n)) for (_, i), n in zip(rows, sizes, strict=True)))
+    return out
+
+
+def _engine_gauges(plan: _EnginePlan, values: list[float]) -> dict[str, dict[str, float]]:
+    """:func:`_per_engine`'s plan filled with a page's values: ``engine_count`` and ``kv_resident_tokens``
+    (Σ usage × capacity) per model; a part is left out when its input is (a NaN usage)."""
+    out: dict[str, dict[str, float]] = {}
+    for model, (count, kv) in plan.items():
+        figures = out.setdefault(model, {})
+        if count is not None:
+            figures["engine_count"] = count
+        if kv is not None and all(math.isfinite(values[i]) for i, _ in kv):
+            figures["kv_resident_tokens"] = sum(values[i] * n for i, n in kv)
+    return {model: figures for model, figures in out.items() if figures}
+
+
+def _size(labels: Mapping[str, str]) -> float | None:
+    """One engine's KV capacity in tokens from its cache_config_info labels; None when unstated."""
+    size = _int(labels.get("kv_cache_size_tokens"))
+    if size is None:
+        blocks, block_size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+        size = None if blocks is None or block_size is None else blocks * block_size
+    return None if size is None else float(size)
 
 
 def _lora_counts(lora: Mapping[str, str]) -> dict[str, float]:

@@ -73,6 +73,7 @@ _CEILING = {
     "tensor_parallel": Limit(1, 4096),
     "bandwidth_gbps": Limit(0, 1_000_000, above=True),
     "kv_bytes_per_token": Limit(0, 1e9, above=True),
+    "active_params_b": Limit(0, 100_000, above=True),
 }
 
 LIMITS: dict[str, Limit] = {
@@ -86,6 +87,7 @@ LIMITS: dict[str, Limit] = {
     **{f"prometheus[].ceiling.{k}": v for k, v in _CEILING.items()},
     **{f"sweetspot.{k}": v for k, v in _THRESHOLDS.items()},
     **{f"targets[].sweetspot.{k}": v for k, v in _THRESHOLDS.items()},
+    "targets[].gpu.peak_tflops": Limit(0, 1_000_000, above=True),
     "prometheus[].gone_after_s": _seconds(),
     "ui.port": _PORT,
     "ui.refresh_s": _seconds(1, DAY, above=False),

@@ -1,5 +1,8 @@
 """The decode step model: what the bandwidth ceiling bounds, model bandwidth utilisation (MBU), the
-per-step truth check and the roofline (docs/ceiling.md).
+GPU's DRAM bandwidth utilisation beside it, the per-step truth check and the roofline (docs/ceiling.md).
+
+MBU counts the bytes the MODEL must read (vLLM's byte counters, else this step model); a GPU's DRAM
+reading (NVML GPM, DCGM) counts every byte moved, and is its own figure: their gap is overhead traffic.
 
 Every decode step reads each GPU's share of the weights once, plus the KV cache of the requests it
 decodes, and yields one token for each running request. So, per GPU:
@@ -24,12 +27,21 @@ from dataclasses import dataclass
 
 GB = 1e9
 
-# Where an MBU figure came from, best first (docs/ceiling.md "Provenance").
-MEASURED_GPM = "measured (NVML GPM)"
-MEASURED_DCGM = "measured (DCGM DRAM active)"
+# Where an MBU figure came from, best first (docs/ceiling.md "Provenance"). MBU is always the MODEL's
+# bytes: a GPU's DRAM reading is another figure (DRAM bandwidth utilisation, below), never MBU.
 ENGINE = "engine estimate (vLLM byte counters)"
 MODELLED = "modelled (steps/s × bytes per step)"
-MBU_SOURCES = (MEASURED_GPM, MEASURED_DCGM, ENGINE, MODELLED)
+MBU_SOURCES = (ENGINE, MODELLED)
+# Where a DRAM bandwidth utilisation came from: the GPU's own reading of every byte it moved.
+DRAM_GPM = "NVML GPM"
+DRAM_DCGM = "DCGM DRAM active"
+DRAM_SOURCES = (DRAM_GPM, DRAM_DCGM)
+# What the bytes moved beyond the model's are, in one sentence (tiles, status, the digest, docs).
+OVERHEAD_CAUSES = (
+    "bytes the GPU moved beyond what the model must read: KV-cache copies (a cache concatenated or "
+    "written back each step), KV heads expanded for grouped-query attention, activations of unfused "
+    "kernels, padding a static cache reads whole, and prefill"
+)
 
 # A measured step rate this much above the bound is past what the readings' noise explains (a step
 # rate is a counter's rate over the window; its error is well under 5 %).
@@ -67,6 +79,13 @@ class StepModel:
         """Modelled MBU (0–1) of ``steps_per_s`` decode steps with ``running`` requests."""
         return self.bytes_per_step(running, mean_context) * steps_per_s / (self.peak_gbps * GB)
 
+    def bytes_per_step_tokens(self, kv_tokens: float | None) -> float:
+        """Bytes one decode step reads per GPU when the KV cache it reads holds ``kv_tokens`` tokens
+        (None: unknown, the weights only)."""
+        if kv_tokens is None:
+            return self.bytes_per_step(0.0, None)
+        return self.bytes_per_step(1.0, kv_tokens)
+
     def roofline_tokens_per_s(self, concurrency: float, mean_context: float | None) -> float:
         """The most aggregate decode tok/s at ``concurrency`` running requests, if every step ran at
         peak bandwidth: c × peak ÷ bytes per step(c). Compute bounds it too at large batch (not here)."""
@@ -85,12 +104,36 @@ class Mbu:
     source: str
 
 
-def measured_mbu(dram_bw_util_pct: float | None, source: str = MEASURED_GPM) -> Mbu | None:
-    """MBU from a GPU's own DRAM bandwidth reading (GPM ``DRAM_BW_UTIL`` or DCGM ``DRAM_ACTIVE``, 0–100).
-    It counts every byte the GPU moved (prefill and activations too), hence "measured", not "model"."""
+@dataclass(frozen=True, slots=True)
+class DramBw:
+    """A GPU's DRAM bandwidth utilisation (0–1) and where it came from (one of :data:`DRAM_SOURCES`)."""
+
+    value: float
+    source: str
+
+
+def dram_bw_util(dram_bw_util_pct: float | None, source: str = DRAM_GPM) -> DramBw | None:
+    """DRAM bandwidth utilisation (0–1) from a GPU's own reading (GPM ``DRAM_BW_UTIL`` or DCGM
+    ``DRAM_ACTIVE``, 0–100). It counts every byte the GPU moved, wasted or not: not MBU."""
     if dram_bw_util_pct is None or not math.isfinite(dram_bw_util_pct):
         return None
-    return Mbu(dram_bw_util_pct / 100.0, source)
+    return DramBw(dram_bw_util_pct / 100.0, source)
+
+
+@dataclass(frozen=True, slots=True)
+class Overhead:
+    """The bytes the GPU moved beyond the model's: GB/s per GPU, and DRAM ÷ MBU (× the model's bytes)."""
+
+    gbps: float
+    ratio: float
+
+
+def overhead_traffic(dram: float | None, mbu: float | None, peak_gbps: float | None) -> Overhead | None:
+    """Overhead traffic per GPU: (DRAM utilisation − MBU) × peak, and DRAM ÷ MBU; None unless both
+    figures and the peak are known and MBU is above zero. May be negative where the reading lags."""
+    if dram is None or mbu is None or not peak_gbps or mbu <= 0:
+        return None
+    return Overhead((dram - mbu) * peak_gbps, dram / mbu)
 
 
 def engine_mbu(engine_bytes_per_s_per_gpu: float | None, peak_gbps: float | None) -> Mbu | None:
@@ -104,15 +147,38 @@ def engine_mbu(engine_bytes_per_s_per_gpu: float | None, peak_gbps: float | None
 
 
 def modelled_mbu(model: StepModel | None, steps_per_s: float | None, running: float | None,
-                 mean_context: float | None) -> Mbu | None:  # fmt: skip
-    """MBU from the step model: needs the target's inputs and a step rate."""
+                 mean_context: float | None, kv_tokens: float | None = None, engines: float | None = 1) -> Mbu | None:  # fmt: skip
+    """MBU from the step model: needs the target's inputs and a step rate. ``kv_tokens``: the KV
+    cache's resident tokens (kv_cache_usage_perc × kv_cache_size_tokens, every engine together),
+    else ``running`` × ``mean_context`` (the request-length estimate). ``engines``: data-parallel
+    engines, each its own step stream over its own GPUs (:func:`per_engine`)."""
     if model is None or steps_per_s is None or not math.isfinite(steps_per_s):
         return None
-    return Mbu(model.mbu(steps_per_s, running or 0.0, mean_context), MODELLED)
+    steps, tokens = per_engine(steps_per_s, kv_tokens_read(running, mean_context, kv_tokens), engines)
+    return Mbu(model.bytes_per_step_tokens(tokens) * steps / (model.peak_gbps * GB), MODELLED)
+
+
+def kv_tokens_read(running: float | None, mean_context: float | None, kv_tokens: float | None) -> float | None:
+    """The KV tokens a step reads (all engines): the cache's resident tokens, else running × mean
+    context, else None (the step model then counts the weights only)."""
+    if kv_tokens is not None and math.isfinite(kv_tokens):
+        return max(kv_tokens, 0.0)
+    if mean_context is None or not math.isfinite(mean_context):
+        return None
+    return max(running or 0.0, 0.0) * max(mean_context, 0.0)
+
+
+def per_engine(steps_per_s: float, kv_tokens: float | None, engines: float | None) -> tuple[float, float | None]:
+    """One engine's steps/s and KV tokens out of a target's totals over ``engines`` data-parallel
+    engines. Each engine steps on its own GPUs, so a target's MBU is the mean over its engines
+    (weighted by their GPUs, equal within a target): the weights term of the mean is exact from the
+    totals; the KV term is exact when the engines hold alike caches (the scheduler balances them)."""
+    n = max(engines or 1.0, 1.0)
+    return steps_per_s / n, None if kv_tokens is None else kv_tokens / n
 
 
 def best_mbu(*candidates: Mbu | None) -> Mbu | None:
-    """The first figure present, in the order given (callers pass measured, engine, modelled)."""
+    """The first figure present, in the order given (callers pass engine, modelled)."""
     return next((c for c in candidates if c is not None), None)
 
 
@@ -148,10 +214,13 @@ class StepBoundBreach:
         )
 
 
-def check_step_bound(model: StepModel | None, steps_per_s: float | None) -> StepBoundBreach | None:
-    """A breach when the measured step rate exceeds the model's bound (beyond the tolerance)."""
+def check_step_bound(model: StepModel | None, steps_per_s: float | None,
+                     engines: float | None = 1) -> StepBoundBreach | None:  # fmt: skip
+    """A breach when one engine's step rate (the target's ÷ its ``engines``: data-parallel engines
+    step on their own GPUs) exceeds the model's bound (beyond the tolerance)."""
     if model is None or steps_per_s is None or not math.isfinite(steps_per_s):
         return None
+    steps_per_s = steps_per_s / max(engines or 1.0, 1.0)
     bound = model.step_bound_per_s
     if steps_per_s <= bound * STEP_BOUND_TOLERANCE:
         return None

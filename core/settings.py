@@ -145,6 +145,12 @@ class GpuSettings:
     source: str = _setting("none", "nvml (GPUs of this host), dcgm (a dcgm-exporter URL) or none")
     url: str = _setting("", "dcgm-exporter metrics URL (source = dcgm), default port 9400")
     http: HttpSettings = _setting(None, "HTTP settings of the dcgm source (over targets[].http)", factory=HttpSettings)
+    peak_tflops: float | None = _setting(
+        None, "peak dense TFLOP/s per GPU for the compute roof; unset = the datasheet table by the GPU's name, else none"
+    )
+    precision: str = _setting(
+        "bf16_tensor", "which datasheet peak the compute roof uses: bf16_tensor, fp16_tensor, fp8_tensor or fp16_cuda_core"
+    )
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,9 @@ class CeilingSettings:
     )
     kv_bytes_per_token: float | None = _setting(
         None, "KV-cache bytes one token of context holds, all layers and GPUs; unset = from vLLM's cache_config_info"
+    )
+    active_params_b: float | None = _setting(
+        None, "parameters a token passes through, in billions (an MoE's active ones), for the compute roof; unset = none"
     )
 
     @property
@@ -199,6 +208,9 @@ class TargetSettings:
     max_num_seqs: int | None = _setting(None, "the engine's --max-num-seqs, when known: a sweet spot above it is refused")
     # The demo's target: its sweet spot is the reference report's (source "reference"), set by `run` only.
     reference: bool = field(default=False, compare=False, repr=False, metadata={"kind": INTERNAL})
+    model_config: str = _setting(
+        "", "path of the served model's config.json: weights, KV bytes per token and active parameters read from it"
+    )
 
     def source_http(self, source: str) -> HttpSettings:
         """The HTTP settings of ``source`` (vllm, gateway or gpu): its own over the target's."""
@@ -472,6 +484,9 @@ class Settings:
     """Everything the product reads; built once by ``app.loader.load_settings`` (on :func:`read_settings`)."""
 
     db_url: str = _setting(DEFAULT_DB_URL, "database URL: sqlite:///path or postgresql://user@host/db")
+    hf_cache_dir: str = _setting(
+        "~/.cache/huggingface/hub", "Hugging Face hub cache searched for a served model's config.json (by its name)"
+    )
     interval_s: float = _setting(5.0, "scrape interval", kind="duration")
     scrape_timeout_s: float = _setting(3.0, "timeout of one HTTP scrape", kind="duration")
     max_series: int = _setting(
@@ -731,6 +746,9 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
+        if target.gpu.precision not in ("bf16_tensor", "fp16_tensor", "fp8_tensor", "fp16_cuda_core"):
+            raise ConfigError(f"{key}.gpu.precision: {target.gpu.precision!r} is not one of bf16_tensor, fp16_tensor, "
+                              "fp8_tensor, fp16_cuda_core")  # fmt: skip
         if target.gpu.source == "dcgm" and not target.gpu.url:
             raise ConfigError(f"{key}.gpu.url: required when gpu.source = dcgm (e.g. http://host:9400/metrics)")
         _check_target(target, key)

@@ -23,9 +23,11 @@ from db.results import CeilingInfo
 def compute_ceiling(
     weight_gb: float | None, tensor_parallel: int | None, bandwidth_gbps: float | None = None,
     nvml_peak_gbps: float | None = None, kv: tuple[float | None, str | None] = (None, None),
+    compute: tuple[float | None, float | None, str | None] = (None, None, None), shape_source: str | None = None,
 ) -> CeilingInfo | None:  # fmt: skip
     """The ceiling in decode steps/s with its inputs; config bandwidth wins over NVML; None without
-    weights, TP or any bandwidth. ``kv``: (KV bytes per token, its source)."""
+    weights, TP or any bandwidth. ``kv``: (KV bytes per token, its source); ``compute``: the compute
+    roof's configured (active parameters in billions, peak TFLOP/s, precision)."""
     if weight_gb is None or not tensor_parallel or weight_gb <= 0:
         return None
     if bandwidth_gbps is not None:
@@ -43,6 +45,10 @@ def compute_ceiling(
         bandwidth_source=source,
         kv_bytes_per_token=kv[0],
         kv_source=kv[1],
+        active_params_b=compute[0],
+        peak_tflops=compute[1],
+        compute_precision=compute[2],
+        shape_source=shape_source,
     )
 
 
@@ -78,14 +84,16 @@ def ceilings(conn: Connection, target_ids: Sequence[int] | None = None) -> dict[
     # tensor-parallel step, hence the minimum.
     peaks_stmt = (select(g.c.target_id, func.min(g.c.peak_bw_gbps))
                   .where(g.c.peak_bw_gbps.is_not(None), g.c.peak_bw_source == "nvml-formula").group_by(g.c.target_id))  # fmt: skip
-    rows_stmt = select(t.c.id, t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps, t.c.kv_bytes_per_token, t.c.cache_config)
+    rows_stmt = select(t.c.id, t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps, t.c.kv_bytes_per_token, t.c.cache_config,
+                       t.c.active_params_b, t.c.peak_tflops, t.c.compute_precision, t.c.shape_source)
     if target_ids is not None:
         peaks_stmt = peaks_stmt.where(g.c.target_id.in_(list(target_ids)))
         rows_stmt = rows_stmt.where(t.c.id.in_(list(target_ids)))
     peaks = dict(conn.execute(peaks_stmt).all())
     return {
         row.id: compute_ceiling(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, peaks.get(row.id),
-                                _kv(row.cache_config, row.kv_bytes_per_token, row.tensor_parallel))  # fmt: skip
+                                _kv(row.cache_config, row.kv_bytes_per_token, row.tensor_parallel),
+                                (row.active_params_b, row.peak_tflops, row.compute_precision), row.shape_source)  # fmt: skip
         for row in conn.execute(rows_stmt)
     }
 

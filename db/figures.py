@@ -88,7 +88,15 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("ceiling_share", "record", unit="%", scale=100.0, label="the report's % of ceiling",
            help="the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (0–1; not an efficiency)", hint=NO_CEILING),
     Figure("mbu", "record", unit="%", scale=100.0, label="MBU",
-           help="model bandwidth utilisation (0–1), best source first: measured, engine estimate, modelled"),
+           help="model bandwidth utilisation (0–1): the model's bytes a step must read × steps/s ÷ peak; "
+                "vLLM's byte counters, else the step model; never a DRAM reading"),
+    Figure("dram_bw_util", "record", unit="%", scale=100.0, label="DRAM bandwidth",
+           help="DRAM bandwidth utilisation (0–1): every byte the GPUs moved (NVML GPM or DCGM DRAM active), "
+                "averaged over the target's GPUs"),
+    Figure("overhead_traffic_gbps", "record", unit="GB/s per GPU", label="overhead traffic",
+           help="bytes moved beyond the model's: (dram_bw_util − mbu) × peak bandwidth, GB/s per GPU"),
+    Figure("overhead_ratio", "record", unit="×", label="moved ÷ model's bytes",
+           help="dram_bw_util ÷ mbu: how many times the model's bytes the GPUs moved"),
     Figure("steps_per_s", "rate", ("iteration_tokens", "covered_ms"), unit="steps/s", label="engine steps",
            help="engine steps (decode steps) per second: rate of vllm:iteration_tokens_total_count",
            hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count"),
@@ -142,13 +150,18 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("spec_decode_acceptance_rate", "ratio", ("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
            unit="%", scale=100.0, label="spec-decode acceptance", hint=_SPEC),
     # not among status's lines
-    Figure("mbu_measured", "record", unit="%", scale=100.0,
-           help="MBU measured by the GPUs (NVML GPM or DCGM DRAM active), averaged over the target's GPUs (0–1)"),
     Figure("mbu_engine", "record", unit="%", scale=100.0,
            help="MBU from vLLM's byte counters per GPU ÷ peak bandwidth (0–1; --enable-mfu-metrics)"),
     Figure("mbu_modelled", "record", unit="%", scale=100.0,
            help="MBU of the step model: steps/s × bytes per step ÷ peak bandwidth (0–1)"),
     Figure("mbu_source", "record", scale=0.0),
+    Figure("mbu_kv_source", "record", scale=0.0),
+    Figure("dram_bw_source", "record", scale=0.0),
+    Figure("kv_resident_tokens_avg", "gauge_avg", ("kv_resident_tokens",), unit="tokens",
+           help="KV-cache tokens resident, average: the tokens a decode step reads (kv_cache_usage_perc × kv_cache_size_tokens)",
+           hint="vLLM V1's kv_cache_usage_perc with cache_config_info"),
+    Figure("engines_max", "gauge_max", ("engine_count",), "max", "engines",
+           help="data-parallel engines serving the target (distinct engine labels), max"),
     Figure("step_bound_breach", "record", scale=0.0),
     Figure("scrapes", "record", rows="target", help="scrapes in the window"),
     Figure("failed_scrapes", "record", rows="target", help="failed scrapes in the window"),
@@ -195,7 +208,7 @@ def _catalogue_rows(presented: tuple[Figure, ...]) -> tuple[Figure, ...]:
 
 FIGURES: tuple[Figure, ...] = (*_PRESENTED, *_catalogue_rows(_PRESENTED))
 # Record figures a series step carries too: computed per step after the pipeline (db/queries.py).
-SERIES_RECORDS = frozenset({"mbu"})
+SERIES_RECORDS = frozenset({"mbu", "dram_bw_util"})
 BY_NAME: dict[str, Figure] = {f.name: f for f in FIGURES}
 # Catalogue metrics that feed no figure, and why they may be missing.
 _UNREAD_HINTS = {"requests_swapped": "V0 engine only: expected on V1", "lora_requests": "LoRA off"}

@@ -1,10 +1,11 @@
 """A target's MBU over a window or per series step, from what the pipeline read (core/mbu.py does the
 arithmetic; docs/ceiling.md says why each source ranks where it does).
 
-Sources, best first: measured (the target's GPUs' own DRAM bandwidth share, NVML GPM or DCGM DRAM
-active, averaged over its GPUs), engine (vLLM's byte counters per GPU ÷ peak; zero counters are
-"not exposed": vLLM without --enable-mfu-metrics), modelled (the target's step model with the engine's
-steps/s, the running requests and the mean context). Peak bandwidth per GPU: the ceiling's (config,
+MBU is the model's bytes, sources best first: engine (vLLM's byte counters per GPU ÷ peak; zero
+counters are "not exposed": vLLM without --enable-mfu-metrics), modelled (the target's step model with
+each engine's steps/s and the KV tokens resident in its cache, else running × the mean context).
+Never the GPUs' DRAM reading: that is DRAM bandwidth utilisation (NVML GPM or DCGM DRAM active,
+averaged over the target's GPUs), shown beside MBU with the overhead traffic between them. Peak bandwidth per GPU: the ceiling's (config,
 else NVML's formula), else the lowest peak a GPU row carries. Nothing is borrowed: a target without
 a source has no MBU (None), and the efficiency rule is then not evaluated.
 """
@@ -28,13 +29,17 @@ def peak_gbps(ceiling: CeilingInfo | None, gpus: Sequence[GpuFigures]) -> float 
     return min(peaks) if peaks else None
 
 
-# whether every GPU's reading is DCGM's → the measured source's name (GPM where any reads it)
-MEASURED_BY_NAME = {True: model.MEASURED_DCGM, False: model.MEASURED_GPM}
+# whether every GPU's reading is DCGM's → the DRAM reading's source (GPM where any reads it)
+DRAM_SOURCE_BY_NAME = {True: model.DRAM_DCGM, False: model.DRAM_GPM}
+# where the step model's KV term came from
+KV_RESIDENT = "KV cache resident (kv_cache_usage_perc × kv_cache_size_tokens)"
+KV_ESTIMATE = "estimate: running × (mean prompt + half the mean output), request-length histograms"
+KV_NONE = "weights only: no KV bytes per token or no KV tokens (a lower bound)"
 
 
-def measured_source(gpus: Sequence[GpuFigures]) -> str:
-    """The measured source's name of these GPUs (GPM where any reads it, else DCGM)."""
-    return MEASURED_BY_NAME[{g.dram_bw_source for g in gpus if g.dram_bw_util_pct_avg is not None} == {"dcgm"}]
+def dram_source(gpus: Sequence[GpuFigures]) -> str:
+    """The DRAM reading's source of these GPUs (GPM where any reads it, else DCGM)."""
+    return DRAM_SOURCE_BY_NAME[{g.dram_bw_source for g in gpus if g.dram_bw_util_pct_avg is not None} == {"dcgm"}]
 
 
 def gpu_share_pct(gpus: Sequence[GpuFigures]) -> float | None:
@@ -43,26 +48,46 @@ def gpu_share_pct(gpus: Sequence[GpuFigures]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def kv_term_source(point: dict[str, Any], ceiling: CeilingInfo | None) -> str:
+    """Where the step model's KV term of ``point`` came from (KV_RESIDENT, KV_ESTIMATE or KV_NONE)."""
+    if ceiling is None or ceiling.kv_bytes_per_token is None:
+        return KV_NONE
+    if _finite(point.get("kv_resident_tokens_avg")):
+        return KV_RESIDENT
+    return KV_ESTIMATE if _finite(point.get("mean_context_tokens")) else KV_NONE
+
+
 def mbu_of(
     point: dict[str, Any], ceiling: CeilingInfo | None, peak: float | None, share_pct: float | None, source: str
 ) -> dict[str, Any]:
-    """MBU of one window or step: ``point`` holds its figures (steps_per_s, running_avg,
-    mean_context_tokens, engine bytes/s); ``share_pct`` the GPUs' bandwidth share (``source`` names it)."""
-    measured = model.measured_mbu(share_pct, source)
+    """MBU of one window or step and the GPUs' DRAM figure beside it: ``point`` holds the step's
+    figures (steps_per_s, running_avg, kv_resident_tokens_avg, mean_context_tokens, engines_max,
+    engine bytes/s); ``share_pct`` the GPUs' DRAM bandwidth share (0–100, ``source`` names it)."""
+    dram = model.dram_bw_util(share_pct, source)
     engine_bytes = _plus(point.get("engine_read_bytes_per_s"), point.get("engine_write_bytes_per_s"))
     engine = model.engine_mbu(engine_bytes, peak)
     step_model = ceiling.model() if ceiling is not None else None
+    engines = point.get("engines_max")
     modelled = model.modelled_mbu(step_model, point.get("steps_per_s"), point.get("running_avg"),
-                                  point.get("mean_context_tokens"))  # fmt: skip
-    best = model.best_mbu(measured, engine, modelled)
+                                  point.get("mean_context_tokens"), point.get("kv_resident_tokens_avg"), engines)  # fmt: skip
+    best = model.best_mbu(engine, modelled)
+    overhead = model.overhead_traffic(None if dram is None else dram.value, None if best is None else best.value, peak)
     return {
         "mbu": None if best is None else best.value,
         "mbu_source": None if best is None else best.source,
-        "mbu_measured": None if measured is None else measured.value,
         "mbu_engine": None if engine is None else engine.value,
         "mbu_modelled": None if modelled is None else modelled.value,
-        "step_bound_breach": model.check_step_bound(step_model, point.get("steps_per_s")),
+        "mbu_kv_source": None if modelled is None else kv_term_source(point, ceiling),
+        "dram_bw_util": None if dram is None else dram.value,
+        "dram_bw_source": None if dram is None else dram.source,
+        "overhead_traffic_gbps": None if overhead is None else overhead.gbps,
+        "overhead_ratio": None if overhead is None else overhead.ratio,
+        "step_bound_breach": model.check_step_bound(step_model, point.get("steps_per_s"), engines),
     }
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def _plus(a: float | None, b: float | None) -> float | None:
@@ -73,9 +98,8 @@ def _plus(a: float | None, b: float | None) -> float | None:
 
 def missing_reason(ceiling: CeilingInfo | None, peak: float | None, steps_per_s: float | None) -> str:
     """Why a target has no MBU: each source and what it lacks (the efficiency rule's state says it)."""
-    parts = ["no GPU bandwidth reading (NVML GPM on Hopper or newer, or dcgm-exporter's DRAM_ACTIVE)"]
-    parts.append("no engine byte counters (vLLM ≥ 0.32 with --enable-mfu-metrics)" if peak is not None
-                 else "no peak bandwidth for the engine's byte counters (targets[].ceiling.bandwidth_gbps)")  # fmt: skip
+    parts = ["no engine byte counters (vLLM ≥ 0.32 with --enable-mfu-metrics)" if peak is not None
+                 else "no peak bandwidth for the engine's byte counters (targets[].ceiling.bandwidth_gbps)"]  # fmt: skip
     if ceiling is None:
         parts.append(f"no step model ({NO_CEILING})")
     elif steps_per_s is None or math.isnan(steps_per_s):

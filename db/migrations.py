@@ -488,6 +488,26 @@ def _stale_after(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE verdicts ADD COLUMN thresholds TEXT"))
 
 
+def _mbu_model_bytes(conn: Connection) -> None:
+    # mbu_pct is the model's bytes only (per engine, the KV tokens resident), never the GPUs' DRAM
+    # reading, which gets its own source and the overhead traffic beside it: the minutes and hours
+    # views are dropped here and made again from the code by the standing step.
+    from db.query_views import drop_views
+
+    drop_views(conn)
+
+
+def _compute_roof(conn: Connection) -> None:
+    # The roofline's compute roof reads the configured active parameters, peak TFLOP/s and precision
+    # of a target (the UI and status read targets from the database, as the ceiling's inputs).
+    have = _columns(conn, "targets")
+    # shape_source: where the model's shape was read (app/model_shapes.py)
+    for name, kind in (("active_params_b", "FLOAT"), ("peak_tflops", "FLOAT"), ("compute_precision", "TEXT"),
+                       ("shape_source", "TEXT")):
+        if name not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} {kind}"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -511,6 +531,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0020_verdicts", _verdicts),
     ("0021_sweet_spot_unknown", _sweet_spot_unknown),
     ("0023_stale_after", _stale_after),
+    ("0025_mbu_model_bytes", _mbu_model_bytes),
+    ("0026_compute_roof", _compute_roof),
     ("0027_masked_url_values", _masked_url_values),
     ("0030_bench_runs", _bench_runs),
     ("0031_config_epochs", _config_epochs),

@@ -389,7 +389,7 @@ def window_from(
     bound = ceiling.steps_per_s if ceiling else None
     peak = mbu_figures.peak_gbps(ceiling, gpus)
     share = mbu_figures.gpu_share_pct(gpus)
-    mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.measured_source(gpus))
+    mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.dram_source(gpus))
     stale = stale_age(None if last is None else float(last.ts), end, stale_after_s)
     return WindowFigures(
         target=target,

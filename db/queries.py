@@ -294,32 +294,32 @@ def _series_columns(
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], "mbu": [], **{k: [] for k in POINT_KEYS}}
+        return {"ts": [], "mbu": [], "dram_bw_util": [], **{k: [] for k in POINT_KEYS}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
-    with_mbu = fields is None or "mbu" in fields
+    with_mbu = fields is None or "mbu" in fields or "dram_bw_util" in fields
     want = None if fields is None else frozenset(fields) | (MBU_INPUTS if with_mbu else frozenset())
     level = level_for_step(step) if level is None else level
     f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
     cols: dict[str, list[Any]] = columns(f)
     if with_mbu:
-        cols["mbu"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)
+        cols["mbu"], cols["dram_bw_util"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}
 
 
 # the series figures a step's MBU reads (db/mbu_figures.py)
 MBU_INPUTS = frozenset({"steps_per_s", "running_avg", "mean_context_tokens", "engine_read_bytes_per_s",
-                        "engine_write_bytes_per_s"})  # fmt: skip
+                        "engine_write_bytes_per_s", "kv_resident_tokens_avg", "engines_max"})  # fmt: skip
 
 
 def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], span: tuple[int, int, int],
-                level: int) -> list[float | None]:  # fmt: skip
-    """Each step's MBU, best source first: the GPUs' bandwidth share of the step, the engine's byte
-    counters, the step model."""
+                level: int) -> tuple[list[float | None], list[float | None]]:  # fmt: skip
+    """Each step's MBU (the engine's byte counters, else the step model) and the GPUs' DRAM
+    bandwidth utilisation of the step."""
     lo, hi, step = span
     ceiling, gpus = target_ceiling(conn, target_id), _gpu_rows(conn, target_id)
     steps = len(cols["running_avg"])
     shares: list[float | None] = [None] * steps
-    source = mbu_figures.MEASURED_BY_NAME[{g.dram_bw_source for g in gpus} == {"dcgm"}]
+    source = mbu_figures.DRAM_SOURCE_BY_NAME[{g.dram_bw_source for g in gpus} == {"dcgm"}]
     if gpus:
         red, groups = gpu_grid(conn, gpus, lo, hi, step, level)
         grid = red.avgs["dram_bw_util_pct_avg"].reshape(groups, len(gpus))
@@ -328,11 +328,11 @@ def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], sp
             shares[i] = float(read.mean()) if read.size else None
     peaks = [g.peak_bw_gbps for g in gpus if g.peak_bw_gbps]
     peak = ceiling.bandwidth_gbps if ceiling is not None else (min(peaks) if peaks else None)
-    out = []
+    out: list[float | None] = []
     for i in range(steps):
         point = {k: cols[k][i] for k in MBU_INPUTS}
         out.append(mbu_figures.mbu_of(point, ceiling, peak, shares[i], source)["mbu"])
-    return out
+    return out, [None if s is None else s / 100.0 for s in shares]
 
 
 def _series(conn: Connection, *args: Any) -> list[SeriesPoint]:

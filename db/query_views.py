@@ -121,8 +121,12 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("dram_bw_gbps", "GB/s", "DRAM bandwidth, summed over the target's GPUs (NULL: no bandwidth source)"),
         Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
         Col("steps_per_s", "steps/s", "engine (decode) steps per second: vllm:iteration_tokens_total's count"),
-        Col("mbu_pct", "% of peak", "model bandwidth utilisation, best source first (NULL: no source; docs/ceiling.md)"),
-        Col("mbu_source", "", "where mbu_pct came from: measured (NVML GPM or DCGM), engine estimate, modelled"),
+        Col("mbu_pct", "% of peak", "model bandwidth utilisation: the model's bytes (vLLM's byte counters, else the step model"
+            " per engine with the KV tokens resident), never a DRAM reading (NULL: no source; docs/ceiling.md)"),
+        Col("mbu_source", "", "where mbu_pct came from: engine estimate (vLLM byte counters) or modelled"),
+        Col("dram_bw_source", "", "where dram_bw_pct came from: NVML GPM or DCGM DRAM active (NULL: no reading)"),
+        Col("overhead_traffic_gbps", "GB/s per GPU", "bytes moved beyond the model's: (dram_bw_pct − mbu_pct) ÷ 100 × peak"),
+        Col("overhead_ratio", "×", "dram_bw_pct ÷ mbu_pct: how many times the model's bytes the GPUs moved"),
         Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: at most this many decode steps/s (NULL: no inputs)"),
         Col("ceiling_share", "fraction", "the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (not an efficiency)"),
         *_verdict_columns(period),
@@ -361,8 +365,8 @@ FROM targets t {_THRESHOLDS}"""
 _PER_TARGET = f"""SELECT t.id, t.name, {_ceiling("t")} AS ceiling, {_bandwidth("t")} AS peak_gbps,
  CASE WHEN t.weight_gb > 0 AND t.tensor_parallel > 0 THEN t.weight_gb * 1000000000 / t.tensor_parallel END AS weight_bytes,
  t.kv_bytes_per_token / t.tensor_parallel AS kv_bytes,
- (SELECT CASE WHEN MIN(g.dram_bw_source) = 'dcgm' AND MAX(g.dram_bw_source) = 'dcgm' THEN '{mbu.MEASURED_DCGM}'
-   ELSE '{mbu.MEASURED_GPM}' END FROM gpus g WHERE g.target_id = t.id) AS measured_source,
+ (SELECT CASE WHEN MIN(g.dram_bw_source) = 'dcgm' AND MAX(g.dram_bw_source) = 'dcgm' THEN '{mbu.DRAM_DCGM}'
+   ELSE '{mbu.DRAM_GPM}' END FROM gpus g WHERE g.target_id = t.id) AS measured_source,
  (SELECT COUNT(*) FROM models cm WHERE cm.target_id = t.id) AS models,
  th.target AS th_target, th.ttft_p95_slo_s AS th_ttft, th.concurrency AS th_concurrency,
  th.kv_warning AS th_kv, th.min_mbu AS th_mbu
@@ -371,17 +375,18 @@ FROM targets t {_THRESHOLDS} GROUP BY t.id, th.target"""
 
 def _mbu_sql() -> tuple[str, str]:
     """MBU in % of peak and its source, best first (db/mbu_figures.py; the step model of core/mbu.py
-    with the configured KV bytes per token): the GPUs' share, the engine's bytes, the model."""
+    with the engine's KV bytes per token, else the configured, per engine): the engine's bytes, the model. The KV term
+    reads the tokens resident in the cache, else running × the mean context. Never the GPUs' DRAM."""
     engine = ("CASE WHEN b.peak_gbps > 0 AND COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0) > 0"
               " THEN (COALESCE(b.engine_read_bytes, 0) + COALESCE(b.engine_write_bytes, 0)) / b.covered_s"
               " / (b.peak_gbps * 1000000000) * 100 END")
     context = ("b.request_prompt_tokens_sum / NULLIF(b.request_prompt_tokens_count, 0)"
                " + b.request_generation_tokens_sum / NULLIF(b.request_generation_tokens_count, 0) / 2")
-    modelled = (f"b.iteration_tokens_count / b.covered_s * (b.weight_bytes + COALESCE(b.running_avg * ({context})"
-                " * b.kv_bytes, 0)) / (b.peak_gbps * 1000000000) * 100")
-    value = f"COALESCE(b.dram_bw_pct, {engine}, {modelled})"
-    source = (f"CASE WHEN b.dram_bw_pct IS NOT NULL THEN b.measured_source WHEN ({engine}) IS NOT NULL THEN "
-              f"'{mbu.ENGINE}' WHEN ({modelled}) IS NOT NULL THEN '{mbu.MODELLED}' END")
+    engines = "(CASE WHEN b.engines > 1 THEN b.engines ELSE 1 END)"
+    modelled = (f"b.iteration_tokens_count / b.covered_s / {engines} * (b.weight_bytes + COALESCE(COALESCE(b.kv_resident,"
+                f" b.running_avg * ({context})) / {engines} * b.kv_bytes, 0)) / (b.peak_gbps * 1000000000) * 100")
+    value = f"COALESCE({engine}, {modelled})"
+    source = f"CASE WHEN ({engine}) IS NOT NULL THEN '{mbu.ENGINE}' WHEN ({modelled}) IS NOT NULL THEN '{mbu.MODELLED}' END"
     return value, source
 
 
@@ -413,8 +418,10 @@ def _figures_sql(step: int) -> str:
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
  r.ttft_p95_s, tx.ceiling AS ceiling_steps_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_mbu,
- tx.peak_gbps, tx.weight_bytes, tx.kv_bytes, tx.measured_source, r.engine_read_bytes, r.engine_write_bytes,
+ tx.peak_gbps, tx.weight_bytes, tx.measured_source, r.engine_read_bytes, r.engine_write_bytes,
  r.iteration_tokens_count, r.request_prompt_tokens_sum, r.request_prompt_tokens_count,
+ {_real("r.kv_resident_tokens_sum")} / r.samples AS kv_resident, r.engine_count_max AS engines,
+ COALESCE(r.kv_token_bytes_max, tx.kv_bytes) AS kv_bytes,
  r.request_generation_tokens_sum, r.request_generation_tokens_count,
  {layouts}
 FROM model_rollups r JOIN models m ON m.id = r.model_id JOIN ({_PER_TARGET}) tx ON tx.id = m.target_id
@@ -431,6 +438,9 @@ WHERE r.step = {step}"""
  100 * bucket_share(b.th_ttft, b.ttft_bounds, b.ttft_buckets) AS ttft_slo_attainment_pct,
  b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct,
  b.iteration_tokens_count / b.covered_s AS steps_per_s, {mbu_pct} AS mbu_pct, {mbu_source} AS mbu_source,
+ CASE WHEN b.dram_bw_pct IS NOT NULL THEN b.measured_source END AS dram_bw_source,
+ (b.dram_bw_pct - ({mbu_pct})) / 100 * b.peak_gbps AS overhead_traffic_gbps,
+ b.dram_bw_pct / NULLIF({mbu_pct}, 0) AS overhead_ratio,
  b.ceiling_steps_per_s, b.generation_tokens / b.covered_s / b.ceiling_steps_per_s AS ceiling_share,
  b.th_target, b.th_ttft, b.th_concurrency, b.th_kv, b.th_mbu,
  CASE WHEN COALESCE(b.waiting_max, 0) > COALESCE(b.queue_depth_max, 0) THEN COALESCE(b.waiting_max, 0)

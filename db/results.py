@@ -58,6 +58,11 @@ class CeilingInfo:
     bandwidth_source: str  # "config" or "nvml-formula"
     kv_bytes_per_token: float | None = None  # all layers and GPUs; None: unknown (the weights only)
     kv_source: str | None = None  # "cache_config_info", "config" or None
+    # the compute roof's configured inputs (core/roofline.py); None: not configured
+    active_params_b: float | None = None  # billions of parameters a token passes through
+    peak_tflops: float | None = None  # peak dense TFLOP/s per GPU; None: the datasheet table by GPU name
+    compute_precision: str | None = None  # which datasheet peak (bf16_tensor, fp16_cuda_core, ...)
+    shape_source: str | None = None  # where unset inputs were read: "config.json (path)", the table; None: typed
 
     def model(self) -> StepModel:
         """The target's decode step model (bytes per step, MBU, the roofline)."""
@@ -115,8 +120,14 @@ class EngineFigures:
     steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
     mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
     decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ max(running_avg, tokens per step)
-    # MBU, 0–1, of the best source present (db/mbu.py); a window also gives its source and each source's
+    # the step model's KV tokens and data-parallel engines (core/mbu.py per_engine)
+    kv_resident_tokens_avg: float | None = None  # KV-cache tokens resident, all engines together
+    engines_max: float | None = None  # data-parallel engines (distinct `engine` labels)
+    # MBU, 0–1, of the best source present (db/mbu_figures.py): the model's bytes, never a DRAM reading;
+    # a window also gives its source and each source's
     mbu: float | None = None
+    # the GPUs' own DRAM bandwidth utilisation (0–1, NVML GPM or DCGM), averaged over the target's GPUs
+    dram_bw_util: float | None = None
     # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
     # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
     # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
@@ -168,7 +179,10 @@ class WindowFigures(EngineFigures):
     # engine's buckets are all the server side knows; a client's own figure may differ within it.
     quantile_buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
     mbu_source: str | None = None  # one of core.mbu.MBU_SOURCES; None: no source
-    mbu_measured: float | None = None  # the GPUs' own DRAM bandwidth share (GPM or DCGM), averaged
+    mbu_kv_source: str | None = None  # where the step model's KV term came from (db/mbu_figures.KV_*)
+    dram_bw_source: str | None = None  # one of core.mbu.DRAM_SOURCES; None: no DRAM reading
+    overhead_traffic_gbps: float | None = None  # (dram_bw_util − mbu) × peak, GB/s per GPU
+    overhead_ratio: float | None = None  # dram_bw_util ÷ mbu: × the model's bytes the GPU moved
     mbu_engine: float | None = None  # vLLM's byte counters per GPU ÷ peak (--enable-mfu-metrics)
     mbu_modelled: float | None = None  # steps/s × bytes per step ÷ peak (the target's step model)
     # the measured step rate above the ceiling's bound: its inputs are wrong (core.mbu.check_step_bound)

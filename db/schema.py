@@ -100,6 +100,12 @@ targets = Table(
     # how long after its last scrape the target reads stale: 2 × interval + scrape timeout, written by the
     # collector that scrapes it (0023_stale_after); NULL: never judged stale (a Prometheus source's target)
     Column("stale_after_s", Float),
+    # the compute roof's inputs (0026_compute_roof): targets[].ceiling.active_params_b, targets[].gpu.peak_tflops
+    # and .precision; NULL: unknown (the peak then from the datasheet table by the GPUs' names)
+    Column("active_params_b", Float),
+    Column("peak_tflops", Float),
+    Column("compute_precision", Text),
+    Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
 )
 
 models = Table(

@@ -77,9 +77,11 @@ class Writer:
         """Nothing to release: each write checks a connection out of the engine's pool."""
 
     # -- public API -------------------------------------------------------------------------------
-    def register_target(self, target: TargetSettings, stale_after_s: float | None = None) -> int:
+    def register_target(self, target: TargetSettings, stale_after_s: float | None = None,
+                        shape_source: str | None = None) -> int:
         """Insert or update a target's configuration row; returns its id. ``stale_after_s``: how long
-        after its last scrape readers call it stale (the collector's 2 × interval + scrape timeout)."""
+        after its last scrape readers call it stale (the collector's 2 × interval + scrape timeout);
+        ``shape_source``: where ceiling inputs the settings left unset were read (app/model_shapes.py)."""
         values = {
             "stale_after_s": stale_after_s,
             "vllm_url": masked(target.vllm_url),
@@ -89,6 +91,10 @@ class Writer:
             "tensor_parallel": target.ceiling.tensor_parallel,
             "bandwidth_gbps": target.ceiling.bandwidth_gbps,
             "kv_bytes_per_token": target.ceiling.kv_bytes_per_token,
+            "active_params_b": target.ceiling.active_params_b,
+            "peak_tflops": target.gpu.peak_tflops,
+            "compute_precision": target.gpu.precision,
+            "shape_source": shape_source,
         }
         try:
             with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer

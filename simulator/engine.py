@@ -172,19 +172,25 @@ class Engine:
     def commit(self, plan: StepPlan, now: float) -> None:
         """Apply a planned step that ended at ``now``: advance KV, emit tokens, finish sequences."""
         self.steps += 1
-        self.stats.hists["iteration"].observe(plan.decode_seqs + plan.prefill_tokens)
         # What vLLM's MFU metrics estimate per GPU, and what the simulated GPUs move (simulator/gpus.py).
         self.stats.read_bytes += plan.read_bytes
         self.stats.write_bytes += plan.write_bytes
         finished: list[Sequence] = []
+        emitted = 0  # tokens this step produced, and the prompts whose prefill ended in it
         for seq, n in plan.work:
             if seq.done or seq.blocks == 0:
                 continue  # aborted or preempted while the step ran
             seq.computed += n
             if seq.computed >= seq.known_tokens():
+                emitted += 1 + (seq.prompt_tokens if seq.first_token_at is None else 0)
                 self._emit(seq, now)
                 if seq.generated >= seq.target_output:
                     finished.append(seq)
+        # As vLLM counts its steps (v1/metrics/stats.py IterationStats): one observation per step in which
+        # a request produced a token, of the new tokens plus the prompts whose prefill ended in it; a
+        # step of prefill chunks alone is not observed.
+        if emitted:
+            self.stats.hists["iteration"].observe(emitted)
         for seq in finished:
             self.running.remove(seq)
             self._finish(seq, seq.finish_reason, now)
@@ -212,6 +218,8 @@ class Engine:
         if reason != "abort":
             hists = stats.hists
             hists["e2e"].observe(now - seq.arrival)
+            hists["prompt_len"].observe(seq.prompt_tokens)  # the request-length histograms, as vLLM 0.32
+            hists["generation_len"].observe(seq.generated)
             scheduled = seq.scheduled_at if seq.scheduled_at is not None else now
             first = seq.first_token_at if seq.first_token_at is not None else now
             hists["prefill"].observe(first - scheduled)

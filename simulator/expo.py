@@ -113,6 +113,8 @@ _HISTOGRAMS = (
     ("vllm:request_decode_time_seconds", "decode", "Histogram of time spent in DECODE phase for request."),
     ("vllm:iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
     ("vllm:request_time_per_output_token_seconds", "tpot", "Histogram of time_per_output_token_seconds per request."),
+    ("vllm:request_prompt_tokens", "prompt_len", "Number of prefill tokens processed."),
+    ("vllm:request_generation_tokens", "generation_len", "Number of generation tokens processed."),
 )
 _V0_BOUNDS = {"ttft": TTFT_BUCKETS_V0, "itl": ITL_BUCKETS_V0, "e2e": REQUEST_BUCKETS_V0}
 START_DOC = "Start time of the process since unix epoch in seconds."

@@ -25,10 +25,14 @@ class EngineParams:
     weight_gb: float = 40.0  # 70B × 4 bit
     tensor_parallel: int = 8
     bandwidth_gbps: float = 900.0  # V100 HBM2 peak per GPU
-    # A 72B model without grouped-query attention: 2 (K,V) × 80 layers × 8192 hidden × 2 bytes, i.e.
-    # 327 680 bytes per GPU at TP 8. That size is what fills the KV pool at concurrency 32 and makes the
-    # report's preemption storm at 64, so the step model reads the same bytes per token the pool holds.
-    kv_bytes_per_token: float = 2_621_440.0
+    # Llama-70B's grouped-query KV, the one shape of the docs and the demo: 2 (K,V) × 80 layers × 8 KV
+    # heads × 128 dims × 2 bytes = 327,680 bytes a token over all GPUs, 40,960 on each at TP 8.
+    kv_bytes_per_token: float = 327_680.0
+    # The KV pool per GPU, as vLLM's --kv-cache-memory-bytes sets it (cache_config_info states it):
+    # 4,980 blocks of 16 tokens, ~80k tokens, what fills at concurrency 64 and makes the report's
+    # preemption storm there (a pool of the whole free memory would hold 8× more). None: the memory
+    # left after the weights and the non-KV reserve, as --gpu-memory-utilization gives it.
+    kv_cache_memory_bytes: float | None = 4980 * 16 * 40_960.0
     # Activation peak of vLLM's profiling run + CUDA graphs + NCCL buffers: not available to the KV pool.
     non_kv_reserved_bytes: float = 0.5 * GB
     block_size: int = 16
@@ -43,7 +47,7 @@ class EngineParams:
     step_overhead_s: float = 0.034
     gemm_floor_s: float = 0.036
     gemm_s_per_seq: float = 0.0027
-    decode_s_per_seq: float = 0.0018
+    decode_s_per_seq: float = 0.0023  # 0.0018 while the KV cache was full multi-head (8× the bytes)
     prefill_s_per_token: float = 0.00016
     # Chunked-prefill token budget per step (--max-num-batched-tokens), decodes included: calibrated;
     # it makes long prompts wait behind 32 decodes at high concurrency, as the report saw.
@@ -81,6 +85,8 @@ class EngineParams:
 
     def kv_pool_bytes(self) -> float:
         """Bytes of each GPU given to the KV cache after weights and the non-KV reserve."""
+        if self.kv_cache_memory_bytes is not None:
+            return self.kv_cache_memory_bytes
         usable = self.gpu_memory_bytes * self.gpu_memory_utilization
         return max(0.0, usable - self.weight_bytes_per_gpu - self.non_kv_reserved_bytes)
 

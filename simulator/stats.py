@@ -21,6 +21,9 @@ REQUEST_BUCKETS_V1 = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 
 REQUEST_BUCKETS_V0 = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 # Tokens per engine step (vLLM's vllm:iteration_tokens_total: a histogram despite its name).
 ITERATION_BUCKETS = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0)
+# Request lengths in tokens (vllm:request_prompt_tokens, vllm:request_generation_tokens): vLLM's
+# build_1_2_5_buckets(max_model_len), 8,192 here.
+LENGTH_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0)
 # The engine records into the finest bounds; V0 exposition re-bins (every V0 bound is a V1 bound).
 HISTOGRAM_BOUNDS = {
     "ttft": TTFT_BUCKETS_V1,
@@ -31,6 +34,8 @@ HISTOGRAM_BOUNDS = {
     "decode": REQUEST_BUCKETS_V1,
     "iteration": ITERATION_BUCKETS,
     "tpot": ITL_BUCKETS_V1,  # each finished request's mean time per output token (vLLM >= 0.11)
+    "prompt_len": LENGTH_BUCKETS,
+    "generation_len": LENGTH_BUCKETS,
 }
 
 

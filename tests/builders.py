@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from core.mbu import MEASURED_DCGM
+from core.mbu import DRAM_DCGM, MODELLED
 from db.results import CeilingInfo, SeriesPoint, WindowFigures
 
 END = 1_800_000_000.0
@@ -21,7 +21,7 @@ def window(**changes: Any) -> WindowFigures:
         preemptions=0.0, requests_per_s=0.4, running_avg=15.5, running_max=16.0, waiting_max=0.0,
         queue_depth_max=2.0, kv_cache_usage_max=0.6, ceiling_steps_per_s=180.0, ceiling_share=0.7,
         ceiling=CEILING, gpus=(), last_scrape_at=END - 2, up=True, last_error=None,
-        scrapes=60, failed_scrapes=0, mbu=0.55, mbu_source=MEASURED_DCGM, mbu_measured=0.55,
+        scrapes=60, failed_scrapes=0, mbu=0.55, mbu_source=MODELLED, dram_bw_util=0.55, dram_bw_source=DRAM_DCGM,
     )  # fmt: skip
     return dataclasses.replace(base, **_as_clients_see_it(changes))
 

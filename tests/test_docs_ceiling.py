@@ -4,11 +4,14 @@ does not give fails here (so does a change of the model that the docs were not t
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from pathlib import Path
 
 import pytest
 
 from core import mbu
+from core import roofline as roofs
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "ceiling.md").read_text()
@@ -96,6 +99,42 @@ def h200_figures() -> list[str]:
     return out
 
 
+def roofline_figures() -> list[str]:
+    """Both roofs: the reference on CUDA cores and on tensor cores, the 8B model's compute roof, and
+    example (b)'s H200 decode through the product's own MBU with each set of inputs."""
+    v100 = ("Tesla V100-SXM2-32GB",) * 8
+    cuda = roofs.roofline(REFERENCE, REFERENCE_CONTEXT, roofs.peak_compute(None, v100, "fp16_cuda_core"), 70e9)
+    tensor = roofs.roofline(REFERENCE, REFERENCE_CONTEXT, roofs.peak_compute(None, v100, "fp16_tensor"), 70e9)
+    h200 = roofs.roofline(mbu.StepModel(16.0, 1, 4800.0, LLAMA3_8B_KV), 1000.0, roofs.peak_compute(None, ("NVIDIA H200",)), 8e9)
+    assert cuda.compute_tok_s and tensor.compute_tok_s and h200.compute_tok_s and cuda.crossover_batch and tensor.crossover_batch
+    assert h200.crossover_batch is None  # "no crossover batch"
+    data = json.loads((H200_DATA / "decode_mbu_bench.json").read_text())
+    row = next(r for r in data["rows"] if r["mode"] == "compiled" and r["batch"] == 1)
+    page = mbu.modelled_mbu(mbu.StepModel(16.0, 1, 4800.0, LLAMA3_8B_KV), row["steps_per_s"], 1, row["mean_context"])
+    bench = mbu.modelled_mbu(mbu.StepModel(data["step_weight_bytes"] / mbu.GB, 1, data["peak_gbps"], LLAMA3_8B_KV),
+                             row["steps_per_s"], 1, row["mean_context"])  # fmt: skip
+    assert page is not None and bench is not None
+    return [
+        f"{cuda.compute_tok_s:,.0f} tok/s",
+        f"{cuda.crossover_batch:.1f}",
+        f"attainable is **{cuda.attainable_tok_s(32):,.0f} tok/s**",
+        f"{145 / cuda.attainable_tok_s(32):.1%}".replace("%", " %"),
+        f"{tensor.compute_tok_s:,.0f} tok/s",
+        f"crossing at **{tensor.crossover_batch:.1f}**",
+        f"{h200.compute_tok_s:,.0f} tok/s",
+        f"MBU **{page.value:.1%}**".replace("%", " %"),
+        f"**{bench.value:.1%}**".replace("%", " %"),
+        f"DRAM **{statistics.mean(row['gpm_samples']):.1f} %**",
+        f"{data['step_weight_bytes'] / 1e9:.2f} GB read a step",
+    ]
+
+
+def bold_figures() -> set[str]:
+    """Every bold number of the worked examples (``**4,321 tok/s**``, ``**3.36 %**``)."""
+    examples = DOC[DOC.index("## Worked examples"):]
+    return {m for m in re.findall(r"\*\*(.+?)\*\*", examples, re.DOTALL) if re.search(r"\d", m)}
+
+
 def breach_message() -> str:
     """The truth check on the 8B bench's compiled batch-1 rate, for a target that copied weight_gb = 40."""
     data = json.loads((H200_DATA / "decode_mbu_bench.json").read_text())
@@ -105,11 +144,19 @@ def breach_message() -> str:
     return breach.message()
 
 
-@pytest.mark.parametrize(
-    "figure", reference_figures() + eight_b_rows() + eight_b_figures() + h200_figures() + [breach_message()]
-)
+ALL = reference_figures() + eight_b_rows() + eight_b_figures() + h200_figures() + roofline_figures() + [breach_message()]
+
+
+@pytest.mark.parametrize("figure", ALL)
 def test_the_worked_examples_say_what_core_mbu_computes(figure):
     assert figure in " ".join(DOC.split()), f"docs/ceiling.md lacks {figure!r}"
+
+
+@pytest.mark.parametrize("bold", sorted(bold_figures()))
+def test_every_bold_figure_of_the_examples_is_one_the_product_computes(bold):
+    """The other way round: a figure the page states that no computation above gives is stale."""
+    computed = " ".join(ALL)
+    assert bold in computed or bold.removesuffix(" running") in computed, f"docs/ceiling.md states {bold!r}, computed by nothing"
 
 
 def test_every_mbu_source_is_named_in_the_product_order():
@@ -123,5 +170,5 @@ def test_the_ceiling_page_is_linked(doc):
 
 
 if __name__ == "__main__":  # prints the figures to write into the page
-    for figure in reference_figures() + eight_b_rows() + eight_b_figures() + h200_figures() + [breach_message()]:
+    for figure in ALL:
         print(figure)

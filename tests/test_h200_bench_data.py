@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 
 from core import mbu
+from db import mbu_figures
+from db.ceiling import compute_ceiling
+from db.results import GpuFigures
 
 DATA = json.loads((Path(__file__).parent / "data" / "h200" / "decode_mbu_bench.json").read_text())
 ROWS = DATA["rows"]
@@ -99,3 +102,32 @@ def test_aggregate_tok_s_passes_the_step_bound_while_steps_stay_below_it():
     fastest = _row("compiled", 64)
     assert fastest["tok_s"] == pytest.approx(1811.0, abs=0.5)  # 5.6 × the "ceiling" of 320.7
     assert fastest["steps_per_s"] < MODEL.step_bound_per_s
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['mode']}-{r['batch']}")
+def test_mbu_is_the_models_bytes_over_time_and_dram_bw_util_is_gpm_for_every_row(row):
+    """The product's two figures of each decode (db/mbu_figures.mbu_of, what a window reads): MBU the
+    bytes the model must read ÷ the decode's time ÷ peak, whatever GPM says; DRAM the GPU's reading."""
+    ceiling = compute_ceiling(DATA["step_weight_bytes"] / mbu.GB, 1, DATA["peak_gbps"], kv=(DATA["kv_bytes_per_token"], "config"))
+    gpu = GpuFigures(uuid="GPU-h200", index=0, name=DATA["gpu"], host=None, memory_used_bytes=None,
+                     memory_total_bytes=None, memory_busy_pct_avg=None, dram_bw_util_pct_avg=100 * _gpm_mean(row),
+                     dram_bw_gbps_avg=None, dram_bw_source="gpm", peak_bw_gbps=DATA["peak_gbps"],
+                     peak_bw_source="nvml-formula", power_w_avg=None, temperature_c_max=None)  # fmt: skip
+    resident = row["batch"] * (row["prompt"] + row["new"] / 2)  # the cache's mean over the decode
+    point = {"steps_per_s": row["new"] / row["decode_s"], "running_avg": row["batch"], "kv_resident_tokens_avg": resident}
+    got = mbu_figures.mbu_of(point, ceiling, DATA["peak_gbps"], mbu_figures.gpu_share_pct([gpu]), mbu_figures.dram_source([gpu]))
+    model_bytes = row["new"] * (DATA["step_weight_bytes"] + resident * DATA["kv_bytes_per_token"])
+    assert got["mbu"] == pytest.approx(model_bytes / row["decode_s"] / (DATA["peak_gbps"] * mbu.GB), rel=0.01)
+    assert got["mbu_source"] == mbu.MODELLED and got["mbu_kv_source"] == mbu_figures.KV_RESIDENT
+    assert (got["dram_bw_util"], got["dram_bw_source"]) == (pytest.approx(_gpm_mean(row), rel=0.01), mbu.DRAM_GPM)
+    assert got["overhead_ratio"] == pytest.approx(got["dram_bw_util"] / got["mbu"])
+    assert got["overhead_traffic_gbps"] == pytest.approx((got["dram_bw_util"] - got["mbu"]) * DATA["peak_gbps"])
+
+
+def test_the_compiled_batch_64_decode_moves_5_6_times_the_models_bytes():
+    """The finding issue 29 names: GPM 77.5 % where the model's bytes give 13.9 % (HF compiled, batch 64)."""
+    row = _row("compiled", 64)
+    assert _gpm_mean(row) == pytest.approx(0.775, abs=0.001)  # the readings' mean: the decode's average
+    assert row["modelled_mbu"] == pytest.approx(0.139, abs=0.001)
+    over = mbu.overhead_traffic(_gpm_mean(row), row["modelled_mbu"], DATA["peak_gbps"])
+    assert over is not None and over.ratio == pytest.approx(5.6, abs=0.05)

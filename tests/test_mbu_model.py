@@ -55,18 +55,25 @@ def test_the_step_bound_names_the_inputs_that_would_make_it_hold():
 
 
 def test_sources_come_best_first_and_a_zero_engine_counter_is_absent():
-    measured = mbu.measured_mbu(23.0)
     engine = mbu.engine_mbu(1.1e12, 4814.304)
     modelled = mbu.modelled_mbu(REFERENCE, 4.53, 32, None)
-    assert measured == mbu.Mbu(0.23, mbu.MEASURED_GPM)
+    assert mbu.MBU_SOURCES == (mbu.ENGINE, mbu.MODELLED)  # a DRAM reading is never MBU
     assert engine is not None and engine.value == pytest.approx(1.1e12 / 4814.304e9) and engine.source == mbu.ENGINE
-    assert mbu.best_mbu(measured, engine, modelled) == measured
-    assert mbu.best_mbu(None, engine, modelled) == engine
-    assert mbu.best_mbu(None, None, modelled) == modelled
+    assert mbu.best_mbu(engine, modelled) == engine
+    assert mbu.best_mbu(None, modelled) == modelled
     assert mbu.engine_mbu(0.0, 900.0) is None  # vLLM without --enable-mfu-metrics exposes zeros
     assert mbu.engine_mbu(1e9, None) is None  # no peak, no share
-    assert mbu.measured_mbu(float("nan")) is None
     assert mbu.modelled_mbu(None, 4.5, 32, None) is None
+
+
+def test_dram_bandwidth_is_its_own_figure_and_the_gap_is_overhead_traffic():
+    assert mbu.dram_bw_util(77.5) == mbu.DramBw(0.775, mbu.DRAM_GPM)
+    assert mbu.dram_bw_util(60.0, mbu.DRAM_DCGM) == mbu.DramBw(0.6, mbu.DRAM_DCGM)
+    assert mbu.dram_bw_util(float("nan")) is None and mbu.dram_bw_util(None) is None
+    over = mbu.overhead_traffic(0.775, 0.139, 4814.304)
+    assert over is not None and over.gbps == pytest.approx(0.636 * 4814.304) and over.ratio == pytest.approx(5.576, abs=1e-3)
+    assert mbu.overhead_traffic(None, 0.1, 900.0) is None and mbu.overhead_traffic(0.5, 0.0, 900.0) is None
+    assert mbu.overhead_traffic(0.5, 0.1, None) is None
 
 
 def test_kv_bytes_per_token_from_cache_config_info():
@@ -106,7 +113,7 @@ def test_a_long_decode_agrees_with_the_gpus_own_bandwidth_reading():
     row = next(r for r in rows if r["batch"] == 1)  # the longest decode relative to its prefill
     model = mbu.StepModel(data["step_weight_bytes"] / 1e9, 1, data["peak_gbps"], data["kv_bytes_per_token"])
     modelled = mbu.modelled_mbu(model, 1000.0 / row["step_ms"], 1, row["ctx"] + row["new"] / 2)
-    measured = mbu.measured_mbu(row["gpm_dram_pct_median"])
+    measured = mbu.dram_bw_util(row["gpm_dram_pct_median"])
     assert modelled is not None and measured is not None
     assert modelled.value == pytest.approx(0.2269, abs=5e-4)  # 1,092 GB/s of 4,814
     assert measured.value == pytest.approx(modelled.value, rel=0.02)  # GPM 23.0 %: 1.4 % apart

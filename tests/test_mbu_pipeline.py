@@ -16,6 +16,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.model import FIRING, INACTIVE
 from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.cli import main
+from app.formatting import number, percent
 from collectors.dcgm import parse_dcgm
 from collectors.records import GpuReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
@@ -132,20 +133,22 @@ def test_steps_context_and_each_source_at_every_batch(db, batch):
     engine = (2.0e13 + batch * 1e11 + 1e11) / 10 / 4.8e12
     assert f.mbu_engine == pytest.approx(engine)
     assert f.mbu_modelled == pytest.approx(modelled(batch))
-    assert f.mbu_measured is None
+    assert f.dram_bw_util is None and f.dram_bw_source is None and f.overhead_traffic_gbps is None
     assert (f.mbu, f.mbu_source) == (pytest.approx(engine), mbu.ENGINE)
     assert f.step_bound_breach is None  # 150-250 steps/s within the 300 the inputs allow
     (step,) = [p for p in Reader(url).series(f"b{batch}", end - 10, end + 10, 10) if p.ts == end]
     assert (step.steps_per_s, step.mbu) == (pytest.approx(STEPS[batch]), pytest.approx(engine))
 
 
-def test_the_gpus_own_reading_comes_first(db):
+def test_the_gpus_own_reading_is_dram_bandwidth_beside_mbu_never_mbu(db):
     url, end = db
     f = Reader(url).window("b8-dcgm", end, 60)
     # the recorded H200 page: DRAM active 0.884885 on GPU 0, 0.000004 on the idle GPU 1, averaged
-    assert f.mbu_measured == pytest.approx((0.884885 + 0.000004) / 2)
-    assert (f.mbu, f.mbu_source) == (pytest.approx(0.4424445), mbu.MEASURED_DCGM)
+    assert (f.dram_bw_util, f.dram_bw_source) == (pytest.approx((0.884885 + 0.000004) / 2), mbu.DRAM_DCGM)
     assert f.mbu_engine is not None and f.mbu_modelled == pytest.approx(modelled(8))
+    assert (f.mbu, f.mbu_source) == (pytest.approx(f.mbu_engine), mbu.ENGINE)  # the model's bytes, not DCGM's
+    assert f.overhead_ratio == pytest.approx(f.dram_bw_util / f.mbu)
+    assert f.overhead_traffic_gbps == pytest.approx((f.dram_bw_util - f.mbu) * 4800)
 
 
 def test_zero_engine_counters_are_absent_and_the_model_answers(db):
@@ -226,11 +229,11 @@ def test_the_rule_fires_on_low_mbu_while_requests_wait_not_on_high_tokens_and_sa
     assert busy.state == INACTIVE and busy.value == pytest.approx((2.0e13 + 64e11 + 1e11) / 10 / 4.8e12)
     bare = states[("efficiency", "bare", "")]
     assert bare.state == RULE_NO_DATA and bare.value is None
-    assert bare.summary.startswith("not evaluated: no MBU: no GPU bandwidth reading")
+    assert bare.summary.startswith("not evaluated: no MBU: no peak bandwidth for the engine's byte counters")
     assert "no step model (unknown: set targets[].ceiling.weight_gb and tensor_parallel)" in bare.summary
 
 
-def test_nvml_gpm_is_the_measured_source_and_nvmls_peak_the_ceilings_bandwidth(tmp_path, capsys):
+def test_nvml_gpm_is_dram_bandwidth_beside_mbu_and_nvmls_peak_the_ceilings_bandwidth(tmp_path, capsys):
     url = f"sqlite:///{tmp_path}/gpm.db"
     start = float(int(time.time()) // 10 * 10 - 20)
     writer = Writer(open_engine(url))
@@ -242,12 +245,15 @@ def test_nvml_gpm_is_the_measured_source_and_nvmls_peak_the_ceilings_bandwidth(t
         writer.write_round(ScrapeRound("gpm", start + scrape * INTERVAL, parse_vllm(page(8, scrape)), SourceResult(True),
                                        gpus=(gpu,), gpu_status=SourceResult(True)))  # fmt: skip
     f = Reader(url).window("gpm", start + INTERVAL, 60)
-    assert (f.mbu, f.mbu_source) == (pytest.approx(0.23), mbu.MEASURED_GPM)
+    assert (f.dram_bw_util, f.dram_bw_source) == (pytest.approx(0.23), mbu.DRAM_GPM)
+    assert (f.mbu, f.mbu_source) == (pytest.approx(f.mbu_engine), mbu.ENGINE)  # the model's bytes, never GPM
     assert f.ceiling is not None and f.ceiling.bandwidth_source == "nvml-formula"
     assert f.ceiling_steps_per_s == pytest.approx(4814.3 / 16)  # 300.9 steps/s
     assert f.mbu_modelled == pytest.approx(17_153_433_600 * 240 / 4814.3e9)
     assert main(["status", "--db", url, "--target", "gpm", "--window", "1m"]) == 0
     text = capsys.readouterr().out
-    assert "  MBU                      23 % (measured, NVML GPM)\n" in text
+    assert f"  MBU                      {percent(f.mbu)} (engine estimate, vLLM byte counters)\n" in text
+    assert "  DRAM bandwidth           23 % of peak (NVML GPM)\n" in text
+    assert f"  overhead traffic         {number(f.overhead_traffic_gbps)} GB/s per GPU beyond the model's bytes" in text
     assert "at most 301 steps/s (the report's ceiling: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
     assert "the report's % of ceiling 638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9

@@ -94,9 +94,11 @@ def test_cli_prints_the_text_and_writes_html_with_charts(filled, capsys, tmp_pat
     assert main(["digest", "--since", "2h", "--print", "--db", filled]) == 0
     out = capsys.readouterr().out
     assert "demo:" in out and "edge:" in out and "time in the sweet spot:" in out
-    # one MBU line per target, with its source: the simulated GPUs' DCGM reading
+    # one MBU line per target, with its source (the model's bytes: the simulator's byte counters), and
+    # the simulated GPUs' DCGM reading on its own line beside it
     demo = out.split("demo:", 1)[1].split("\n\n", 1)[0]
-    assert re.search(r"\n  MBU \d+ % \(measured, DCGM DRAM active\)\n", demo), demo
+    assert re.search(r"\n  MBU \d+(\.\d)? % \(engine estimate, vLLM byte counters\)\n", demo), demo
+    assert re.search(r"\n  DRAM \d+(\.\d)? % of peak \(DCGM DRAM active\)", demo), demo
     # each target's own sweet spot with its source: the demo's is the report's; edge has none yet
     assert "\n  sweet spot: 16 (reference: the knee of the reference report (8× V100, 70B AWQ, TP 8))\n" in demo
     edge = out.split("edge:", 1)[1].split("\n\n", 1)[0]

@@ -76,9 +76,12 @@ def test_minutes_and_hours_equal_the_facade(url, view, step):
         point = points[float(row["ts"])]
         for name in FIGURES:
             assert close(row[name], getattr(point, name)), (view, row["time"], name, row[name], getattr(point, name))
-        # the demo's GPUs read DCGM's DRAM active: the measured MBU, the facade's per step too
-        assert point.mbu is not None and row["mbu_source"] == mbu.MEASURED_DCGM
+        # MBU is the model's bytes (the simulator's byte counters), the facade's per step too; the
+        # demo's GPUs read DCGM's DRAM active: DRAM bandwidth beside it, never MBU
+        assert point.mbu is not None and row["mbu_source"] in (mbu.ENGINE, mbu.MODELLED)
         assert close(row["mbu_pct"], 100 * point.mbu), (view, row["time"], row["mbu_pct"], point.mbu)
+        assert row["dram_bw_source"] == mbu.DRAM_DCGM and close(row["dram_bw_pct"], 100 * point.dram_bw_util)
+        assert close(row["overhead_ratio"], point.dram_bw_util / point.mbu)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z", got[0]["time"])
     assert close(got[-1]["ceiling_steps_per_s"], 180.0)
     assert close(got[-1]["ceiling_share"], got[-1]["tokens_per_s"] / 180.0)

@@ -122,6 +122,33 @@ def test_stored_counts_equal_the_bench_across_a_restart(server: VllmServer, tmp_
     assert {k: after[k] for k in bench} == bench
 
 
+def test_kv_bytes_per_token_are_read_from_the_engine_and_the_shape_from_its_config(server: VllmServer, tmp_path: Path):
+    """Issue 29: the step model's KV bytes per token come from the engine itself (cache_config_info:
+    kv_cache_memory_bytes ÷ kv_cache_size_tokens), and agree with the model's config.json, from which
+    the weights a target leaves unset are read (app/model_shapes.py)."""
+    from core.model_shape import load_config, shape_of
+    from db.queries import Reader
+
+    config = model_dir() / "config.json"
+    settings = tmp_path / "sweetspot.toml"
+    db_url = f"sqlite:///{tmp_path}/kv.db"
+    settings.write_text(f'db_url = "{db_url}"\ninterval_s = "1s"\n[[targets]]\nname = "{TARGET}"\n'
+                        f'vllm_url = "{server.metrics_url}"\nmodel_config = "{config}"\n'
+                        '[targets.ceiling]\ntensor_parallel = 1\nbandwidth_gbps = 100.0\n')  # fmt: skip
+    proc = collector(["--config", str(settings), "collect"], tmp_path / "collector.log")
+    try:
+        round_after(db_url, time.time())
+        round_after(db_url, time.time())  # the shape is stored after the first page named the model
+    finally:
+        stop(proc)
+    f = Reader(db_url).window(TARGET, time.time(), 120)
+    shape = shape_of(load_config(config))
+    assert f.ceiling is not None and f.ceiling.kv_source == "cache_config_info"
+    assert f.ceiling.kv_bytes_per_token == shape.kv_bytes_per_token == 2048  # the engine's own figure, its config's too
+    assert f.ceiling.shape_source == f"config.json ({config})"
+    assert f.ceiling.weight_gb == pytest.approx(shape.step_weight_bytes / 1e9)
+
+
 def totals(page: str) -> dict[str, int]:
     found = {"requests": 0.0, "output": 0.0, "prompt": 0.0}
     names = {"vllm:request_success": "requests", "vllm:generation_tokens": "output", "vllm:prompt_tokens": "prompt"}

@@ -30,9 +30,13 @@ KNOWN: dict[tuple[str, str], str] = {
     **{("missing", name): _NOT_READ for name in (
         "vllm:estimated_flops_per_gpu", "vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries",
         "vllm:mm_cache_hits", "vllm:mm_cache_queries", "vllm:prompt_tokens_by_source", "vllm:prompt_tokens_cached",
-        "vllm:prompt_tokens_cached_by_source", "vllm:request_generation_tokens", "vllm:request_inference_time_seconds",
+        "vllm:prompt_tokens_cached_by_source", "vllm:request_inference_time_seconds",
         "vllm:request_max_num_generation_tokens", "vllm:request_num_preemptions", "vllm:request_params_max_tokens",
-        "vllm:request_params_n", "vllm:request_prefill_kv_computed_tokens", "vllm:request_prompt_tokens")},
+        "vllm:request_params_n", "vllm:request_prefill_kv_computed_tokens")},
+    # vLLM's build_1_2_5_buckets(max_model_len): the recorded engine's max_model_len is under 5,000 (up to 2,000),
+    # the simulated one 8,192 (up to 5,000)
+    **{("bounds", name): "1-2-5 buckets up to max_model_len, which differs" for name in (
+        "vllm:request_prompt_tokens", "vllm:request_generation_tokens")},
     ("labels", "vllm:cache_config_info"): "every cache setting is a label and their set changes with each release; "
     "the simulator states the ones the product reads (block_size, num_gpu_blocks, kv_cache_size_tokens, "
     "kv_cache_memory_bytes) and a few more",

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.dcgm import parse_dcgm
+from collectors.vllm import parse_vllm
 from core import mbu
 from simulator import generate_history
 from simulator.dcgm import dcgm_reading
@@ -29,10 +30,10 @@ from simulator.workload import answer_length, sample_request
 
 ROOT = Path(__file__).resolve().parent.parent
 START = 1_795_000_000.0  # simulated unix seconds
-WARMUP_S, WINDOW_S = 60.0, 300.0
-# The reference deployment of DOMAIN.md §1 with the simulated model's KV cache: 2 (K, V) × 80 layers
-# × 8192 hidden × 2 bytes per token (a 72B model without grouped-query attention), over TP 8.
-REFERENCE = mbu.StepModel(weight_gb=40.0, tensor_parallel=8, peak_gbps=900.0, kv_bytes_per_token=2 * 80 * 8192 * 2)
+WARMUP_S, WINDOW_S, SCRAPE_S = 60.0, 300.0, 5.0
+# The reference deployment of DOMAIN.md §1 with Llama-70B's grouped-query KV cache: 2 (K, V) × 80 layers
+# × 8 KV heads × 128 dims × 2 bytes = 327,680 bytes a token, over TP 8 (docs/ceiling.md, the demo).
+REFERENCE = mbu.StepModel(weight_gb=40.0, tensor_parallel=8, peak_gbps=900.0, kv_bytes_per_token=2 * 80 * 8 * 128 * 2)
 PEAK_BYTES_S = 900e9
 
 
@@ -40,14 +41,20 @@ PEAK_BYTES_S = 900e9
 class Run:
     tokens_per_s: float  # from generation_tokens_total
     steps_per_s: float  # from iteration_tokens_total_count
-    steps_counted: int  # steps the spy saw end inside the window
+    steps_counted: int  # steps the spy saw end inside the window that produced a token
+    steps_run: int  # every step the spy saw end inside the window
     steps_on_pages: float  # the growth of iteration_tokens_total_count between the two pages
     mean_running: float  # sequences per step
     mean_context: float  # tokens of context per sequence the step's attention reads
     modelled: mbu.Mbu
-    measured: mbu.Mbu  # from DCGM_FI_PROF_DRAM_ACTIVE
+    measured: mbu.DramBw  # from DCGM_FI_PROF_DRAM_ACTIVE: the DRAM reading, set against the model
     engine: mbu.Mbu  # from the engine's byte counters
     dram_per_gpu: tuple[float, ...]
+    # what the product's collector reads of the pages: running and the KV tokens resident (gauges,
+    # averaged over the scrapes), the KV bytes a token holds (cache_config_info, all GPUs)
+    scraped_running: float
+    scraped_kv_tokens: float
+    scraped_kv_bytes_per_token: float
 
 
 def _counters(page: str) -> dict[str, float]:
@@ -68,11 +75,13 @@ def run(clients: int) -> Run:
         live.submit(Sequence(f"r{next(ids)}", spec.prompt_tokens, target, reason, 0.0, None, submit))
 
     steps: list[tuple[int, int]] = []  # (sequences, context tokens) of each step that ended in the window
+    tokens: list[bool] = []  # whether each produced a token (vLLM observes only those steps)
     commit = live.engine.commit
 
     def spy(plan: StepPlan, now: float) -> None:
         if counting:
             steps.append((len(plan.work), sum(seq.computed + n for seq, n in plan.work)))
+            tokens.append(any(not seq.done and seq.blocks and seq.computed + n >= seq.known_tokens() for seq, n in plan.work))
         commit(plan, now)
 
     live.engine.commit = spy  # type: ignore[method-assign]
@@ -83,7 +92,10 @@ def run(clients: int) -> Run:
     first = dcgm_reading(live, EngineParams(), None, WINDOW_S, 0, "sim")
     before, t0 = _counters(render(vllm_families(live.view()))), live.clock.now()
     counting = True
-    live.run_until(t0 + WINDOW_S)
+    scraped = []  # the product's parser on a page every SCRAPE_S, as the collector reads the demo
+    for k in range(1, int(WINDOW_S / SCRAPE_S) + 1):
+        live.run_until(t0 + k * SCRAPE_S)
+        scraped.append(next(iter(parse_vllm(render(vllm_families(live.view()))).models.values())).gauges)
     reading = dcgm_reading(live, EngineParams(), first, WINDOW_S, 0, "sim")  # dcgm-exporter's interval
     after, t1 = _counters(render(vllm_families(live.view()))), live.clock.now()
     assert reading.at == t1 and first.at == t0
@@ -99,26 +111,31 @@ def run(clients: int) -> Run:
     return Run(
         tokens_per_s=rate("vllm:generation_tokens_total"),
         steps_per_s=steps_per_s,
-        steps_counted=len(steps),
+        steps_counted=sum(tokens),
+        steps_run=len(steps),
         steps_on_pages=after["vllm:iteration_tokens_total_count"] - before["vllm:iteration_tokens_total_count"],
         mean_running=running,
         mean_context=context,
         modelled=mbu.modelled_mbu(REFERENCE, steps_per_s, running, context),  # type: ignore[arg-type]
-        measured=mbu.measured_mbu(sum(dram) / len(dram), mbu.MEASURED_DCGM),  # type: ignore[arg-type]
+        measured=mbu.dram_bw_util(sum(dram) / len(dram), mbu.DRAM_DCGM),  # type: ignore[arg-type]
         engine=mbu.engine_mbu(engine_bytes, REFERENCE.peak_gbps),  # type: ignore[arg-type]
+        scraped_running=sum(g["requests_running"] for g in scraped) / len(scraped),
+        scraped_kv_tokens=sum(g["kv_resident_tokens"] for g in scraped) / len(scraped),
+        scraped_kv_bytes_per_token=scraped[-1]["kv_token_bytes"] * EngineParams().tensor_parallel,
         dram_per_gpu=dram,
     )
 
 
 def test_the_simulators_inputs_are_the_reference_step_model():
     assert EngineParams().step_model() == REFERENCE
-    assert EngineParams().kv_bytes_per_token_per_gpu == 327_680  # what the KV pool holds per token and GPU
+    assert EngineParams().kv_bytes_per_token == 327_680 and EngineParams().kv_bytes_per_token_per_gpu == 40_960
 
 
 @pytest.mark.parametrize("clients", [8, 16, 32])
 def test_dcgm_bandwidth_engine_bytes_and_steps_times_bytes_per_step_agree(clients):
     got = run(clients)
-    assert got.steps_on_pages == got.steps_counted  # one histogram observation per engine step
+    assert got.steps_on_pages == got.steps_counted  # one histogram observation per step that produced a token
+    assert got.steps_run >= got.steps_counted  # steps of prefill chunks alone are not observed, as in vLLM
     assert len(set(got.dram_per_gpu)) == 1  # tensor parallelism: each GPU moves the same bytes
     assert got.measured.value == pytest.approx(got.modelled.value, rel=0.01)
     assert got.engine.value == pytest.approx(got.modelled.value, rel=0.01)
@@ -163,3 +180,17 @@ def test_the_demos_history_keeps_dcgm_and_the_engine_counters_together():
         assert dram / 100 == pytest.approx(moved / 30.0 / PEAK_BYTES_S, rel=0.01)
         compared += 1
     assert compared >= 50
+
+
+@pytest.mark.parametrize("clients", [8, 16, 32])
+def test_the_products_step_model_on_the_demo_reads_the_simulators_own_bytes(clients):
+    """The step model as the product applies it to the demo's pages (steps/s, the KV tokens resident
+    from kv_cache_usage_perc × kv_cache_size_tokens, the KV bytes per token from cache_config_info)
+    agrees with the bytes the simulator itself counts, within 5 %, the KV term counted."""
+    got = run(clients)
+    model = mbu.StepModel(40.0, 8, 900.0, got.scraped_kv_bytes_per_token)
+    assert got.scraped_kv_bytes_per_token == pytest.approx(327_680)  # one KV shape: Llama-70B grouped-query
+    product = mbu.modelled_mbu(model, got.steps_per_s, got.scraped_running, None, got.scraped_kv_tokens)
+    assert product is not None and product.value == pytest.approx(got.engine.value, rel=0.05)
+    weights_only = mbu.modelled_mbu(model, got.steps_per_s, got.scraped_running, None)
+    assert weights_only is not None and weights_only.value < 0.9 * got.engine.value  # the KV term matters here

@@ -29,7 +29,10 @@ pytestmark = [
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
 ]
 
-REFERENCE = CeilingSettings(weight_gb=40.0, tensor_parallel=8, bandwidth_gbps=900.0, kv_bytes_per_token=327_680.0)
+# the demo's inputs, and the 70B model's parameters for the compute roof (its AWQ kernels on the V100s'
+# CUDA cores: fp16_cuda_core, 31.4 TFLOP/s from the datasheet table by the simulated GPUs' name)
+REFERENCE = CeilingSettings(weight_gb=40.0, tensor_parallel=8, bandwidth_gbps=900.0, kv_bytes_per_token=327_680.0,
+                            active_params_b=70.0)  # fmt: skip
 WRONG = CeilingSettings(weight_gb=400.0, tensor_parallel=1, bandwidth_gbps=900.0)
 
 
@@ -38,7 +41,9 @@ def fill(path: Path, now: float) -> str:
     engine = open_engine(url)
     writer = Writer(engine)
     for name, ceiling in (("demo", REFERENCE), ("wrong", WRONG), ("bare", CeilingSettings())):
-        writer.register_target(dataclasses.replace(ui_db.target_settings(name), ceiling=ceiling))
+        settings = ui_db.target_settings(name)
+        gpu = dataclasses.replace(settings.gpu, precision="fp16_cuda_core")
+        writer.register_target(dataclasses.replace(settings, ceiling=ceiling, gpu=gpu))
         rounds = ui_db.simulated_rounds(name, now - 3600, now, 5.0, seed=1)
         if name == "bare":  # no GPU readings: no measured MBU either
             rounds = (dataclasses.replace(r, gpus=(), gpu_status=None) for r in rounds)
@@ -59,13 +64,21 @@ def base_url():
 
 # (url path and query, charts expected, texts that must be visible, texts that must not)
 PAGES = {
-    "overview": ("/?target=demo", 1, ["MBU · 5m", "measured (DCGM DRAM active)",
-                                      "at most 180 steps/s: the report's ceiling"], ["efficiency", "inputs are wrong"]),
+    "overview": ("/?target=demo", 1, ["MBU · 5m", "engine estimate, vLLM byte counters", "DRAM bandwidth · 5m",
+                                      "DCGM DRAM active · ", "GB/s per GPU beyond the model's bytes",
+                                      "at most 180 steps/s: the report's ceiling"],
+                 ["efficiency", "inputs are wrong", "measured (DCGM"]),
     "overview-wrong": ("/?target=wrong", 1, ["The ceiling's inputs are wrong", "targets[].ceiling.weight_gb"], []),
-    "overview-bare": ("/?target=bare", 1, ["MBU · 5m", "unknown: set targets[].ceiling.weight_gb and tensor_parallel"],
+    "overview-bare": ("/?target=bare", 1, ["MBU · 5m", "unknown: set targets[].ceiling.weight_gb and tensor_parallel",
+                                           "no NVML GPM (Hopper or newer) or DCGM DRAM_ACTIVE reading"],
                       ["steps/s: the report's ceiling"]),
-    "operating-point": ("/operating_point?target=demo", 3, ["roofline (modelled bound)", "of the roofline at",
-                                                            "one request: at most"], ["No roofline"]),
+    "operating-point": ("/operating_point?target=demo", 3, ["bandwidth roofline (modelled bound)", "of the roofline at",
+                                                            "compute roof: 1,794 tok/s",
+                                                            "compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core",
+                                                            "the roofs cross at", "one request: at most"],
+                        ["No roofline", "compute roof unknown"]),
+    "operating-point-wrong": ("/operating_point?target=wrong", 3, ["compute roof unknown: set targets[].ceiling.active_params_b"],
+                              ["No roofline"]),
     "operating-point-bare": ("/operating_point?target=bare", 3, ["No roofline: this target has no ceiling inputs"],
                              ["roofline (modelled bound)"]),
     "targets": ("/targets", 0, ["The ceiling's inputs are wrong", "none: no ceiling inputs", "327,680 B per token"], []),

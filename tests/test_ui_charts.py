@@ -60,7 +60,7 @@ def roofline_spec(roofline: list[tuple[float, float]], tokens: float = 145.0) ->
 def test_roofline_is_a_labelled_line_on_a_log_axis_when_far_above_the_measurements():
     spec = roofline_spec([(1.0, 178.5), (32.0, 4563.7)])
     texts = [row.get("text") for data in spec["datasets"].values() for row in data]
-    assert "roofline (modelled bound): 4,564 at 32" in texts
+    assert "bandwidth roofline (modelled bound): 4,564 at 32" in texts
     scales = [layer["encoding"]["y"].get("scale") for layer in spec["layer"] if "y" in layer.get("encoding", {})]
     assert scales[0]["type"] == "log" and scales[0]["domain"] == pytest.approx([85 * 0.8, 4563.7 * 1.25])
     assert spec["layer"][0]["encoding"]["y"]["title"] == "output tok/s (log scale)"
@@ -259,13 +259,18 @@ def test_a_prefix_cache_panel_without_data_says_why():
 
 
 def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
-    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "measured (NVML GPM)").to_dict(validate=True)
-    assert spec["title"].endswith("(%): measured (NVML GPM) · red dashes: min_mbu 30 %")
+    spec = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, 0.3, "modelled (steps/s × bytes per step)").to_dict(validate=True)
+    assert spec["title"].endswith("(%): modelled (steps/s × bytes per step) · red dashes: min_mbu 30 %")
     # the Overview's panel: a figure, no threshold (no default rule has an MBU floor)
-    bare = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, None, "measured (NVML GPM)").to_dict(validate=True)
-    assert bare["title"].endswith("(%): measured (NVML GPM)") and "min_mbu" not in json.dumps(bare)
+    bare = charts.mbu_chart([point(END - 60, mbu=0.23)], FRAME, None, "modelled (steps/s × bytes per step)").to_dict(validate=True)
+    assert bare["title"].endswith("(%): modelled (steps/s × bytes per step)") and "min_mbu" not in json.dumps(bare)
     rows = [row for data in spec["datasets"].values() for row in data]
     assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(23.0)]
+    both = charts.mbu_chart([point(END - 60, mbu=0.139, dram_bw_util=0.775)], FRAME, 0.3, "engine estimate").to_dict()
+    rows = [row for data in both["datasets"].values() for row in data]
+    assert [r["value"] for r in rows if r.get("series") == "DRAM (GPU reading)"] == [pytest.approx(77.5)]
+    assert [r["value"] for r in rows if r.get("series") == "MBU"] == [pytest.approx(13.9)]
+    assert both["title"].startswith("MBU and DRAM bandwidth")
     empty = charts.mbu_chart([point(END - 60)], FRAME, 0.3, "no bandwidth source").to_dict(validate=True)
     assert empty["title"].endswith("(%): no data, the MBU tile says why")
 

@@ -71,7 +71,7 @@ def test_overview_banner_says_why_an_under_loaded_window_is_in_the_sweet_spot(ap
     at = run_page(app(FakeReader(time.time(), wave=False, **quiet)), PAGES[0])
     (banner,) = at.success
     assert banner.body == ("**In the sweet spot** over the last 5m: every rule holds — under-loaded: 10 running of 16, "
-                           "no queue: room for more traffic (MBU 49 % (measured, DCGM DRAM active)).")  # fmt: skip
+                           "no queue: room for more traffic (MBU 49 % (modelled, steps/s × bytes per step)).")  # fmt: skip
     st.cache_data.clear()  # the window figures are cached by database URL: the next scenario's are new
     queued = run_page(app(FakeReader(time.time(), wave=False, **{**quiet, "queue_depth_max": 6.0})), PAGES[0])
     assert "while requests queue (gateway queue 6, vLLM waiting 0): is the gateway's limit below" in queued.success[0].body

@@ -11,7 +11,9 @@ import pytest
 from app.formatting import ago, elapsed, gibibytes
 from app.operating_point import sweeps_of
 from app.ui import charts, time_range, url_params, widgets
+from core import mbu
 from core.settings import SweetSpotSettings
+from db import mbu_figures
 from db.results import GpuPoint, SweepRun, TargetInfo
 from tests.builders import END, point, window
 
@@ -142,7 +144,7 @@ def test_sweeps_of_a_target_by_name_or_by_server():
 # -- banners, ages, URL --------------------------------------------------------------------------
 def test_in_the_sweet_spot_but_under_loaded_says_why():
     note = widgets.load_note(window(running_avg=10.0, queue_depth_max=0.0, waiting_max=0.0, mbu=0.49), RULES)
-    assert note == "under-loaded: 10 running of 16, no queue: room for more traffic (MBU 49 % (measured, DCGM DRAM active))"
+    assert note == "under-loaded: 10 running of 16, no queue: room for more traffic (MBU 49 % (modelled, steps/s × bytes per step))"
     assert widgets.load_note(window(), RULES) == ""  # at the sweet spot: nothing to explain
     assert widgets.load_note(window(running_avg=2.0), SweetSpotSettings()) == ""  # no sweet spot: no "of 16"
     assert "queue" in widgets.load_note(window(running_avg=10.0, queue_depth_max=5.0), RULES)
@@ -196,14 +198,27 @@ def test_a_window_past_the_raw_retention_is_read_from_the_rollups(tmp_path):
 
 # -- MBU, the ceiling's provenance, the per-step check --------------------------------------------
 def test_mbu_tile_names_its_source_and_holds_every_source_and_the_models_inputs():
-    f = window(mbu=0.23, mbu_source="measured (NVML GPM)", mbu_measured=0.23, mbu_engine=None, mbu_modelled=0.04,
-               steps_per_s=4.5, mean_context_tokens=1234.0)  # fmt: skip
+    f = window(mbu=0.04, mbu_source=mbu.MODELLED, mbu_engine=None, mbu_modelled=0.04, steps_per_s=4.5,
+               mean_context_tokens=1234.0, kv_resident_tokens_avg=19_000.0, engines_max=1.0,
+               mbu_kv_source=mbu_figures.KV_RESIDENT)  # fmt: skip
     tile = widgets.mbu_tile(f, RULES)
-    assert (tile.label, tile.value, tile.context) == ("MBU · 5m", "23 %", "measured, NVML GPM")  # a figure, no floor
-    assert "Sources: measured 23 % · engine estimate — · modelled 4 %." in tile.help
-    assert ("Model: 40 GB ÷ TP 8 at 900 GB/s (config); KV 327,680 B per token (config); 4.5 steps/s, 15.5 running, "
-            "mean context 1,234 tokens.") in tile.help  # fmt: skip
+    assert (tile.label, tile.value, tile.context) == ("MBU · 5m", "4 %", "modelled, steps/s × bytes per step")  # a figure, no floor
+    assert "Sources: engine estimate — · modelled 4 %." in tile.help and "measured" not in tile.help
+    assert ("Model: 40 GB ÷ TP 8 at 900 GB/s (config); KV 327,680 B per token (config); 4.5 steps/s over 1 engine(s), "
+            "15.5 running; KV tokens 19,000 resident, mean context 1,234 tokens; KV term: KV cache resident") in tile.help  # fmt: skip
+    assert "--api-server-count > 1" in tile.help
     assert tile in widgets.kpi_tiles(f, RULES)
+
+
+def test_dram_tile_is_the_gpus_reading_with_the_overhead_traffic_beside_mbu():
+    f = window(mbu=0.139, dram_bw_util=0.775, dram_bw_source=mbu.DRAM_GPM, overhead_traffic_gbps=3061.9, overhead_ratio=5.58)
+    tile = widgets.dram_tile(f)
+    assert (tile.label, tile.value) == ("DRAM bandwidth · 5m", "78 %")
+    assert tile.context == "NVML GPM · 3,062 GB/s per GPU beyond the model's bytes (5.6×)"
+    assert "KV-cache copies" in tile.help and "unfused kernels" in tile.help
+    assert tile in widgets.kpi_tiles(f, RULES)
+    bare = widgets.dram_tile(window(dram_bw_util=None, dram_bw_source=None))
+    assert (bare.value, bare.context) == ("—", "no NVML GPM (Hopper or newer) or DCGM DRAM_ACTIVE reading")
 
 
 def test_mbu_tile_without_a_source_says_which_setting_adds_one():

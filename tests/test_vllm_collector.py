@@ -40,8 +40,11 @@ def test_v1_two_engines_summed_and_kv_maxed():
         "prefix_cache_hits": 550_000, "prefix_cache_queries": 1_700_000,
         "finished_stop": 9000, "finished_length": 1900, "finished_abort": 20,
     }
+    resident = fig.gauges["kv_resident_tokens"]
     assert fig.gauges == {"requests_running": 16, "requests_waiting": 5, "kv_cache_usage": 0.57,
-                          "kv_capacity_tokens": 2 * 30210 * 16}
+                          "kv_capacity_tokens": 2 * 30210 * 16, "engine_count": 2, "kv_resident_tokens": resident}
+    # each engine's usage × its own capacity (blocks × block size), summed: not the max × the sum
+    assert resident == pytest.approx((0.41 + 0.57) * 30210 * 16)
     ttft = fig.histograms["ttft"]
     assert ttft.bounds == V1_TTFT
     assert ttft.cumulative[:4] == (0, 1, 6, 25) and ttft.cumulative[-2:] == (9406, 9407)
@@ -102,7 +105,7 @@ def test_edge_cases_fixture():
     scrape = parse_vllm(read("vllm_edge_cases.txt"))
     fig = scrape.models["m/a,b=c"]
     assert fig.counters == {"generation_tokens": 2000, "request_success": 12, "finished_stop": 10, "finished_length": 2}
-    assert fig.gauges == {"requests_running": 7, "kv_cache_usage": 0.125}  # a NaN engine does not hide the other
+    assert fig.gauges == {"requests_running": 7, "kv_cache_usage": 0.125, "engine_count": 2}  # a NaN engine does not hide the other
     assert fig.histograms["ttft"] == Histogram((0.5, 1.0, INF), (5, 8, 10), 10, 8.75)  # engine 0: +Inf from _count
     assert fig.created == {"generation_tokens": 1700000100.0}
     assert "requests_waiting" in scrape.missing  # a family with no samples is absent, not zero

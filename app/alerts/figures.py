@@ -34,7 +34,8 @@ DERIVED: dict[str, str] = {
     "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
     "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
     "aborts_exposed": "1 when the engine exposes finished_abort_per_s, else 0",
-    "mbu_source": "where mbu came from: measured (NVML GPM or DCGM), engine estimate or modelled (text, for labels)",
+    "mbu_source": "where mbu came from: engine estimate (vLLM byte counters) or modelled (text, for labels)",
+    "dram_bw_source": "where dram_bw_util came from: NVML GPM or DCGM DRAM active; empty without a reading (text, for labels)",
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
     "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
     "reference) gives at running_avg; none without a curve",
@@ -71,7 +72,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         sleep_state=f.sleep_state or "",
     )
     names.update(_exposed(f))
-    names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f))
+    names.update(mbu_source=mbu_source_text(f.mbu_source), mbu_missing=_mbu_missing(f), dram_bw_source=f.dram_bw_source or "")
     names.update(dataclasses.asdict(sweetspot if spot is None else spot.thresholds(sweetspot)))
     names.update(_own_curve(f, sweetspot, spot))
     return names

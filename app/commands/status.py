@@ -14,18 +14,22 @@ from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.alerts.rules import Names, outcome, rule_set
 from app.formatting import (
     ceiling_text,
+    dram_text,
     mbu_text,
+    overhead_text,
     percent,
     series_limit_warning,
     slo_attainment_text,
     slo_bucket_warning,
 )
 from app.notify.grouping import delivery_line
+from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from app.verdict import NO_DATA, Verdict, evaluate
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
+from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import NO_CEILING, Settings, effective_sweetspot
 from core.text import terminal, visible
@@ -76,8 +80,12 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     data["window"] = format_duration(fig.window_s)
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
+    data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
+    data["overhead_traffic_text"] = _overhead_line(fig) or None
     data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
     data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
+    # both roofs at the window's concurrency (app/operating_point.py)
+    data["roofline"] = roofline_json(target_roofline(fig), fig)
     buckets = data.pop("quantile_buckets")
     for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
@@ -127,10 +135,18 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     return {
         **wait,
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
+        "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
+        "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
         "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
         "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None
         else f"{share} (tok/s ÷ steps/s bound)",
     }
+
+
+def _overhead_line(fig: WindowFigures) -> str:
+    """The overhead traffic with what causes it, or "" without both figures."""
+    text = overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio)
+    return f"{text}: {OVERHEAD_CAUSES}" if text else ""
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
@@ -152,6 +168,10 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
+    if fig.overhead_traffic_gbps is not None:
+        lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
+    if fig.ceiling is not None:
+        lines.append(f"  roofline                 {roofline_text(target_roofline(fig), fig)}")
     if line := bucket_line(fig):
         lines.append(line)
     if fig.ttft_p95_in_inf_bucket:
@@ -164,7 +184,8 @@ def render(fig: WindowFigures) -> str:
         c = fig.ceiling
         kv = f"{c.kv_bytes_per_token:,.0f} bytes ({c.kv_source})" if c.kv_bytes_per_token else "unknown (the weights only)"
         lines.append(f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP "
-                     f"{c.tensor_parallel}); KV per token {kv}")  # fmt: skip
+                     f"{c.tensor_parallel}); KV per token {kv}"
+                     + (f"; unset inputs read from {visible(c.shape_source, 200)}" if c.shape_source else ""))  # fmt: skip
     for g in fig.gpus:
         used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"

@@ -20,7 +20,17 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from app.formatting import elapsed, mbu_text, number, percent, slo_attainment_text, slo_in_bucket_text, with_unit
+from app.formatting import (
+    dram_text,
+    elapsed,
+    mbu_text,
+    number,
+    overhead_text,
+    percent,
+    slo_attainment_text,
+    slo_in_bucket_text,
+    with_unit,
+)
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.sweet_spot import resolve
 from core.durations import format_duration
@@ -64,6 +74,10 @@ class TargetDigest:
     ttft_p95_bucket: tuple[float, float] | None = None  # the engine's histogram bucket holding the P95
     mbu: float | None = None  # 0–1 over the period, with its source
     mbu_source: str | None = None
+    dram_bw_util: float | None = None  # 0–1, the GPUs' own DRAM reading over the period (not MBU)
+    dram_bw_source: str | None = None
+    overhead_traffic_gbps: float | None = None  # bytes moved beyond the model's, GB/s per GPU
+    overhead_ratio: float | None = None
     # TTFT SLO attainment over the period (WindowFigures' fields of the same names)
     ttft_slo_s: float | None = None
     ttft_slo_attainment: float | None = None
@@ -96,7 +110,7 @@ def chart_step(start: float, end: float) -> float:
 
 
 def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
-    # the GPUs too: their bandwidth is the measured MBU
+    # the GPUs too: their DRAM reading stands beside MBU
     whole = reader.window(name, end, end - start, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
     judged = shares(reader.verdicts(name, start, end), start, end)
     rates = [p.tokens_per_s for p in reader.series(name, start, end, PEAK_STEP_S, fields=("tokens_per_s",))]
@@ -107,7 +121,8 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
         ceiling_steps_per_s=whole.ceiling_steps_per_s, preemptions=whole.preemptions,
         incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
-        mbu=whole.mbu, mbu_source=whole.mbu_source,
+        mbu=whole.mbu, mbu_source=whole.mbu_source, dram_bw_util=whole.dram_bw_util, dram_bw_source=whole.dram_bw_source,
+        overhead_traffic_gbps=whole.overhead_traffic_gbps, overhead_ratio=whole.overhead_ratio,
         ttft_slo_s=whole.ttft_slo_s, ttft_slo_attainment=whole.ttft_slo_attainment, ttft_slo_bounds=whole.ttft_slo_bounds,
         ttft_slo_p95_bucket=whole.ttft_slo_in_p95_bucket(),
         outside=judged.outside, not_stored=judged.not_stored, sweet_spot=resolve(reader, settings, name, end).line(),
@@ -157,6 +172,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         mbu_text(d.mbu, d.mbu_source),
+        dram_text(d.dram_bw_util, d.dram_bw_source) + (f"; {o}" if (o := overhead_text(d.overhead_traffic_gbps, d.overhead_ratio)) else ""),
         f"preemptions: {number(d.preemptions)}",
         f"sweet spot: {visible(d.sweet_spot, 1000)}",
         f"incidents: {len(d.incidents) or 'none'}",

@@ -50,12 +50,14 @@ COLORS: dict[str, str] = {
     "waiting": "#ff7f0e",
     "gateway queue": "#9467bd",
     "KV usage": "#8c564b",
+    "DRAM (GPU reading)": "#ff7f0e",
     "stop": "#2ca02c",
     "length": "#17becf",
     "abort": "#ff7f0e",
     "error": "#d62728",
     "rejected (503)": "#7b4173",
     "roofline": "#e377c2",
+    "compute roof": "#7f7f7f",
     "MBU": "#e377c2",
     "tok/s ÷ running": "#2ca02c",
     "1 ÷ ITL P95": "#1f77b4",
@@ -287,12 +289,13 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
-MBU_LINES = {"mbu": "MBU"}
+MBU_LINES = {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"}
 
 
 def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None, source: str = "") -> AnyChart:
-    """MBU per step (%), with a user rule's ``min_mbu`` line where one is given (no default rule has an MBU
-    floor: docs/alerts.md); the title names the source (or why none)."""
+    """MBU per step (%), and the GPUs' DRAM bandwidth utilisation beside it where they read one (the gap
+    is overhead traffic), with a user rule's ``min_mbu`` line where one is given (no default rule has an
+    MBU floor: docs/alerts.md); the title names MBU's source (or why none)."""
     data = long_rows(points, MBU_LINES, frame.step_s, 100)
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
@@ -301,6 +304,8 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None
     if not any(p.mbu is not None for p in points):
         return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
     title = f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): {source or 'best source per step'}"
+    if any(p.dram_bw_util is not None for p in points):
+        title = f"MBU and DRAM bandwidth, per {_step(frame)} (%): MBU {source or 'best source per step'}"
     if min_mbu is None:
         return _panel(lines, title)
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), f"{title} · red dashes: min_mbu {min_mbu * 100:.0f} %")
@@ -571,14 +576,16 @@ def operating_point_chart(
     roofline: Sequence[tuple[float, float]] = (),
     curve_label: str = "reference (V100 report)",
     benches: Sequence[BenchRun] = (),
+    compute_roof: float | None = None,
 ) -> alt.LayerChart:
     """Measured steps as dots coloured by time, a curve (the report's on the demo, else the target's own
     fitted one, named by ``curve_label``; none when empty), sweep levels, imported benchmarks
     (``benches``, :func:`bench_layer`) and vertical marks.
 
     ``slo_s`` (a latency chart): the y axis keeps that SLO readable (:func:`latency_scale`), drawn as
-    a red dashed line. ``roofline``: (concurrency, value) of the modelled bound, drawn as a labelled
-    line; the axis turns logarithmic when it runs far above the measured values (:func:`spread_scale`).
+    a red dashed line. ``roofline``: (concurrency, value) of the bandwidth roof, drawn as a labelled
+    line; ``compute_roof``: the compute roof (tok/s), a labelled horizontal line; the axis turns
+    logarithmic when they run far above the measured values (:func:`spread_scale`).
     Legends sit under the plot: beside it, a half-page chart cuts them off.
     """
     x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
@@ -590,7 +597,8 @@ def operating_point_chart(
         scale, note = latency_scale([*data["value"], *(v for _, v in reference), *sweep_values], slo_s)
         y = alt.Y("value:Q", title=y_title + note.replace(" · ", ", "), scale=scale)
     elif roofline:
-        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], [v for _, v in roofline])
+        roofs = [v for _, v in roofline] + ([compute_roof] if compute_roof else [])
+        scale, note = spread_scale([*data["value"], *(v for _, v in reference), *sweep_values], roofs)
         y = alt.Y("value:Q", title=y_title + note, scale=scale)
         if note:
             data = data[data["value"] > 0]  # no zero on a log axis
@@ -622,6 +630,8 @@ def operating_point_chart(
         layers.append(_slo_rule(slo_s))
     if roofline:
         layers.append(_roofline_layer(roofline, y_title))
+    if roofline and compute_roof:
+        layers.append(_compute_roof_layer(compute_roof, roofline[-1][0], y_title))
     return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
 
 
@@ -643,7 +653,21 @@ def spread_scale(measured: Iterable[float | None], bound: Iterable[float]) -> tu
     return alt.Scale(type="log", domain=[low * 0.8, top * 1.25], nice=False), " (log scale)"
 
 
-ROOFLINE_NAME = "roofline (modelled bound)"
+ROOFLINE_NAME = "bandwidth roofline (modelled bound)"
+COMPUTE_ROOF_NAME = "compute roof"
+
+
+def _compute_roof_layer(roof: float, up_to: float, y_title: str) -> alt.LayerChart:
+    data = pd.DataFrame({"running": [0.0, up_to], "value": [roof, roof], "label": [COMPUTE_ROOF_NAME] * 2})
+    line = alt.Chart(data).mark_line(color=COLORS["compute roof"], strokeWidth=2, strokeDash=[8, 3]).encode(
+        x="running:Q", y="value:Q",
+        tooltip=["label:N", alt.Tooltip("value:Q", title=y_title, format=",.0f")],
+    )  # fmt: skip
+    text = data.head(1).assign(text=f"{COMPUTE_ROOF_NAME}: {number(roof)} tok/s")
+    label = alt.Chart(text).mark_text(color=COLORS["compute roof"], align="left", baseline="bottom", dx=4, dy=-6).encode(
+        x="running:Q", y="value:Q", text="text:N"
+    )
+    return _layer(line, label)
 
 
 def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str) -> alt.LayerChart:

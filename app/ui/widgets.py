@@ -23,6 +23,7 @@ from app.formatting import (
     mbu_source_text,
     mbu_text,
     number,
+    overhead_text,
     percent,
     share,
     slo_attainment_text,
@@ -35,7 +36,7 @@ from app.ui.charts import Frame, bridges
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
-from core.mbu import StepBoundBreach
+from core.mbu import OVERHEAD_CAUSES, StepBoundBreach
 from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
@@ -220,6 +221,7 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | 
         client_slo_tile(f, w) if f.gateway_wait_source is not None else slo_tile(f, w),
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
         mbu_tile(f, sweetspot),
+        dram_tile(f),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {spot_text(sweetspot, spot)}", "Running requests in vLLM (concurrency). " + spot_help(spot)),
         Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
@@ -262,20 +264,41 @@ def mbu_tile(f: WindowFigures, sweetspot: SweetSpotSettings) -> Tile:
     return Tile(f"MBU · {w}", percent(f.mbu), context, MBU_HELP + mbu_inputs(f))
 
 
-MBU_HELP = ("Model bandwidth utilisation: the bytes a decode step must read (weights ÷ TP + the running requests' "
-            "KV cache ÷ TP) × steps/s ÷ peak bandwidth per GPU, from the best source present. ")
+MBU_HELP = ("Model bandwidth utilisation: the bytes a decode step must read (weights ÷ TP + the KV cache resident ÷ TP) "
+            "× steps/s ÷ peak bandwidth per GPU, per data-parallel engine: the model's bytes (vLLM's byte counters, "
+            "else the step model), never the GPU's DRAM reading. ")
+DRAM_HELP = ("DRAM bandwidth utilisation: every byte the GPUs moved (NVML GPM, or dcgm-exporter's DRAM_ACTIVE), "
+             "averaged over the target's GPUs. Beside MBU, the gap is overhead traffic: ")
+
+
+def dram_tile(f: WindowFigures) -> Tile:
+    """The GPUs' DRAM bandwidth utilisation with its source, and the overhead traffic beside MBU
+    (``77.5 %`` / ``NVML GPM · 3,060 GB/s per GPU beyond the model's bytes (5.6×)``)."""
+    w = format_duration(f.window_s)
+    help_ = DRAM_HELP + OVERHEAD_CAUSES + "."
+    if f.dram_bw_util is None or not f.dram_bw_source:
+        return Tile(f"DRAM bandwidth · {w}", MISSING, "no NVML GPM (Hopper or newer) or DCGM DRAM_ACTIVE reading", help_)
+    overhead = overhead_text(f.overhead_traffic_gbps, f.overhead_ratio)
+    return Tile(f"DRAM bandwidth · {w}", percent(f.dram_bw_util), " · ".join(p for p in (f.dram_bw_source, overhead) if p), help_)
 
 
 def mbu_inputs(f: WindowFigures) -> str:
-    """``measured 23 % · engine estimate — · modelled 4 %. Model: 40 GB ÷ TP 8 at 900 GB/s (config), …``."""
-    sources = f"Sources: measured {percent(f.mbu_measured)} · engine estimate {percent(f.mbu_engine)} · modelled {percent(f.mbu_modelled)}."
+    """``engine estimate — · modelled 4 %. Model: 40 GB ÷ TP 8 at 900 GB/s (config), …``."""
+    sources = f"Sources: engine estimate {percent(f.mbu_engine)} · modelled {percent(f.mbu_modelled)}."
     c = f.ceiling
     if c is None:
         return f"{sources} Model: no inputs ({NO_CEILING})."
     kv = f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token else "unknown (weights only)"
-    return (f"{sources} Model: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
-            f"({c.bandwidth_source}); KV {kv}; {number(f.steps_per_s)} steps/s, {number(f.running_avg)} running, "
-            f"mean context {number(f.mean_context_tokens)} tokens.")
+    shape = f" (unset inputs read from {c.shape_source})" if c.shape_source else ""
+    return (f"{sources} Model{shape}: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
+            f"({c.bandwidth_source}); KV {kv}; {number(f.steps_per_s)} steps/s over {number(f.engines_max or 1)} engine(s), "
+            f"{number(f.running_avg)} running; KV tokens {number(f.kv_resident_tokens_avg)} resident, mean context "
+            f"{number(f.mean_context_tokens)} tokens; KV term: {f.mbu_kv_source or 'none'}.{API_SERVERS}")
+
+
+# vLLM's comment on iteration_tokens_total: several API servers each count the engine's steps.
+API_SERVERS = (" With vllm serve --api-server-count > 1 every API server observes the engine's steps:"
+               " steps/s and the modelled MBU read that many times too high.")
 
 
 def show_breach(breach: StepBoundBreach) -> None:

@@ -26,6 +26,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         # spelled here, as every other page spells them: a missing figure reads "—", never "None"
         "tok/s": [number(x.tokens_per_s) for x in f],
         "MBU": [percent(x.mbu) for x in f],
+        "DRAM": [percent(x.dram_bw_util) for x in f],
         "report's % of ceiling": [percent(x.ceiling_share) for x in f],
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
@@ -49,6 +50,8 @@ def live() -> None:
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
         "running": col.TextColumn(help="average running requests"),
         "sweet spot": col.TextColumn(help="the target's own sweet-spot concurrency and where it came from"),
+        "MBU": col.TextColumn(help="model bandwidth utilisation: the model's bytes (vLLM's byte counters, else the step model)"),
+        "DRAM": col.TextColumn(help="DRAM bandwidth utilisation the GPUs read (NVML GPM or DCGM): every byte moved, not MBU"),
         "report's % of ceiling": col.TextColumn(help=widgets.REPORT_SHARE + ": the ceiling bounds decode steps/s"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip

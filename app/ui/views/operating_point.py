@@ -11,11 +11,14 @@ from app.operating_point import (
     REFERENCE_LEVELS,
     bench_text,
     concurrency_reach,
+    context_per_request,
     find_knee,
     per_request_text,
     request_speeds,
     roofline,
+    roofline_text,
     sweeps_of,
+    target_roofline,
 )
 from app.sweet_spot import REFERENCE, REFERENCE_REPORT, OwnCurves, own_curves
 from app.ui import chart_cache, charts, page, time_range
@@ -56,7 +59,9 @@ curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_T
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
-roof = roofline(model, figures.mean_context_tokens, points, concurrency_reach(points, levels, marks))
+roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks))
+roofs = target_roofline(figures)  # both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth
+compute_roof = roofs.compute_tok_s if roofs else None
 st.markdown(f"**Sweet spot**: {spot.line()}")
 if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
@@ -68,6 +73,7 @@ st.caption(
 )
 if roof:
     st.markdown(f"**Roofline**: {roof.text()}")
+    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures))}.")
     st.caption(roof.caption())
 else:
     st.info(NO_ROOFLINE, icon=":material/info:")
@@ -79,7 +85,7 @@ for where, attr, label, drawn, slo, bound in (
 ):
     title = f"Concurrency vs {label}"
     chart_cache.show_chart(charts.operating_point_chart, points, attr, label, drawn, sweeps, marks, title, slo, bound,
-                     curves.label, benches, height=480, where=where)  # fmt: skip
+                     curves.label, benches, compute_roof if bound else None, height=480, where=where)  # fmt: skip
 speeds, single = request_speeds(points), roof.single_request_tokens_per_s if roof else None
 st.markdown(f"**Decode speed per request**: {per_request_text(speeds, single)}")
 chart_cache.show_chart(charts.per_request_chart, speeds, single, "Concurrency vs decode tok/s per request", height=420)
