@@ -69,9 +69,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
     backfill_s = parse_duration(args.backfill)  # a bad flag fails before anything starts
     if not args.no_ui:
-        from app.commands.ui import refuse_open_public
+        from app.commands.ui import refuse_open_public, refuse_taken_port
 
         refuse_open_public(settings, settings.ui.address)
+        port = args.port or settings.ui.port
+        refuse_taken_port(settings.ui.address, port,
+                          f"PORT={port + 1} make run, --port {port + 1}, or ui.port in the config file")
     sim = None
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
