@@ -144,11 +144,11 @@ def mbu_source_text(source: str | None) -> str:
     return (source or "").replace(" (", ", ").removesuffix(")")
 
 
-def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None) -> str:
+def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None, missing: str = NO_CEILING) -> str:
     """``at most 180 steps/s (the report's ceiling: 40 GB ÷ TP 8 at 900 GB/s, config)``, or the line
     that says which inputs to set."""
     if steps_per_s is None or ceiling is None:
-        return NO_CEILING
+        return missing
     return (f"at most {number(steps_per_s)} steps/s (the report's ceiling: {ceiling.weight_gb:g} GB ÷ TP "
             f"{ceiling.tensor_parallel} at {number(ceiling.bandwidth_gbps)} GB/s, {ceiling.bandwidth_source})")
 # The vLLM option that adds a bucket at the SLO (read in vLLM 0.32.0's engine arguments; absent in 0.31).

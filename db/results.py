@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.mbu import StepBoundBreach, StepModel
+from core.settings import NO_CEILING
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,8 @@ class WindowFigures(EngineFigures):
     ttft_slo_attainment: float | None = None
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_s: float | None = None  # the SLO it was judged against (the target's ttft_p95_slo_s)
+    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing)
+    ceiling_missing: str = NO_CEILING
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
         """The TTFT P95's bucket (lower, upper] when the SLO lies strictly inside it: the buckets
@@ -244,3 +247,4 @@ class TargetInfo:
     discovered_by: str | None = None  # the Prometheus source that found it; None: configured
     series_dropped: int = 0  # series of the last successful page left out over series_limit
     series_limit: int | None = None  # the max_series that page was read with
+    ceiling_missing: str = NO_CEILING  # without a ceiling: what it lacks, with the inputs set

@@ -26,7 +26,7 @@ from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import NO_CEILING, Settings, effective_sweetspot
+from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
 from db.figures import shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
@@ -75,7 +75,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     data["window"] = format_duration(fig.window_s)
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
-    data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
+    data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling, fig.ceiling_missing)
     data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
     buckets = data.pop("quantile_buckets")
     for name in QUANTILE_NAMES:  # "ttft_p95_bucket": [0.25, 0.5] (null upper: the +Inf bucket)
@@ -123,14 +123,15 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     share = percent(fig.ceiling_share)
     return {
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
-        "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
-        "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None
+        "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling, fig.ceiling_missing),
+        "ceiling_share": fig.ceiling_missing if fig.ceiling_share is None and fig.ceiling is None
         else f"{share} (tok/s ÷ steps/s bound)",
     }
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
-    return "unknown: " + missing_reason(fig.ceiling, peak_gbps(fig.ceiling, fig.gpus), fig.steps_per_s).removeprefix("no MBU: ")
+    return "unknown: " + missing_reason(fig.ceiling, peak_gbps(fig.ceiling, fig.gpus), fig.steps_per_s,
+                                       fig.ceiling_missing).removeprefix("no MBU: ")
 
 
 def render(fig: WindowFigures) -> str:

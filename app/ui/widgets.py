@@ -179,11 +179,22 @@ TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's c
                "as soon as batching works. How well the GPUs' bandwidth is used is MBU (docs/ceiling.md).")
 
 
-def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
+def gateway_tile(f: WindowFigures, w: str, gateway_source: str | None) -> Tile:
+    """Gateway queue depth; a target whose gateway is not configured says so and names the setting."""
+    waiting = f"vLLM waiting {number(f.waiting_max)}"
+    if f.queue_depth_max is None and gateway_source == "none":
+        return Tile(f"Gateway queue · max {w}", "no gateway", f"set targets[].gateway to read its queue · {waiting}",
+                    "No gateway is configured for this target: set targets[].gateway (a preset such as litellm and "
+                    "its /metrics url, docs/gateways.md) to chart the requests it holds. vLLM's own waiting queue below.")
+    return Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), waiting,
+                "Requests held in the gateway (max); vLLM's own waiting queue below.")
+
+
+def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, gateway_source: str | None = None) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = f"no ceiling: {NO_CEILING}"
+    ceiling = f"no ceiling: {f.ceiling_missing}"
     if f.ceiling_steps_per_s is not None:
         ceiling = f"at most {number(f.ceiling_steps_per_s)} steps/s: the report's ceiling"
     if f.ceiling_share is not None:
@@ -198,7 +209,7 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
         mbu_tile(f, sweetspot),
         Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {sweetspot.concurrency}", "Running requests in vLLM (concurrency)."),
-        Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
+        gateway_tile(f, w, gateway_source),
         Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
 
@@ -206,7 +217,7 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings) -> list[Tile]:
 def mbu_missing(f: WindowFigures) -> str:
     """Why a window has no MBU, with the setting or source that adds one."""
     if f.ceiling is None:
-        return NO_CEILING
+        return f.ceiling_missing
     if f.steps_per_s is None:
         return "unknown: no step rate (the engine exposes no vllm:iteration_tokens_total)"
     return "no bandwidth source"
@@ -231,7 +242,7 @@ def mbu_inputs(f: WindowFigures) -> str:
     sources = f"Sources: measured {percent(f.mbu_measured)} · engine estimate {percent(f.mbu_engine)} · modelled {percent(f.mbu_modelled)}."
     c = f.ceiling
     if c is None:
-        return f"{sources} Model: no inputs ({NO_CEILING})."
+        return f"{sources} Model: no inputs ({f.ceiling_missing})."
     kv = f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token else "unknown (weights only)"
     return (f"{sources} Model: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
             f"({c.bandwidth_source}); KV {kv}; {number(f.steps_per_s)} steps/s, {number(f.running_avg)} running, "
@@ -335,7 +346,8 @@ def ceiling_text(info: TargetInfo) -> str:
     """The ceiling's inputs, each with where it came from, or that there are none (never a borrowed figure)."""
     c = info.ceiling
     if c is None:
-        return f"Ceiling: none: no ceiling inputs ({NO_CEILING.removeprefix('unknown: ')})"
+        lacks = info.ceiling_missing.removeprefix("unknown: ")
+        return f"Ceiling: none: {'no ceiling inputs (' + lacks + ')' if info.ceiling_missing == NO_CEILING else lacks}"
     kv = (f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token
           else "unknown (set targets[].ceiling.kv_bytes_per_token, or vLLM's cache_config_info gives it)")  # fmt: skip
     return (

@@ -17,6 +17,7 @@ from app.operating_point import (
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
 from core.durations import format_duration
+from core.settings import NO_CEILING
 from core.text import markdown
 
 ctx = page.context()
@@ -47,14 +48,17 @@ if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
-    f"Grey dashes: the report's reference curve. Diamonds: stored load sweeps of {view.target}'s server."
+    "Grey dashes: the report's reference curve."
+    + (f" Diamonds: stored load sweeps of {view.target}'s server." if sweeps else "")
     + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
 if roof:
     st.markdown(f"**Roofline**: {roof.text()}")
     st.caption(roof.caption())
 else:
-    st.info(NO_ROOFLINE, icon=":material/info:")
+    partial = figures.ceiling is None and figures.ceiling_missing != NO_CEILING  # say what is missing, not all
+    st.info(f"No roofline: {figures.ceiling_missing.removeprefix('unknown: ')}." if partial else NO_ROOFLINE,
+            icon=":material/info:")
 curve = roof.curve if roof else []
 left, right = st.columns(2)
 for where, attr, label, reference, slo, bound in (
