@@ -136,14 +136,17 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     # handler only notes it: raised as an exception it could land inside Popen (a library's thread
     # can take the signal whatever this thread blocks), after the server was started but before
     # `child` named it, leaving streamlit running with no one to stop it.
+    # INT too: a shell starts a background job with SIGINT ignored, and Python then leaves it ignored,
+    # so `kill -INT` on this process alone did nothing (the terminal's Ctrl-C reaches the child as well).
     stopped: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, _frame: stopped.append(signum))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
     child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
     try:
         while child.poll() is None and not stopped:
             time.sleep(0.2)
-        return 143 if stopped else child.returncode
+        return 128 + stopped[0] if stopped else child.returncode
     except KeyboardInterrupt:
         return 130
     finally:
