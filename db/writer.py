@@ -184,7 +184,8 @@ class Writer:
         scrape = round_.vllm
         if not round_.vllm_status.ok or scrape is None or not scrape.models:
             return []  # (a page without models stores no row: the next round's rows cover its time as well)
-        shares = [None] * len(scrape.models) if skipped else _shares(self._covered_ms(target_id, ts, round_.ts), len(scrape.models))
+        shares = [None] * len(scrape.models) if skipped else _shares(self._covered_ms(target_id, ts, round_.ts if round_.vllm_at is None else round_.vllm_at),
+                                                                   len(scrape.models))
         return [self._sample_row(conn, self._model_id(conn, target_id, name), ts, figures, scrape.process_start_time_s, share, skipped)
                 for (name, figures), share in zip(scrape.models.items(), shares, strict=True)]
 
