@@ -172,7 +172,7 @@ def test_more_steps_than_the_inputs_allow_is_flagged_in_status(db, capsys):
     assert main(["status", "--db", url, "--target", "b1-wrong", "--window", "1m"]) == 0
     text = capsys.readouterr().out
     assert "WARNING: the engine made 250 decode steps/s, more than the 120 steps/s" in text
-    assert "ceiling                  at most 120 steps/s (the report's ceiling: 40 GB ÷ TP 1 at 4,800 GB/s, config)" in text
+    assert "ceiling                  at most 120 steps/s (the bandwidth bound: 40 GB ÷ TP 1 at 4,800 GB/s, config)" in text
     assert "MBU                      " in text and "(engine estimate, vLLM byte counters)" in text
 
 
@@ -271,5 +271,5 @@ def test_nvml_gpm_is_the_measured_source_and_nvmls_peak_the_ceilings_bandwidth(t
     assert main(["status", "--db", url, "--target", "gpm", "--window", "1m"]) == 0
     text = capsys.readouterr().out
     assert "  MBU                      23 % (measured, NVML GPM)\n" in text
-    assert "at most 301 steps/s (the report's ceiling: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
+    assert "at most 301 steps/s (the bandwidth bound: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
     assert "the report's % of ceiling 638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9

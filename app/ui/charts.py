@@ -22,7 +22,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from app.formatting import number
+from app.formatting import bound_name, number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
@@ -265,7 +265,7 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     """``at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))``: what the line bounds,
     with its inputs. It bounds decode steps per second, drawn against tok/s because the report does."""
     return (
-        f"at most {number(ceiling.steps_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"at most {number(ceiling.steps_per_s)} steps/s: {bound_name(ceiling)} ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
         f"({number(ceiling.weight_gb)} GB ÷ TP {ceiling.tensor_parallel}))"
     )
 
@@ -277,7 +277,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling line: no ceiling inputs")
     chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
-    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
+    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: {bound_name(ceiling)}, which "
              "bounds decode steps/s, not tok/s")
     return _panel(chart, title)
 
@@ -311,7 +311,7 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
-    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
+    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); each one redoes a request's work")
 
 
 def axis_top(values: Iterable[float], floor: float) -> float:

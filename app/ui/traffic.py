@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.formatting import MISSING, number, with_unit
+from app.formatting import MISSING, bound_name, number, with_unit
 from app.ui.charts import ENGINE_UUID
 from db.results import GpuFigures, GpuPoint, SeriesPoint, WindowFigures
 
@@ -42,7 +42,7 @@ def traffic_text(f: WindowFigures, gpus: Sequence[GpuFigures]) -> str:
         f"peak {with_unit(peak, 'GB/s')}",
     ]
     if f.engine_bw_gbps is not None and measured:
-        parts.append(f"engine ÷ measured {number(100 * f.engine_bw_gbps / measured)} %")
+        parts.append(f"the engine's estimate is {number(100 * f.engine_bw_gbps / measured)} % of the measured traffic")
     return " · ".join(parts)
 
 
@@ -52,7 +52,7 @@ def ceiling_check_text(f: WindowFigures) -> str:
     if c is None:
         return f"No ceiling: {f.ceiling_missing}."
     share = c.weight_gb / max(c.tensor_parallel, 1)
-    head = (f"The report's ceiling, at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
+    head = (f"{bound_name(c).capitalize()}, at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
             f"÷ {number(share)} GB of weights per GPU: it assumes each decode step reads that share once.")
     if f.engine_bw_gbps is None:
         return f"{head} Engine-side traffic: {MISSING} ({MFU_HINT})."
