@@ -37,3 +37,25 @@ def test_config_help_says_what_it_prints_without_json(tmp_path):
 
 def test_docs_promise_no_later_issue():
     assert "later issue" not in (ROOT / "docs" / "ui.md").read_text()
+
+
+def test_status_prints_gpu_memory_in_gib_as_the_gpus_page(tmp_path):
+    # A V100 "32 GB" card: NVML says 34,359,738,368 bytes total; status printed "31.9 GB" used, the page GiB
+    from collectors.records import GpuReading, ScrapeRound, SourceResult, VllmScrape
+    from core.settings import TargetSettings
+    from db.engine import open_engine
+    from db.writer import Writer
+
+    db = f"sqlite:///{tmp_path}/g.db"
+    writer = Writer(open_engine(db))
+    writer.register_target(TargetSettings(name="t", vllm_url="http://127.0.0.1:1/metrics"))
+    gpu = GpuReading(uuid="GPU-0", index=0, name="V100", memory_used_bytes=31.9e9, memory_total_bytes=32 * 2**30)
+    import time
+
+    now = time.time()
+    for ts in (now - 10, now - 5):
+        writer.write_round(ScrapeRound("t", ts, VllmScrape({}), SourceResult(True), gpus=(gpu,)))
+    writer.close()
+    done = app("status", "--db", db, "--window", "1m")
+    assert done.returncode == 0, done.stderr
+    assert "memory 29.7 GiB / 32 GiB" in done.stdout and " GB," not in done.stdout

@@ -14,6 +14,7 @@ from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.alerts.rules import Names, outcome, rule_set
 from app.formatting import (
     ceiling_text,
+    gibibytes,
     mbu_text,
     percent,
     series_limit_warning,
@@ -163,7 +164,8 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  ceiling inputs: {c.bandwidth_gbps:g} GB/s ({c.bandwidth_source}) ÷ ({c.weight_gb:g} GB ÷ TP "
                      f"{c.tensor_parallel}); KV per token {kv}")  # fmt: skip
     for g in fig.gpus:
-        used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
+        # GiB, as the GPUs page, NVML and nvidia-smi count it (a "32 GB" V100 holds 32 GiB, not 34.4 GB)
+        used = "no data" if g.memory_used_bytes is None else f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}"
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"
         lines.append(f"  GPU {g.index if g.index is not None else '?'} {g.uuid}: memory {used}, memory busy {busy}")
     if fig.last_error:
