@@ -23,11 +23,11 @@ PAGES = {
     "overview": ("/", 1, ["TTFT P95 · 5m", "at most 180 steps/s: the report's ceiling", "MBU · 5m", "sweet spot 16",
                           "Time to first token", "of 79.7 k tokens",  # the KV tile: "23 %" / "of 79.7 k tokens · warn …"
                           # the SLO tile: the 3 s SLO lies between vLLM's 2.5 and 5 s bounds, whose shares it shows
-                          "TTFT SLO attainment · 5m", "≤ 3 s · 2.5 s: "]),
+                          "TTFT SLO attainment · 5m", "≤ 3 s · between "]),
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
     "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB",
                           # engine-side and measured bandwidth together, in the text and as lines of one chart
-                          "Memory traffic per GPU", "(vLLM's estimate)", "average of 8 GPUs", "engine ÷ measured",
+                          "Memory traffic per GPU", "(vLLM's estimate)", "average of 8 GPUs", "the engine's estimate is",
                           "measured and vLLM's estimate", "The engine estimates"]),
     "overview-sglang": ("/?target=sglang", 1, ["Retractions · 5m", "of 79.7 k tokens", "Time to first token"]),
     "gpus-sglang": ("/gpus?target=sglang", 4, ["Memory traffic per GPU", "--enable-mfu-metrics"]),

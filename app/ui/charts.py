@@ -196,12 +196,12 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     return _layer(rule, text)
 
 
-def _finish(chart: AnyChart, title: str) -> AnyChart:
+def _finish(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
     """A chart drawn on its own: titled, pannable in time, no per-point ARIA (see :func:`_no_aria`)."""
     return _no_aria(_panel(chart, title).interactive(bind_y=False))
 
 
-def _panel(chart: AnyChart, title: str) -> AnyChart:
+def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
     return chart.properties(title=title, height=HEIGHT)
 
 
@@ -437,10 +437,12 @@ def gpu_chart(
             tooltip=[TOOLTIP_TIME, alt.Tooltip("mean:Q", title=f"{ENGINE_NAME} ({unit})", format=".3~f")]))  # fmt: skip
     if peak is not None:
         layers.append(hline(peak, frame, REFERENCE, f"{peak_name} {number(peak)} {unit}"))
-    what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
+    what = f"{label} (line), min–max (band)" if pick is None else label
     if not estimate.empty:
-        what += f", {ENGINE_NAME} (dotted)"
-    return _finish(_layer(*layers), f"{title} · {what}")
+        what += f", {ENGINE_NAME} (dots)"
+    # what the lines are goes under the title, in smaller type: one line of both was cut with "…" on a
+    # half-width chart at 1440 and 1280 px
+    return _finish(_layer(*layers), alt.TitleParams(text=title, subtitle=what))
 
 
 def gpu_rows(points: Sequence[GpuPoint], field: str, step_s: float, scale: float = 1) -> pd.DataFrame:
