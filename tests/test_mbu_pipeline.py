@@ -272,4 +272,4 @@ def test_nvml_gpm_is_the_measured_source_and_nvmls_peak_the_ceilings_bandwidth(t
     text = capsys.readouterr().out
     assert "  MBU                      23 % (measured, NVML GPM)\n" in text
     assert "at most 301 steps/s (the bandwidth bound: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
-    assert "the report's % of ceiling 638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9
+    assert "% of the step bound      638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9

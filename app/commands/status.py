@@ -15,6 +15,7 @@ from app.alerts.rules import Names, outcome, rule_set
 from app.formatting import (
     ceiling_text,
     gibibytes,
+    is_reference,
     mbu_text,
     percent,
     series_limit_warning,
@@ -147,6 +148,8 @@ def render(fig: WindowFigures) -> str:
     for key, label, unit, scale in ROWS:
         if key == "preemptions" and fig.engine == "sglang":
             label = "retractions (preemptions)"  # SGLang's word for it
+        if key == "ceiling_share" and not is_reference(fig.ceiling):
+            label = "% of the step bound"  # the report's words only on the report's own inputs
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
