@@ -15,9 +15,9 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $@
 
-## run: install the runtime and start the product (the demo when no target is configured)
+## run: install the runtime and start the product (the demo when no target is configured); PORT=8502 picks the dashboard's port
 run: $(VENV)/.runtime
-	$(PY) -m app run
+	$(PY) -m app run $(if $(PORT),--port $(PORT))
 
 ## test: install everything and run lint, type checks and the whole test suite
 test: $(VENV)/.dev lint unit

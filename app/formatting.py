@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from core.settings import NO_CEILING
+from core.settings import NO_CEILING, REFERENCE_CEILING
 
 if TYPE_CHECKING:
     from db.results import CeilingInfo, WindowFigures
@@ -158,12 +158,31 @@ def mbu_source_text(source: str | None) -> str:
     return (source or "").replace(" (", ", ").removesuffix(")")
 
 
-def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None) -> str:
+def is_reference(ceiling: CeilingInfo | None) -> bool:
+    """Whether a ceiling is the field report's own (40 GB over TP 8 at 900 GB/s: the demo's): only there
+    do the words "the report's ceiling" mean something to the reader; elsewhere plain words say it."""
+    r = REFERENCE_CEILING
+    return ceiling is not None and (ceiling.weight_gb, ceiling.tensor_parallel, ceiling.bandwidth_gbps) == (
+        r.weight_gb, r.tensor_parallel, r.bandwidth_gbps)  # fmt: skip
+
+
+def bound_name(ceiling: CeilingInfo | None) -> str:
+    """``the report's ceiling`` on the reference, ``the bandwidth bound`` elsewhere (both: at most this
+    many decode steps/s, bandwidth per GPU ÷ weights per GPU)."""
+    return "the report's ceiling" if is_reference(ceiling) else "the bandwidth bound"
+
+
+def share_name(ceiling: CeilingInfo | None) -> str:
+    """``the report's % of ceiling`` on the reference, ``% of the step bound`` elsewhere (tok/s ÷ steps/s bound)."""
+    return "the report's % of ceiling" if is_reference(ceiling) else "% of the step bound"
+
+
+def ceiling_text(steps_per_s: float | None, ceiling: CeilingInfo | None, missing: str = NO_CEILING) -> str:
     """``at most 180 steps/s (the report's ceiling: 40 GB ÷ TP 8 at 900 GB/s, config)``, or the line
     that says which inputs to set."""
     if steps_per_s is None or ceiling is None:
-        return NO_CEILING
-    return (f"at most {number(steps_per_s)} steps/s (the report's ceiling: {ceiling.weight_gb:g} GB ÷ TP "
+        return missing
+    return (f"at most {number(steps_per_s)} steps/s ({bound_name(ceiling)}: {ceiling.weight_gb:g} GB ÷ TP "
             f"{ceiling.tensor_parallel} at {number(ceiling.bandwidth_gbps)} GB/s, {ceiling.bandwidth_source})")
 # The vLLM option that adds a bucket at the SLO (read in vLLM 0.32.0's engine arguments; absent in 0.31).
 BUCKET_FLAG = "--custom-histogram-buckets"

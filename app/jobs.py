@@ -79,6 +79,8 @@ class RoundReader:
         yield from (r.done() for r in rounds if r.left == 0)
         for answer in self.fetcher.fetch_many(gets, self.settings.scrape_timeout_s):
             round_, source = answer.key  # type: ignore[misc]
+            if source == "vllm" and answer.answered_at is not None:
+                round_.vllm_offset = answer.answered_at - round_.began
             self._record(round_, source, time.perf_counter() - answer.duration_s, _parse, source, answer)
             if round_.left == 0:
                 yield round_.done()
@@ -194,6 +196,8 @@ class _Round:
     def __init__(self, target: TargetSettings, ts: float, max_series: int | None = None) -> None:
         self.target = target
         self.ts = ts
+        self.began = time.perf_counter()  # with ts: where on ts's clock the vLLM page came
+        self.vllm_offset: float | None = None
         self.max_series = max_series  # series kept from its vLLM page (Settings.series_limit)
         self.results: dict[str, tuple[Any, SourceResult]] = {}
         self.left = 0  # sources started and not recorded yet (collect_all counts them as it starts them)
@@ -202,7 +206,9 @@ class _Round:
         vllm, vllm_status = self.results["vllm"]
         gateway, gateway_status = self.results.get("gateway", (None, None))
         gpus, gpu_status = self.results.get("gpu", (None, None))
-        return ScrapeRound(self.target.name, self.ts, vllm, vllm_status, gateway, gateway_status, gpus or (), gpu_status)
+        vllm_at = None if self.vllm_offset is None else self.ts + self.vllm_offset
+        return ScrapeRound(self.target.name, self.ts, vllm, vllm_status, gateway, gateway_status, gpus or (), gpu_status,
+                           vllm_at)
 
 
 def describe_round(round_: ScrapeRound) -> str:

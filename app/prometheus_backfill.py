@@ -115,7 +115,11 @@ def backfill(
     try:
         steps_total = max(0, int(round((end - start) / step_s)))
         selector = wanted_selector(source.selector)
-        chunk = _chunk_steps(client, selector, source.selector, start, end)
+        # a second run of the same period has nothing left, or nothing Prometheus still holds: 0 added, no error
+        chunk = 0 if resumed is not None and start >= end else \
+            _chunk_steps(client, selector, source.selector, start, end, resumed is not None)
+        if chunk == 0:
+            return BackfillResult(0, 0, start, end, resumed)
         progress = ProgressLine("backfill", steps_total, "steps", stream)
         at = start
         while at < end:
@@ -151,10 +155,14 @@ def backfill(
     return BackfillResult(written, len(known), start, end, resumed, tuple(sorted(known)))
 
 
-def _chunk_steps(client: PrometheusClient, selector: str, asked: str, start: float, end: float) -> int:
+def _chunk_steps(client: PrometheusClient, selector: str, asked: str, start: float, end: float,
+                 resumed: bool = False) -> int:  # fmt: skip
     """Steps per request: about SAMPLES_PER_REQUEST samples for the series the selector matched over
-    the period backfilled (not at "now": the targets of a past incident may no longer be scraped)."""
+    the period backfilled (not at "now": the targets of a past incident may no longer be scraped).
+    0 when a resumed run finds no series in what is left of its period: nothing new to add."""
     series = len(client.series(selector, start, end))
+    if series == 0 and resumed:
+        return 0
     if series == 0:
         from collectors.prometheus import HINT_SELECTOR, PrometheusError
 

@@ -137,6 +137,7 @@ class Answer:
     text: str | None
     error: ScrapeError | None
     duration_s: float
+    answered_at: float | None = None  # perf_counter() when the answer's headers came (the page was made then)
 
 
 class Fetcher:
@@ -185,17 +186,18 @@ class Fetcher:
                 future.cancel()
 
     async def _get(self, get: Get, timeout_s: float, arrived: queue.SimpleQueue[tuple[int, Answer]], marker: int) -> None:
-        start = time.perf_counter()
+        start, answered = time.perf_counter(), [0.0]
         try:
-            text, error = await self._text(get, timeout_s), None
+            text, error = await self._text(get, timeout_s, answered), None
         except ScrapeError as exc:
             text, error = None, exc
         except Exception as exc:  # a client that cannot be built from the settings, or a bug: this GET's failure
             text, error = None, ScrapeError(f"cannot reach {masked(get.url)} ({type(exc).__name__}: {_reason(exc, get.http)})",
                                             "Check the target's http settings (http.proxy, http.ca_file)")  # fmt: skip
-        arrived.put((marker, Answer(get.key, text, error, time.perf_counter() - start)))
+        arrived.put((marker, Answer(get.key, text, error, time.perf_counter() - start, answered[0] or None)))
 
-    async def _text(self, get: Get, timeout_s: float) -> str:
+    async def _text(self, get: Get, timeout_s: float, answered: list[float] | None = None) -> str:
+        """The body of ``get``; ``answered[0]`` gets the perf_counter() at which its headers came."""
         url, began = masked(get.url), False
         try:
             bare, auth = split_userinfo(get.url)
@@ -210,6 +212,8 @@ class Fetcher:
                                 auth, headers = None, _headers(HttpSettings())
                             continue
                         began = True
+                        if answered is not None:
+                            answered[0] = time.perf_counter()
                         body = await read_bounded(response, MAX_BODY_BYTES, url)
                         break
                 else:

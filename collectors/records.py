@@ -113,3 +113,7 @@ class ScrapeRound:
     gateway_status: SourceResult | None = None
     gpus: tuple[GpuReading, ...] = ()
     gpu_status: SourceResult | None = None
+    # unix seconds (on ts's clock) when the vLLM page came: the instant its counters hold. A server
+    # answering late under load (a busy event loop) makes it seconds after ts, unevenly from round to
+    # round; increases are divided by the time between these instants. None: ts.
+    vllm_at: float | None = None

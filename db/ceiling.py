@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, func, select
 
 from core.mbu import kv_bytes_per_token
+from core.settings import ceiling_missing
 from db import schema
 from db.results import CeilingInfo
 
@@ -96,6 +97,21 @@ def ceilings(conn: Connection, target_ids: Sequence[int] | None = None) -> dict[
                                 (row.active_params_b, row.peak_tflops, row.compute_precision), row.shape_source)  # fmt: skip
         for row in conn.execute(rows_stmt)
     }
+
+
+def ceiling_gaps(conn: Connection, target_ids: Sequence[int] | None = None) -> dict[int, str]:
+    """Per stored target without a ceiling, what it lacks and the inputs it has (core.settings.ceiling_missing)."""
+    t, found = schema.targets, ceilings(conn, target_ids)
+    stmt = select(t.c.id, t.c.weight_gb, t.c.tensor_parallel, t.c.bandwidth_gbps, t.c.gpu_source)
+    if target_ids is not None:
+        stmt = stmt.where(t.c.id.in_(list(target_ids)))
+    return {row.id: ceiling_missing(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, row.gpu_source)
+            for row in conn.execute(stmt) if found.get(row.id) is None}
+
+
+def target_ceiling_missing(conn: Connection, target_id: int) -> str:
+    """What the stored target lacks for a ceiling ("" when it has one)."""
+    return ceiling_gaps(conn, [target_id]).get(target_id, "")
 
 
 def target_ceiling(conn: Connection, target_id: int) -> CeilingInfo | None:

@@ -96,12 +96,13 @@ def _plus(a: float | None, b: float | None) -> float | None:
     return a + b
 
 
-def missing_reason(ceiling: CeilingInfo | None, peak: float | None, steps_per_s: float | None) -> str:
+def missing_reason(ceiling: CeilingInfo | None, peak: float | None, steps_per_s: float | None,
+                   no_ceiling: str = NO_CEILING) -> str:  # fmt: skip
     """Why a target has no MBU: each source and what it lacks (the efficiency rule's state says it)."""
     parts = ["no engine byte counters (vLLM ≥ 0.32 with --enable-mfu-metrics)" if peak is not None
                  else "no peak bandwidth for the engine's byte counters (targets[].ceiling.bandwidth_gbps)"]  # fmt: skip
     if ceiling is None:
-        parts.append(f"no step model ({NO_CEILING})")
+        parts.append(f"no step model ({no_ceiling})")
     elif steps_per_s is None or math.isnan(steps_per_s):
         parts.append("no engine step rate (vllm:iteration_tokens_total) for the step model")
     return "no MBU: " + "; ".join(parts)

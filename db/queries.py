@@ -17,6 +17,7 @@ their rate, not 25 times it; a window the collector saw only part of shows the r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -27,8 +28,9 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.catalogue import name_versions
+from core.settings import NO_CEILING
 from db import mbu_figures, schema
-from db.ceiling import target_ceiling
+from db.ceiling import target_ceiling, target_ceiling_missing
 from db.engine import open_reader, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
@@ -268,6 +270,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 gpu_source=row.gpu_source,
                 gateway_source=row.gateway_source,
                 ceiling=target_ceiling(conn, row.id),
+                ceiling_missing=target_ceiling_missing(conn, row.id) or NO_CEILING,
                 engine=row.engine,
                 metric_versions={k: name_versions(v) for k, v in json.loads(row.metric_names_used or "{}").items()},
                 cache_config=json.loads(row.cache_config or "{}"),
@@ -371,7 +374,9 @@ def _window(
     engine = None if row is None else row.engine
     sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
     stale_after = None if row is None else row.stale_after_s
-    return window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after)
+    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after)
+    gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
+    return dataclasses.replace(found, ceiling_missing=gap) if gap else found
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

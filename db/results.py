@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.mbu import StepBoundBreach, StepModel
+from core.settings import NO_CEILING
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,8 @@ class WindowFigures(EngineFigures):
     stale_s: float | None = None
     # where gateway_wait_s comes from ("estimate: Little's law ..."), or why it is unknown; None: no gateway
     gateway_wait_source: str | None = None
+    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing)
+    ceiling_missing: str = NO_CEILING
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
         """The TTFT P95's bucket (lower, upper] when the SLO lies strictly inside it: the buckets
@@ -272,6 +275,7 @@ class TargetInfo:
     series_dropped: int = 0  # series of the last successful page left out over series_limit
     series_limit: int | None = None  # the max_series that page was read with
     stale_after_s: float | None = None  # seconds after the last scrape it reads stale (None: never)
+    ceiling_missing: str = NO_CEILING  # without a ceiling: what it lacks, with the inputs set
 
     def stale_age(self, now: float) -> float | None:
         """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""

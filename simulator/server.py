@@ -12,6 +12,7 @@ import json
 import logging
 import queue
 import random
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -52,6 +53,15 @@ class SimHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
     allow_reuse_address = True
     sim: Simulator
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a scraper's timeout, a sweep's client stopped) is the client's business:
+        one debug line, not socketserver's traceback on the terminal of `make run`."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("client %s went away: %s", client_address, exc)
+            return
+        super().handle_error(request, client_address)
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -24,6 +24,21 @@ from db.results import SweepLevel
 
 KNEE_ELASTICITY = 0.25
 MAX_ERROR_RATE = 0.01
+# Under 20 requests a level's P95 is its slowest request: one slow request moves the verdict.
+MIN_REQUESTS = 20
+
+
+def sample_caution(levels: Sequence[SweepLevel], min_requests: int = MIN_REQUESTS) -> str:
+    """A caution when the verdict rests on few requests ("" when every level has enough), naming the
+    levels and their counts: a P95 of fewer than 20 requests is their slowest one."""
+    few = [lv for lv in sorted(levels, key=lambda lv: lv.concurrency) if lv.requests < min_requests]
+    if not few:
+        return ""
+    named = ", ".join(f"{lv.concurrency} ({lv.requests} request{'s' if lv.requests != 1 else ''})" for lv in few)
+    what = "the level" if len(few) == 1 else "levels"
+    return (f"Caution, few requests: {what} {named} rest{'s' if len(few) == 1 else ''} on fewer than {min_requests} "
+            "measured requests, whose TTFT P95 is the slowest of them: the sweet spot and gateway limit may move. "
+            "Sweep again with a longer --duration")
 
 
 def steps(levels: Sequence[SweepLevel]) -> list[dict[str, Any]]:
@@ -78,8 +93,13 @@ def recommend(
         "knee_elasticity": knee_elasticity,
         "max_error_rate": max_error_rate,
         "steps": gains,
-        "reason": _reason(ordered, ttft_slo_s, slo_max, knee, sweet, gains),
+        "reason": _reason(ordered, ttft_slo_s, slo_max, knee, sweet, gains) + _with(sample_caution(ordered)),
+        "caution": sample_caution(ordered) or None,
     }
+
+
+def _with(caution: str) -> str:
+    return f" {caution}." if caution else ""
 
 
 def _reason(

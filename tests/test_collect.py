@@ -45,6 +45,15 @@ def test_collect_once_stores_every_source_and_status_reads_it(sim, tmp_path):
     assert status["running_max"] is not None and status["running_max"] >= 1
 
 
+def test_gpu_errors_of_a_flag_made_target_name_the_flag(sim, tmp_path):
+    # --gpu nvml on a host without a usable NVML (this one: no driver; the test skips where one works)
+    done = app("collect", "--once", "--db", f"sqlite:///{tmp_path}/c.db", "--vllm-url", sim.urls["vllm_metrics"], "--gpu", "nvml")
+    if "no GPU data" not in done.stdout + done.stderr:
+        pytest.skip("NVML works on this host")
+    text = done.stdout + done.stderr
+    assert "--gpu none or --gpu DCGM_URL" in text and "targets[]" not in text
+
+
 def test_unreachable_vllm_is_stored_as_down_with_its_error(tmp_path):
     db = f"sqlite:///{tmp_path}/c.db"
     url = closed_port_url() + "/metrics"

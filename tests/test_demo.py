@@ -83,3 +83,34 @@ def test_a_config_naming_real_targets_turns_the_simulator_off(tmp_path):
     assert code == 0, err
     assert "collecting prod" in "".join(lines)
     assert "simulator" not in "".join(lines) + err and "backfill" not in err
+
+
+def test_first_start_says_nothing_false_and_the_seam_reads_the_live_rate(tmp_path):
+    # The backfill's rollup ran before the collector took its turn: "rollup: another collector writes to
+    # this database" on every first start. The first live round after the history counted the live
+    # simulator's tokens since it started over the time since the last backfilled sample: a dip.
+    import sqlite3
+
+    db = tmp_path / "first.db"
+    proc = start_run(f"sqlite:///{db}", "--no-ui", "--backfill", "10m")
+    try:
+        lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=120)
+        deadline = time.time() + 90
+        while True:  # three live rounds after the backfilled ones (every 30 s; live every 5 s)
+            with sqlite3.connect(db) as conn:
+                rows = conn.execute("SELECT ts, generation_tokens, covered_ms FROM samples ORDER BY ts").fetchall()
+            gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:], strict=False)]
+            live = [r for r, gap in zip(rows[1:], gaps, strict=True) if gap < 20]
+            if len(live) >= 4:
+                break
+            assert time.time() < deadline, rows[-5:]
+            time.sleep(0.5)
+    finally:
+        code, err = stop(proc)
+    assert code == 0, err
+    rollups = next(line for line in lines if line.startswith("rollups:"))
+    assert "another collector" not in rollups and "{60: " in rollups, rollups
+    last_backfilled, seam = rows[len(rows) - len(live) - 2], rows[len(rows) - len(live) - 1]
+    # the first live round's tokens came since the live simulator started (seconds before), not over the
+    # half minute and more since the last backfilled sample (which read ~2.6 tok/s for a steady ~27)
+    assert seam[0] - last_backfilled[0] >= 20 and 0 < seam[2] < 15_000, (last_backfilled, seam)

@@ -116,7 +116,7 @@ def test_the_fleet_is_the_landing_page_beyond_three_targets(monkeypatch, fleet_d
     frame = at.dataframe[0].value
     assert list(frame["target"])[:2] == ["c-down", "d-never"]
     assert list(frame["overview"])[0] == "./overview?target=c-down"
-    assert "🔴 down" == frame["state"].iloc[0]
+    assert "down" == frame["state"].iloc[0]
     # c-down: 25 minutes of data inside the hour, then down: drawn where it has data, a gap elsewhere
     down = spark_points(frame["last hour tok/s"].iloc[0])
     # nothing in the hour's empty first half: minute 30 on (the page's clock is the history's end)

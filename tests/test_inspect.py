@@ -167,3 +167,25 @@ def test_inspect_bearer_token_variable_not_set_is_one_line():
     done = run("http://127.0.0.1:9/metrics", "--bearer-token-env", "INSPECT_NO_SUCH_TOKEN")
     assert done.returncode == 2
     assert "the environment variable INSPECT_NO_SUCH_TOKEN is not set" in done.stderr
+
+
+@pytest.mark.parametrize("page", ["vllm_real_0_32.txt", "vllm_v1.txt", "engine_vllm_0_33.txt"])
+def test_a_paste_cut_inside_a_histogram_line_keeps_what_is_there_and_says_what_is_missing(tmp_path, page):
+    # cut a few characters into the first +Inf bucket line: the page ends mid-line, the histogram has no +Inf
+    text = (DATA / page).read_text()
+    at = text.index('le="+Inf"')
+    cut = text[: text.rindex("\n", 0, at) + 1 + 20]
+    paste = tmp_path / "cut.txt"
+    paste.write_text(cut)
+    done = run(str(paste), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    whole = json.loads(run(str(DATA / page), "--json").stdout)
+    assert report["model_names"] == whole["model_names"] and report["model_names"]  # the model name survives
+    assert report["generation_tokens_total"] == whole["generation_tokens_total"]  # complete series kept
+    assert report["cut_line"] == cut.rsplit("\n", 1)[-1] and len(report["cut_line"]) == 20
+    (partial,) = [h for h in report["incomplete_histograms"] if "+Inf bucket" in h["missing"]][:1]
+    assert partial["buckets"] and partial["model"] == whole["model_names"][0]
+    table = run(str(paste)).stdout
+    assert "WARNING  the page ends inside a line, cut there" in table and "no +Inf bucket" in table
+    assert whole["cut_line"] is None

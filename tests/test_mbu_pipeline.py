@@ -91,6 +91,7 @@ TARGETS = {
     "b8-no-mfu": (8, H200, False, False, 0.0),  # vLLM 0.32 without --enable-mfu-metrics: zero counters
     "b1-wrong": (1, CeilingSettings(weight_gb=40.0, tensor_parallel=1, bandwidth_gbps=PEAK), True, False, 0.0),
     "bare": (8, CeilingSettings(), False, False, 5.0),  # no ceiling inputs at all, requests waiting
+    "partial": (8, CeilingSettings(weight_gb=40.0, tensor_parallel=8), False, False, 0.0),  # no bandwidth, no GPUs
     # requests waiting: a small model's single request (MBU 3 %), a batch of 64 at 9,600 tok/s (MBU 55 %)
     "slow-waiting": (1, CeilingSettings(weight_gb=0.5, tensor_parallel=1, bandwidth_gbps=PEAK), False, False, 5.0),
     "busy-waiting": (64, H200, True, False, 5.0),
@@ -174,7 +175,7 @@ def test_more_steps_than_the_inputs_allow_is_flagged_in_status(db, capsys):
     assert main(["status", "--db", url, "--target", "b1-wrong", "--window", "1m"]) == 0
     text = capsys.readouterr().out
     assert "WARNING: the engine made 250 decode steps/s, more than the 120 steps/s" in text
-    assert "ceiling                  at most 120 steps/s (the report's ceiling: 40 GB ÷ TP 1 at 4,800 GB/s, config)" in text
+    assert "ceiling                  at most 120 steps/s (the bandwidth bound: 40 GB ÷ TP 1 at 4,800 GB/s, config)" in text
     assert "MBU                      " in text and "(engine estimate, vLLM byte counters)" in text
 
 
@@ -188,6 +189,30 @@ def test_no_inputs_no_ceiling_no_model(db, capsys):
     assert data["mbu"] is None and data["ceiling_steps_per_s"] is None
     assert "unknown: set targets[].ceiling.weight_gb and tensor_parallel" in data["mbu_text"]
     assert "efficiency" not in data["not_evaluated"]  # the MBU floor is no default rule any more (issue 28)
+
+
+def test_a_partial_ceiling_names_what_is_missing_and_shows_what_is_set(db, capsys):
+    from app.ui import widgets
+    from core.settings import SweetSpotSettings
+
+    url, end = db
+    lacks = "no bandwidth per GPU (no GPU source reads it): set targets[].ceiling.bandwidth_gbps"
+    given = "(set: weight_gb 40 GB, tensor_parallel 8; GPU source: none)"
+    assert main(["status", "--db", url, "--target", "partial", "--window", "1m", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ceiling_steps_per_s"] is None and lacks in data["ceiling_text"] and given in data["ceiling_text"]
+    assert 'targets[].gpu.source = "nvml"' in data["ceiling_text"] and "weight_gb and tensor_parallel" not in data["ceiling_text"]
+    assert lacks in data["not_evaluated"]["efficiency"]
+    assert main(["status", "--db", url, "--target", "partial", "--window", "1m"]) == 0
+    assert f"ceiling                  unknown: {lacks}" in capsys.readouterr().out
+    reader = Reader(url)
+    tiles = {t.label.split(" ·")[0]: t for t in widgets.kpi_tiles(reader.window("partial", end, 60), SweetSpotSettings(), "none")}
+    assert lacks in tiles["Output tok/s"].context and given in tiles["MBU"].context
+    assert tiles["Gateway queue"].value == "no gateway" and "targets[].gateway" in tiles["Gateway queue"].context
+    (info,) = [t for t in reader.targets() if t.name == "partial"]
+    assert widgets.ceiling_text(info) == f"Ceiling: none: {lacks}, or targets[].gpu.source = \"nvml\" on the GPUs' host {given}"
+    (bare,) = [t for t in reader.targets() if t.name == "bare"]  # nothing set: the inputs to start with
+    assert widgets.ceiling_text(bare).endswith("(set targets[].ceiling.weight_gb and tensor_parallel)")
 
 
 def test_inspect_checks_the_configured_targets_step_rate(db, tmp_path, capsys):
@@ -255,5 +280,5 @@ def test_nvml_gpm_is_dram_bandwidth_beside_mbu_and_nvmls_peak_the_ceilings_bandw
     assert f"  MBU                      {percent(f.mbu)} (engine estimate, vLLM byte counters)\n" in text
     assert "  DRAM bandwidth           23 % of peak (NVML GPM)\n" in text
     assert f"  overhead traffic         {number(f.overhead_traffic_gbps)} GB/s per GPU beyond the model's bytes" in text
-    assert "at most 301 steps/s (the report's ceiling: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
-    assert "the report's % of ceiling 638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9
+    assert "at most 301 steps/s (the bandwidth bound: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
+    assert "% of the step bound      638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9

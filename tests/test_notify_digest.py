@@ -203,7 +203,7 @@ def test_the_time_in_the_sweet_spot_counts_the_stored_verdicts(filled):
     after = report()["demo"]
     assert after.outside - before.outside == pytest.approx(1 / 120 if flipped == OUTSIDE else -1 / 120)
     text = digest.render_text(digest.build(reader, engine, Settings(db_url=filled), start, NOW))
-    assert f"no verdict stored {percent(UNJUDGED / 120)})" in text
+    assert f"not judged {percent(UNJUDGED / 120)})" in text
     engine.dispose()
 
 

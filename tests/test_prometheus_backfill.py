@@ -208,5 +208,10 @@ def test_a_target_no_longer_scraped_is_still_backfilled(tmp_path, capsys):
                 capsys.readouterr().err
             assert "of 1 target(s)" in capsys.readouterr().out
             assert len(_rounds(db)) >= 4
+            # the same again: what is left of the period holds none of the series; nothing added, no error
+            stored = _rounds(db)
+            assert main(["backfill", "--prometheus", server.url, "--since", "1m", "--step", "1s", "--db", db]) == 0, \
+                capsys.readouterr().err
+            assert capsys.readouterr().out.startswith("nothing to add:") and _rounds(db) == stored
         finally:
             server.stop()

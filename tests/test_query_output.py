@@ -54,6 +54,8 @@ def test_time_and_numeric_columns_drive_the_chart():
     assert query_page.numeric_columns(RESULT) == ["tokens_per_s", "n"]
     spec = query_page.chart(RESULT, "time", "tokens_per_s", "target").to_dict()  # validates the spec
     assert spec["encoding"]["x"]["type"] == "temporal" and spec["encoding"]["color"]["field"] == "target"
+    # ticks in significant digits, trailing zeros trimmed: "0", never "0.000000"
+    assert spec["encoding"]["y"]["axis"]["format"] == ",.6~r"
 
 
 def test_page_finds_the_parameters_of_a_query():

@@ -128,3 +128,21 @@ def test_the_slowdown_knob_slows_every_step_mid_run_and_refuses_a_bad_fraction()
         assert started.live.engine.params.slowdown == 0.3
     finally:
         started.stop()
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(sim, caplog, capfd):
+    import logging
+    import socket
+    import struct
+    import time
+
+    caplog.set_level(logging.DEBUG, logger="simulator.http")
+    host, port = sim.urls["vllm_metrics"].split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port))) as client:
+        client.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # headers unfinished: the server reads on
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+    deadline = time.monotonic() + 30
+    while not any("went away" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "the server never saw the reset"
+        time.sleep(0.05)
+    assert "Traceback" not in capfd.readouterr().err

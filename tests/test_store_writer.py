@@ -155,6 +155,19 @@ def test_a_second_round_in_the_same_second_is_skipped_not_fatal(db_url: str) -> 
     assert Writer(engine).write_rounds([vllm_round(T + 5, 170)]) == 0
 
 
+def test_after_a_restart_the_increase_covers_the_time_since_the_new_process_started(db_url: str) -> None:
+    # 30 s between the scrapes, but the new process started 3 s before the second: its 90 tokens
+    # came in 3 s (30 tok/s), not in 30 (3 tok/s, the dip the demo showed at its backfill→live seam)
+    engine = _write(db_url, vllm_round(T, 100, process_start=T - 600.0), vllm_round(T + 30, 90, process_start=T + 27.0),
+                    vllm_round(T + 35, 240, process_start=T + 27.0))
+    assert _samples(engine, "generation_tokens") == [None, 90, 150]
+    assert _samples(engine, "covered_ms") == [None, 3000, 5000]
+    # a start time the collector's clock puts after the scrape (clocks that disagree) changes nothing
+    _write(db_url, vllm_round(T, 10, target="u", model="n", process_start=T - 600.0),
+           vllm_round(T + 30, 90, target="u", model="n", process_start=T + 40.0))
+    assert sorted(c for c in _samples(engine, "covered_ms") if c) == [3000, 5000, 30000]
+
+
 @pytest.mark.parametrize("restart", ["created", "process_start", "decrease"])
 @pytest.mark.parametrize("collector_restarts", [False, True])
 def test_a_reset_after_a_skipped_round_keeps_the_skipped_rounds_increase(db_url: str, restart: str,

@@ -97,3 +97,23 @@ def test_sweep_target_resolves_the_target_a_sweep_measures():
         sweep_target(settings, None, "nope")
     with pytest.raises(UsageError, match="--url is required without --target"):
         sweep_target(settings, None, None)
+
+
+def test_a_sweep_of_a_stored_target_keeps_its_name_when_no_config_names_it(sim, tmp_path):
+    # The demo's target is set by `run`, not in a config file, and its simulator takes a free port at each
+    # start: a sweep stored with only the URL was "of another server" after the next restart.
+    from core.settings import TargetSettings
+    from db.engine import open_engine
+    from db.writer import Writer
+
+    db_url = f"sqlite:///{tmp_path}/sweetspot.db"
+    writer = Writer(open_engine(db_url))
+    writer.register_target(TargetSettings(name="demo", vllm_url=sim.urls["vllm_metrics"]))
+    writer.close()
+    done = sweep("--url", sim.urls["openai_base"], "--concurrency", "1", "--duration", "1s", "--db", db_url,
+                 "--server-speed", str(SPEED))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "(target demo)" in done.stderr and "plus each level's drain" in done.stderr
+    (run,) = Reader(db_url).sweep_runs()
+    assert run.target == "demo"
+    assert "Caution, few requests" in run.recommendation["reason"]  # one level of 1 s: a handful of requests

@@ -43,3 +43,17 @@ def test_json_document_has_the_issue_keys():
     assert keys <= set(doc["levels"][0])
     assert doc["recommendation"]["sweet_spot_concurrency"] == 16
     assert format_verdict(verdict).startswith("Sweet spot: concurrency 16, gateway limit 16")
+
+
+def test_the_time_left_counts_the_drain_of_the_levels_done():
+    # 3 levels of 22 s announced as 66 s; the first took 47 s (25 s of requests running past the window)
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(levels=3, level_s=22.0, stream=out, tty=False, clock=lambda: now[0])
+    progress.start_level(0, 8)
+    assert out.getvalue().splitlines()[-1] == "level 1/3: concurrency 8 for 22s (1:06 left)"
+    now[0] = 47.0
+    progress.finish_level(0, REPORT[0])
+    progress.start_level(1, 16)
+    assert progress.drain_s == 25.0
+    assert out.getvalue().splitlines()[-1] == "level 2/3: concurrency 16 for 22s (1:34 left)"  # 2 × (22 + 25)

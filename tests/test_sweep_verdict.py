@@ -93,3 +93,16 @@ def test_table_has_the_report_columns_and_units():
     row_32 = text.splitlines()[-1]
     assert "145.0" in row_32 and "4.80 s" in row_32 and "67.40 s" in row_32 and "0.48" in row_32
     assert "n/a" in text.splitlines()[3]  # level 16 has no E2E mean in the report
+
+
+def test_a_verdict_on_few_requests_says_so():
+    import dataclasses
+
+    few = [dataclasses.replace(lv, requests=n) for lv, n in zip(REPORT, (5, 3, 40), strict=True)]
+    verdict = recommend(few, ttft_slo_s=3.0)
+    assert verdict["sweet_spot_concurrency"] == 16  # the verdict stands, with its caution
+    assert verdict["caution"].startswith("Caution, few requests: levels 8 (5 requests), 16 (3 requests) rest on fewer than 20")
+    assert verdict["reason"].endswith("Sweep again with a longer --duration.")
+    assert recommend(REPORT, ttft_slo_s=3.0)["caution"] is None  # 100 requests a level: nothing to say
+    one = recommend([dataclasses.replace(REPORT[0], requests=1)], ttft_slo_s=3.0)["caution"]
+    assert "the level 8 (1 request) rests on fewer than 20" in one

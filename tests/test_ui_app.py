@@ -36,7 +36,7 @@ def test_every_page_on_stored_history(monkeypatch, db_url):
     assert "Overview · demo" in texts(at)
     # the range's history is the evaluator's stored verdicts (tests/ui_db.py: two evaluations)
     (history,) = [c.value for c in at.caption if c.value.startswith("Minutes of this range")]
-    assert history.startswith("Minutes of this range, as the alert evaluator judged them: ") and "% no verdict stored" in history
+    assert history.startswith("Minutes of this range, as the alert evaluator judged them: ") and "% not judged (no collector ran then, or backfilled)" in history
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1  # the eight panels stacked in one chart on one time axis
     assert '"vconcat"' in charts[0].proto.spec

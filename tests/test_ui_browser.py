@@ -28,7 +28,7 @@ PAGES = {
     "overview-edge-down": ("/?target=edge", 1, ["No data", "connection refused"]),
     "gpus": ("/gpus", 4, ["Tesla V100-SXM2-32GB", "GB/s (dcgm)", "900 GB/s (config)", " GiB / 32 GiB",
                           # engine-side and measured bandwidth together, in the text and as lines of one chart
-                          "Memory traffic per GPU", "(vLLM's estimate)", "average of 8 GPUs", "engine ÷ measured",
+                          "Memory traffic per GPU", "(vLLM's estimate)", "average of 8 GPUs", "the engine's estimate is",
                           "measured and vLLM's estimate", "The engine estimates"]),
     "overview-sglang": ("/?target=sglang", 1, ["Retractions · 5m", "of 79.7 k tokens", "Time to first token"]),
     "gpus-sglang": ("/gpus?target=sglang", 4, ["Memory traffic per GPU", "--enable-mfu-metrics"]),

@@ -246,7 +246,7 @@ def test_the_engine_note_names_only_the_figures_the_engine_exposes():
     note = widgets.engine_note(window(waiting_capacity_max=3.0, waiting_deferred_max=1.0, spec_decode_acceptance_rate=0.714,
                                       spec_decode_mean_acceptance_length=2.4, lora_running_adapters_max=2.0,
                                       lora_waiting_adapters_max=0.0, sleep_state="weights_offloaded"))  # fmt: skip
-    assert note == ("Engine: waiting for capacity 3, deferred 1 (max) · speculative decoding: 71 % of draft tokens "
+    assert note == ("Engine: most requests waiting for KV-cache space 3, held back by the scheduler 1 · speculative decoding: 71 % of draft tokens "
                     "accepted, 2.4 tokens per draft · LoRA adapters: 2 running, 0 waiting (max) · asleep (weights offloaded)")
     assert widgets.engine_note(window(sleep_state="awake")) == ""
 

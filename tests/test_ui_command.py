@@ -55,3 +55,30 @@ def test_a_term_right_after_the_start_line_stops_the_server_too(tmp_path):
         finally:
             proc.kill()
         assert proc.returncode == 143
+
+
+def test_an_int_to_the_command_alone_stops_it_even_when_started_in_the_background(tmp_path):
+    # A shell starts a background job with SIGINT ignored and Python keeps it ignored: `kill -INT` on
+    # the ui process alone was a no-op. The command starts here the way `cmd &` does, INT ignored.
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "SWEETSPOT_DB_URL": f"sqlite:///{tmp_path}/ui.db", "PYTHONPATH": str(root)}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "app", "ui", "--port", str(port), "--address", "127.0.0.1"],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("Sweetspot dashboard:")
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)  # returns once the server, holding the pipe too, is gone
+    finally:
+        proc.kill()
+    assert proc.returncode == 130

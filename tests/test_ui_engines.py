@@ -50,7 +50,7 @@ def test_traffic_text_sets_the_engine_estimate_beside_measured_and_peak():
     f = window(engine_bw_gbps=108.0)
     text = traffic.traffic_text(f, [_gpu(540.0, 0), _gpu(544.0, 1)])
     assert "engine-side 108 GB/s" in text and "measured 542 GB/s (dcgm, average of 2 GPUs)" in text
-    assert "peak 900 GB/s" in text and "engine ÷ measured 19.9 %" in text
+    assert "peak 900 GB/s" in text and "the engine's estimate is 19.9 % of the measured traffic" in text
     bare = traffic.traffic_text(window(), [_gpu(None)])
     assert "--enable-mfu-metrics" in bare and "NVML busy % is time" in bare
 
@@ -95,7 +95,7 @@ def test_the_slo_tile_shows_the_share_and_the_bounds_either_side_and_the_p95_til
     between = window(ttft_p95_s=4.2, quantile_buckets={"ttft_p95_s": (2.5, 5.0)}, ttft_slo_s=3.0,
                      ttft_slo_attainment=0.79, ttft_slo_bounds=(2.5, 0.75, 5.0, 0.95))  # fmt: skip
     ttft, slo, *_ = widgets.kpi_tiles(between, RULES)
-    assert (slo.label, slo.value, slo.context) == ("TTFT SLO attainment · 5m", "79.0 %", "≤ 3 s · 2.5 s: 75.0 %, 5 s: 95.0 %")
+    assert (slo.label, slo.value, slo.context) == ("TTFT SLO attainment · 5m", "79.0 %", "≤ 3 s · between 75.0 % (within 2.5 s) and 95.0 % (within 5 s)")
     assert "interpolated between ≤ 2.5 s: 75.0 % and ≤ 5 s: 95.0 %" in slo.help
     assert ttft.context == "SLO 3 s · inside its bucket (2.5, 5] s"
     assert "--custom-histogram-buckets (vLLM ≥ 0.32" in ttft.help and "cannot tell" in slo.help
@@ -105,3 +105,19 @@ def test_the_slo_tile_shows_the_share_and_the_bounds_either_side_and_the_p95_til
     assert "cannot tell" not in ttft.help + slo.help
     _, idle, *_ = widgets.kpi_tiles(window(ttft_slo_s=3.0), RULES)
     assert (idle.value, idle.context) == ("—", "≤ 3 s · no request")
+
+
+def test_the_reports_words_only_on_the_reference_plain_words_elsewhere():
+    import dataclasses
+
+    from tests.builders import CEILING
+
+    own = dataclasses.replace(CEILING, steps_per_s=300.0, weight_gb=16.0, tensor_parallel=1, bandwidth_gbps=4800.0)
+    ref = {t.label.split(" ·")[0]: t for t in widgets.kpi_tiles(window(ceiling_share=0.5), RULES)}
+    mine = {t.label.split(" ·")[0]: t for t in widgets.kpi_tiles(window(ceiling=own, ceiling_steps_per_s=300.0,
+                                                                         ceiling_share=0.5), RULES)}  # fmt: skip
+    assert "the report's % of ceiling" in ref["Output tok/s"].context and "the report's ceiling" in ref["Output tok/s"].context
+    assert "report" not in mine["Output tok/s"].context
+    assert "% of the step bound" in mine["Output tok/s"].context and "the bandwidth bound" in mine["Output tok/s"].context
+    assert "bandwidth ÷ (weights ÷ TP)" in mine["Output tok/s"].help  # the definition, on hover
+    assert mine["Preemptions"].context == "should stay 0: each one redoes a request's work"

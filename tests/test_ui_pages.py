@@ -200,3 +200,23 @@ def test_an_error_quoting_a_name_is_plain_text(app):
     (error,) = at.error
     # a link's shape: a code span (GFM links URLs whatever the escapes), where nothing is markup
     assert "`no such model: ![x](http://127.0.0.1:9/x.png)`" in error.body
+
+
+def test_the_bare_url_opens_the_healthiest_target_with_data_and_says_which(app):
+    import dataclasses
+
+    from tests.fake_reader import target_info
+
+    class TwoTargets(FakeReader):
+        def targets(self):  # "a-stopped" sorts first but was last scraped an hour ago and is down
+            stopped = dataclasses.replace(target_info("a-stopped", up=False, error="connection refused", now=self.now),
+                                          last_scrape_at=self.now - 3600)
+            return [stopped, target_info("demo", now=self.now)]
+
+    at = run_page(app(TwoTargets(time.time())), PAGES[0])
+    assert at.sidebar.radio(key="target").value == "demo"
+    assert re.search(r"Showing demo: up, the most recent data of the 2 targets \(last scrape \d+s ago\)", texts(at))
+    at = app(TwoTargets(time.time()))
+    at.query_params["target"] = "a-stopped"  # a link names its target: no choice made, nothing to say
+    at.run()
+    assert at.sidebar.radio(key="target").value == "a-stopped" and "Showing" not in texts(at)

@@ -113,7 +113,7 @@ def test_gpu_chart_is_the_mean_with_a_min_max_band_and_the_peak():
     spec = charts.gpu_chart(gpus(), frame, "dram_bw_gbps", "DRAM bandwidth", "GB/s", names, peak=900.0).to_dict()
     (rows,) = [r for r in spec["datasets"].values() if "mean" in r[0]]
     assert rows[0]["low"] == 540.0 and rows[0]["high"] == 547.0 and rows[0]["mean"] == pytest.approx(543.5)
-    assert "peak 900 GB/s" in str(spec) and "min–max" in spec["title"]
+    assert "peak 900 GB/s" in str(spec) and "min–max" in spec["title"]["subtitle"]
     one = charts.gpu_chart(gpus(), frame, "dram_bw_gbps", "DRAM bandwidth", "GB/s", names, pick="GPU-3").to_dict()
     (rows,) = [r for r in one["datasets"].values() if "mean" in r[0]]
     assert {r["mean"] for r in rows} == {543.0}

@@ -91,5 +91,5 @@ def test_the_overview_says_how_the_ranges_minutes_were_judged():
 
     rows = [StoredVerdict("t", T0 + 60 * i, s, T0) for i, s in enumerate((IN_SWEET_SPOT, IN_SWEET_SPOT, OUTSIDE, NO_DATA))]
     assert history_text(rows, T0, T0 + 600) == ("Minutes of this range, as the alert evaluator judged them: 20 % in the "
-                                                 "sweet spot, 10 % outside, 10 % no data, 60 % no verdict stored.")  # fmt: skip
-    assert history_text([], T0, T0 + 600).startswith("Minutes of this range: no verdict stored")
+                                                 "sweet spot, 10 % outside, 10 % no data, 60 % not judged (no collector ran then, or backfilled).")  # fmt: skip
+    assert history_text([], T0, T0 + 600).startswith("Minutes of this range: none judged yet")

@@ -119,7 +119,7 @@ def _mbu_missing(f: WindowFigures) -> str:
     """Why the window has no MBU ("" when it has one)."""
     if f.mbu is not None:
         return ""
-    return mbu_figures.missing_reason(f.ceiling, mbu_figures.peak_gbps(f.ceiling, f.gpus), f.steps_per_s)
+    return mbu_figures.missing_reason(f.ceiling, mbu_figures.peak_gbps(f.ceiling, f.gpus), f.steps_per_s, f.ceiling_missing)
 
 
 # The figures a series step and a window share: a step is judged as the window it covers.

@@ -55,6 +55,10 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         engine.dispose()
     resumed = f", continuing the run that stopped at {time.strftime('%Y-%m-%d %H:%M', time.localtime(result.resumed_from))}" \
         if result.resumed_from is not None else ""
+    if result.resumed_from is not None and result.rounds == 0:
+        print(f"nothing to add: {masked(settings.db_url)} already holds {source.selector} up to "
+              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(result.resumed_from))} (a run of the same source)")
+        return 0
     print(f"backfilled {result.rounds:,} rounds of {result.targets} target(s) from {source.selector} at "
           f"{format_duration(step_s)} steps into {masked(settings.db_url)}{resumed}; {judged:,} minutes judged")
     return 0

@@ -127,10 +127,11 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     settings = effective_settings(args, settings)
     service = CollectionService(settings)
     try:
+        # A target made from flags: its errors name the flag (the stored hints name the setting).
+        flags = {"targets[].vllm_url": "--vllm-url", "targets[].gateway.url": "--gateway-url",
+                 "targets[].gpu.url": "--gpu", "targets[].gpu.source = none or dcgm": "--gpu none or --gpu DCGM_URL",
+                 "targets[].gpu.source": "--gpu"} if args.vllm_url else {}  # fmt: skip
         if args.once:
-            # A target made from flags: its errors name the flag (the stored hints name the setting).
-            flags = {"targets[].vllm_url": "--vllm-url", "targets[].gateway.url": "--gateway-url",
-                     "targets[].gpu.url": "--gpu"} if args.vllm_url else {}  # fmt: skip
             with _logs_name(flags):
                 lines = service.collect_once()
             for line in lines:
@@ -143,7 +144,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
         sources = f" and {len(settings.prometheus)} Prometheus source(s)" if settings.prometheus else ""
         print(f"collecting {len(settings.targets)} target(s){sources} every {settings.interval_s:g} s into {masked(settings.db_url)}")
-        service.run_forever(stop)
+        with _logs_name(flags):
+            service.run_forever(stop)
     finally:
         service.close()
     return 0

@@ -10,7 +10,7 @@ from typing import Any
 from core.redact import masked, masked_path
 from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
-HELP = "check the settings file and print the effective settings (or --describe every setting)"
+HELP = "check the settings file (one line; --json prints the effective settings, --describe every setting)"
 # Fields printed as *** when set: the secrets of the settings table (passwords, bearer tokens).
 SECRETS = frozenset(key.rsplit(".", 1)[-1] for key, kind, _, _ in iter_settings() if kind == "secret")
 
@@ -30,7 +30,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(shown(with_hook_paths_hidden(dataclasses.asdict(settings))), indent=2, default=str))
     else:
-        print(f"settings OK: {len(settings.targets)} target(s), database {masked(settings.db_url)}")
+        print(f"settings OK: {len(settings.targets)} target(s), database {masked(settings.db_url)} "
+              "(--json prints every effective setting)")
     return 0
 
 

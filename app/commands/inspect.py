@@ -46,12 +46,17 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     except ScrapeError as exc:
         raise ScrapeError(str(exc), exc.hint and HINT) from None
     report = build_report(scrape, masked(args.source))
+    report["cut_line"] = cut_line(text)
     report["incomplete_histograms"] = incomplete_histograms(text)
     report["step_bound_breach"] = step_bound_breach(settings, args.source)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
     else:
         print(render_table(report, scrape))
+        if report["cut_line"] is not None:
+            print(terminal(f"WARNING  the page ends inside a line, cut there (a truncated paste?): "
+                           f"{visible(report['cut_line'], 120)!r} is left out; the figures above are read from "
+                           "the lines before it"))
         if report["step_bound_breach"]:
             print(terminal(f"WARNING: {report['step_bound_breach']}"))
     return 0
@@ -91,6 +96,14 @@ def _read(source: str, timeout_s: float, http: HttpSettings) -> str:
 _HISTOGRAMS = {alias: spec.key for spec in CATALOGUE if spec.kind == "histogram" for alias in spec.names}
 
 
+def cut_line(text: str) -> str | None:
+    """The page's last line when the page does not end with a newline (the text format ends every line
+    with one): the line a truncated paste cut, or None."""
+    if not text or text.endswith("\n"):
+        return None
+    return text.rsplit("\n", 1)[-1]
+
+
 def incomplete_histograms(text: str) -> list[dict[str, Any]]:
     """Catalogue histogram series without their ``+Inf`` bucket or ``_count`` (a truncated paste, a
     broken exporter): per series its figure, metric, model, other labels, the buckets it has, and
@@ -98,6 +111,9 @@ def incomplete_histograms(text: str) -> list[dict[str, Any]]:
     the collector uses ``_count`` for a missing ``+Inf`` and leaves out a series with neither, whose
     quantiles are unknown (as Prometheus's histogram_quantile needs the ``+Inf`` bucket).
     """
+    cut = cut_line(text)
+    if cut is not None:  # a cut last line stops the reference parser: read the lines before it
+        text = text[: len(text) - len(cut)]
     try:
         families = list(text_string_to_metric_families(text))
     except ValueError:  # the collector's parser read it; the reference one may be stricter

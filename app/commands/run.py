@@ -69,9 +69,12 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
     backfill_s = parse_duration(args.backfill)  # a bad flag fails before anything starts
     if not args.no_ui:
-        from app.commands.ui import refuse_open_public
+        from app.commands.ui import refuse_open_public, refuse_taken_port
 
         refuse_open_public(settings, settings.ui.address)
+        port = args.port or settings.ui.port
+        refuse_taken_port(settings.ui.address, port,
+                          f"PORT={port + 1} make run, --port {port + 1}, or ui.port in the config file")
     sim = None
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
@@ -114,10 +117,16 @@ def _backfill_once(service: CollectionService, settings: Settings, span_s: float
     target = settings.targets[0]
     if span_s <= 0 or has_history(settings.db_url, target.name):
         return
+    # The history is written as the collector writes: holding its turn, so the rollup after it runs
+    # rather than reporting "another collector writes to this database" (the turn was not taken yet).
+    if not service.turn.take():
+        print("first start: another collector writes to this database; no simulated history written", flush=True)
+        return
     now = time.time()
     print(f"first start: backfilling {format_duration(span_s)} of simulated history (one sample per "
           f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
     backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
+    service.turn.take()  # renewed: a week's backfill outlasts the lease
     print(f"rollups: {service.rollup()}", flush=True)
     from app.alerts.replay import judge_history
 

@@ -15,6 +15,8 @@ from app.alerts.rules import Names, outcome, rule_set
 from app.formatting import (
     ceiling_text,
     dram_text,
+    gibibytes,
+    is_reference,
     mbu_text,
     overhead_text,
     percent,
@@ -31,7 +33,7 @@ from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
 from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
-from core.settings import NO_CEILING, Settings, effective_sweetspot
+from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
 from db.figures import shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
@@ -82,7 +84,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
     data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
     data["overhead_traffic_text"] = _overhead_line(fig) or None
-    data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling)
+    data["ceiling_text"] = ceiling_text(fig.ceiling_steps_per_s, fig.ceiling, fig.ceiling_missing)
     data["step_bound_breach_message"] = None if fig.step_bound_breach is None else fig.step_bound_breach.message()
     # both roofs at the window's concurrency (app/operating_point.py)
     data["roofline"] = roofline_json(target_roofline(fig), fig)
@@ -137,8 +139,8 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
         "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
-        "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling),
-        "ceiling_share": NO_CEILING if fig.ceiling_share is None and fig.ceiling is None
+        "ceiling_steps_per_s": ceiling_text(fig.ceiling_steps_per_s, fig.ceiling, fig.ceiling_missing),
+        "ceiling_share": fig.ceiling_missing if fig.ceiling_share is None and fig.ceiling is None
         else f"{share} (tok/s ÷ steps/s bound)",
     }
 
@@ -150,7 +152,8 @@ def _overhead_line(fig: WindowFigures) -> str:
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
-    return "unknown: " + missing_reason(fig.ceiling, peak_gbps(fig.ceiling, fig.gpus), fig.steps_per_s).removeprefix("no MBU: ")
+    return "unknown: " + missing_reason(fig.ceiling, peak_gbps(fig.ceiling, fig.gpus), fig.steps_per_s,
+                                       fig.ceiling_missing).removeprefix("no MBU: ")
 
 
 def render(fig: WindowFigures) -> str:
@@ -165,6 +168,8 @@ def render(fig: WindowFigures) -> str:
     for key, label, unit, scale in ROWS:
         if key == "preemptions" and fig.engine == "sglang":
             label = "retractions (preemptions)"  # SGLang's word for it
+        if key == "ceiling_share" and not is_reference(fig.ceiling):
+            label = "% of the step bound"  # the report's words only on the report's own inputs
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
@@ -187,7 +192,8 @@ def render(fig: WindowFigures) -> str:
                      f"{c.tensor_parallel}); KV per token {kv}"
                      + (f"; unset inputs read from {visible(c.shape_source, 200)}" if c.shape_source else ""))  # fmt: skip
     for g in fig.gpus:
-        used = "no data" if g.memory_used_bytes is None else f"{g.memory_used_bytes / 1e9:.1f} GB"
+        # GiB, as the GPUs page, NVML and nvidia-smi count it (a "32 GB" V100 holds 32 GiB, not 34.4 GB)
+        used = "no data" if g.memory_used_bytes is None else f"{gibibytes(g.memory_used_bytes)} / {gibibytes(g.memory_total_bytes)}"
         busy = "no data" if g.memory_busy_pct_avg is None else f"{g.memory_busy_pct_avg:.0f} % of time"
         lines.append(f"  GPU {g.index if g.index is not None else '?'} {g.uuid}: memory {used}, memory busy {busy}")
     if fig.last_error:

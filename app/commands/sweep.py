@@ -113,6 +113,22 @@ def sweep_target(settings: Settings, url: str | None, target: str | None) -> tup
     return url.rstrip("/"), target
 
 
+def watched_by(db_url: str, url: str) -> str | None:
+    """The stored target whose ``vllm_url`` has ``url``'s server (None: none, or no database yet).
+
+    The demo's target is set by ``run``, not in the settings, and its simulator takes a free port at
+    each start: a sweep stored without the target's name matched only that port, and was orphaned
+    ("sweeps of other servers not shown") after any restart. Stored with the name, it stays the demo's."""
+    from core.errors import StorageError
+    from db.queries import Reader
+
+    try:
+        targets = Reader(db_url).targets()
+    except StorageError:
+        return None
+    return next((t.name for t in targets if t.vllm_url and _server(t.vllm_url) == _server(url)), None)
+
+
 def _server(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
@@ -143,6 +159,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
     slo = _duration(args.ttft_slo, "--ttft-slo") if args.ttft_slo else settings.sweetspot.ttft_p95_slo_s
     args.url, target = sweep_target(settings, args.url, args.target)
+    if target is None and not args.no_store:
+        target = watched_by(settings.db_url, args.url)
     _config(args, "?")  # validate every argument before touching the network
     config = _config(args, discover_model(args.url, args.model))
     total = format_duration(round(config.level_s * len(config.concurrencies)))
@@ -150,7 +168,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         f"sweeping {masked(config.base_url)} ({f'target {visible(target)}' if target else 'no configured target'}) "
         f"model {visible(config.model)}: concurrency {args.concurrency}, "
         f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
-        f"({total} in all), mix {mix_label(config.mix)}",
+        f"({total} in all, plus each level's drain: the requests in flight at a window's end run to their end, "
+        f"up to --request-timeout; the time left counts the drains measured), mix {mix_label(config.mix)}",
         file=sys.stderr,
     )
     started_at = time.time()

@@ -8,6 +8,7 @@ process loaded, --db included.
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import os
 import signal
@@ -102,6 +103,29 @@ def proxy_environment(settings: Settings) -> dict[str, str]:
     return {"FORWARDED_ALLOW_IPS": ",".join(settings.ui.trusted_proxies)}
 
 
+def refuse_taken_port(address: str, port: int, how: str) -> None:
+    """End at once when another program listens on ``port``: the URL printed next would serve it.
+
+    Streamlit finds the port taken only after this process has printed the URL, then logs "Port … is
+    not available" while the rest keeps running. Binding each address ``address`` resolves to (with
+    SO_REUSEADDR, as the server binds) tells first; a port freed in between is the server's to take.
+    """
+    host = address.strip().removeprefix("[").removesuffix("]") or None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return  # the server reports a name it cannot bind in its own words
+    for family, kind, proto, _name, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise UsageError(f"port {port} is taken by another program (on {address or 'every interface'})",
+                                     f"pick another: {how}") from None
+
+
 def child_environment(args: argparse.Namespace, settings: Settings, environ: dict[str, str]) -> dict[str, str]:
     env = {**environ, **proxy_environment(settings)}
     if args.config:
@@ -116,19 +140,23 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
     address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
+    refuse_taken_port(address, port, f"--port {port + 1} (or ui.port in the config file)")
     env = child_environment(args, settings, dict(os.environ))
     # A TERM sent to this process (a service manager, `timeout`) must not orphan the server. The
     # handler only notes it: raised as an exception it could land inside Popen (a library's thread
     # can take the signal whatever this thread blocks), after the server was started but before
     # `child` named it, leaving streamlit running with no one to stop it.
+    # INT too: a shell starts a background job with SIGINT ignored, and Python then leaves it ignored,
+    # so `kill -INT` on this process alone did nothing (the terminal's Ctrl-C reaches the child as well).
     stopped: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopped.append(signum))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, _frame: stopped.append(signum))
     print(f"Sweetspot dashboard: http://{address}:{port}/  (database {masked(settings.db_url)}; Ctrl-C stops it)", flush=True)
     child = subprocess.Popen(streamlit_command(settings, port, address), cwd=ROOT, env=env)
     try:
         while child.poll() is None and not stopped:
             time.sleep(0.2)
-        return 143 if stopped else child.returncode
+        return 128 + stopped[0] if stopped else child.returncode
     except KeyboardInterrupt:
         return 130
     finally:

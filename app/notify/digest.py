@@ -168,7 +168,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" (the report's ceiling: at most {number(d.ceiling_steps_per_s)} steps/s)" if d.ceiling_steps_per_s else ""
     lines = [
         f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}, no data {percent(d.no_data)}"
-        + (f", no verdict stored {percent(d.not_stored)})" if d.not_stored else ")"),
+        + (f", not judged {percent(d.not_stored)})" if d.not_stored else ")"),
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",
         mbu_text(d.mbu, d.mbu_source),

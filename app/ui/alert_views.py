@@ -14,6 +14,7 @@ from app.alerts.links import overview_query, since
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
 from app.formatting import ago, clock
 from app.ui.time_range import RANGES
+from core.durations import format_duration
 from db.queries import Reader
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
@@ -52,17 +53,21 @@ def timeline_rows(history: Sequence[Transition], start: float, end: float) -> pd
 def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
     """Each alert's spells as bars on one time axis, coloured by state; the axis starts ten minutes
     before the first spell (a day-long axis would draw a fresh incident as a hairline)."""
-    if not rows.empty:
-        start = max(start, float(rows["start"].min()) / 1000 - 600)
+    title = "State history (last 24 h)"
+    if not rows.empty and float(rows["start"].min()) / 1000 - 600 > start:
+        start = float(rows["start"].min()) / 1000 - 600
+        # say what the axis spans: a "last 24 h" title over a 14-minute axis read as a broken chart
+        title = f"State history: the last 24 h, from 10 min before its first change ({format_duration(end - start)} shown)"
     x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
     return (
         alt.Chart(rows)
         .mark_bar(height=14)
-        .encode(x=x, x2="end:T", y=alt.Y("alert:N", title=None), color=color,
+        # the alerts' names whole: Vega cut them at 180 px ("edge · kv_cache_…")
+        .encode(x=x, x2="end:T", y=alt.Y("alert:N", title=None, axis=alt.Axis(labelLimit=600)), color=color,
                 tooltip=["alert", "state", alt.Tooltip("start:T", format="%Y-%m-%d %H:%M:%S"),
                          alt.Tooltip("end:T", format="%Y-%m-%d %H:%M:%S")])  # fmt: skip
-        .properties(title="State history (last 24 h)")
+        .properties(title=title)
     )
 
 

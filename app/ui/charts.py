@@ -22,7 +22,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from app.formatting import number
+from app.formatting import bound_name, number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
@@ -198,12 +198,12 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     return _layer(rule, text)
 
 
-def _finish(chart: AnyChart, title: str) -> AnyChart:
+def _finish(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
     """A chart drawn on its own: titled, pannable in time, no per-point ARIA (see :func:`_no_aria`)."""
     return _no_aria(_panel(chart, title).interactive(bind_y=False))
 
 
-def _panel(chart: AnyChart, title: str) -> AnyChart:
+def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
     return chart.properties(title=title, height=HEIGHT)
 
 
@@ -269,7 +269,7 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     """``at most 180 steps/s: the report's ceiling (900 GB/s ÷ (40 GB ÷ TP 8))``: what the line bounds,
     with its inputs. It bounds decode steps per second, drawn against tok/s because the report does."""
     return (
-        f"at most {number(ceiling.steps_per_s)} steps/s: the report's ceiling ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
+        f"at most {number(ceiling.steps_per_s)} steps/s: {bound_name(ceiling)} ({number(ceiling.bandwidth_gbps)} GB/s ÷ "
         f"({number(ceiling.weight_gb)} GB ÷ TP {ceiling.tensor_parallel}))"
     )
 
@@ -284,7 +284,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     if ceiling is None:
         return _panel(lines, f"Output tokens per second, per {_step(frame)} (tok/s) · no ceiling line: no ceiling inputs")
     chart = _layer(lines, hline(ceiling.steps_per_s, frame, REFERENCE, ceiling_label(ceiling)))
-    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: the report's ceiling, which "
+    title = (f"Output tokens per second, per {_step(frame)} (tok/s) · grey dashes: {bound_name(ceiling)}, which "
              "bounds decode steps/s, not tok/s")
     return _panel(chart, title)
 
@@ -329,7 +329,7 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
-    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); any is work destroyed")
+    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); each one redoes a request's work")
 
 
 def axis_top(values: Iterable[float], floor: float) -> float:
@@ -517,12 +517,14 @@ def gpu_chart(
             tooltip=[TOOLTIP_TIME, alt.Tooltip("mean:Q", title=f"{ENGINE_NAME} ({unit})", format=".3~f")]))  # fmt: skip
     if peak is not None:
         layers.append(hline(peak, frame, REFERENCE, f"{peak_name} {number(peak)} {unit}"))
-    what = f"{label} (line), min–max of the GPUs (band)" if pick is None else label
+    what = f"{label} (line), min–max (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"
     if epochs:
         layers.append(epoch_layer(epochs, frame))
-    return _finish(_layer(*layers), f"{title} · {what}")
+    # what the lines are goes under the title, in smaller type: one line of both was cut with "…" on a
+    # half-width chart at 1440 and 1280 px
+    return _finish(_layer(*layers), alt.TitleParams(text=title, subtitle=what))
 
 
 def gpu_rows(points: Sequence[GpuPoint], field: str, step_s: float, scale: float = 1) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from app.ui import page
 from app.ui.guard import guard
 
 DAY_S = 86400.0
-STATUS_ICONS = {"sent": "✅ sent", "queued": "⏳ queued", "failed": "❌ failed", "suppressed": "🔕 held back"}
+STATUS_ICONS = {"sent": "sent", "queued": "queued", "failed": "FAILED", "suppressed": "held back"}  # words: no emoji font in Debian's Chromium
 
 
 def rows(entries: Sequence[Any]) -> list[dict[str, str]]:

@@ -64,8 +64,11 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> al
     temporal = x in query_output.time_columns(result)
     base = alt.Chart(alt.Data(values=records))
     mark = base.mark_line(point=True) if temporal else base.mark_point()
-    enc: dict[str, Any] = {"x": alt.X(x, type="temporal" if temporal else "quantitative", title=x),
-                           "y": alt.Y(y, type="quantitative", title=y), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
+    # ",.6~r": six significant digits with trailing zeros trimmed: a tick reads "0", not "0.000000"
+    number_axis = alt.Axis(format=",.6~r")
+    x_enc = alt.X(x, type="temporal", title=x) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
+    enc: dict[str, Any] = {"x": x_enc,
+                           "y": alt.Y(y, type="quantitative", title=y, axis=number_axis), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
     if colour:
         enc["color"] = alt.Color(colour, type="nominal", title=colour)
     return mark.encode(**enc).properties(height=320).interactive()

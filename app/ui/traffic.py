@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.formatting import MISSING, number, with_unit
+from app.formatting import MISSING, bound_name, number, with_unit
 from app.ui.charts import ENGINE_UUID
-from core.settings import NO_CEILING
 from db.results import GpuFigures, GpuPoint, SeriesPoint, WindowFigures
 
 MFU_HINT = "start vLLM ≥ 0.33 with --enable-mfu-metrics to compare"
@@ -43,7 +42,7 @@ def traffic_text(f: WindowFigures, gpus: Sequence[GpuFigures]) -> str:
         f"peak {with_unit(peak, 'GB/s')}",
     ]
     if f.engine_bw_gbps is not None and measured:
-        parts.append(f"engine ÷ measured {number(100 * f.engine_bw_gbps / measured)} %")
+        parts.append(f"the engine's estimate is {number(100 * f.engine_bw_gbps / measured)} % of the measured traffic")
     return " · ".join(parts)
 
 
@@ -51,9 +50,9 @@ def ceiling_check_text(f: WindowFigures) -> str:
     """The ceiling's provenance with the engine's own traffic: does "weights once per step" hold?"""
     c = f.ceiling
     if c is None:
-        return f"No ceiling: {NO_CEILING}."
+        return f"No ceiling: {f.ceiling_missing}."
     share = c.weight_gb / max(c.tensor_parallel, 1)
-    head = (f"The report's ceiling, at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
+    head = (f"{bound_name(c).capitalize()}, at most {number(c.steps_per_s)} decode steps/s = {number(c.bandwidth_gbps)} GB/s per GPU ({c.bandwidth_source}) "
             f"÷ {number(share)} GB of weights per GPU: it assumes each decode step reads that share once.")
     if f.engine_bw_gbps is None:
         return f"{head} Engine-side traffic: {MISSING} ({MFU_HINT})."

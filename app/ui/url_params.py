@@ -52,6 +52,28 @@ def choice_notice(key: str, value: str, values: Sequence[str]) -> str | None:
     return f"URL parameter {markdown_code(f'{key}={value}')} is not one of {known}: showing {markdown_code(fallback)}."
 
 
+def default_target(targets: Sequence[TargetInfo], now: float) -> tuple[str | None, str]:
+    """The target a view without ``?target=`` opens on, and why: the healthiest with data (up, then the
+    most recent scrape; a name breaks ties), not the alphabetically first, which after a real engine
+    was tried opened the demo on the stopped one."""
+    from core.durations import format_duration
+
+    if not targets:
+        return None, ""
+    best = max(targets, key=lambda t: (t.up is True, t.last_scrape_at is not None, t.last_scrape_at or 0.0, _by_name(t.name)))
+    if len(targets) == 1:
+        return best.name, ""
+    if best.last_scrape_at is None:
+        return best.name, "no target has data yet"
+    state = "up" if best.up else "down"
+    ago = format_duration(max(0, round(now - best.last_scrape_at)))
+    return best.name, f"{state}, the most recent data of the {len(targets)} targets (last scrape {ago} ago)"
+
+
+def _by_name(name: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in name)  # ties: the alphabetically first wins under max()
+
+
 def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float] | None = None) -> View:
     """Target, model, range and window pickers, bound to the URL; returns the view they describe.
 
@@ -59,12 +81,16 @@ def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float
     """
     names = [t.name for t in targets]
     params = {k: st.query_params[k] for k in st.query_params}
-    wanted = params.get("target") if params.get("target") in names else (names[0] if names else None)
+    default, why = default_target(targets, now)
+    wanted = params.get("target") if params.get("target") in names else default
     models = [ALL_MODELS, *(m for t in targets if t.name == wanted for m in t.models)]
-    choices = {"target": names, "model": models, "range": [*RANGES, "custom"], "window": list(WINDOWS)}
+    first = [default, *(n for n in names if n != default)] if default else names  # the notices' fallback
+    choices = {"target": first, "model": models, "range": [*RANGES, "custom"], "window": list(WINDOWS)}
     for notice in url_notices(params, choices):
         st.warning(notice, icon=":material/link_off:")
-    target = _choice("Target", names, key="target") if names else None
+    target = _choice("Target", names, key="target", index=names.index(default)) if names and default else None
+    if why and target == default and params.get("target") != default:
+        st.caption(f"Showing {markdown(default)}: {why}. Pick another target in the sidebar.")
     models = [m for t in targets if t.name == target for m in t.models]
     model = _choice("Model", [ALL_MODELS, *models], key="model")
     # Range and window as radio buttons: one click, every choice in sight, and a fraction of what a
@@ -85,12 +111,12 @@ def sidebar(targets: list[TargetInfo], now: float, retention: tuple[float, float
 RADIO_MAX = 6  # up to this many choices are radio buttons (one click, all in sight); more, a drop-down
 
 
-def _choice(label: str, options: list[str], key: str) -> Any:
+def _choice(label: str, options: list[str], key: str, index: int = 0) -> Any:
     # A radio's labels are Markdown, a drop-down's plain text; a format_func would also change the
     # values the URL carries. So a name from outside that would not read as typed gets a drop-down.
     if len(options) <= RADIO_MAX and all(map(reads_the_same_in_markdown, options)):
-        return st.sidebar.radio(label, options, key=key, bind="query-params")
-    return st.sidebar.selectbox(label, options, key=key, bind="query-params")
+        return st.sidebar.radio(label, options, index=index, key=key, bind="query-params")
+    return st.sidebar.selectbox(label, options, index=index, key=key, bind="query-params")
 
 
 def _custom_range(now: float) -> tuple[float, float]:

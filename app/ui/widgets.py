@@ -18,6 +18,7 @@ import streamlit as st
 from app.formatting import (
     MISSING,
     ago,
+    bound_name,
     clock,
     gibibytes,
     mbu_source_text,
@@ -26,6 +27,7 @@ from app.formatting import (
     overhead_text,
     percent,
     share,
+    share_name,
     slo_attainment_text,
     slo_bucket_warning,
     tokens,
@@ -81,7 +83,8 @@ def engine_note(f: WindowFigures) -> str:
     accepted, 2.4 tokens per draft · LoRA adapters: 2 running, 1 waiting · asleep (weights offloaded)``."""
     parts = []
     if f.waiting_capacity_max is not None or f.waiting_deferred_max is not None:
-        parts.append(f"waiting for capacity {number(f.waiting_capacity_max)}, deferred {number(f.waiting_deferred_max)} (max)")
+        parts.append(f"most requests waiting for KV-cache space {number(f.waiting_capacity_max)}, "
+                     f"held back by the scheduler {number(f.waiting_deferred_max)}")
     if f.spec_decode_acceptance_rate is not None:
         length = f.spec_decode_mean_acceptance_length
         parts.append(f"speculative decoding: {percent(f.spec_decode_acceptance_rate)} of draft tokens accepted"
@@ -169,7 +172,8 @@ def slo_tile(f: WindowFigures, w: str) -> Tile:
         context = f"{slo} · exact (a bucket bound)"
     else:
         lower_le, lower, upper_le, upper = f.ttft_slo_bounds
-        context = f"{slo} · {number(lower_le)} s: {share(lower)}, {number(upper_le)} s: {share(upper)}"
+        context = (f"{slo} · between {share(lower)} (within {number(lower_le)} s) and {share(upper)} "
+                   f"(within {number(upper_le)} s)")
     how = slo_attainment_text(f.ttft_slo_s, f.ttft_slo_attainment, f.ttft_slo_bounds)
     return Tile(f"TTFT SLO attainment · {w}", share(f.ttft_slo_attainment), context,
                 "Share of requests whose TTFT was within the SLO, from vLLM's TTFT buckets (as vLLM's Grafana Overview)."
@@ -199,20 +203,34 @@ def client_slo_tile(f: WindowFigures, w: str) -> Tile:
 
 # The report's share, named as its definition: the ceiling bounds decode steps/s, not tok/s (DOMAIN.md §1).
 REPORT_SHARE = "the report's % of ceiling (tok/s ÷ steps/s bound)"
-TOKENS_HELP = ("Output tokens per second of the whole deployment. The report's ceiling, bandwidth ÷ (weights ÷ TP), "
-               "bounds decode steps per second; each step yields a token per running request, so tok/s passes it "
-               "as soon as batching works. How well the GPUs' bandwidth is used is MBU (docs/ceiling.md).")
+TOKENS_HELP = ("Output tokens per second of the whole deployment. The bandwidth bound (the report's ceiling on the "
+               "reference deployment), bandwidth ÷ (weights ÷ TP), bounds decode steps per second: each step reads "
+               "the weights once. Each step yields a token per running request, so tok/s passes it as soon as "
+               "batching works; its % of the step bound is tok/s ÷ that bound, not an efficiency. How well the "
+               "GPUs' bandwidth is used is MBU (docs/ceiling.md).")
 
 
-def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None = None) -> list[Tile]:
+def gateway_tile(f: WindowFigures, w: str, gateway_source: str | None) -> Tile:
+    """Gateway queue depth; a target whose gateway is not configured says so and names the setting."""
+    waiting = f"vLLM waiting {number(f.waiting_max)}"
+    if f.queue_depth_max is None and gateway_source == "none":
+        return Tile(f"Gateway queue · max {w}", "no gateway", f"set targets[].gateway to read its queue · {waiting}",
+                    "No gateway is configured for this target: set targets[].gateway (a preset such as litellm and "
+                    "its /metrics url, docs/gateways.md) to chart the requests it holds. vLLM's own waiting queue below.")
+    return Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), waiting,
+                "Requests held in the gateway (max); vLLM's own waiting queue below.")
+
+
+def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None = None,
+              gateway_source: str | None = None) -> list[Tile]:
     """The Overview's tiles: each value with the threshold or reference it is judged against."""
     w = format_duration(f.window_s)
     ttft = with_unit(f.ttft_p95_s, "s") + (" +" if f.ttft_p95_in_inf_bucket else "")
-    ceiling = f"no ceiling: {NO_CEILING}"
+    ceiling = f"no ceiling: {f.ceiling_missing}"
     if f.ceiling_steps_per_s is not None:
-        ceiling = f"at most {number(f.ceiling_steps_per_s)} steps/s: the report's ceiling"
+        ceiling = f"at most {number(f.ceiling_steps_per_s)} steps/s: {bound_name(f.ceiling)}"
     if f.ceiling_share is not None:
-        ceiling = f"{percent(f.ceiling_share)}: {REPORT_SHARE} · {ceiling}"
+        ceiling = f"{percent(f.ceiling_share)}: {share_name(f.ceiling)} (tok/s ÷ steps/s bound) · {ceiling}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
     preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
@@ -222,9 +240,11 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | 
         Tile(f"Output tok/s · {w}", with_unit(f.tokens_per_s, "tok/s"), ceiling, TOKENS_HELP),
         mbu_tile(f, sweetspot),
         dram_tile(f),
-        Tile(f"{preempted} · {w}", number(f.preemptions), "any is work destroyed", "vllm:num_preemptions_total increase (SGLang: sglang:num_retracted_requests_total)."),
+        Tile(f"{preempted} · {w}", number(f.preemptions), "should stay 0: each one redoes a request's work",
+             "Requests pushed out of the KV cache to make room, whose prompt and output so far are computed again "
+             "later (vllm:num_preemptions_total increase; SGLang: sglang:num_retracted_requests_total)."),
         Tile(f"Running · avg {w}", number(f.running_avg), f"max {number(f.running_max)} · sweet spot {spot_text(sweetspot, spot)}", "Running requests in vLLM (concurrency). " + spot_help(spot)),
-        Tile(f"Gateway queue · max {w}", with_unit(f.queue_depth_max, "req"), f"vLLM waiting {number(f.waiting_max)}", "Requests held in the gateway (max); vLLM's own waiting queue below."),
+        gateway_tile(f, w, gateway_source),
         Tile(f"KV usage · max {w}", percent(f.kv_cache_usage_max), f"{kv_of}warn {percent(sweetspot.kv_warning)} · crit {percent(sweetspot.kv_critical)}", "KV-cache usage of its capacity in tokens (cache_config_info); near 100 % vLLM preempts."),
     ]  # fmt: skip
 
@@ -248,7 +268,7 @@ def spot_help(spot: SweetSpot | None) -> str:
 def mbu_missing(f: WindowFigures) -> str:
     """Why a window has no MBU, with the setting or source that adds one."""
     if f.ceiling is None:
-        return NO_CEILING
+        return f.ceiling_missing
     if f.steps_per_s is None:
         return "unknown: no step rate (the engine exposes no vllm:iteration_tokens_total)"
     return "no bandwidth source"
@@ -287,7 +307,7 @@ def mbu_inputs(f: WindowFigures) -> str:
     sources = f"Sources: engine estimate {percent(f.mbu_engine)} · modelled {percent(f.mbu_modelled)}."
     c = f.ceiling
     if c is None:
-        return f"{sources} Model: no inputs ({NO_CEILING})."
+        return f"{sources} Model: no inputs ({f.ceiling_missing})."
     kv = f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token else "unknown (weights only)"
     shape = f" (unset inputs read from {c.shape_source})" if c.shape_source else ""
     return (f"{sources} Model{shape}: {number(c.weight_gb)} GB ÷ TP {c.tensor_parallel} at {number(c.bandwidth_gbps)} GB/s "
@@ -400,7 +420,8 @@ def ceiling_text(info: TargetInfo) -> str:
     """The ceiling's inputs, each with where it came from, or that there are none (never a borrowed figure)."""
     c = info.ceiling
     if c is None:
-        return f"Ceiling: none: no ceiling inputs ({NO_CEILING.removeprefix('unknown: ')})"
+        lacks = info.ceiling_missing.removeprefix("unknown: ")
+        return f"Ceiling: none: {'no ceiling inputs (' + lacks + ')' if info.ceiling_missing == NO_CEILING else lacks}"
     kv = (f"{number(c.kv_bytes_per_token)} B per token ({c.kv_source})" if c.kv_bytes_per_token
           else "unknown (set targets[].ceiling.kv_bytes_per_token, or vLLM's cache_config_info gives it)")  # fmt: skip
     return (
@@ -464,11 +485,12 @@ def sparkline_svg(values: Sequence[float | None], color: str = "#1f77b4") -> str
 
 def history_text(history: Sequence[StoredVerdict], start: float, end: float) -> str:
     """The range's minutes as the alert evaluator judged them (stored verdicts): ``Minutes of this
-    range: 82 % in the sweet spot, 12 % outside, 1 % no data, 5 % no verdict stored``."""
+    range: 82 % in the sweet spot, 12 % outside, 1 % no data, 5 % not judged (…)``."""
     s = shares(history, start, end)
     if not s.minutes or s.not_stored == 1.0:
-        return "Minutes of this range: no verdict stored (the collector's alert evaluator judges each minute as it runs)."
+        return ("Minutes of this range: none judged yet (the collector judges each minute as it runs; minutes from "
+                "before it ran, or from a backfill, have no verdict).")
     parts = [f"{percent(s.in_sweet_spot)} in the sweet spot", f"{percent(s.outside)} outside", f"{percent(s.no_data)} no data"]
     if s.not_stored:
-        parts.append(f"{percent(s.not_stored)} no verdict stored")
+        parts.append(f"{percent(s.not_stored)} not judged (no collector ran then, or backfilled)")
     return "Minutes of this range, as the alert evaluator judged them: " + ", ".join(parts) + "."

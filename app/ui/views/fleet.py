@@ -10,7 +10,7 @@ from app.fleet import STATE_LABELS, FleetRow, by_model, overview_link
 from app.formatting import clock, number, percent, with_unit
 from app.ui import page, time_range, widgets
 
-ICONS = {"down": "🔴", "outside": "🟠", "no_data": "⚪", "in_sweet_spot": "🟢"}
+# Words, not emoji: Debian's Chromium has no emoji font and drew the circles as boxes.
 ctx = page.context()
 window_s = ctx.view.window_s
 st.header(f"Fleet · {len(ctx.targets)} targets")
@@ -19,7 +19,7 @@ st.header(f"Fleet · {len(ctx.targets)} targets")
 def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
     f = [r.figures for r in rows]
     return {
-        "state": [f"{ICONS[r.state.state]} {STATE_LABELS[r.state.state]}" for r in rows],
+        "state": [STATE_LABELS[r.state.state] for r in rows],
         "target": [r.name for r in rows],
         "overview": [overview_link(r.name, len(ctx.targets)) for r in rows],
         "why": ["; ".join(r.state.reasons) for r in rows],
@@ -27,7 +27,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "tok/s": [number(x.tokens_per_s) for x in f],
         "MBU": [percent(x.mbu) for x in f],
         "DRAM": [percent(x.dram_bw_util) for x in f],
-        "report's % of ceiling": [percent(x.ceiling_share) for x in f],
+        "% of step bound": [percent(x.ceiling_share) for x in f],
         "TTFT P95": [with_unit(x.ttft_p95_s, "s") for x in f],
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
@@ -52,7 +52,10 @@ def live() -> None:
         "sweet spot": col.TextColumn(help="the target's own sweet-spot concurrency and where it came from"),
         "MBU": col.TextColumn(help="model bandwidth utilisation: the model's bytes (vLLM's byte counters, else the step model)"),
         "DRAM": col.TextColumn(help="DRAM bandwidth utilisation the GPUs read (NVML GPM or DCGM): every byte moved, not MBU"),
-        "report's % of ceiling": col.TextColumn(help=widgets.REPORT_SHARE + ": the ceiling bounds decode steps/s"),
+        "% of step bound": col.TextColumn(help="output tok/s ÷ the most decode steps/s the bandwidth allows "
+                                           "(bandwidth per GPU ÷ weights per GPU; the report's % of ceiling on the "
+                                           "reference deployment): past 100 % as soon as requests are batched, not "
+                                           "an efficiency"),
         "last hour tok/s": col.ImageColumn(help="output tok/s per minute over the last hour, from 0; a gap: no data"),
     })  # fmt: skip
     st.subheader("Per model")

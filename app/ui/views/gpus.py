@@ -67,7 +67,7 @@ def live() -> None:
         ("temperature_c", "Temperature (°C)", "°C", 1.0, None),
     ]
     if engine and true_bw:  # the estimate as one more line beside the measured GPUs
-        panels[1] = ("dram_bw_gbps", "DRAM GB/s, measured and vLLM's estimate (grey: peak)", "GB/s", 1.0, peak_bw)
+        panels[1] = ("dram_bw_gbps", "DRAM GB/s: measured and vLLM's estimate", "GB/s", 1.0, peak_bw)
     elif engine:
         panels.append(("dram_bw_gbps", "Engine-estimated memory traffic (GB/s per GPU)", "GB/s", 1.0, peak_bw))
     left, right = st.columns(2)

@@ -24,6 +24,7 @@ from app.sweet_spot import REFERENCE, REFERENCE_REPORT, OwnCurves, own_curves
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
 from core.durations import format_duration
+from core.settings import NO_CEILING
 from core.text import markdown
 
 ctx = page.context()
@@ -67,7 +68,8 @@ if knee:
     st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
-    f"Grey dashes: {curves.caption}. Diamonds: stored load sweeps of {view.target}'s server."
+    f"Grey dashes: {curves.caption}."
+    + (f" Diamonds: stored load sweeps of {view.target}'s server." if sweeps else "")
     + (" Squares: imported benchmarks (bench import): " + markdown(bench_text(benches), limit=2000) if benches else "")
     + (f" {len(others)} sweep(s) of other servers not shown: " + "; ".join(sorted({charts.sweep_source(r) for r in others})) + "." if others else "")
 )
@@ -76,7 +78,9 @@ if roof:
     st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures))}.")
     st.caption(roof.caption())
 else:
-    st.info(NO_ROOFLINE, icon=":material/info:")
+    partial = figures.ceiling is None and figures.ceiling_missing != NO_CEILING  # say what is missing, not all
+    st.info(f"No roofline: {figures.ceiling_missing.removeprefix('unknown: ')}." if partial else NO_ROOFLINE,
+            icon=":material/info:")
 curve = roof.curve if roof else []
 left, right = st.columns(2)
 for where, attr, label, drawn, slo, bound in (

@@ -43,7 +43,8 @@ def live() -> None:
     widgets.show_banner(verdict, {**since, "no_data": last_up(points)}, now, first, over, widgets.load_note(figures, thresholds))
     if figures.step_bound_breach:  # the measured step rate is above the ceiling's bound: its inputs are wrong
         widgets.show_breach(figures.step_bound_breach)
-    widgets.show_tiles(widgets.kpi_tiles(figures, thresholds, spot))
+    info = ctx.target_info()
+    widgets.show_tiles(widgets.kpi_tiles(figures, thresholds, spot, info.gateway_source if info else None))
     if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
         st.caption(warning.strip())
     st.caption(widgets.history_text(history, span.start, span.end))

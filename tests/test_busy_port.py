@@ -1,0 +1,51 @@
+"""A dashboard port another program holds: `run` and `ui` end at once naming it and how to pick another."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def busy_port():
+    with socket.socket() as other:  # as `python -m http.server` holds it: listening on every interface
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(("0.0.0.0", 0))
+        other.listen()
+        yield other.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [["run"], ["ui", "--address", "127.0.0.1"], ["ui", "--address", "localhost"]])
+def test_a_taken_port_ends_the_command_at_once_with_the_way_out(tmp_path, busy_port, command):
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "app", *command, "--db", f"sqlite:///{tmp_path}/x.db",
+                           "--port", str(busy_port)], cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {busy_port} is taken by another program" in lines[0]
+    assert f"--port {busy_port + 1}" in lines[0]
+    if command == ["run"]:
+        assert f"PORT={busy_port + 1} make run" in lines[0]
+    assert "dashboard: http" not in done.stdout and "simulator" not in done.stdout  # nothing started, no URL
+    assert time.monotonic() - started < 30
+
+
+def test_make_run_passes_port_to_the_command():
+    dry = subprocess.run(["make", "-n", "run", "PORT=8502"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert "-m app run --port 8502" in dry.stdout
+
+
+def test_a_free_port_is_left_to_the_server():
+    from app.commands.ui import refuse_taken_port
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    refuse_taken_port("127.0.0.1", port, "")  # no error: nothing listens there

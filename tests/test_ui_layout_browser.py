@@ -1,0 +1,52 @@
+"""Every page at 1440×900 and 1280×800 in headless Chromium: nothing reaches past the page's right edge
+and no chart title is cut with an ellipsis (issue 30: the GPUs page's titles were). Screenshots land in
+artifacts/screenshots/layout-*.png."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests import ui_db
+from tests.browser import CHROMIUM, SCREENSHOTS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
+]
+
+PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 3), "alerts": ("/alerts", 1),
+         "query": ("/query?canned=ttft_per_day", 1), "fleet": ("/fleet", 0), "targets": ("/targets", 0)}  # fmt: skip
+SIZES = [(1440, 900), (1280, 800)]
+# elements of the main block whose right edge passes the page's, and chart texts cut with "…"
+MEASURE = """() => { const w = document.documentElement.clientWidth; const out = [];
+  for (const el of document.querySelectorAll('[data-testid="stMain"] *')) { const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.right > w + 1) out.push((el.getAttribute('data-testid') || el.tagName) + ' ' + Math.round(r.right)); }
+  const cut = [...document.querySelectorAll('svg text')].map(t => t.textContent).filter(t => t.endsWith('…'));
+  return {overflowing: out.slice(0, 10), cut}; }"""
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    from tests.browser import streamlit_server
+
+    with streamlit_server(ui_db.shared()) as base:
+        yield base
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("name", list(PAGES))
+def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
+    from tests.browser import wait_rendered
+
+    path, charts = PAGES[name]
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.goto(base_url + path)
+    wait_rendered(page, charts)
+    found = page.evaluate(MEASURE)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"layout-{name}-{size[0]}.png"))
+    page.close()
+    assert found["overflowing"] == [], found
+    assert found["cut"] == [], found
