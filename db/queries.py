@@ -177,7 +177,7 @@ class Reader:
         """For the Overview's live banner: since when each firing (else pending) alert of ``target``
         holds (unix s), by rule, from the evaluator's stored states; as the Alerts page orders them."""
         return self._run("reading the alerts", _live_since, target)
-    def judged_by(self, target: str) -> dict[str, float]:
+    def judged_by(self, target: str) -> dict[str, float | None]:
         """The sweet-spot thresholds ``target``'s newest stored verdict was judged by (the evaluator's
         settings, db/verdicts.py); empty when none was stored with them."""
         from db.verdicts import judged_by

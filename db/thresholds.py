@@ -25,9 +25,10 @@ EVERY_TARGET = "*"
 FIELDS = ("ttft_p95_slo_s", "concurrency", "kv_warning", "kv_critical", "min_mbu", "queue_growth_s")
 
 
-def thresholds_of(sweetspot: SweetSpotSettings) -> dict[str, float]:
-    """The thresholds a verdict was judged by, as stored with it (db/verdicts.py)."""
-    return {f: float(getattr(sweetspot, f)) for f in FIELDS}
+def thresholds_of(sweetspot: SweetSpotSettings) -> dict[str, float | None]:
+    """The thresholds a verdict was judged by, as stored with it (db/verdicts.py); a sweet spot not
+    configured is None (the evaluator's own one, from a sweep or the traffic, is resolved per minute)."""
+    return {f: _number(getattr(sweetspot, f)) for f in FIELDS}
 
 
 def write_thresholds(engine: Engine, pairs: Iterable[tuple[str, SweetSpotSettings]], now: float | None = None) -> int:

@@ -41,7 +41,7 @@ class StoredVerdict:
     held: dict[str, float | None] = field(default_factory=dict)
     # the sweet-spot thresholds it was judged by (ttft_p95_slo_s, concurrency, ...; empty: not stored,
     # a row written before 0023_stale_after): every page shows the judgement with these, not its own
-    thresholds: dict[str, float] = field(default_factory=dict)
+    thresholds: dict[str, float | None] = field(default_factory=dict)
 
 
 def minute_of(at: float) -> int:
@@ -77,7 +77,7 @@ def read(conn: Connection, target: str, start: float, end: float) -> list[Stored
                           json.loads(r.thresholds) if r.thresholds else {}) for r in conn.execute(stmt)]
 
 
-def judged_by(conn: Connection, target: str) -> dict[str, float]:
+def judged_by(conn: Connection, target: str) -> dict[str, float | None]:
     """The thresholds of ``target``'s newest verdict that stored them (empty: none stored yet)."""
     t = schema.verdicts
     stmt = select(t.c.thresholds).where(t.c.target == target, t.c.thresholds.is_not(None)).order_by(t.c.ts.desc()).limit(1)

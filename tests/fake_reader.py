@@ -98,7 +98,7 @@ class FakeReader:
 
     def bench_runs(self, limit: int = 20, target: str | None = None) -> list[Any]:
         return []  # nothing imported
-    def judged_by(self, target: str) -> dict[str, float]:
+    def judged_by(self, target: str) -> dict[str, float | None]:
         return {}  # no evaluator ran: the page judges by its own settings
 
     def gpu_series(self, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:

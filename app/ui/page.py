@@ -48,10 +48,17 @@ def load(environ: Mapping[str, str]) -> Settings:
     return _settings(environ.get(ENV_CONFIG), environ.get(ENV_DB_URL), environ.get(ENV_UI_PASSWORD), email)
 
 
-def with_stored(own: SweetSpotSettings, stored: Mapping[str, float]) -> SweetSpotSettings:
+def with_stored(own: SweetSpotSettings, stored: Mapping[str, float | None]) -> SweetSpotSettings:
     """``own`` with the stored thresholds on top (each converted to its field's type)."""
-    given = {f.name: type(getattr(own, f.name))(stored[f.name]) for f in dataclasses.fields(own) if f.name in stored}
+    given = {f.name: _typed(f.name, stored[f.name]) for f in dataclasses.fields(own) if f.name in stored}
     return dataclasses.replace(own, **given) if given else own
+
+
+def _typed(name: str, value: float | None) -> Any:
+    """A stored threshold as its field's type: the sweet spot a whole number of requests, or None (unknown)."""
+    if value is None:
+        return None
+    return int(value) if name == "concurrency" else float(value)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def verdicts(url: str, target: str, start: float, end: float) -> list[StoredVerd
 
 
 @st.cache_data(ttl=FINE_TTL_S, max_entries=64, show_spinner=False)
-def judged_by(url: str, target: str) -> dict[str, float]:
+def judged_by(url: str, target: str) -> dict[str, float | None]:
     """The thresholds the evaluator judged ``target``'s newest stored minute by (db/verdicts.py)."""
     return reader(url).judged_by(target)
 
