@@ -80,7 +80,11 @@ class RoundReader:
         for answer in self.fetcher.fetch_many(gets, self.settings.scrape_timeout_s):
             round_, source = answer.key  # type: ignore[misc]
             if source == "vllm" and answer.answered_at is not None:
-                round_.vllm_offset = answer.answered_at - round_.began
+                # On the round's clock: no later than that clock has run since the round began (a
+                # test's fixed clock has not run at all; perf_counter's offset added to it leaked
+                # the wall's jitter into every rate: 481 steps/s for 480)
+                ran = max(0.0, self.clock() - round_.ts)
+                round_.vllm_offset = min(answer.answered_at - round_.began, ran)
             self._record(round_, source, time.perf_counter() - answer.duration_s, _parse, source, answer)
             if round_.left == 0:
                 yield round_.done()

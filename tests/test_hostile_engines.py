@@ -17,7 +17,7 @@ from core.settings import Settings, TargetSettings
 from tests.support.http_server import serve
 
 STEP_S = 15
-WINDOW = "10m"  # status reads the wall clock: the rounds end a step before it, well inside 10 minutes
+WINDOW = "10m"  # status reads the wall clock: the last round is at it (not stale), all well inside 10 minutes
 BOUNDS = ("0.5", "1.0", "2.5", "5.0", "10.0", "+Inf")
 
 
@@ -50,7 +50,9 @@ def page(step: int, bad: str | None) -> str:
 
 
 def collect(tmp_path, pages: list[str]) -> tuple[Settings, float]:
-    now = [float(int(time.time()) - STEP_S * len(pages))]
+    # the last round at the wall clock status reads: a step before it would be stale (older than
+    # 2 × interval_s + scrape_timeout_s = 13 s by default) and judged no_data
+    now = [float(int(time.time()) - STEP_S * (len(pages) - 1))]
     routes = {"/metrics": (200, "text/plain", pages[0])}
     with serve(routes) as base:
         settings = Settings(db_url=f"sqlite:///{tmp_path}/h.db", targets=(TargetSettings(name="t", vllm_url=f"{base}/metrics"),))

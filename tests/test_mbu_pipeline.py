@@ -191,7 +191,7 @@ def test_no_inputs_no_ceiling_no_model(db, capsys):
     assert "efficiency" not in data["not_evaluated"]  # the MBU floor is no default rule any more (issue 28)
 
 
-def test_a_partial_ceiling_names_what_is_missing_and_shows_what_is_set(db, capsys):
+def test_a_partial_ceiling_names_what_is_missing_and_shows_what_is_set(db, capsys, tmp_path):
     from app.ui import widgets
     from core.settings import SweetSpotSettings
 
@@ -202,11 +202,16 @@ def test_a_partial_ceiling_names_what_is_missing_and_shows_what_is_set(db, capsy
     data = json.loads(capsys.readouterr().out)
     assert data["ceiling_steps_per_s"] is None and lacks in data["ceiling_text"] and given in data["ceiling_text"]
     assert 'targets[].gpu.source = "nvml"' in data["ceiling_text"] and "weight_gb and tensor_parallel" not in data["ceiling_text"]
-    assert lacks in data["not_evaluated"]["efficiency"]
+    assert "efficiency" not in data["not_evaluated"]  # the MBU floor is no default rule any more (issue 28)
+    # a file that brings the retired MBU floor back: its "not evaluated" names the missing input
+    config = tmp_path / "sweetspot.toml"
+    config.write_text('[[alerts.rules]]\nname = "efficiency"\n')
+    assert main(["--config", str(config), "status", "--db", url, "--target", "partial", "--window", "1m", "--json"]) == 0
+    assert lacks in json.loads(capsys.readouterr().out)["not_evaluated"]["efficiency"]
     assert main(["status", "--db", url, "--target", "partial", "--window", "1m"]) == 0
     assert f"ceiling                  unknown: {lacks}" in capsys.readouterr().out
     reader = Reader(url)
-    tiles = {t.label.split(" ·")[0]: t for t in widgets.kpi_tiles(reader.window("partial", end, 60), SweetSpotSettings(), "none")}
+    tiles = {t.label.split(" ·")[0]: t for t in widgets.kpi_tiles(reader.window("partial", end, 60), SweetSpotSettings(), gateway_source="none")}
     assert lacks in tiles["Output tok/s"].context and given in tiles["MBU"].context
     assert tiles["Gateway queue"].value == "no gateway" and "targets[].gateway" in tiles["Gateway queue"].context
     (info,) = [t for t in reader.targets() if t.name == "partial"]

@@ -70,11 +70,17 @@ def _both(reader: Reader, settings: Settings, panel: str, threshold: float | Non
     sweetspot = settings.sweetspot
     drawn = charts.PANELS[panel]
     if threshold is not None and drawn.threshold:  # the e-mail draws the line the alert crossed
-        sweetspot = dataclasses.replace(sweetspot, **{drawn.threshold: type(getattr(sweetspot, drawn.threshold))(threshold)})
+        current = getattr(sweetspot, drawn.threshold)  # None: the sweet spot is unknown (judge-own), a count
+        kind = type(current) if current is not None else int if drawn.threshold == "concurrency" else float
+        sweetspot = dataclasses.replace(sweetspot, **{drawn.threshold: kind(threshold)})
     ceiling = next(t.ceiling for t in reader.targets() if t.name == TARGET)
     overview = charts.overview_chart(points, frame, points, frame, sweetspot, ceiling).to_dict()
     dashboard = overview["vconcat"][charts.OVERVIEW.index(panel)]
-    return _drawn(email, email), _drawn(dashboard, overview)
+    series, lines, title = _drawn(dashboard, overview)
+    if panel == "mbu":  # no default rule has an MBU floor: the Overview draws none, a user's rule's e-mail its own
+        floor = sweetspot.min_mbu * 100
+        lines, title = sorted([*lines, floor]), f"{title} · red dashes: min_mbu {floor:.0f} %"
+    return _drawn(email, email), (series, lines, title)
 
 
 def test_every_panel_is_declared_once_and_drawn_by_the_overview():

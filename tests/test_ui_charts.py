@@ -285,7 +285,7 @@ def test_a_users_mbu_rule_draws_mbu_against_min_mbu_in_its_email():
 
     class Reader:
         def series(self, *args, fields=None, **kwargs):
-            assert fields == ("mbu",)
+            assert fields == ("mbu", "dram_bw_util")  # the panel draws the GPUs' DRAM reading beside MBU
             return [point(END - 120, mbu=0.12), point(END - 60, mbu=0.1)]
 
     assert declared(Settings(), "t", "efficiency") is None  # retired from the defaults
