@@ -43,13 +43,14 @@ def rounds(target: str, start: float, end: float, config: EngineConfig | None = 
         yield ScrapeRound(target, sample.ts, parse_vllm(sample.vllm), OK)
 
 
-def two_configs(url: str, target: str = "t", hours: float = 2.0) -> float:
-    """``hours`` of the default engine, then as long of one restarted with 0.95; returns the change's time."""
+def two_configs(url: str, target: str = "t", hours: float = 2.0, after: EngineConfig = WIDER) -> float:
+    """``hours`` of the default engine, then as long of one restarted with ``after`` (0.95); returns the
+    change's time."""
     engine = open_engine(url)
     writer = Writer(engine)
     change = NOON + hours * 3600
     writer.write_rounds(rounds(target, NOON, change - 15, None))
-    writer.write_rounds(rounds(target, change, change + hours * 3600, WIDER))
+    writer.write_rounds(rounds(target, change, change + hours * 3600, after))
     rollup(engine, change + hours * 3600 + 120)
     engine.dispose()
     return change
@@ -63,10 +64,24 @@ def test_a_changed_configuration_is_one_epoch_with_what_changed(tmp_path):
     assert (first.kind, first.ts) == ("first", NOON)
     assert first.config["gpu_memory_utilization"] == "0.92" and first.config["models"] == "sweetspot/sim-70b-awq"
     assert (second.kind, second.ts) == ("config+restart", change)
-    blocks = (EngineParams().num_gpu_blocks(), WIDER.params.num_gpu_blocks())
-    assert second.changes == (("gpu_memory_utilization", "0.92", "0.95"), ("num_gpu_blocks", *map(str, blocks)))
-    assert second.text() == f"gpu_memory_utilization 0.92 → 0.95, num_gpu_blocks {blocks[0]} → {blocks[1]} (restart)"
+    # the simulator's pool is set in bytes (--kv-cache-memory-bytes): 0.95 leaves its blocks as they were,
+    # a value that did not change is no change
+    blocks = EngineParams().num_gpu_blocks()
+    assert WIDER.params.num_gpu_blocks() == blocks
+    assert first.config["num_gpu_blocks"] == second.config["num_gpu_blocks"] == str(blocks)
+    assert second.changes == (("gpu_memory_utilization", "0.92", "0.95"),)
+    assert second.text() == "gpu_memory_utilization 0.92 → 0.95 (restart)"
     assert second.process_start_s is not None and second.process_start_s != first.process_start_s
+    # a pool sized by gpu_memory_utilization (no kv_cache_memory_bytes) grows with it: both are listed
+    resized = EngineConfig(params=EngineParams(gpu_memory_utilization=0.95, kv_cache_memory_bytes=None))
+    url = f"sqlite:///{tmp_path}/resized.db"
+    change = two_configs(url, hours=0.5, after=resized)
+    first, second = Reader(url).epochs("t")
+    grown = (blocks, resized.params.num_gpu_blocks())
+    assert grown[1] > grown[0]
+    assert (second.kind, second.ts) == ("config+restart", change)
+    assert second.changes == (("gpu_memory_utilization", "0.92", "0.95"), ("num_gpu_blocks", *map(str, grown)))
+    assert second.text() == f"gpu_memory_utilization 0.92 → 0.95, num_gpu_blocks {grown[0]} → {grown[1]} (restart)"
 
 
 def test_the_comparison_is_the_facade_windows_on_each_side(tmp_path):
@@ -165,7 +180,8 @@ def test_the_collector_stores_a_restart_and_a_new_gpu_memory_utilization(tmp_pat
     lines = done.stdout.splitlines()
     assert "first configuration seen" in lines[0] and "restart (same configuration)" in lines[1]
     changed = next(i for i, line in enumerate(lines) if "config+restart" in line)
-    assert "gpu_memory_utilization 0.92 → 0.95, num_gpu_blocks" in lines[changed]
+    # the simulator's pool is set in bytes (--kv-cache-memory-bytes): num_gpu_blocks stayed, no change
+    assert lines[changed].endswith("config+restart gpu_memory_utilization 0.92 → 0.95 (restart)"), lines
     after = lines[changed + 1].strip()
     assert after.startswith("since gpu_memory_utilization 0.92 → 0.95") and "output tok/s" in after, lines
     assert lines[-1].startswith("now: ") and "gpu_memory_utilization=0.95" in lines[-1]
@@ -236,7 +252,7 @@ def test_every_time_chart_carries_the_marks_with_what_changed_on_hover():
     frame = charts.Frame(NOON, NOON + 3600, 60.0)
     epochs = [ConfigEpoch("t", NOON - 60, "first", {}),
               ConfigEpoch("t", NOON + 1800, "config", {}, (("block_size", "16", "32"),))]  # fmt: skip
-    overview = charts.overview_chart([], frame, [], frame, SweetSpotSettings(), None, "", epochs).to_dict()
+    overview = charts.overview_chart([], frame, [], frame, SweetSpotSettings(), None, epochs=epochs).to_dict()
     gpu = charts.gpu_chart([GpuPoint(NOON, "GPU-1", *([None] * 5), 300.0, None)], frame, "power_w", "Power", "W", {}, epochs=epochs).to_dict()
     for spec, panels in ((overview, overview["vconcat"]), (gpu, [gpu])):
         for panel in panels:
@@ -257,5 +273,5 @@ def test_the_worked_example_of_docs_plan_is_what_the_command_prints(tmp_path):
     for line in done.stdout.splitlines():
         assert line in doc, f"docs/plan.md's epochs example drifted: paste {line!r}"
     (_, second) = Reader(url).epochs("t")
-    blocks = second.changes[1]
-    assert f"grew by {int(blocks[2]) - int(blocks[1])} blocks of 16 tokens" in doc
+    assert second.changes == (("gpu_memory_utilization", "0.92", "0.95"),)
+    assert f"The KV pool stayed at {second.config['num_gpu_blocks']} blocks of 16 tokens" in doc

@@ -55,15 +55,17 @@ def _started(worker: query_runner._Worker) -> bool:
 def test_pooled_answers_equal_the_in_process_runner_and_reuse_one_process(url, threaded):
     limits = Limits(timeout_s=10)
     path = Path(url.removeprefix("sqlite:///"))
-    expected = query_runner._sqlite_in_process(path, SIMPLE, limits, {})
+    columns, rows, by_bytes = query_runner._sqlite_in_process(path, SIMPLE, limits, {})
+    assert not by_bytes and len(rows) <= limits.row_limit  # the whole answer, as run_query returns it
+    expected = (columns, rows, by_bytes)
     first = run_query(url, SIMPLE, limits)
     workers = _pool_workers()
     assert len(workers) == query_runner.POOL_SIZE
     pids = {w.process.pid for w in workers}
     for _ in range(5):
         result = run_query(url, SIMPLE, limits)
-        assert (list(result.columns), result.rows) == expected
-    assert (list(first.columns), first.rows) == expected
+        assert (list(result.columns), result.rows, result.by_bytes) == expected
+    assert (list(first.columns), first.rows, first.by_bytes) == expected
     # no process per query: the same workers answered, all still alive
     assert {w.process.pid for w in _pool_workers()} == pids
     assert all(w.process.poll() is None for w in _pool_workers())
