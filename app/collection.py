@@ -199,7 +199,10 @@ class CollectionService:
             for line in self.collect_once(describe=log.isEnabledFor(logging.DEBUG)):
                 log.debug("%s", line)
         finally:
-            self.collected.set()
+            # a standby round stores nothing: the first round counts once this process writes (after a
+            # takeover, evaluating before it would judge the handover's gap as a stale target)
+            if self.turn.holding:
+                self.collected.set()
 
     def evaluate(self) -> str:
         """The alerts job: evaluates once this process's first round is in, so a start does not store
