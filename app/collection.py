@@ -89,6 +89,7 @@ class CollectionService:
 
         self.turn = WriteTurn(self.engine, settings, clock, self.write_lock, self.evaluator.holder)
         self.collected = threading.Event()  # set once a round was stored: alerts wait for it
+        self.stored = threading.Event()  # set once this process wrote a round (not a standby round)
         from app.notify.notifier import Notifier
 
         # silences and mute windows hold notifications back; the lease holder alone delivers
@@ -200,6 +201,8 @@ class CollectionService:
                 log.debug("%s", line)
         finally:
             self.collected.set()
+            if self.turn.holding:
+                self.stored.set()
 
     def evaluate(self) -> str:
         """The alerts job: evaluates once this process's first round is in, so a start does not store
@@ -207,7 +210,9 @@ class CollectionService:
         if not self.collected.is_set():
             return "alert evaluator: waiting for the first round"
         self.evaluator.last_duration_s = None
-        line = self.evaluator.run()
+        # Until this process writes, it takes the lease from nobody: after a takeover, evaluating before
+        # its first round would judge the handover's gap as a stale target and reset pending timers.
+        line = self.evaluator.run(take=self.stored.is_set())
         if self.evaluator.last_duration_s is not None:
             self.telemetry.observe_evaluation(self.evaluator.last_duration_s)
         return line

@@ -23,7 +23,7 @@ from db.engine import open_engine
 from db.queries import Reader
 from db.writer import Writer
 from simulator import SimOptions, start_simulator
-from simulator.api import DEFAULT_MODEL
+from simulator.options import DEFAULT_MODEL
 from tests.prometheus_server import PrometheusServer
 from tests.support.http_server import serving
 

@@ -10,7 +10,16 @@ import pytest
 import yaml
 
 from app.alerts.figures import DERIVED, FIGURES
-from app.alerts.promql import EXPOSURE_GUARDS, Options, alert_names, export, figure_expr, record_name, why_not
+from app.alerts.promql import (
+    ENGINE_SIDE,
+    EXPOSURE_GUARDS,
+    Options,
+    alert_names,
+    export,
+    figure_expr,
+    record_name,
+    why_not,
+)
 from app.alerts.rules import DEFAULT_RULES
 from core.settings import AlertsSettings, RuleSettings, Settings
 from db.figures import BY_NAME
@@ -51,12 +60,17 @@ def test_every_default_and_every_single_figure_rule_passes_promtool(tmp_path, na
     assert f"SUCCESS: {count} rules found" in run_promtool("check", "rules", str(path))
     alerts = set(alert_names(text))
     records = {r["record"] for g in groups for r in g["rules"] if "record" in r}
+    exprs = {r["alert"]: r["expr"] for g in groups for r in g["rules"] if "alert" in r}
     for name in NAMES:
-        if why_not(name) is None:
+        if name in ENGINE_SIDE:  # a client-seen figure judges the engine's own in Prometheus (sweet-wait)
+            engine = ENGINE_SIDE[name]
+            assert why_not(engine) is None and record_name(engine, 300) in records, name
+            assert exprs.get(f"only_{name}") == f"{record_name(engine, 300)} > 0", name
+        elif why_not(name) is None:
             assert f"only_{name}" in alerts and record_name(name, 300) in records, name
         else:  # left out, with the table's reason in the comment
             assert f"only_{name}" not in alerts
             assert re.search(rf"^#   only_{name}: needs {name}: ", text, re.MULTILINE), name
     translated = [r for r in DEFAULT_RULES if r.name in alerts]
     assert translated, "no default rule was exported"
-    assert len(alerts) >= len(translated) + sum(why_not(n) is None for n in NAMES)
+    assert len(alerts) >= len(translated) + sum(why_not(n) is None or n in ENGINE_SIDE for n in NAMES)

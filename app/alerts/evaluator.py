@@ -93,13 +93,18 @@ class Evaluator:
         self._spots: dict[str, tuple[int, SweetSpot]] = {}  # target → (when resolved, its sweet spot and curve)
 
     # -- the scheduled job ----------------------------------------------------------------------------
-    def run(self) -> str:
-        """Take or renew the lease, then evaluate once; a line saying what happened."""
+    def run(self, take: bool = True) -> str:
+        """Take or renew the lease, then evaluate once; a line saying what happened. ``take=False``
+        (this process has stored no round yet): say who holds the lease, take it from nobody."""
         now = self.clock()
-        with self.lock:
-            held = lease.acquire(self.engine, lease.EVALUATOR, self.holder, now, self.settings.alerts.lease_s)
+        held = False
+        if take:
+            with self.lock:
+                held = lease.acquire(self.engine, lease.EVALUATOR, self.holder, now, self.settings.alerts.lease_s)
         if not held:
             other = lease.current_holder(self.engine, lease.EVALUATOR)
+            if not take and (other is None or other.holder == self.holder or other.expires_at <= now):
+                return "alert evaluator: waiting for this process's first stored round"
             line = f"alert evaluator: another process holds the lease ({other.holder if other else '?'}); evaluating nothing"
             if self._leading is not False:
                 log.info("%s", line)
