@@ -36,7 +36,7 @@ from app.notify import grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
 from core.errors import SweetspotError
-from core.settings import EmailSettings, Settings, WebhookSettings
+from core.settings import DeliverySettings, Settings, WebhookSettings
 
 log = logging.getLogger(__name__)
 JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
@@ -242,7 +242,7 @@ class Notifier:
         for sender in self._senders.values():
             sender.close()
 
-    def _failed(self, item: outbox.Notification, exc: SweetspotError, timing: EmailSettings | WebhookSettings | None = None) -> None:
+    def _failed(self, item: outbox.Notification, exc: SweetspotError, timing: DeliverySettings | None = None) -> None:
         """One failed attempt: retried with the channel's doubling backoff, or given up (after
         ``give_up_after_s``, or at once when retrying cannot help: a webhook's 4xx)."""
         timing = timing or self.email
