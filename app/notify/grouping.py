@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
+from app.notify.channels import destinations
 from app.notify.outbox import GroupLog, alert_key
 from core.settings import AlertsSettings, DeliverySettings, EmailSettings
 
@@ -80,8 +81,6 @@ def all_recipients(email: EmailSettings) -> list[str]:
 def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) -> str:
     """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off, and
     where else notifications go (``alerts``: its Alertmanager and webhook, when on)."""
-    from app.notify.hooks import destinations
-
     others = destinations(alerts) if alerts is not None else []
     also = f"; also to {', '.join(others)}" if others else ""
     if not email.enabled and others:

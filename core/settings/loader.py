@@ -457,8 +457,6 @@ def with_db_password(db_url: str, password: str, key: str = "db_url", variable: 
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:{urllib.parse.quote(password, safe='')}@{host}"))
 
 
-
-
 def http_from_flags(headers: Sequence[str], bearer_token_env: str, ca_file: str,
                     environ: Mapping[str, str], flag: str = "--header") -> HttpSettings:
     """HttpSettings from command-line flags: ``headers`` as ``Name: value``, the token read from the
