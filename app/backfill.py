@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TextIO
 
-from app.progress import ProgressLine
 from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus, resolve_preset
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
+from core.progress import ProgressLine
 from core.settings import TargetSettings
 from db.writer import Writer
 from simulator import HistorySample, generate_history

@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not isinstance(exc, SQLAlchemyError):
             raise
-        from db.engine import storage_error
+        from db.errors import storage_error
 
         sub = getattr(args, f"{args.command}_command", None)
         error = storage_error(f"running `{args.command}{' ' + sub if sub else ''}`", exc, settings.db_url if settings else None)

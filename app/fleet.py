@@ -162,15 +162,6 @@ def names_form(info: TargetInfo) -> str | None:
 
 
 # -- the terminal table (status --all) -----------------------------------------------------------------
-def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, Any]]:
-    """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
-    from app.commands.status import figures_json, not_evaluated
-
-    return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
-             "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
-             **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
-
-
 def _cell(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
     if value is None or not math.isfinite(value):
         return MISSING  # as every page and e-mail spells a missing figure

@@ -20,7 +20,6 @@ from typing import TextIO
 
 from sqlalchemy import Engine
 
-from app.progress import ProgressLine
 from app.prometheus_source import FUTURE_SKEW_S, discovered_target, round_from_page, usable_name
 from collectors.prometheus import (
     PrometheusClient,
@@ -34,6 +33,7 @@ from collectors.prometheus import (
 )
 from collectors.records import ScrapeRound
 from core.errors import ScrapeError
+from core.progress import ProgressLine
 from core.settings import PrometheusSettings
 from db.discovery import backfill_done_until, configured_names, mark_discovered, save_backfill_progress
 from db.writer import Writer

@@ -73,7 +73,7 @@ class SweetSpot:
         return sweetspot if sweetspot.concurrency == self.value else dataclasses.replace(sweetspot, concurrency=self.value)
 
     def names(self) -> dict[str, object]:
-        """The rules' names this adds (app/alerts/figures.py): sources and why a figure is missing."""
+        """The rules' names this adds (app/alerts/names.py): sources and why a figure is missing."""
         return {"sweet_spot_source": self.source or "", "sweet_spot_missing": "" if self.value else self.missing(),
                 "curve_source": self.curve_source, "curve_missing": "" if self.curve else self.curve_missing()}
 

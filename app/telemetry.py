@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 # The derived figures per target: (metric name, the rules' name it shows, help). A Grafana panel or
 # a recording rule names these; tests/test_telemetry.py checks the dashboard against this table.
-FIGURES: tuple[tuple[str, str, str], ...] = (
+GAUGES: tuple[tuple[str, str, str], ...] = (
     ("sweetspot_ttft_p95_seconds", "ttft_p95_s", "TTFT P95 over the rules' window"),
     ("sweetspot_ttft_p95_slo_seconds", "ttft_p95_slo_s", "the target's TTFT P95 SLO"),
     ("sweetspot_tokens_per_second", "tokens_per_s", "output tokens per second over the rules' window"),
@@ -165,13 +165,13 @@ class _Snapshot(Collector):
         verdict = GaugeMetricFamily("sweetspot_verdict", "1 for the target's verdict over the rules' window, 0 for the others",
                                     labels=["target", "verdict"])  # fmt: skip
         firing = GaugeMetricFamily("sweetspot_alerts_firing", "alerts firing, by severity", labels=["target", "severity"])
-        figures = {name: GaugeMetricFamily(name, text, labels=["target"]) for name, _, text in FIGURES}
+        figures = {name: GaugeMetricFamily(name, text, labels=["target"]) for name, _, text in GAUGES}
         for target, d in sorted(derived.items()):
             for v in VERDICTS:
                 verdict.add_metric([target, v], float(d.verdict == v))
             for severity in SEVERITIES:
                 firing.add_metric([target, severity], d.firing.get(severity, 0))
-            for name, key, _ in FIGURES:
+            for name, key, _ in GAUGES:
                 value = _number(d.names.get(key))
                 if value is not None:
                     figures[name].add_metric([target], value)

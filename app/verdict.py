@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.alerts.figures import no_data_reason, queue_growth, window_names
 from app.alerts.model import CRITICAL, WARNING
+from app.alerts.names import no_data_reason, queue_growth, window_names
 from app.alerts.rules import DEFAULT_RULES, HOLDS, OP_TEXT, Names, Outcome, Rule, outcome, wording
 from app.formatting import compared
 from core.durations import format_duration

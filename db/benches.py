@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
-from db.engine import storage_error
+from db.errors import storage_error
 from db.results import BenchPoint, BenchRun
 
 

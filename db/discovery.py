@@ -10,7 +10,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
-from db.engine import storage_error
+from db.errors import storage_error
 
 
 def mark_discovered(engine: Engine, names: Sequence[str], source: str) -> None:

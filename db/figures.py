@@ -2,7 +2,7 @@
 it is presented (unit, scale, label, help, the hint shown when its metric is missing).
 
 The query facade's engine (db/queries.py), ``status``'s lines, the names alert rules may use
-(app/alerts/figures.py), the Targets page's missing-metric hints and the figure tables of
+(app/alerts/names.py), the Targets page's missing-metric hints and the figure tables of
 docs/alerts.md and docs/commands.md (:func:`alert_names_markdown`, :func:`status_markdown`, checked
 by tests/test_figures.py) are derived from :data:`FIGURES`. The typed records of db/results.py keep
 their fields for mypy; tests/test_figures.py holds them and this table in step.

@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from db import pipeline, schema
 from db.ceiling import ceilings
-from db.engine import storage_error
+from db.errors import storage_error
 from db.gpu_reads import gpu_figures_of
 from db.results import WindowFigures
 

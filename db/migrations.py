@@ -39,7 +39,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from core.errors import StorageError
 from core.redact import masked
 from db import schema
-from db.engine import storage_error, what_database
+from db.errors import storage_error, what_database
 
 log = logging.getLogger(__name__)
 Migration = Callable[[Connection], None]

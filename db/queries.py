@@ -31,7 +31,8 @@ from collectors.catalogue import name_versions
 from core.settings import NO_CEILING
 from db import mbu_figures, schema
 from db.ceiling import target_ceiling, target_ceiling_missing
-from db.engine import open_reader, storage_error
+from db.engine import open_reader
+from db.errors import storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,

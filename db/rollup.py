@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from core.settings import Settings
 from db import aggregate, histo, schema, sources
-from db.engine import storage_error
+from db.errors import storage_error
 from db.quantiles import quantile_matrix
 
 CHUNK_S = 6 * 3600

@@ -14,7 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from core.errors import QueryError
 from db import query_guard, schema
-from db.engine import normalize_url, open_engine, open_reader, storage_error
+from db.engine import normalize_url, open_engine, open_reader
+from db.errors import storage_error
 
 _T = schema.saved_queries
 

@@ -24,12 +24,10 @@ from sqlalchemy import (
     select,
 )
 
-from collectors.catalogue import CATALOGUE
 from db import schema
 
 RAW = 0
 ONE: Any = literal_column("1")  # a raw row stands for one sample
-QUERY_HISTS = tuple(spec.key for spec in CATALOGUE if spec.quantiles)  # histograms the facade reads
 
 
 def fetch_all(conn: Connection, stmt: Any, params: dict[str, Any] | None = None) -> list[Any]:
@@ -45,7 +43,6 @@ def fetch_all(conn: Connection, stmt: Any, params: dict[str, Any] | None = None)
 
 
 HIST_PARTS = ("count", "sum", "layout", "buckets")
-QUANTILE_PARTS = ("layout", "buckets")  # all a quantile needs (and what the covering index holds)
 
 
 def hist_cols(hists: Sequence[str], parts: Sequence[str] = HIST_PARTS) -> list[str]:

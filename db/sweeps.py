@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from core.redact import masked
 from db import schema
-from db.engine import storage_error
+from db.errors import storage_error
 from db.results import SweepLevel, SweepRun
 
 

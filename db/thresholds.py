@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Engine, delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import schema
-from db.engine import storage_error
+from db.errors import storage_error
 
 if TYPE_CHECKING:
     from core.settings import SweetSpotSettings

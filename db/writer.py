@@ -26,8 +26,9 @@ from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
 from core.redact import masked
 from core.settings import TargetSettings
 from db import histo, schema
-from db.engine import storage_error, write_transaction
+from db.engine import write_transaction
 from db.epochs import EpochTracker
+from db.errors import storage_error
 from db.state import SeriesState, counter_increase, histogram_increase
 
 log = logging.getLogger(__name__)

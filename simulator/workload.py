@@ -63,8 +63,3 @@ _VOCAB = (
 def token_text(request_seed: int, index: int) -> str:
     """Text of generated token ``index`` (a word with its leading space)."""
     return " " + _VOCAB[(request_seed * 7 + index * 13) % len(_VOCAB)]
-
-
-def prompt_text(tokens: int, rng: random.Random) -> str:
-    """A prompt the simulator's tokenizer counts as ``tokens`` tokens (for the built-in load and tests)."""
-    return " ".join(rng.choice(_VOCAB)[:8] for _ in range(tokens))

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from core.progress import SweepProgress
 from db.results import SweepLevel
 from sweep.client import RequestRecord, request_body, stream_request
 from sweep.engine import EngineLevel, engine_level, metrics_url, read_engine
-from sweep.progress import Progress
+from sweep.report import format_engine
 from sweep.stats import level_stats, rescale
 from sweep.workload import RequestClass, client_rng, make_request
 
@@ -128,7 +129,7 @@ def make_client(config: SweepConfig) -> httpx.AsyncClient:
 
 async def run_sweep(
     config: SweepConfig,
-    progress: Progress | None = None,
+    progress: SweepProgress | None = None,
     levels: list[SweepLevel] | None = None,
     engine: list[EngineLevel] | None = None,
 ) -> list[SweepLevel]:
@@ -146,7 +147,7 @@ async def run_sweep(
         async with make_client(config) as client:
             level, records, figures = await run_level(client, config, concurrency, tick)
         if progress is not None:
-            progress.finish_level(index, level, error_kinds(records), figures)
+            progress.finish_level(index, level, error_kinds(records), format_engine(figures) if figures is not None else "")
         levels.append(level)
         if engine is not None and figures is not None:
             engine.append(figures)
@@ -159,7 +160,7 @@ def error_kinds(records: Sequence[RequestRecord], top: int = 3) -> list[tuple[st
     return counts.most_common(top)
 
 
-def _ticker(progress: Progress, index: int, concurrency: int) -> Tick:
+def _ticker(progress: SweepProgress, index: int, concurrency: int) -> Tick:
     def tick(elapsed_s: float, requests: int, errors: int) -> None:
         progress.update(index, concurrency, elapsed_s, requests, errors)
 

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED
+from app.alerts.names import window_names
 from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome, recommendation
 from app.sweet_spot import SweetSpot
 from core.settings import SweetSpotSettings

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.alerts import figures as rule_figures
+from app.alerts import names as rule_names_table
 from app.commands.status import ROWS
 from collectors.catalogue import BY_KEY, CATALOGUE
 from db import figures, pipeline
@@ -45,8 +45,8 @@ def test_inputs_are_stored_columns():
 
 
 def test_rule_names_status_lines_and_hints_follow_the_table():
-    assert set(rule_figures.FIGURES) == {f.name for f in FIGURES if f.help}
-    assert rule_figures.FIGURES["kv_cache_usage_max"] == "KV-cache usage, max (0–1)"
+    assert set(rule_names_table.FIGURE_NAMES) == {f.name for f in FIGURES if f.help}
+    assert rule_names_table.FIGURE_NAMES["kv_cache_usage_max"] == "KV-cache usage, max (0–1)"
     assert ROWS[0] == ("up", "target up", "", None) and ("kv_cache_usage_max", "KV-cache usage (max)", "%", 100.0) in ROWS
     assert figures.MISSING_HINTS["engine_read_bytes"] == "vLLM ≥ 0.32 with --enable-mfu-metrics"
     assert figures.MISSING_HINTS["spec_decode_drafts"] == "speculative decoding off"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.alerts.figures import window_names
+from app.alerts.names import window_names
 from app.alerts.rules import DEFAULT_RULES, HOLDS, Names, by_name, outcome
 from collectors.records import GatewayReading, SourceResult
 from core.settings import SweetSpotSettings, TargetSettings

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.alerts.evaluator import Derived
-from app.telemetry import FIGURES, Telemetry
+from app.telemetry import GAUGES, Telemetry
 from collectors.records import ScrapeRound, SourceResult
 from tests.prometheus_server import PrometheusServer
 
@@ -44,7 +44,7 @@ def metric_names(promql: str) -> set[str]:
 def exposed() -> set[str]:
     """Every sample name the collector's /metrics exposes once each kind of event happened."""
     t = Telemetry(lambda: 1000.0)
-    names = {key: 1.0 for _, key, _ in FIGURES}
+    names = {key: 1.0 for _, key, _ in GAUGES}
     t.read_at_scrape({"samples": 1}, {("email", "sent"): 1, ("email", "failed"): 1},
                      lambda: {"demo": Derived(names, "outside", {"critical": 1})}, lambda: [("email", 1, 900.0)])  # fmt: skip
     t.ran("collect", 0.1, 0.2)
@@ -62,7 +62,7 @@ def test_every_query_names_only_our_series_and_every_figure_has_a_panel():
         names = metric_names(q)
         assert names and names <= ours, (q, names - ours)
         used |= names
-    assert {name for name, _, _ in FIGURES} | {"sweetspot_verdict", "sweetspot_alerts_firing"} <= used
+    assert {name for name, _, _ in GAUGES} | {"sweetspot_verdict", "sweetspot_alerts_firing"} <= used
 
 
 def test_every_query_parses_in_prometheus(tmp_path):

@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from app.loader import load_settings
 from app.notify import hooks
+from app.notify.channels import WEBHOOK
 from app.notify.notifier import JOIN_GRACE_S, Notifier
 from db import schema
 from db.engine import open_engine
@@ -267,7 +268,7 @@ def test_the_webhook_deadline_holds_at_the_bound():
     stop = threading.Event()
     try:
         with serving(trickling_http("body", stop)) as base:
-            sender = hooks.Sender(hooks.WEBHOOK, WebhookSettings(url=base + "/hook", timeout_s=0.5), "")
+            sender = hooks.Sender(WEBHOOK, WebhookSettings(url=base + "/hook", timeout_s=0.5), "")
             from app.notify.outbox import Notification
 
             item = Notification(id=1, group_key="g", kind="firing", status="queued", recipients=(), subject="s",

@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from app.alerts.figures import DERIVED, FIGURES
+from app.alerts.names import DERIVED, FIGURE_NAMES
 from app.alerts.promql import (
     ENGINE_SIDE,
     EXPOSURE_GUARDS,
@@ -25,7 +25,7 @@ from core.settings import AlertsSettings, RuleSettings, Settings
 from db.figures import BY_NAME
 from tests.test_rules_export import run_promtool
 
-NAMES = sorted({*FIGURES, *DERIVED} - EXPOSURE_GUARDS - {"sleep_state", "mbu_source", "mbu_missing"})  # text: no threshold
+NAMES = sorted({*FIGURE_NAMES, *DERIVED} - EXPOSURE_GUARDS - {"sleep_state", "mbu_source", "mbu_missing"})  # text: no threshold
 # Figures of the engine's own series, which the export must translate (issue 31 found them "not a series").
 ENGINE_SERIES = ("steps_per_s", "prefix_cache_hit_rate", "kv_capacity_tokens", "running_avg", "ttft_p95_s",
                  "preemptions", "finished_error_per_s", "admission_rejections_per_s")  # fmt: skip

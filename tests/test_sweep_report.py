@@ -1,8 +1,8 @@
 import io
 import json
 
+from core.progress import SweepProgress
 from db.results import SweepRun
-from sweep.progress import Progress
 from sweep.report import format_verdict, to_json
 from sweep.verdict import recommend
 from tests.test_sweep_verdict import REPORT
@@ -10,7 +10,7 @@ from tests.test_sweep_verdict import REPORT
 
 def test_terminal_bar_shows_percent_and_eta():
     out = io.StringIO()
-    progress = Progress(levels=3, level_s=60.0, stream=out, tty=True)
+    progress = SweepProgress(levels=3, level_s=60.0, stream=out, tty=True)
     progress.start_level(1, 16)
     progress.update(1, 16, 30.0, requests=12, errors=1)
     text = out.getvalue()
@@ -24,7 +24,7 @@ def test_terminal_bar_shows_percent_and_eta():
 
 def test_log_output_has_one_line_per_level_event():
     out = io.StringIO()
-    progress = Progress(levels=2, level_s=90.0, stream=out, tty=False)
+    progress = SweepProgress(levels=2, level_s=90.0, stream=out, tty=False)
     progress.start_level(0, 8)
     progress.update(0, 8, 45.0, 3, 0)
     progress.finish_level(0, REPORT[0], [("HTTP 429: busy", 4), ("timeout", 1)])
@@ -49,7 +49,7 @@ def test_the_time_left_counts_the_drain_of_the_levels_done():
     # 3 levels of 22 s announced as 66 s; the first took 47 s (25 s of requests running past the window)
     now = [0.0]
     out = io.StringIO()
-    progress = Progress(levels=3, level_s=22.0, stream=out, tty=False, clock=lambda: now[0])
+    progress = SweepProgress(levels=3, level_s=22.0, stream=out, tty=False, clock=lambda: now[0])
     progress.start_level(0, 8)
     assert out.getvalue().splitlines()[-1] == "level 1/3: concurrency 8 for 22s (1:06 left)"
     now[0] = 47.0

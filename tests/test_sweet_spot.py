@@ -248,7 +248,7 @@ def test_the_rule_holds_its_fire_at_the_reports_operating_points_and_not_with_a_
 
 
 def _names(figures, spot):
-    from app.alerts.figures import window_names
+    from app.alerts.names import window_names
 
     return window_names(figures, SweetSpotSettings(), (), spot)
 

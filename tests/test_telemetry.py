@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.telemetry import FIGURES, Telemetry
+from app.telemetry import GAUGES, Telemetry
 from core.settings import TelemetrySettings
 from simulator import SimOptions, start_simulator
 from tests.prometheus_server import PrometheusServer
@@ -92,7 +92,7 @@ def test_port_0_serves_nothing():
 
 
 def test_the_derived_figures_have_unique_names():
-    names = [name for name, _, _ in FIGURES]
+    names = [name for name, _, _ in GAUGES]
     assert len(names) == len(set(names)) and all(n.startswith("sweetspot_") for n in names)
 
 

@@ -96,8 +96,8 @@ def test_tok_s_under_its_own_curve_is_under_delivering():
 
 
 def test_without_a_curve_under_delivering_is_not_evaluated_and_says_why():
-    from app.alerts.figures import window_names
     from app.alerts.model import NO_DATA as RULE_NO_DATA
+    from app.alerts.names import window_names
     from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
 
     slow = window(tokens_per_s=5.0)

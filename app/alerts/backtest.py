@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.alerts.figures import step_window, window_names
 from app.alerts.lifecycle import advance, new_state
 from app.alerts.model import FIRING, RESOLVED, Transition
+from app.alerts.names import step_window, window_names
 from app.alerts.rules import Names, Rule, outcome
 from app.sweet_spot import resolve
 from core.settings import Settings, effective_sweetspot

@@ -7,7 +7,7 @@ from core.settings import Settings
 
 
 def check_alerts(settings: Settings) -> None:
-    from app.alerts.figures import NAMES
+    from app.alerts.names import NAMES
     from app.alerts.rules import check_rules
     from app.alerts.silences import check_mute_windows
 

@@ -25,9 +25,9 @@ from sqlalchemy import Engine
 
 from app.advice import has_reference_advice, like_reference, with_reference
 from app.alerts import lease, store
-from app.alerts.figures import window_names
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
+from app.alerts.names import window_names
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
 from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings, effective_sweetspot

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 import yaml
 
-from app.alerts.figures import THRESHOLDS
+from app.alerts.names import THRESHOLDS
 from app.alerts.rules import Rule, fill, names_in, rule_set
 from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
@@ -43,7 +43,7 @@ _SPECS = {s.key: s for s in CATALOGUE}
 # the client-seen figures judge the engine's in Prometheus: the gateway's queue is not among the
 # engine's series, so the exported rule leaves the gateway wait out (docs/alerts.md)
 ENGINE_SIDE = {"client_ttft_p95_s": "ttft_p95_s"}
-# Rule names that are not figures of the table (app/alerts/figures.py DERIVED), and record figures
+# Rule names that are not figures of the table (app/alerts/names.py DERIVED), and record figures
 # whose reason says more than their kind does: why PromQL over the engine's series cannot give them.
 WHY_NOT = {
     "queued": "the gateway's queue is not among the engine's series",

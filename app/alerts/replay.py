@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from sqlalchemy import Engine
 
 from app.alerts.backtest import QUEUE_LOOKBACK
-from app.alerts.figures import step_window, window_names
+from app.alerts.names import step_window, window_names
 from app.alerts.rules import HOLDS, Names, Rule, outcome, rule_set
 from core.settings import Settings, effective_sweetspot
 from db import verdicts

@@ -2,7 +2,7 @@
 
 One rule set serves the Overview's banner, ``status``, the evaluator, the backtest and e-mail: the
 defaults below, changed and extended by ``[[alerts.rules]]`` (per target when an entry names
-``targets``). A rule is ``expr op threshold`` over the names of :mod:`app.alerts.figures`, optionally
+``targets``). A rule is ``expr op threshold`` over the names of :mod:`app.alerts.names`, optionally
 guarded by ``when``; expressions are read by ``simpleeval`` (arithmetic, comparisons, and/or/not,
 ``max``/``min``/``abs``), never by ``eval``.
 """

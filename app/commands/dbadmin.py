@@ -12,7 +12,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from core.redact import masked
 from core.settings import Settings
 from db import schema
-from db.engine import normalize_url, open_engine, storage_error
+from db.engine import normalize_url, open_engine
+from db.errors import storage_error
 from db.migrations import MIGRATIONS, applied, upgrade
 from db.rollup import apply_retention, rollup
 

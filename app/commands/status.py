@@ -7,11 +7,13 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Iterable
 from typing import Any
 
-from app.alerts.figures import no_data_reason, window_names
 from app.alerts.model import NO_DATA as RULE_NO_DATA
+from app.alerts.names import no_data_reason, window_names
 from app.alerts.rules import Names, outcome, rule_set
+from app.fleet import FleetRow, fleet, table
 from app.formatting import (
     ceiling_text,
     dram_text,
@@ -94,6 +96,13 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
     data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
     return data
+
+
+def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, Any]]:
+    """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
+    return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
+             "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
+             **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
 
 def bucket_line(fig: WindowFigures) -> str | None:
@@ -210,8 +219,6 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
     if args.all:
-        from app.fleet import fleet, rows_json, table
-
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}

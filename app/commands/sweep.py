@@ -19,13 +19,13 @@ from urllib.parse import urlsplit
 
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
+from core.progress import SweepProgress
 from core.redact import masked
 from core.settings import Settings
 from core.text import visible
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_model
 from sweep.engine import EngineLevel
-from sweep.progress import Progress
 from sweep.report import CLIENT_VS_ENGINE, engine_json, format_engine, format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
 from sweep.verdict import recommend
@@ -188,7 +188,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 def _measure(config: SweepConfig, engine: list[EngineLevel]) -> list[SweepLevel]:
     levels: list[SweepLevel] = []
     try:
-        asyncio.run(run_sweep(config, Progress(len(config.concurrencies), config.level_s), levels, engine))
+        asyncio.run(run_sweep(config, SweepProgress(len(config.concurrencies), config.level_s), levels, engine))
     except KeyboardInterrupt:
         if levels:  # ten minutes a level: never lose the levels already measured
             print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
+from app.notify.channels import destinations
 from app.notify.outbox import GroupLog, alert_key
-from core.settings import AlertsSettings, EmailSettings, WebhookSettings
+from core.settings import AlertsSettings, DeliverySettings, EmailSettings
 
 Muted = Callable[[AlertState, float], bool]
-Timing = EmailSettings | WebhookSettings  # group_by, group_wait_s, group_interval_s, repeat_interval_s, send_resolved
 Grouper = Callable[[AlertState], tuple[str, str, tuple[str, ...]]]  # state → (group key, label, recipients)
 _ENDED = (RESOLVED, INACTIVE, PENDING)  # no longer firing; no_data and error are not an end
 
@@ -81,8 +81,6 @@ def all_recipients(email: EmailSettings) -> list[str]:
 def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) -> str:
     """One line for ``status`` and the Alerts page: where alert e-mails go, or that they are off, and
     where else notifications go (``alerts``: its Alertmanager and webhook, when on)."""
-    from app.notify.hooks import destinations
-
     others = destinations(alerts) if alerts is not None else []
     also = f"; also to {', '.join(others)}" if others else ""
     if not email.enabled and others:
@@ -106,7 +104,7 @@ def grouped(state: AlertState, group_by: Iterable[str], to: tuple[str, ...], pre
     return key, label, to
 
 
-def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: Timing, muted: Muted, now: float,
+def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: DeliverySettings, muted: Muted, now: float,
          group: Grouper | None = None) -> Plan:  # fmt: skip
     """Decide, for every group with something firing or logged, what to send now and what to log.
     ``email`` gives the timing; ``group`` the grouping (default: e-mail's routes and ``group_by``);
@@ -129,7 +127,7 @@ def plan(states: Iterable[AlertState], logs: dict[str, GroupLog], email: Timing,
 
 
 def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], states: list[AlertState],
-                email: Timing, muted: Muted, now: float) -> None:  # fmt: skip
+                email: DeliverySettings, muted: Muted, now: float) -> None:  # fmt: skip
     by_key = {alert_key(s): s for s in states}
     quiet = {k for k, s in by_key.items() if muted(s, now)}
     firing = [s for k, s in by_key.items() if s.state == FIRING and k not in quiet]
@@ -163,7 +161,7 @@ def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], state
 
 
 def _due_at(log: GroupLog, new: list[AlertState], resolved: list[AlertState],
-            firing: list[AlertState], email: Timing) -> float | None:  # fmt: skip
+            firing: list[AlertState], email: DeliverySettings) -> float | None:  # fmt: skip
     """When the group's next e-mail is due, or None when there is nothing to send."""
     if not log.firing or log.last_notified_at is None:  # a new group (or one all of whose alerts ended)
         if not new:

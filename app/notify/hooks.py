@@ -27,16 +27,15 @@ import httpx
 
 from app.alerts.model import RESOLVED, AlertState
 from app.notify import message
+from app.notify.channels import ALERTMANAGER, endpoint, prefix, shown
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
 from collectors.fetch import masked, scrubbed, split_userinfo
 from core.errors import SweetspotError
-from core.settings import AlertmanagerSettings, AlertsSettings, WebhookSettings
+from core.settings import AlertmanagerSettings, WebhookSettings
 from core.text import MAX_HEADER, terminal, visible
 
 log = logging.getLogger(__name__)
-ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
-API_PATH = "/api/v2/alerts"
 USER_AGENT = "sweetspot-notifier"
 MAX_ANSWER_BYTES = 64 * 1024  # of a receiver's answer, read at most this much (200 characters are kept)
 
@@ -51,32 +50,6 @@ class HookError(SweetspotError):
 
 class DeadlineError(HookError):
     """A POST not over within its deadline (retried with backoff, as a timeout)."""
-
-
-def prefix(channel: str) -> str:
-    """What starts the group keys of ``channel`` (e-mail's keys have no prefix)."""
-    return f"{channel}: "
-
-
-def endpoint(channel: str, settings: WebhookSettings) -> str:
-    """The URL POSTed to: Alertmanager's v2 alerts API under its base URL, a webhook's URL as given."""
-    return settings.url.rstrip("/") + API_PATH if channel == ALERTMANAGER else settings.url
-
-
-def shown(channel: str, settings: WebhookSettings) -> str:
-    """Where notifications go, as stored, logged and shown: a webhook's path often is its secret (a
-    Slack incoming webhook's is), so only its origin is shown; Alertmanager's API URL, without a password."""
-    url = masked(endpoint(channel, settings))
-    if channel == ALERTMANAGER:
-        return url
-    parts = httpx.URL(url)
-    return f"{parts.scheme}://{parts.netloc.decode()}" + ("/…" if parts.path not in ("", "/") else "")
-
-
-def destinations(alerts: AlertsSettings) -> list[str]:
-    """``alertmanager http://…`` and ``webhook https://host/…`` for the channels that are on."""
-    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
-    return [f"{channel} {shown(channel, settings)}" for channel, settings in hooks if settings.enabled]
 
 
 def grouper(channel: str, settings: WebhookSettings) -> Grouper:

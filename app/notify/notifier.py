@@ -32,11 +32,11 @@ from sqlalchemy import Engine
 from app.alerts import store
 from app.alerts.model import AlertState
 from app.alerts.rules import Rule, declared
-from app.notify import grouping, hooks, message, outbox, smtp
+from app.notify import channels, grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
 from core.errors import SweetspotError
-from core.settings import EmailSettings, Settings, WebhookSettings
+from core.settings import DeliverySettings, Settings, WebhookSettings
 
 log = logging.getLogger(__name__)
 JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
@@ -71,7 +71,7 @@ class Notifier:
     def hooks(self) -> list[tuple[str, WebhookSettings]]:
         """The HTTP channels that are on: (channel, its settings)."""
         alerts = self.settings.alerts
-        return [(c, h) for c, h in ((hooks.ALERTMANAGER, alerts.alertmanager), (hooks.WEBHOOK, alerts.webhook)) if h.enabled]
+        return [(c, h) for c, h in ((channels.ALERTMANAGER, alerts.alertmanager), (channels.WEBHOOK, alerts.webhook)) if h.enabled]
 
     def channels(self) -> list[str]:
         return [*([outbox.EMAIL] if self.email.enabled else []), *(c for c, _ in self.hooks())]
@@ -128,7 +128,7 @@ class Notifier:
         with self.engine.connect() as conn:
             states = list(store.load_states(conn).values())
             logs = outbox.read_groups(conn)
-        prefixes = tuple(hooks.prefix(c) for c in (hooks.ALERTMANAGER, hooks.WEBHOOK))
+        prefixes = tuple(channels.prefix(c) for c in (channels.ALERTMANAGER, channels.WEBHOOK))
         outgoing: list[Outgoing] = []
         groups: list[outbox.GroupLog] = []
         if self.email.enabled:
@@ -139,7 +139,7 @@ class Notifier:
             outgoing += [_held_entry(held, outbox.EMAIL, self.rule_of) for held in plan.held]
             groups += plan.groups
         for channel, settings in self.hooks():
-            own = {k: v for k, v in logs.items() if k.startswith(hooks.prefix(channel))}
+            own = {k: v for k, v in logs.items() if k.startswith(channels.prefix(channel))}
             plan = grouping.plan(states, own, settings, self.muted, now, hooks.grouper(channel, settings))
             outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now, self.rule_of) for due in plan.due]
             outgoing += [_held_entry(held, channel, self.rule_of) for held in plan.held]
@@ -242,7 +242,7 @@ class Notifier:
         for sender in self._senders.values():
             sender.close()
 
-    def _failed(self, item: outbox.Notification, exc: SweetspotError, timing: EmailSettings | WebhookSettings | None = None) -> None:
+    def _failed(self, item: outbox.Notification, exc: SweetspotError, timing: DeliverySettings | None = None) -> None:
         """One failed attempt: retried with the channel's doubling backoff, or given up (after
         ``give_up_after_s``, or at once when retrying cannot help: a webhook's 4xx)."""
         timing = timing or self.email

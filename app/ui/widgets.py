@@ -178,6 +178,8 @@ def slo_tile(f: WindowFigures, w: str) -> Tile:
     return Tile(f"TTFT SLO attainment · {w}", share(f.ttft_slo_attainment), context,
                 "Share of requests whose TTFT was within the SLO, from vLLM's TTFT buckets (as vLLM's Grafana Overview)."
                 + (f" {how}." if how else "") + slo_warning(f))  # fmt: skip
+
+
 def ttft_tile(f: WindowFigures, w: str, engine: str, sweetspot: SweetSpotSettings) -> Tile:
     """TTFT P95 as clients see it where a gateway holds requests (the gateway wait + the engine's, the
     engine's beside it), else the engine's own (issue 28)."""
@@ -201,8 +203,6 @@ def client_slo_tile(f: WindowFigures, w: str) -> Tile:
                 "against the SLO less the gateway wait (an estimate, Little's law).")  # fmt: skip
 
 
-# The report's share, named as its definition: the ceiling bounds decode steps/s, not tok/s (DOMAIN.md §1).
-REPORT_SHARE = "the report's % of ceiling (tok/s ÷ steps/s bound)"
 TOKENS_HELP = ("Output tokens per second of the whole deployment. The bandwidth bound (the report's ceiling on the "
                "reference deployment), bandwidth ÷ (weights ÷ TP), bounds decode steps per second: each step reads "
                "the weights once. Each step yields a token per running request, so tok/s passes it as soon as "

@@ -1,7 +1,8 @@
-"""A plain-text progress bar with ETA on stderr (no dependency).
+"""Progress bars with an ETA for long work, dependency-free, on stderr: a count of units
+(:class:`ProgressLine`: backfill's rounds and steps) and a load sweep's levels (:class:`SweepProgress`).
 
-On a terminal the bar is redrawn in place; elsewhere (a log file, CI) one line is written when each
-level starts and ends, so a long sweep still shows it is alive without flooding the log.
+On a terminal a bar is redrawn in place; elsewhere (a log file, CI) a plain line is written now and
+then instead, so the output stays readable in a file without flooding it.
 """
 
 from __future__ import annotations
@@ -9,12 +10,67 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Protocol, TextIO
 
 from core.durations import format_duration
-from db.results import SweepLevel
-from sweep.engine import EngineLevel
-from sweep.report import format_engine
+
+
+class ProgressLine:
+    """``label ███░░░  45%  9,000/20,160 rounds  ETA 20 s`` redrawn in place on a terminal.
+
+    Off a terminal (logs, CI) it prints a plain line every ``every_pct`` per cent instead, so the
+    output stays readable in a file.
+    """
+
+    def __init__(self, label: str, total: int, unit: str, stream: TextIO | None = None, every_pct: int = 10) -> None:
+        self.label, self.total, self.unit = label, max(total, 1), unit
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every_pct = every_pct
+        self.started = time.monotonic()
+        self._last_pct = -1
+
+    def update(self, done: int) -> None:
+        pct = min(100, int(100 * done / self.total))
+        if not self.tty and (pct // self.every_pct == self._last_pct // self.every_pct):
+            return
+        if self.tty and pct == self._last_pct and done != self.total:
+            return
+        self._last_pct = pct
+        elapsed = time.monotonic() - self.started
+        eta = elapsed * (self.total - done) / done if done else float("nan")
+        bar = "█" * (pct // 5) + "░" * (20 - pct // 5)
+        line = f"{self.label} {bar} {pct:3d}%  {done:,}/{self.total:,} {self.unit}  ETA {_seconds(eta)}"
+        self.stream.write(("\r" + line) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def finish(self, note: str = "") -> None:
+        elapsed = time.monotonic() - self.started
+        end = f"{self.label} done: {self.total:,} {self.unit} in {elapsed:.1f} s{(' ' + note) if note else ''}"
+        self.stream.write(("\r" + end + " " * 20 + "\n") if self.tty else end + "\n")
+        self.stream.flush()
+
+
+def _seconds(value: float) -> str:
+    if value != value:  # NaN: nothing done yet
+        return "--"
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+class LevelResult(Protocol):
+    """What a sweep level's summary line shows (db.results.SweepLevel)."""
+
+    @property
+    def concurrency(self) -> int: ...
+    @property
+    def tokens_per_s(self) -> float | None: ...
+    @property
+    def ttft_p95_s(self) -> float | None: ...
+    @property
+    def requests(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
+
 
 _WIDTH = 24
 
@@ -24,7 +80,7 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-class Progress:
+class SweepProgress:
     """Progress of a sweep of ``levels`` levels of ``level_s`` seconds each.
 
     A level lasts longer than its ``level_s``: the requests in flight at its window's end run to their
@@ -81,12 +137,12 @@ class Progress:
     def finish_level(
         self,
         index: int,
-        level: SweepLevel,
+        level: LevelResult,
         errors: list[tuple[str, int]] | None = None,
-        engine: EngineLevel | None = None,
+        engine_line: str = "",
     ) -> None:
-        """Level ``index`` is measured: one summary line, the engine's own figures when it has them,
-        then its most frequent errors (text, count)."""
+        """Level ``index`` is measured: one summary line, the engine's own figures when it has them
+        (``engine_line``, sweep.report.format_engine), then its most frequent errors (text, count)."""
         if self._started is not None:
             self._drains.append(max(0.0, self.clock() - self._started - self.level_s))
             self._started = None
@@ -96,8 +152,8 @@ class Progress:
             f"level {index + 1}/{self.levels} done: concurrency {level.concurrency}, {tok}, "
             f"TTFT P95 {ttft}, {level.requests} requests, {level.errors} errors"
         )
-        if engine is not None:
-            self._line(f"  {format_engine(engine)}")
+        if engine_line:
+            self._line(f"  {engine_line}")
         for text, count in errors or ():
             self._line(f"  {count} × {text}")
 

@@ -1,6 +1,6 @@
 """The names a rule's expressions can use: the query facade's figures, a few derived ones, thresholds.
 
-One table (:data:`FIGURES`, :data:`DERIVED`) serves the evaluator, the banner, ``status``, the
+One table (:data:`FIGURE_NAMES`, :data:`DERIVED`) serves the evaluator, the banner, ``status``, the
 backtest and the check of ``[[alerts.rules]]``. A figure is None when the facade has no data for
 it; a rule whose value needs a None figure is in the state ``no_data`` (never "all good").
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from app.sweet_spot import SweetSpot
 
 # Figures of WindowFigures / SeriesPoint (db/figures.py); a series step lacks the window-only ones.
-FIGURES: dict[str, str] = rule_names()
+FIGURE_NAMES: dict[str, str] = rule_names()
 DERIVED: dict[str, str] = {
     "queued": "requests waiting anywhere: max(waiting_max, queue_depth_max)",
     "up": "1 when the last scrape in the window succeeded, 0 when it failed",
@@ -46,14 +46,14 @@ DERIVED: dict[str, str] = {
     "sweet_spot_missing": "why there is no sweet spot (text; empty when there is one)",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
-NAMES: frozenset[str] = frozenset((*FIGURES, *DERIVED, *THRESHOLDS))
+NAMES: frozenset[str] = frozenset((*FIGURE_NAMES, *DERIVED, *THRESHOLDS))
 
 
 def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequence[SeriesPoint] = (),
                  spot: SweetSpot | None = None) -> dict[str, Any]:  # fmt: skip
     """Every name over one window; ``recent`` are the latest series steps (for queue growth); ``spot``
     the target's resolved sweet spot and own curve (app/sweet_spot.py; None: the settings' alone, no curve)."""
-    names: dict[str, Any] = {k: getattr(f, k) for k in FIGURES}
+    names: dict[str, Any] = {k: getattr(f, k) for k in FIGURE_NAMES}
     names["scrapes"], names["failed_scrapes"] = float(f.scrapes), float(f.failed_scrapes)
     reason = no_data_reason(f)
     growth = queue_growth(recent, f.end, sweetspot.queue_growth_s)
