@@ -136,6 +136,10 @@ class GatewaySettings:
     )
     json_path: str = _setting("", "dotted path to the number in the JSON document (kind = json)")
     http: HttpSettings = _setting(None, "HTTP settings of the gateway source (over targets[].http)", factory=HttpSettings)
+    wait_metric: str = _setting(
+        "", "the gateway's own wait histogram (seconds) on the Prometheus page at url; a|b takes the first exposed; "
+        "empty: the preset's, none: Little's law only"
+    )
 
 
 @dataclass(frozen=True)
@@ -546,14 +550,18 @@ class Settings:
 
 
 GATEWAY_PRESETS: dict[str, dict[str, Any]] = {
-    "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests"},
+    "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests",
+                "wait_metric": "litellm_request_queue_time_seconds"},
     "litellm-json": {"kind": "json", "json_path": "in_flight_requests"},
     "production-stack": {"kind": "prometheus", "metric": "vllm:num_prefill_requests+vllm:num_decoding_requests"},
     "gateway-api": {"kind": "prometheus", "metric": "inference_pool_average_queue_size"},
-    "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size"},
+    "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size",
+              "wait_metric": "llm_d_epp_flow_control_request_queue_duration_seconds"
+                             "|inference_extension_flow_control_request_queue_duration_seconds"},
     "aibrix": {"kind": "prometheus", "metric": "gateway_in_flight_requests"},
     "envoy": {"kind": "prometheus", "metric": "envoy_cluster_upstream_rq_pending_active"},
-    "sweetspot-sim": {"kind": "prometheus", "metric": "sweetspot_gateway_queue_depth"},
+    "sweetspot-sim": {"kind": "prometheus", "metric": "sweetspot_gateway_queue_depth",
+                      "wait_metric": "litellm_request_queue_time_seconds"},
 }
 
 
@@ -722,6 +730,23 @@ def apply_gateway_preset(gateway: GatewaySettings, key: str = "gateway") -> Gate
     return dataclasses.replace(gateway, **resolved)
 
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def _check_wait_metric(gateway: GatewaySettings, key: str) -> None:
+    """The gateway's wait histogram: names (``a|b``) read from its Prometheus page, or ``none``."""
+    wait = gateway.wait_metric.strip()
+    if not wait or wait == "none":
+        return
+    if gateway.kind != "prometheus":
+        raise ConfigError(f"{key}: {wait!r} is read from a Prometheus page; it needs gateway.kind = prometheus "
+                          "(or set it to none)")
+    names = [n.strip() for n in wait.split("|")]
+    bad = [n for n in names if not _METRIC_NAME.fullmatch(n)]
+    if bad:
+        raise ConfigError(f"{key}: {bad[0]!r} is not a metric name (a histogram's base name, a|b for the first exposed)")
+
+
 def _check_target(target: TargetSettings, key: str) -> None:
     problem = name_problem(target.name)
     if problem:
@@ -764,6 +789,7 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gateway.kind: {gateway.kind!r} is not one of prometheus, json, none")
         if gateway.kind != "none" and not gateway.url:
             raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
+        _check_wait_metric(gateway, key + ".gateway.wait_metric")
         if target.engine not in ("auto", "vllm", "sglang"):
             raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
