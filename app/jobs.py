@@ -115,6 +115,8 @@ class RoundReader:
             if source == "vllm":
                 self._log_series_limit(round_.target, value)
                 self._log_duplicates(round_.target, value)
+            if source == "gateway":
+                self._log_wait(round_.target, value)
             round_.results[source] = value, SourceResult(True, None, time.perf_counter() - began)
         round_.left -= 1
 
@@ -150,6 +152,18 @@ class RoundReader:
             else:
                 log.info("%s vllm: the page repeats no sample any more", target.name)
             self._last_error[key] = repeated
+
+    def _log_wait(self, target: TargetSettings, reading: GatewayReading) -> None:
+        # Once when the gateway's wait histogram cannot be read (and once when it can again): the wait
+        # is then Little's law's estimate, and gateway_wait_source says so without the detail.
+        key, note = (target.name, "gateway wait"), reading.wait_note
+        if self._last_error.get(key, "") != note:
+            if note:
+                log.warning("%s gateway: %s; the gateway wait is estimated by Little's law (targets[].gateway.wait_metric)",
+                            target.name, note)
+            else:
+                log.info("%s gateway: its wait histogram reads again", target.name)
+            self._last_error[key] = note
 
     def _log_change(self, target: TargetSettings, source: str, error: str) -> None:
         # Log a source going down or coming back once, not on every round.

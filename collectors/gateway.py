@@ -24,7 +24,8 @@ from typing import Any
 
 from collectors.expfmt import SelectiveParser, require_exposition
 from collectors.fetch import Fetcher, fetch_text
-from collectors.records import GatewayReading
+from collectors.records import GatewayReading, Histogram
+from collectors.vllm import merge_histograms
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import GatewaySettings, HttpSettings, apply_gateway_preset
@@ -62,7 +63,68 @@ def gateway_from_page(gateway: GatewaySettings, text: str) -> GatewayReading:
             raise ScrapeError(f"gateway kind {gateway.kind!r} unknown", "Set targets[].gateway.kind")
     except ScrapeError as exc:
         raise ScrapeError(f"{masked(gateway.url)}: {exc}", exc.hint) from None
-    return GatewayReading(queue_depth=value, source=f"{gateway.preset or gateway.kind} {what}")
+    wait, note = None, ""
+    if gateway.kind == "prometheus" and wait_metric_names(gateway):
+        wait, note = wait_from_prometheus(text, wait_metric_names(gateway))
+    return GatewayReading(queue_depth=value, source=f"{gateway.preset or gateway.kind} {what}", wait=wait, wait_note=note)
+
+
+def wait_metric_names(gateway: GatewaySettings) -> tuple[str, ...]:
+    """The wait histogram's names (``a|b``: the first exposed), none where unset or ``none``."""
+    wait = gateway.wait_metric.strip()
+    return () if wait in ("", "none") else tuple(n.strip() for n in wait.split("|") if n.strip())
+
+
+def wait_from_prometheus(text: str, names: tuple[str, ...]) -> tuple[Histogram | None, str]:
+    """The gateway's own wait histogram in ``text``: the first of ``names`` exposed, its series
+    (labels other than ``le``) summed on the bounds they share; or None and why (absent, no +Inf
+    bucket nor count, a value NaN or negative, a bound that is no number). Never raises: the queue
+    depth read from the same page stands whatever its wait histogram is."""
+    wanted = {f"{n}_{part}" for n in names for part in ("bucket", "count", "sum")}
+    try:
+        found, labels, values = SelectiveParser(wanted).parse_columns(text)
+    except ScrapeError as exc:
+        return None, f"wait histogram unreadable ({str(exc)[:120]})"
+    for name in names:
+        series: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
+        for sample, lab, value in zip(found, labels, values, strict=True):
+            part = sample.removeprefix(name + "_")
+            if sample == part or part not in ("bucket", "count", "sum"):
+                continue
+            key = frozenset((k, v) for k, v in lab.items() if k != "le")
+            one = series.setdefault(key, {"buckets": {}, "count": None, "sum": None})
+            if part == "bucket":
+                try:
+                    bound = float(lab.get("le", "nan"))
+                except ValueError:
+                    bound = math.nan
+                if math.isnan(bound):
+                    return None, f"{name}_bucket has a bucket whose le={lab.get('le')!r} is not a bound"
+                one["buckets"][bound] = value
+            else:
+                one[part] = value
+        if series:
+            return _wait_histogram(name, list(series.values()))
+    return None, f"no histogram named {' or '.join(names)} on the gateway's page"
+
+
+def _wait_histogram(name: str, series: list[dict[str, Any]]) -> tuple[Histogram | None, str]:
+    histograms = []
+    for one in series:
+        buckets, count = dict(one["buckets"]), one["count"]
+        if math.inf not in buckets and count is not None:
+            buckets[math.inf] = count  # a missing +Inf bucket is the _count (DOMAIN.md)
+        if math.inf not in buckets:
+            return None, f"{name} has no +Inf bucket and no _count: its waits cannot be counted"
+        bounds = tuple(sorted(buckets))
+        cumulative = tuple(buckets[b] for b in bounds)
+        values = [*cumulative, *(v for v in (count, one["sum"]) if v is not None)]
+        if not all(map(math.isfinite, values)) or min(values) < 0:
+            return None, f"{name} has a NaN, infinite or negative value"
+        if any(b < a for a, b in zip(cumulative, cumulative[1:], strict=False)):
+            return None, f"{name}'s buckets are not cumulative"
+        histograms.append(Histogram(bounds, cumulative, count, one["sum"]))
+    return merge_histograms(histograms), ""
 
 
 def resolve_preset(settings: GatewaySettings) -> GatewaySettings:

@@ -70,6 +70,10 @@ class GatewayReading:
 
     queue_depth: float | None
     source: str = ""
+    # the gateway's own wait histogram (seconds, cumulative as scraped; targets[].gateway.wait_metric),
+    # None where none is configured or it could not be read (``wait_note`` says why)
+    wait: Histogram | None = None
+    wait_note: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,3 +126,22 @@ def hist_parts(
         if acc is not None:
             parts.append((np.asarray(keys, dtype=np.int64), acc[0], acc[1]))
     return parts
+
+
+def dense_hist(
+    parts: list[tuple[np.ndarray, tuple[float, ...], np.ndarray]], nkeys: int
+) -> tuple[tuple[float, ...], np.ndarray] | None:
+    """All parts on the newest part's layout (see :mod:`db.histo` for the merge rule)."""
+    if not parts:
+        return None
+    bounds = parts[-1][1]
+    counts = np.zeros((nkeys, len(bounds)), dtype=np.int64)
+    for keys, b, c in parts:
+        if b != bounds:
+            table = histo.remap_index(b, bounds)
+            mapped = np.zeros((len(keys), len(bounds)), dtype=np.int64)
+            for j, t in enumerate(table.tolist()):
+                mapped[:, t] += c[:, j]
+            c = mapped
+        counts[keys] += c
+    return bounds, counts

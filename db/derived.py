@@ -9,8 +9,10 @@ and returns the figure's, or None where its inputs were not read. NaN is "no dat
   (``vllm:request_prompt_tokens`` / ``request_generation_tokens`` sum ÷ count): the step model's context.
 - ``decode_tok_s_per_request`` = tokens_per_s ÷ max(running_avg, tokens_per_s ÷ steps_per_s): never above
   steps/s (an idle share of the window lowers the running average, not the requests in each step).
-- ``gateway_wait_s`` = average gateway queue ÷ requests entering the engine per second (Little's law),
-  ``client_ttft_p95_s`` = max(the engine's TTFT P95, its median + the wait's P95).
+- ``gateway_wait_s``: the gateway's own wait histogram's mean where it counted waits (measured), else
+  average gateway queue ÷ requests entering the engine per second (Little's law, an estimate);
+  ``gateway_wait_p95_s`` its P95 (the histogram's, else a Gamma estimate), ``client_ttft_p95_s`` =
+  max(the engine's TTFT P95, its median + the wait's P95).
 - ``spec_decode_mean_acceptance_length`` = 1 + accepted ÷ drafts (ENGINES.md); the acceptance rate
   (accepted ÷ draft tokens) is a ratio row.
 """
@@ -57,16 +59,44 @@ def decode_tok_s_per_request(f: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def gateway_wait_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
-    """Little's law: the gateway queue's average ÷ the rate requests enter the engine (its TTFT count's
-    rate, else finished requests' where vLLM has no TTFT histogram). An empty queue waits 0; a queue
-    while nobody entered (rate 0 or unknown) is NaN: the wait is unknown, never a division by zero.
-    NaN too where no gateway queue was read (no gateway)."""
+    """The mean wait in the gateway: measured where the gateway's own wait histogram counted waits in
+    the step (its sum ÷ count, :func:`measured_waits`), else Little's law: the gateway queue's average
+    ÷ the rate requests enter the engine (its TTFT count's rate, else finished requests' where vLLM has
+    no TTFT histogram). An empty queue waits 0; a queue while nobody entered (rate 0 or unknown) is
+    NaN: the wait is unknown, never a division by zero. NaN too where no gateway queue was read."""
     queue = f.get("queue_depth_avg")
     if queue is None:
         return None
     rate = admission_rate(f)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(queue == 0, 0.0, np.where(rate > 0, queue / np.where(rate > 0, rate, 1.0), np.nan))
+        little = np.where(queue == 0, 0.0, np.where(rate > 0, queue / np.where(rate > 0, rate, 1.0), np.nan))
+    measured = measured_waits(f)
+    if measured is None:
+        return little
+    waits, total = f["gateway_waits"], f["gateway_wait_hist_sum"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(measured & ~np.isnan(total), total / np.where(measured, waits, 1.0), little)
+
+
+def measured_waits(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """Where the gateway's own wait histogram counted at least one wait in the step (the measured
+    source); None where no step has one (every step then reads the estimate)."""
+    waits, p95 = f.get("gateway_waits"), f.get("gateway_wait_hist_p95_s")
+    if waits is None or p95 is None:
+        return None
+    measured = (np.nan_to_num(waits) > 0) & ~np.isnan(p95)
+    return measured if measured.any() else None
+
+
+def gateway_wait_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The 95th percentile of the gateway wait: the gateway's own histogram's where it counted waits in
+    the step, else the estimate of :func:`wait_p95_s` from the queue and the admission rate."""
+    queue = f.get("queue_depth_avg")
+    if queue is None:
+        return None
+    estimate = wait_p95_s(queue, admission_rate(f))
+    measured = measured_waits(f)
+    return estimate if measured is None else np.where(measured, f["gateway_wait_hist_p95_s"], estimate)
 
 
 def admission_rate(f: dict[str, np.ndarray]) -> np.ndarray:
@@ -100,9 +130,9 @@ def client_ttft_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:
     if ttft is None:
         return None
     queue, wait = f.get("queue_depth_avg"), f.get("gateway_wait_s")
-    if queue is None or wait is None:
+    waited = gateway_wait_p95_s(f)
+    if queue is None or wait is None or waited is None:
         return ttft
-    waited = wait_p95_s(queue, admission_rate(f))
     both = np.fmax(ttft, (median if median is not None else ttft) + waited)
     return np.where(np.isnan(queue), ttft, np.where(np.isnan(wait), np.nan, both))
 

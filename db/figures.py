@@ -185,8 +185,15 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("requests_started_per_s", "rate", ("ttft", "covered_ms"), unit="req/s",
            help="requests entering the engine per second (the rate of its TTFT count: each got a first token)"),
     Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",
-           help="the wait in the gateway's queue (s), by Little's law: average queue ÷ requests entering the engine "
-           "per second (an estimate; none where nobody was admitted)", fn=derived.gateway_wait_s),
+           help="the mean wait in the gateway (s): its own wait histogram's (targets[].gateway.wait_metric) where it "
+           "counted waits, else by Little's law, average queue ÷ requests entering the engine per second (an "
+           "estimate; none where nobody was admitted); gateway_wait_source says which", fn=derived.gateway_wait_s),
+    Figure("gateway_wait_p95_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s",
+           label="gateway wait P95",
+           help="the gateway wait's P95 (s): its own wait histogram's where it counted waits, else estimated from "
+           "the queue and the admission rate", fn=derived.gateway_wait_p95_s),
+    Figure("gateway_waits", "count", ("gateway_wait",), rows="target", unit="requests",
+           help="waits the gateway's own wait histogram counted in the window (none: no histogram read)"),
     Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 (clients)",
            help="TTFT P95 as clients see it (s): max(the engine's TTFT P95, its median + the gateway wait's P95) "
            "(the engine's where no gateway)",

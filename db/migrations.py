@@ -508,6 +508,17 @@ def _compute_roof(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE targets ADD COLUMN {name} {kind}"))
 
 
+def _gateway_wait(conn: Connection) -> None:
+    # The gateway's own wait histogram (targets[].gateway.wait_metric), stored per round on the
+    # target's rows as a model's histograms are: layout, count and sum increases, packed buckets.
+    for table in ("scrapes", "target_rollups"):
+        have = _columns(conn, table)
+        for column in schema.GATEWAY_WAIT_COLUMNS():
+            if column.name not in have:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -536,6 +547,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0027_masked_url_values", _masked_url_values),
     ("0030_bench_runs", _bench_runs),
     ("0031_config_epochs", _config_epochs),
+    ("0032_gateway_wait", _gateway_wait),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

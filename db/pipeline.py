@@ -10,6 +10,7 @@ step; NaN is "no data" (a gap), never zero. Rates divide by the time the rounds 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,8 +21,8 @@ from collectors.catalogue import FINISHED_BY_REASON, sleep_state
 from db import aggregate, derived, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
-from db.results import CeilingInfo, GpuFigures, WindowFigures, stale_age
-from db.schema import COUNTERS, GAUGES, HISTOGRAMS
+from db.results import LITTLE, MEASURED, WAIT_UNKNOWN, CeilingInfo, GpuFigures, WindowFigures, stale_age
+from db.schema import COUNTERS, GATEWAY_WAIT, GAUGES, HISTOGRAMS
 from db.sources import RAW
 from db.thresholds import stored_ttft_slo
 
@@ -50,7 +51,8 @@ _FALLBACKS = {f.name: f"{f.fallback}_avg" for f in _RATIOS if f.fallback}
 _GATEWAY_NEEDS = {
     "gateway_wait_s": ("queue_depth_avg", "requests_started_per_s", "requests_per_s"),
     "client_ttft_p95_s": ("ttft_p95_s", "ttft_p50_s", "gateway_wait_s", "queue_depth_avg", "requests_started_per_s",
-                          "requests_per_s"),
+                          "requests_per_s", "gateway_wait_p95_s"),
+    "gateway_wait_p95_s": ("queue_depth_avg", "requests_started_per_s", "requests_per_s"),
     "client_ttft_slo_attainment": ("ttft_slo_attainment", "gateway_wait_s", "queue_depth_avg",
                                    "requests_started_per_s", "requests_per_s"),
 }
@@ -143,10 +145,11 @@ def figures(
     out = {"scrapes": np.full(cells, np.nan), "up_scrapes": np.ones(cells), "up_ratio": np.full(cells, np.nan)}
     # Scrape health is only needed for up_ratio and queue depth: model rows exist only for
     # successful scrapes, so a down step is a gap without it.
+    waits: tuple[tuple[float, ...], np.ndarray] | None = None  # the gateway's wait histogram per cell
     if want & (_UNBLANKED | _GATEWAY_NEEDS.keys()):
         position = {t: i for i, t in enumerate(models)}
         rows = [r for lv, lo, hi in segments for r in sources.fetch_targets(conn, lv, list(models), lo, hi)]
-        out = _target_figures(rows, cells, _cells(rows, position, grid))
+        out, waits = _target_figures(rows, cells, _cells(rows, position, grid), sources.layouts(conn))
     spec = {op: [c for c in cols if _NEEDED_BY[c] & want] for op, cols in _SCALAR_SPEC.items()}
     if any(spec.values()):
         out.update(_model_figures(conn, segments, models, grid, spec))
@@ -160,7 +163,7 @@ def figures(
         out["ttft_slo_s"] = _slo_cells(conn, models, slo, groups)
         thresholds = _share_thresholds(out, out["ttft_slo_s"])
     if quantiles or shares:
-        out.update(_quantile_figures(conn, segments, models, grid, quantiles, shares, thresholds))
+        out.update(_quantile_figures(conn, segments, models, grid, quantiles, shares, thresholds, waits))
     _ratios(out)
     _derived(out)
     if "client_ttft_slo_attainment" in out:  # no gateway queue read: the client's share is the engine's
@@ -238,12 +241,24 @@ def _cells(rows: list[Any], owner: Mapping[int, int], grid: tuple[int, int, int]
     return of * groups + step_of(rows, start, step)
 
 
-def _target_figures(rows: list[Any], cells: int, key: np.ndarray) -> dict[str, np.ndarray]:
-    """Scrape counts and queue depth per (target, step) cell."""
+_WAIT = GATEWAY_WAIT
+
+
+def _target_figures(
+    rows: list[Any], cells: int, key: np.ndarray, layouts: dict[int, tuple[float, ...]]
+) -> tuple[dict[str, np.ndarray], tuple[tuple[float, ...], np.ndarray] | None]:
+    """Scrape counts, queue depth and the gateway's own wait histogram per (target, step) cell, and
+    that histogram's per-bucket waits per cell (None: none read)."""
     red = aggregate.reduce_rows(
         rows, sources.TARGET_COLS, key, cells,
-        {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum"], "max": ["queue_depth_max"]}, {},
+        {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum", f"{_WAIT}_count", f"{_WAIT}_sum"],
+         "max": ["queue_depth_max"], "hist": [_WAIT]}, layouts,
     )  # fmt: skip
+    measured_p95 = np.full(cells, np.nan)
+    for keys, bounds, counts in red.hists[_WAIT]:
+        measured_p95[keys] = quantile_matrix(0.95, bounds, counts)[0]
+    layout_at = sources.TARGET_COLS.index(f"{_WAIT}_layout")
+    read = np.fromiter((r[layout_at] is not None for r in rows), dtype=np.float64, count=len(rows))
     samples = np.nan_to_num(red.sums["queue_samples"])
     with np.errstate(invalid="ignore", divide="ignore"):
         up_ratio = np.where(red.n > 0, np.nan_to_num(red.sums["up_scrapes"]) / np.where(red.n > 0, red.n, 1), np.nan)
@@ -254,7 +269,13 @@ def _target_figures(rows: list[Any], cells: int, key: np.ndarray) -> dict[str, n
         "up_ratio": up_ratio,
         "queue_depth_max": red.maxes["queue_depth_max"],
         "queue_depth_avg": queue_avg,
-    }
+        # the gateway's own wait histogram: its rounds read, its waits counted (NaN: none read), their
+        # sum, and its P95 (NaN: no wait counted)
+        "gateway_wait_reads": np.bincount(key, weights=read, minlength=cells) if rows else np.zeros(cells),
+        "gateway_waits": red.sums[f"{_WAIT}_count"],
+        "gateway_wait_hist_sum": red.sums[f"{_WAIT}_sum"],
+        "gateway_wait_hist_p95_s": measured_p95,
+    }, aggregate.dense_hist(red.hists[_WAIT], cells)
 
 
 def _across_models(values: np.ndarray, cells: int, nmodels: int, how: str) -> np.ndarray:
@@ -295,6 +316,7 @@ def _quantile_figures(
     conn: Connection, segments: list[tuple[int, int, int]], models: Mapping[int, Sequence[int]],
     grid: tuple[int, int, int], quantiles: list[tuple[str, float, str]],
     shares: Sequence[Any] = (), thresholds: Mapping[str, np.ndarray] | None = None,
+    waits: tuple[tuple[float, ...], np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:  # fmt: skip
     """Wanted quantiles per (target, step) cell, every model's buckets merged: per step by the
     database for one target, per model and step for several (then merged by target here); and the
@@ -325,7 +347,45 @@ def _quantile_figures(
         for fig in shares:
             if fig.inputs[0] == hist and thresholds and fig.name in thresholds:
                 out.update(_share_arrays(fig.name, cells, parts, thresholds[fig.name]))
+                if fig.name == "client_ttft_slo_attainment" and waits is not None and "ttft_slo_attainment" in thresholds:
+                    _measured_share(out, fig.name, parts, waits, thresholds["ttft_slo_attainment"])
     return out
+
+
+_POINTS_PER_BUCKET = 4  # a wait bucket's observations, taken as spread evenly over it
+
+
+def _measured_share(out: dict[str, np.ndarray], name: str, parts: list[Any],
+                    waits: tuple[tuple[float, ...], np.ndarray], slo: np.ndarray) -> None:  # fmt: skip
+    """The client-seen share where the gateway's own wait histogram counted waits: P(wait + TTFT ≤ SLO)
+    = Σ over the waits of P(engine TTFT ≤ SLO − wait), the waits of each bucket (lower, upper] spread
+    evenly over it (those above the largest finite bound at it: a floor on their wait) and the
+    engine's share from its buckets (attainment_matrix). Other cells keep the SLO less the mean wait."""
+    bounds, counts = waits
+    total = counts.sum(axis=1).astype(np.float64)
+    measured = total > 0
+    if not measured.any():
+        return
+    share = np.zeros(len(total))
+    finite = [0.0, *bounds[:-1]]
+    for j, upper in enumerate(bounds):
+        weight = counts[:, j].astype(np.float64)
+        if not weight.any():
+            continue
+        lower = finite[j]
+        points = [lower] if upper == math.inf else [lower + (upper - lower) * (k + 0.5) / _POINTS_PER_BUCKET
+                                                    for k in range(_POINTS_PER_BUCKET)]  # fmt: skip
+        for w in points:
+            engine = np.full(len(total), np.nan)
+            for keys, eb, ec in parts:
+                engine[keys] = attainment_matrix(slo[keys] - w, eb, ec).share
+            share += np.nan_to_num(engine) * weight / len(points)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        convolved = share / np.where(measured, total, 1.0)
+    known = measured & ~np.isnan(out[name])  # the engine answered (requests entered it in the cell)
+    out[name] = np.where(known, convolved, out[name])
+    for suffix in _SHARE_PARTS[1:]:  # a convolution has no single pair of bounds either side
+        out[name + suffix] = np.where(known, np.nan, out[name + suffix])
 
 
 _SHARE_PARTS = ("", "_lower_le", "_lower_share", "_upper_le", "_upper_share")  # db.quantiles.Attainment's order
@@ -377,7 +437,7 @@ _WINDOW_FIELDS = record_fields(WindowFigures)
 def window_from(
     target: str, model: str | None, end: float, window_s: float, lo: int,
     f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
-    engine: str | None = None, sleep: str | None = None, stale_after_s: float | None = None,
+    engine: str | None = None, sleep: str | None = None, stale_after_s: float | None = None, wait_metric: str = "",
 ) -> WindowFigures:  # fmt: skip
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
     engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once).
@@ -418,19 +478,41 @@ def window_from(
         **mbu,
         ttft_slo_bounds=_slo_bounds(f),
         ttft_slo_s=_first(f.get("ttft_slo_s")),
-        gateway_wait_source=wait_source(point.get("queue_depth_avg"), point.get("gateway_wait_s")),
+        gateway_wait_source=wait_source(point.get("queue_depth_avg"), point.get("gateway_wait_s"),
+                                        _first(f.get("gateway_waits")), _first(f.get("gateway_wait_reads")),
+                                        wait_metric),
     )
 
 
-LITTLE = "estimate: Little's law, the gateway queue's average ÷ the requests entering the engine per second"
-WAIT_UNKNOWN = "unknown: requests waited in the gateway while none entered the engine"
+_WAIT_NAMED = re.compile(r"(?:^|\s)wait=(\S+)")
 
 
-def wait_source(queue: float | None, wait: float | None) -> str | None:
-    """Where a window's gateway wait comes from, or why it is unknown; None without a gateway queue."""
-    if queue is None:
+def wait_metric_of(gateway_source: str | None) -> str:
+    """The wait histogram a target's stored gateway source names (db/writer.py gateway_source), or ""."""
+    found = _WAIT_NAMED.findall(gateway_source or "")
+    return found[-1] if found else ""
+
+
+def wait_source(queue: float | None, wait: float | None, waits: float | None = None, reads: float | None = None,
+                metric: str = "") -> str | None:  # fmt: skip
+    """Where a window's gateway wait comes from, or why it is unknown; None without a gateway queue.
+
+    Measured where the gateway's own wait histogram counted waits in the window (``waits``); else
+    Little's law, saying why the histogram did not serve: read but no new wait counted (``reads``),
+    named in the settings but not read (absent from the page, unreadable: the collector's log says
+    which), or none configured."""
+    if queue is None and not waits:
         return None
-    return LITTLE if wait is not None else WAIT_UNKNOWN
+    name = metric or "the gateway's wait histogram"
+    if waits:
+        return f"{MEASURED} {metric}, {waits:.0f} waits in the window" if metric else f"{MEASURED}, {waits:.0f} waits in the window"
+    if wait is None:
+        return WAIT_UNKNOWN
+    if reads:
+        return f"{LITTLE} ({name} counted no new wait in the window)"
+    if metric:
+        return f"{LITTLE} ({metric} not read in the window: absent from the gateway's page, or unreadable)"
+    return LITTLE
 
 
 def _first(values: np.ndarray | None) -> float | None:

@@ -41,6 +41,7 @@ from db.pipeline import (
     figures,
     level_for_step,
     sleep_state_at,
+    wait_metric_of,
     window_from,
     window_level,
 )
@@ -375,7 +376,8 @@ def _window(
     engine = None if row is None else row.engine
     sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
     stale_after = None if row is None else row.stale_after_s
-    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after)
+    wait_metric = "" if row is None else wait_metric_of(row.gateway_source)
+    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric)
     gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
     return dataclasses.replace(found, ceiling_missing=gap) if gap else found
 

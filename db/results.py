@@ -137,6 +137,10 @@ class EngineFigures:
     gateway_wait_s: float | None = None
     client_ttft_p95_s: float | None = None
     client_ttft_slo_attainment: float | None = None  # 0–1
+    # the gateway's own wait histogram (targets[].gateway.wait_metric): the wait's P95 (the histogram's
+    # where it counted waits, else the estimate) and the waits it counted (None: no histogram read)
+    gateway_wait_p95_s: float | None = None
+    gateway_waits: float | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,8 @@ class WindowFigures(EngineFigures):
     # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
     # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale
     stale_s: float | None = None
-    # where gateway_wait_s comes from ("estimate: Little's law ..."), or why it is unknown; None: no gateway
+    # where gateway_wait_s comes from ("measured: ..." the gateway's histogram, "estimate: Little's law ..."
+    # and why the histogram did not serve), or why it is unknown; None: no gateway
     gateway_wait_source: str | None = None
     # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing)
     ceiling_missing: str = NO_CEILING
@@ -349,3 +354,20 @@ class ConfigEpoch:
         if "restart" in self.kind:
             return f"{said} (restart)" if said else "restart (same configuration)"
         return said
+
+
+# Where a window's gateway wait comes from (WindowFigures.gateway_wait_source, db/pipeline.py wait_source)
+LITTLE = "estimate: Little's law, the gateway queue's average ÷ the requests entering the engine per second"
+WAIT_UNKNOWN = "unknown: requests waited in the gateway while none entered the engine"
+MEASURED = "measured: the gateway's own wait histogram"
+
+
+def wait_label(source: str | None) -> str:
+    """A wait source in a few words, for tiles and e-mails: ``measured, <metric>``, ``estimate, Little's
+    law`` or ``unknown``; "" without a gateway."""
+    if source is None:
+        return ""
+    if source.startswith(MEASURED):
+        name = source.removeprefix(MEASURED).split(",", 1)[0].strip()
+        return f"measured, {name}" if name else "measured by the gateway"
+    return "estimate, Little's law" if source.startswith(LITTLE) else "unknown"

@@ -122,12 +122,18 @@ def _v(x: Any) -> float | None:
     return None if x is None or math.isnan(x) else float(x)
 
 
-def _target_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
+_WAIT = schema.GATEWAY_WAIT
+
+
+def _target_rows(
+    rows: list[Any], step: int, layouts: dict[int, tuple[float, ...]], by_bounds: dict[tuple[float, ...], int]
+) -> list[dict[str, Any]]:
     ids, starts, key = _keys(rows, step)
     nk = len(ids)
-    spec = {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum"], "max": ["queue_depth_max"]}
-    red = aggregate.reduce_rows(rows, sources.TARGET_COLS, key, nk, spec, {})
-    return [
+    spec = {"sum": ["up_scrapes", "queue_samples", "queue_depth_sum", f"{_WAIT}_count", f"{_WAIT}_sum"],
+            "max": ["queue_depth_max"], "hist": [_WAIT]}  # fmt: skip
+    red = aggregate.reduce_rows(rows, sources.TARGET_COLS, key, nk, spec, layouts)
+    out = [
         {
             "target_id": int(ids[i]),
             "step": step,
@@ -137,9 +143,18 @@ def _target_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
             "queue_samples": int(np.nan_to_num(red.sums["queue_samples"][i])),
             "queue_depth_sum": _v(red.sums["queue_depth_sum"][i]),
             "queue_depth_max": _v(red.maxes["queue_depth_max"][i]),
+            f"{_WAIT}_layout": None,
+            f"{_WAIT}_count": _v(red.sums[f"{_WAIT}_count"][i]),
+            f"{_WAIT}_sum": _v(red.sums[f"{_WAIT}_sum"][i]),
+            f"{_WAIT}_buckets": None,
         }
         for i in range(nk)
     ]
+    for keys, bounds, counts in red.hists[_WAIT]:  # the gateway's wait histogram, merged as a model's are
+        for j, k in enumerate(keys.tolist()):
+            out[k][f"{_WAIT}_layout"] = by_bounds[bounds]
+            out[k][f"{_WAIT}_buckets"] = histo.encode(counts[j].tolist())
+    return out
 
 
 MODEL_SPEC: dict[str, list[str]] = {

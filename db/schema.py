@@ -70,6 +70,16 @@ def _hist_columns() -> list[Column]:
     return cols
 
 
+GATEWAY_WAIT = "gateway_wait"  # the target rows' histogram: the gateway's own wait (seconds)
+
+
+def GATEWAY_WAIT_COLUMNS() -> list[Column]:  # noqa: N802 (reads as the constant it stands for)
+    """The target rows' (scrapes, target_rollups) columns of the gateway's wait histogram."""
+    h = GATEWAY_WAIT
+    return [Column(f"{h}_layout", Integer), Column(f"{h}_count", Float), Column(f"{h}_sum", Float),
+            Column(f"{h}_buckets", LargeBinary)]
+
+
 migrations_table = Table(
     "sweetspot_migrations", metadata, Column("name", String(200), primary_key=True), Column("applied_at", Integer)
 )
@@ -153,6 +163,9 @@ scrapes = Table(
     Column("queue_depth", Float),
     Column("gateway_error", Text),
     Column("gpu_error", Text),
+    # the gateway's own wait histogram (targets[].gateway.wait_metric), its increase in the round, packed as
+    # a model's histograms are (0032_gateway_wait); NULL: none read, or no increase known (first read, reset of layout)
+    *GATEWAY_WAIT_COLUMNS(),
     **_NO_ROWID,
 )
 
@@ -208,6 +221,7 @@ target_rollups = Table(
     Column("queue_samples", Integer, nullable=False),
     Column("queue_depth_sum", Float),
     Column("queue_depth_max", Float),
+    *GATEWAY_WAIT_COLUMNS(),  # the gateway's wait histogram, its raw rows' increases merged (0032_gateway_wait)
     **_NO_ROWID,
 )
 

@@ -49,7 +49,8 @@ def hist_cols(hists: Sequence[str], parts: Sequence[str] = HIST_PARTS) -> list[s
     return [f"{h}_{p}" for h in hists for p in parts]
 
 
-TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_sum", "queue_depth_max"]
+TARGET_COLS = ["ts", "id", "n", "up_scrapes", "queue_samples", "queue_depth_sum", "queue_depth_max",
+               *hist_cols((schema.GATEWAY_WAIT,))]  # the gateway's own wait histogram (0032_gateway_wait)
 GAUGE_COLS = [f"{g}_{a}" for g in schema.GAUGES for a in ("sum", "max")]
 GPU_COLS = ["ts", "id", "n", *[f"{f}_sum" for f in schema.GPU_FIELDS], "temperature_c_max"]
 
@@ -85,7 +86,8 @@ def _targets_stmt(level: int) -> Any:
     if level == RAW:
         s = schema.scrapes
         q = s.c.queue_depth
-        cols = [s.c.ts, s.c.target_id, ONE, s.c.up, (q.is_not(None)).cast(schema.Integer), q, q]
+        cols = [s.c.ts, s.c.target_id, ONE, s.c.up, (q.is_not(None)).cast(schema.Integer), q, q,
+                *[s.c[c] for c in TARGET_COLS[7:]]]
         return select(*cols).where(_range(s, "target_id", None)).order_by(s.c.ts)
     r = schema.target_rollups
     cols = [
@@ -96,6 +98,7 @@ def _targets_stmt(level: int) -> Any:
         r.c.queue_samples,
         r.c.queue_depth_sum,
         r.c.queue_depth_max,
+        *[r.c[c] for c in TARGET_COLS[7:]],
     ]
     return select(*cols).where(_range(r, "target_id", level)).order_by(r.c.ts)
 

@@ -45,7 +45,8 @@ def gateway_source(target: TargetSettings) -> str:
     if g.kind == "none":
         return "none"
     what = g.metric if g.kind == "prometheus" else g.json_path
-    return " ".join(x for x in (g.preset and f"[{g.preset}]", g.kind, masked(g.url), what) if x)
+    wait = g.wait_metric.strip() if g.kind == "prometheus" and g.wait_metric.strip() not in ("", "none") else ""
+    return " ".join(x for x in (g.preset and f"[{g.preset}]", g.kind, masked(g.url), what, wait and f"wait={wait}") if x)
 
 
 class Writer:
@@ -73,6 +74,9 @@ class Writer:
         self.rows_written = dict.fromkeys(_TABLES, 0)  # rows committed per table since start (the collector's /metrics)
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
         self._epochs = EpochTracker()
+        # target → the cumulative values of its gateway's wait histogram, last read (kept in memory: the
+        # first read after a start is a baseline, as a model's after a gap)
+        self._gateway_states: dict[int, SeriesState] = {}
 
     def close(self) -> None:
         """Nothing to release: each write checks a connection out of the engine's pool."""
@@ -147,7 +151,7 @@ class Writer:
         """The transaction rolled back, series_state with it: forget what was read or written in it,
         so that the next round reads the last committed state (rare, so no per-round snapshot)."""
         for kept in (self._states, self._targets, self._models, self._gpus, self._layouts, self._target_meta,
-                     self._last_ts, self._last_up):
+                     self._last_ts, self._last_up, self._gateway_states):
             kept.clear()
         self._dirty.clear()
         self._epochs.forget()
@@ -181,7 +185,7 @@ class Writer:
         if self._skipped.get(target_id):
             log.info("%s: storing rounds again after %d skipped", round_.target, self._skipped.pop(target_id))
         self._last_ts[target_id] = ts
-        rows["scrapes"].append(_scrape_row(target_id, ts, round_))
+        rows["scrapes"].append({**_scrape_row(target_id, ts, round_), **self._gateway_wait(conn, target_id, ts, round_)})
         if round_.vllm_status.ok and round_.vllm is not None:
             self._update_target_meta(conn, target_id, round_.vllm)
             self._epochs.observe(conn, target_id, ts, round_.vllm)  # a changed configuration or a restart (db/epochs.py)
@@ -272,6 +276,30 @@ class Writer:
             state.ts = ts
         state.process_start = process_start
         self._dirty.add(model_id)
+        return row
+
+    def _gateway_wait(self, conn: Connection, target_id: int, ts: int, round_: ScrapeRound) -> Row:
+        """The scrapes row's columns of the gateway's wait histogram: its increase since the last read
+        (reset-aware, as a model's histograms: a count that fell counts from zero), None where
+        unknown (not read this round, the first read, a changed layout, a gap over max_gap_s). A
+        round whose gateway read failed leaves the state as it was: the next read's increase covers both."""
+        h = schema.GATEWAY_WAIT
+        gateway, status = round_.gateway, round_.gateway_status
+        hist = None if gateway is None or (status is not None and not status.ok) else gateway.wait
+        if hist is not None and len(hist.bounds) > histo.MAX_BUCKETS:
+            self._too_wide(-target_id, h, len(hist.bounds))
+            hist = None
+        row: Row = {f"{h}_{part}": None for part in ("layout", "count", "sum", "buckets")}  # every row: one executemany
+        if hist is None:
+            return row
+        state = self._gateway_states.setdefault(target_id, SeriesState())
+        fresh = state.ts is None or ts - state.ts > self.max_gap_s
+        layout = self._layout_id(conn, hist.bounds)
+        inc = histogram_increase(state, h, hist, layout, None, False, fresh)
+        state.ts = ts
+        row[f"{h}_layout"] = layout
+        if inc is not None:
+            row.update({f"{h}_count": inc[0], f"{h}_sum": inc[1], f"{h}_buckets": histo.pack(inc[2])})
         return row
 
     def _too_wide(self, model_id: int, key: str, buckets: int) -> None:

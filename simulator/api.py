@@ -38,7 +38,7 @@ class RunningSim:
         self.stopping = threading.Event()
         self.live = LiveEngine(options.engine_config(), RealClock(options.speed), options.vllm_version, options.engine,
                                options.api_servers, keep_s=max(RATE_WINDOW_S, 2 * options.dcgm_interval_s))
-        self.gateway = Gateway(options.gateway_limit)
+        self.gateway = Gateway(options.gateway_limit, self.live.clock.now)
         self.load: ClosedLoopLoad | None = None
         self._numbers = itertools.count()
         self._numbers_lock = threading.Lock()

@@ -69,6 +69,8 @@ class GatewayView:
     limit: int
     started_at: float
     requests: dict[str, float] = field(default_factory=dict)  # outcome → count
+    # each admitted request's wait, seconds (LiteLLM's litellm_request_queue_time_seconds); None: not exposed
+    waits: Hist | None = None
 
 
 @dataclass(frozen=True)
@@ -331,6 +333,9 @@ def gateway_layout(view: GatewayView, sink: Sink) -> None:
     children = [([outcome], count) for outcome, count in sorted(view.requests.items())]
     sink.counter("sweetspot_gateway_requests", "Requests the gateway finished, by outcome.", ["outcome"], children,
                  view.started_at)
+    if view.waits is not None:
+        sink.histogram("litellm_request_queue_time_seconds", "Time a request waited in the gateway before it was "
+                       "forwarded (seconds), as LiteLLM's", {}, view.waits, None, view.started_at)
 
 
 def gateway_families(view: GatewayView) -> list[Metric]:

@@ -9,6 +9,8 @@ Two targets collected from the simulator's history by the real parsers and write
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import tempfile
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from collectors.records import Histogram
 from db.engine import open_engine
 from db.rollup import rollup
 from db.writer import Writer
@@ -36,9 +39,24 @@ def fill(path: Path, now: float) -> str:
     for name, end in (("demo", now), ("gone", now - 600)):
         writer.register_target(ui_db.target_settings(name), STALE_AFTER_S)
         writer.write_rounds(ui_db.simulated_rounds(name, now - 3600, end, 5.0, seed=1))
+    # behind a gateway that exposes its own wait histogram (LiteLLM's): 2 waits of 1-2 s a round
+    measured = ui_db.target_settings("measured")
+    measured = dataclasses.replace(measured, gateway=dataclasses.replace(measured.gateway, wait_metric=WAIT))
+    writer.register_target(measured, STALE_AFTER_S)
+    rounds = ui_db.simulated_rounds("measured", now - 3600, now, 5.0, seed=1)
+    writer.write_rounds(dataclasses.replace(r, gateway=dataclasses.replace(r.gateway, wait=_waits(i)))
+                        for i, r in enumerate(rounds) if r.gateway is not None)  # fmt: skip
     rollup(engine, now)
     engine.dispose()
     return url
+
+
+WAIT = "litellm_request_queue_time_seconds"
+
+
+def _waits(i: int) -> Histogram:
+    n = 2.0 * (i + 1)
+    return Histogram((0.5, 1.0, 2.0, math.inf), (0.0, 0.0, n, n), n, 1.5 * n)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +70,9 @@ def base_url():
 
 # (url path and query, charts expected, texts that must be visible)
 PAGES = {
-    "overview": ("/?target=demo", 1, ["TTFT P95 as clients see it · 5m", "+ gateway wait",
+    "overview": ("/?target=demo", 1, ["TTFT P95 as clients see it · 5m", "(estimate)",
                                       "TTFT SLO attainment as clients see it · 5m", "engine alone"]),
+    "overview-measured": ("/?target=measured", 1, ["TTFT P95 as clients see it · 5m", "gateway wait 1.5 s (measured)"]),
     "overview-stale": ("/?target=gone", 1, ["No data", "stale: not scraped for"]),
     "targets": ("/targets", 0, ["stale", "not scraped since"]),
     "fleet": ("/fleet", None, ["stale: not scraped for"]),

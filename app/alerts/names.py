@@ -16,7 +16,7 @@ from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
-from db.results import SeriesPoint, WindowFigures
+from db.results import SeriesPoint, WindowFigures, wait_label
 
 if TYPE_CHECKING:
     from app.sweet_spot import SweetSpot
@@ -102,7 +102,8 @@ def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
 
 def wait_note(f: WindowFigures) -> str:
     """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s on
-    average (estimate, Little's law) on top of the engine's 3.02 s``; the unknown wait said so; "" without
+    average (estimate, Little's law) on top of the engine's 3.02 s`` (``measured, <metric>`` where the
+    gateway's own wait histogram gave it); the unknown wait said so; "" without
     a gateway or a wait."""
     if f.gateway_wait_source is None:
         return ""
@@ -111,7 +112,7 @@ def wait_note(f: WindowFigures) -> str:
     if f.gateway_wait_s == 0 or f.ttft_p95_s is None:
         return ""
     sep = "; " if f.ttft_p95_in_inf_bucket else ""
-    return (f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s on average (estimate, Little's law) "
+    return (f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s on average ({wait_label(f.gateway_wait_source)}) "
             f"on top of the engine's {f.ttft_p95_s:.3g} s")
 
 

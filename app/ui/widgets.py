@@ -42,7 +42,7 @@ from core.mbu import OVERHEAD_CAUSES, StepBoundBreach
 from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
 from db.figures import MISSING_HINTS
-from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures
+from db.results import GpuFigures, SeriesPoint, TargetInfo, WindowFigures, wait_label
 from db.verdicts import StoredVerdict, shares
 
 
@@ -188,8 +188,9 @@ def ttft_tile(f: WindowFigures, w: str, engine: str, sweetspot: SweetSpotSetting
     if f.gateway_wait_source is None:
         return Tile(f"TTFT P95 · {w}", engine, f"{slo}{p95_slo_note(f)}", help_)
     wait = "unknown" if f.gateway_wait_s is None else with_unit(f.gateway_wait_s, "s")
+    kind = wait_label(f.gateway_wait_source).split(",", 1)[0]  # measured or estimate
     return Tile(f"TTFT P95 as clients see it · {w}", with_unit(f.client_ttft_p95_s, "s"),
-                f"{slo} · engine {engine} + gateway wait {wait}",
+                f"{slo} · engine {engine} + gateway wait {wait} ({kind})",
                 f"The gateway wait ({f.gateway_wait_source}) plus the engine's TTFT P95: what a client behind the gateway "
                 "waits for its first token. " + help_)  # fmt: skip
 
@@ -200,7 +201,7 @@ def client_slo_tile(f: WindowFigures, w: str) -> Tile:
     return Tile(f"TTFT SLO attainment as clients see it · {w}", share(f.client_ttft_slo_attainment),
                 f"{slo} · engine alone {share(f.ttft_slo_attainment)}",
                 "Share of requests whose gateway wait + TTFT was within the SLO: the engine's TTFT buckets judged "
-                "against the SLO less the gateway wait (an estimate, Little's law).")  # fmt: skip
+                f"against the SLO less the gateway's mean wait ({wait_label(f.gateway_wait_source)}).")  # fmt: skip
 
 
 TOKENS_HELP = ("Output tokens per second of the whole deployment. The bandwidth bound (the report's ceiling on the "

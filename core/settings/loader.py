@@ -39,6 +39,7 @@ from core.settings.schema import (
     TLS_MODES,
     AlertsSettings,
     ConfigError,
+    GatewaySettings,
     HttpSettings,
     PrometheusSettings,
     RuleSettings,
@@ -148,6 +149,23 @@ def _suggestion(name: str, known: Sequence[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def _check_wait_metric(gateway: GatewaySettings, key: str) -> None:
+    """The gateway's wait histogram: names (``a|b``) read from its Prometheus page, or ``none``."""
+    wait = gateway.wait_metric.strip()
+    if not wait or wait == "none":
+        return
+    if gateway.kind != "prometheus":
+        raise ConfigError(f"{key}: {wait!r} is read from a Prometheus page; it needs gateway.kind = prometheus "
+                          "(or set it to none)")
+    names = [n.strip() for n in wait.split("|")]
+    bad = [n for n in names if not _METRIC_NAME.fullmatch(n)]
+    if bad:
+        raise ConfigError(f"{key}: {bad[0]!r} is not a metric name (a histogram's base name, a|b for the first exposed)")
+
+
 def _check_target(target: TargetSettings, key: str) -> None:
     problem = name_problem(target.name)
     if problem:
@@ -190,6 +208,7 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{key}.gateway.kind: {gateway.kind!r} is not one of prometheus, json, none")
         if gateway.kind != "none" and not gateway.url:
             raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
+        _check_wait_metric(gateway, key + ".gateway.wait_metric")
         if target.engine not in ("auto", "vllm", "sglang"):
             raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
         if target.gpu.source not in ("none", "nvml", "dcgm"):

@@ -8,14 +8,18 @@ from typing import Any
 from core.settings.schema import ConfigError, GatewaySettings
 
 GATEWAY_PRESETS: dict[str, dict[str, Any]] = {
-    "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests"},
+    "litellm": {"kind": "prometheus", "metric": "litellm_in_flight_requests",
+                "wait_metric": "litellm_request_queue_time_seconds"},
     "litellm-json": {"kind": "json", "json_path": "in_flight_requests"},
     "production-stack": {"kind": "prometheus", "metric": "vllm:num_prefill_requests+vllm:num_decoding_requests"},
     "gateway-api": {"kind": "prometheus", "metric": "inference_pool_average_queue_size"},
-    "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size"},
+    "llm-d": {"kind": "prometheus", "metric": "inference_extension_flow_control_queue_size",
+              "wait_metric": "llm_d_epp_flow_control_request_queue_duration_seconds"
+                             "|inference_extension_flow_control_request_queue_duration_seconds"},
     "aibrix": {"kind": "prometheus", "metric": "gateway_in_flight_requests"},
     "envoy": {"kind": "prometheus", "metric": "envoy_cluster_upstream_rq_pending_active"},
-    "sweetspot-sim": {"kind": "prometheus", "metric": "sweetspot_gateway_queue_depth"},
+    "sweetspot-sim": {"kind": "prometheus", "metric": "sweetspot_gateway_queue_depth",
+                      "wait_metric": "litellm_request_queue_time_seconds"},
 }
 
 

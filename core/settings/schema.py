@@ -90,6 +90,10 @@ class GatewaySettings:
     )
     json_path: str = _setting("", "dotted path to the number in the JSON document (kind = json)")
     http: HttpSettings = _setting(None, "HTTP settings of the gateway source (over targets[].http)", factory=HttpSettings)
+    wait_metric: str = _setting(
+        "", "the gateway's own wait histogram (seconds) on the Prometheus page at url; a|b takes the first exposed; "
+        "empty: the preset's, none: Little's law only"
+    )
 
 
 @dataclass(frozen=True)
