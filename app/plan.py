@@ -48,7 +48,7 @@ CANDIDATES = ("A100 80GB SXM", "H100 SXM", "H200", "B200")
 MEMORY_SHARE = 0.9  # of a GPU's memory for weights and KV cache (vLLM's default gpu_memory_utilization)
 CURVE_AT = (1, 2, 4, 8, 16, 32, 64, 128)
 NO_CEILING_FIX = (
-    "set targets[].ceiling.weight_gb and tensor_parallel (and bandwidth_gbps where no NVML reading gives the "
+    "Set targets[].ceiling.weight_gb and tensor_parallel (and bandwidth_gbps where no NVML reading gives the "
     "peak), or targets[].model_config for the model's shape; active_params_b and gpu.peak_tflops add the compute roof"
 )
 
@@ -232,12 +232,12 @@ def demand_of(seen: Observed, rps: float | None, tps: float | None) -> Demand:
     if rps is not None:
         if not seen.output_tokens:
             raise UsageError("--demand-rps needs the observed output length, and no finished request is stored "
-                             "in the last 7 days", "give --demand-tps (output tok/s) instead")  # fmt: skip
+                             "in the last 7 days", "Give --demand-tps (output tok/s) instead")  # fmt: skip
         return Demand(rps * seen.output_tokens, rps, seen.prompt_tokens, seen.output_tokens,
                       "as asked (--demand-rps, at the observed output length)")  # fmt: skip
     if seen.peak_tokens_per_s is None or seen.peak_at is None:
         raise UsageError("no traffic stored in the last 7 days to take a peak hour from",
-                         "give --demand-tps or --demand-rps, or let the collector store an hour of traffic")  # fmt: skip
+                         "Give --demand-tps or --demand-rps, or let the collector store an hour of traffic")  # fmt: skip
     when = time.strftime("%Y-%m-%d %H:00", time.localtime(seen.peak_at))
     return Demand(seen.peak_tokens_per_s, seen.peak_requests_per_s, seen.prompt_tokens, seen.output_tokens,
                   f"the peak hour of the last 7 days ({when})")  # fmt: skip
@@ -270,7 +270,7 @@ def find_gpu(name: str) -> roofs.GpuSpec:
     found = exact or roofs.match_gpu(name)
     if found is None or not found.memory_gbps:
         known = ", ".join(s.name for s in roofs.gpu_specs())
-        raise UsageError(f"--gpu {name!r} is not a GPU of core/gpu_specs.json", f"name one of: {known}")
+        raise UsageError(f"--gpu {name!r} is not a GPU of core/gpu_specs.json", f"Name one of: {known}")
     return found
 
 
@@ -547,7 +547,7 @@ def _calibration(reader: Reader, target: str, now: float, roof: roofs.Roofline, 
                 SWEEP: "no stored load sweep of it",
                 None: f"fewer than {MIN_MINUTES} stored minutes with running requests in the last 7 days and no stored load sweep"}  # fmt: skip
         raise UsageError(f"{target}: nothing to calibrate on{within}: {what[source]}",
-                         f"run `python -m app sweep --target {target} --concurrency 1,2,4,8,16,32 --duration 2m`, "
+                         f"Run `python -m app sweep --target {target} --concurrency 1,2,4,8,16,32 --duration 2m`, "
                          "or let the collector store an hour of traffic")  # fmt: skip
     return cal, sweep
 
@@ -579,7 +579,7 @@ def _knee(spot: SweetSpot, roof: roofs.Roofline, engines: int) -> tuple[float, s
     if cross is not None:
         return max(cross, 1.0) * engines, f"unknown, so the roofs' crossover ({number(cross)} running an engine) stands in ({spot.line()})"
     raise UsageError("no sweet spot and no compute roof to stand in for it: " + spot.line().removeprefix("unknown: "),
-                     "run `python -m app sweep`, set targets[].sweet_spot, or set targets[].ceiling.active_params_b")  # fmt: skip
+                     "Run `python -m app sweep`, set targets[].sweet_spot, or set targets[].ceiling.active_params_b")  # fmt: skip
 
 
 def _ttft_at(spot: SweetSpot, sweep: SweepRun | None, knee: float) -> float | None:

@@ -36,7 +36,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     from db.queries import Reader
 
     if (args.gpus or args.tp) and not args.gpu:
-        raise UsageError("--gpus and --tp describe the deployment --gpu names", "add --gpu, e.g. --gpu H200 --gpus 2")
+        raise UsageError("--gpus and --tp describe the deployment --gpu names", "Add --gpu, e.g. --gpu H200 --gpus 2")
     asked = [what_if.deployment(what_if.find_gpu(args.gpu), args.gpus, args.tp)] if args.gpu else []
     levels = what_if.parse_levels(args.levels)
     say = lambda line: print(f"… {line}", file=sys.stderr, flush=True)  # noqa: E731 - progress, off stdout
