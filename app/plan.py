@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.formatting import number
-from app.operating_point import sweeps_of, target_roofline
+from app.operating_point import find_knee, sweeps_of, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from core import roofline as roofs
 from core.errors import UsageError
@@ -195,7 +195,7 @@ def positive(value: float | None, flag: str) -> float | None:
     if value is None:
         return None
     if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{flag} {value:g} is not a demand: it must be a number above 0", f"e.g. {flag} 2.5")
+        raise UsageError(f"{flag} {value:g} is not a demand: it must be a number above 0", f"For example {flag} 2.5")
     return value
 
 
@@ -330,22 +330,29 @@ def kv_room(model: StepModel, memory_gb: float | None, context: float | None) ->
     return free / (context * model.kv_bytes_per_token / max(model.tensor_parallel, 1)), ""
 
 
-def option(roof: roofs.Roofline, cal: Calibration, demand: float, knee_today: float, crossover_today: float | None,
+def roofline_knee(roof: roofs.Roofline) -> int | None:
+    """The knee of ``roof``'s attainable tok/s by the sweep's rule (app/operating_point.py ``find_knee``):
+    the last of 1, 2, 4 … 4,096 running requests before doubling gains under 25 %; None: it never flattens."""
+    levels = [(c, roof.attainable_tok_s(c), None) for c in (2**i for i in range(13))]
+    knee = find_knee(levels, math.inf)
+    return None if knee is None or knee.concurrency == levels[-1][0] else knee.concurrency
+
+
+def option(roof: roofs.Roofline, cal: Calibration, demand: float, knee_today: float, roof_knee_today: int | None,
            dep: Deployment | None = None, measured: float | None = None, engines: int = 1) -> Option:  # fmt: skip
     """``roof`` (one engine) as a replica of ``dep`` (None: today's deployment of ``engines`` engines,
     ``knee_today`` its sweet spot per engine, ``measured`` its own curve there): its knee, the roofline
-    there, the prediction and the replicas ``demand`` needs."""
+    there, the prediction and the replicas ``demand`` needs. Another deployment's knee is today's moved
+    as its roofline's knee moves (``roof_knee_today``: today's roofline's), then capped by its KV cache."""
     engines = engines if dep is None else dep.engines
     knee, note = knee_today, "the sweet spot"
     if dep is not None:
-        cross = roof.crossover_batch
-        if cross is not None and crossover_today:
-            knee, note = knee_today * cross / crossover_today, "today's sweet spot × the roofs' crossover moved"
-        elif roof.compute_tok_s is None:
-            note = "today's sweet spot (no compute roof to move it by)"
+        alt = roofline_knee(roof)
+        if alt is not None and roof_knee_today:
+            knee = knee_today * alt / roof_knee_today
+            note = f"today's sweet spot × {alt} ÷ {roof_knee_today} (its roofline's knee ÷ today's roofline's)"
         else:
-            note = "today's sweet spot (its KV reads keep it under the compute roof at every batch)"
-    # today's knee is measured where it is (its sweet spot); another's must fit its GPUs' memory
+            note = "today's sweet spot (a roofline knee missing to move it by)"
     room, fit_note = (None, "") if dep is None else kv_room(roof.model, dep.spec.memory_gb, roof.mean_context)
     if room is not None and 0 < room < knee:
         knee, note = room, f"what the KV cache holds ({number(room)} requests of {number(roof.mean_context)} tokens)"
@@ -422,7 +429,8 @@ class Plan:
                 f"{lo}–{hi} running it extrapolates the roofline's shape, and another GPU's row assumes its kernels "
                 "reach the same share of their roofline as today's do (tensor cores, int4 paths and attention "
                 "kernels differ between generations): read those as the roofline's scaling of today's "
-                "efficiency, not a measurement.")
+                "efficiency, not a measurement. TTFT is measured only on today's deployment: another's knee is "
+                "its roofline's, moved as today's sweet spot sits against today's roofline, within its KV cache.")
 
     def lines(self) -> list[str]:
         t = self.today
@@ -514,7 +522,7 @@ def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: fl
     slo = effective_sweetspot(settings, target).ttft_p95_slo_s
     knee_total, spot_text = _knee(spot, roof, engines)
     measured = spot.expected(knee_total) if spot.curve else None
-    cross = roof.crossover_batch
+    cross = roofline_knee(roof)
     today = option(roof, cal, demand.tokens_per_s, knee_total / engines, cross, None, measured, engines)
     precision = (figures.ceiling.compute_precision if figures.ceiling else None) or roofs.DEFAULT_PRECISION
     deps = list(asked) or [smallest_fit(find_gpu(name), roof, precision) for name in CANDIDATES]

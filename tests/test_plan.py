@@ -71,11 +71,14 @@ def test_another_gpu_is_the_same_model_on_its_roofs():
     # A100 40 GB at TP 1 cannot hold 40 GB of weights within 90 % of its memory: the smallest fit is TP 2
     assert plan.smallest_fit(plan.find_gpu("A100 40GB"), today, "bf16_tensor").tp == 2
     cal = plan.Calibration(plan.SWEEP, "s", 0.1, (plan.LevelRatio(1, 0.1, 1),), 1)
-    opt = plan.option(other, cal, 1000.0, 16.0, today.crossover_batch, dep)
-    assert opt.knee == pytest.approx(16.0 * other.crossover_batch / today.crossover_batch)
+    # the knee moves as the roofline's knee does (doubling gains under 25 %, the sweep's rule): 16 → 32
+    # on the reference, 128 on 2× H200, whose KV cache holds 128 requests of 1,500 tokens and more
+    assert (plan.roofline_knee(today), plan.roofline_knee(other)) == (16, 128)
+    opt = plan.option(other, cal, 1000.0, 16.0, 16, dep)
+    assert opt.knee == pytest.approx(128.0) and "× 128 ÷ 16" in opt.knee_note
     assert opt.replicas == math.ceil(1000.0 / (0.1 * other.attainable_tok_s(opt.knee)))
     small = plan.option(plan.other_roof(today, plan.Deployment(plan.find_gpu("T4"), 1, 1), "bf16_tensor"), cal, 1000.0,
-                        16.0, today.crossover_batch, plan.Deployment(plan.find_gpu("T4"), 1, 1))  # fmt: skip
+                        16.0, 16, plan.Deployment(plan.find_gpu("T4"), 1, 1))  # fmt: skip
     assert small.replicas is None and small.memory_note.startswith("does not fit: 40 GB of weights a GPU over 14.4 GB")
 
 
@@ -207,6 +210,15 @@ def test_calibrated_at_1_to_8_the_simulator_at_16_and_32_is_predicted_within_15_
     # the measured levels lie within the predicted range at the calibration's own levels
     for c in (1, 2, 4, 8):
         assert curve[c]["low"] - 1e-6 <= measured[c] <= curve[c]["high"] + 1e-6
+    # docs/plan.md's worked example is this run: its output, the sweep's date aside, is what the command prints
+    assert main(["plan", "sim", "--db", url, "--from", "sweep", "--levels", "1-8", "--demand-tps", "500"]) == 0
+    printed = capsys.readouterr().out
+    section = (ROOT / "docs" / "plan.md").read_text().split("## Capacity what-if", 1)[1].split("\n## ", 1)[0]
+    shown = section.split("--demand-tps 500\n```\n\n```\n", 1)[1].split("```", 1)[0]
+    undated = lambda text: re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "DATE", text)  # noqa: E731
+    assert undated(printed) == undated(shown)
+    assert "127.9 tok/s at 16 and 148.6 at 32" in section and "130.2\n(+1.8 %) and 130.2 (−12.4 %)" in section
+    assert (measured[16], measured[32]) == (127.9, 148.6) and f"{curve[16]['tokens_per_s']:.1f}" == "130.2"
 
 
 def test_over_http_the_stored_sweep_calibrates_the_plan(tmp_path, capsys):
