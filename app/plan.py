@@ -72,6 +72,7 @@ class LevelRatio:
     concurrency: int
     ratio: float
     samples: int
+    tokens_per_s: float | None = None  # the median measured tok/s of one engine there
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ def calibrate(roof: roofs.Roofline, samples: Iterable[Sample], kind: str, source
     """The ratio of ``samples`` (within ``levels``, inclusive) to ``roof``'s attainable tok/s at each
     one's concurrency and context; None without a usable sample."""
     by_level: dict[int, list[float]] = {}
+    measured: dict[int, list[float]] = {}
     for s in samples:
         if s.concurrency < IDLE_RUNNING or not s.tokens_per_s > 0 or not math.isfinite(s.tokens_per_s):
             continue
@@ -120,10 +122,11 @@ def calibrate(roof: roofs.Roofline, samples: Iterable[Sample], kind: str, source
         attainable = at.attainable_tok_s(s.concurrency)
         if attainable > 0:
             by_level.setdefault(round(s.concurrency), []).append(s.tokens_per_s / attainable)
+            measured.setdefault(round(s.concurrency), []).append(s.tokens_per_s)
     if not by_level:
         return None
     every = [r for ratios in by_level.values() for r in ratios]
-    rows = tuple(LevelRatio(c, statistics.median(r), len(r)) for c, r in sorted(by_level.items()))
+    rows = tuple(LevelRatio(c, statistics.median(r), len(r), statistics.median(measured[c])) for c, r in sorted(by_level.items()))
     return Calibration(kind, source, statistics.median(every), rows, len(every))
 
 

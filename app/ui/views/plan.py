@@ -81,8 +81,12 @@ curve = pd.DataFrame([{"running": c, "predicted": p.tokens_per_s, "low": p.low, 
 base = alt.Chart(curve).encode(x=alt.X("running:Q", scale=alt.Scale(type="log", base=2), title="running requests an engine"))
 band = base.mark_area(opacity=0.25).encode(y=alt.Y("low:Q", title="output tok/s an engine"), y2="high:Q")
 line = base.mark_line(point=True).encode(y="predicted:Q", tooltip=["running", "predicted", "low", "high"])
-st.altair_chart((band + line).properties(title="Today's deployment: predicted tok/s and its range", height=320),
+seen = pd.DataFrame([{"running": lv.concurrency, "measured": lv.tokens_per_s} for lv in plan.calibration.levels])
+dots = alt.Chart(seen).mark_point(shape="diamond", size=80, filled=True, color="#d6336c").encode(
+    x="running:Q", y="measured:Q", tooltip=["running", "measured"])
+st.altair_chart((band + line + dots).properties(title="Today's deployment: predicted tok/s and its range", height=320),
                 width="stretch")  # fmt: skip
-st.caption(f"Calibrated on {markdown(plan.calibration.source)}: "
+st.caption(f"Line and band: the calibrated roofline and its range. Diamonds: what it measured, calibrated on "
+           f"{markdown(plan.calibration.source)}: "
            + ", ".join(f"{lv.concurrency} running: {number(lv.ratio * 100)} % ({lv.samples})" for lv in plan.calibration.levels)
            + ".")  # fmt: skip
