@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "backfill": "backfill",
     "bench": "bench",
     "epochs": "epochs",
+    "plan": "plan",
 }
 
 

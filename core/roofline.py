@@ -40,13 +40,14 @@ class GpuSpec:
     match: str
     memory_gbps: float | None
     tflops: dict[str, float | None]
+    memory_gb: float | None = None  # memory per GPU (decimal GB): what weights and the KV cache must fit in
 
 
 @cache
 def gpu_specs() -> tuple[GpuSpec, ...]:
     """The datasheet table, in matching order."""
     rows = json.loads(SPECS.read_text())["gpus"]
-    return tuple(GpuSpec(r["name"], r["match"], r.get("memory_gbps"), {p: r.get(p) for p in PRECISIONS}) for r in rows)
+    return tuple(GpuSpec(r["name"], r["match"], r.get("memory_gbps"), {p: r.get(p) for p in PRECISIONS}, r.get("memory_gb")) for r in rows)
 
 
 def match_gpu(name: str | None) -> GpuSpec | None:

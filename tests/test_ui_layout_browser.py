@@ -16,7 +16,7 @@ pytestmark = [
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
 ]
 
-PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 3), "alerts": ("/alerts", 1),
+PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 3), "plan": ("/plan", 1), "alerts": ("/alerts", 1),
          "query": ("/query?canned=ttft_per_day", 1), "fleet": ("/fleet", 0), "targets": ("/targets", 0)}  # fmt: skip
 SIZES = [(1440, 900), (1280, 800)]
 # elements of the main block whose right edge passes the page's, and chart texts cut with "…"

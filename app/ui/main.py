@@ -45,6 +45,7 @@ PAGES = {
         st.Page("views/overview.py", title="Overview", icon=":material/speed:", default=len(targets) <= LANDING_TARGETS),
         st.Page("views/gpus.py", title="GPUs", icon=":material/memory:", url_path="gpus"),
         st.Page("views/operating_point.py", title="Operating point", icon=":material/scatter_plot:"),
+        st.Page("views/plan.py", title="Plan", icon=":material/trending_up:", url_path="plan"),
     ],
     "Alerting": [st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:", url_path="alerts")],
     "History": [st.Page("views/query.py", title="Query", icon=":material/database:", url_path="query")],

@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import plan as what_if
 from app.fleet import FleetRow, fleet
 from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings
@@ -89,3 +90,13 @@ def sweet_spot(settings: Settings, target: str, end: float) -> SweetSpot:
     """The target's sweet spot and own curve (app/sweet_spot.py), as the evaluator resolves them; the
     learner reads a week of minutes, so ``end`` is floored to 10 minutes by the caller."""
     return resolve(reader(settings.db_url), settings, target, end)
+
+
+@st.cache_data(ttl=600, max_entries=64, show_spinner=False)
+def plan(settings: Settings, target: str, end: float, rps: float | None, tps: float | None,
+         gpu: str | None, gpus: int | None, tp: int | None) -> what_if.Plan:  # fmt: skip
+    """The capacity what-if of ``target`` (app/plan.py), as ``python -m app plan`` computes it; it reads
+    a week of minutes, so ``end`` is floored to 10 minutes by the caller. A missing input raises the
+    UsageError that names its fix (not cached: the page shows it)."""
+    asked = [what_if.deployment(what_if.find_gpu(gpu), gpus, tp)] if gpu else []
+    return what_if.plan(reader(settings.db_url), settings, target, end, rps=rps, tps=tps, asked=asked)
