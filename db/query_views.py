@@ -589,7 +589,7 @@ def drop_views(conn: Connection) -> None:
 
 
 def reference_markdown() -> str:
-    """docs/query.md's view reference (between its ``views:begin`` and ``views:end`` markers)."""
+    """The views' reference in docs/reference.md (generated: ``make docs``, app/reference_doc.py)."""
     out = []
     for view in VIEWS:
         when = f" Present once the `{view.needs_table}` table exists (see below)." if view.needs_table else ""

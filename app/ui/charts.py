@@ -26,6 +26,7 @@ from app.formatting import bound_name, number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
+from db.figures import FIGURES
 from db.results import BenchRun, CeilingInfo, ConfigEpoch, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
@@ -137,6 +138,13 @@ def bridges(points: Sequence[Any], step_s: float, fields: Sequence[str] = ()) ->
     points = with_data(points, fields)
     gaps = [b.ts - a.ts for a, b in zip(points, points[1:], strict=False)]
     return any(g > 1.5 * step_s and not _is_hole(gaps, i, step_s) for i, g in enumerate(gaps))
+
+
+def table_lines(panel: str) -> dict[str, str]:
+    """The lines the figures table (db/figures.py, a row's ``panel`` and ``line``) adds to the panel
+    ``panel`` of :data:`PANELS`: field → legend. A new figure reaches the Overview and the alert
+    e-mail from its row alone."""
+    return {f.name: f.line or f.label for f in FIGURES if f.panel == panel}
 
 
 def long_rows(points: Sequence[Any], fields: dict[str, str], step_s: float, scale: float = 1.0) -> pd.DataFrame:
@@ -251,7 +259,7 @@ def latency_scale(values: Iterable[float | None], slo_s: float) -> tuple[alt.Sca
     return alt.Scale(type="log", domain=[low * 0.9, top * 1.1], nice=False), " · log scale"
 
 
-TTFT_LINES = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
+TTFT_LINES = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"} | table_lines("ttft")
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
@@ -274,7 +282,7 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     )
 
 
-THROUGHPUT_LINES = {"tokens_per_s": "output tok/s"}
+THROUGHPUT_LINES = {"tokens_per_s": "output tok/s"} | table_lines("throughput")
 
 
 def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None) -> AnyChart:
@@ -289,7 +297,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
-MBU_LINES = {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"}
+MBU_LINES = {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"} | table_lines("mbu")
 
 
 def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None, source: str = "") -> AnyChart:
@@ -311,7 +319,7 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), f"{title} · red dashes: min_mbu {min_mbu * 100:.0f} %")
 
 
-PREEMPTION_LINES = {"preemptions_per_s": "preemptions"}
+PREEMPTION_LINES = {"preemptions_per_s": "preemptions"} | table_lines("preemptions")
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -338,7 +346,7 @@ def axis_top(values: Iterable[float], floor: float) -> float:
     return max([floor, *seen])
 
 
-CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
+CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"} | table_lines("concurrency")
 
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int | None, source: str = "") -> AnyChart:
@@ -351,7 +359,7 @@ def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: i
                   + (f" ({source})" if source else ""))
 
 
-KV_LINES = {"kv_cache_usage_max": "KV usage"}
+KV_LINES = {"kv_cache_usage_max": "KV usage"} | table_lines("kv_cache")
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
@@ -408,7 +416,7 @@ def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     return _panel(lines, title)
 
 
-PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"}
+PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"} | table_lines("prefix_cache")
 
 
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
