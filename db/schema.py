@@ -62,8 +62,8 @@ metadata = MetaData()
 _NO_ROWID: dict[str, Any] = {"sqlite_with_rowid": False}
 
 
-def _hist_columns() -> list[Column]:
-    cols: list[Column] = []
+def _hist_columns() -> list[Column[Any]]:
+    cols: list[Column[Any]] = []
     for h in HISTOGRAMS:
         cols += [Column(f"{h}_layout", Integer), Column(f"{h}_count", Float), Column(f"{h}_sum", Float)]
         cols.append(Column(f"{h}_buckets", LargeBinary))
@@ -156,11 +156,11 @@ scrapes = Table(
     **_NO_ROWID,
 )
 
-def _raw_figure_columns() -> list[Column]:
+def _raw_figure_columns() -> list[Column[Any]]:
     return [*[Column(g, Float) for g in GAUGES], *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
 
 
-def _rollup_figure_columns() -> list[Column]:
+def _rollup_figure_columns() -> list[Column[Any]]:
     gauges = [c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))]
     return [*gauges, *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
 
