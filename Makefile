@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test check lint unit fast bench clean
+.PHONY: run test check lint unit fast bench docs clean
 
 $(VENV)/.runtime: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ lint: $(VENV)/.dev
 # tests wait on servers, sleeps and browsers rather than a core, so three fill this 2-core machine.
 unit: $(VENV)/.dev
 	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder
+
+## docs: regenerate docs/reference.md from the catalogue, the figures table and the query views
+docs: $(VENV)/.runtime
+	$(PY) -m app.reference_doc
 
 ## bench: run every benchmark under bench/ and print its figures
 bench: $(VENV)/.dev

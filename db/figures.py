@@ -2,10 +2,11 @@
 it is presented (unit, scale, label, help, the hint shown when its metric is missing).
 
 The query facade's engine (db/queries.py), ``status``'s lines, the names alert rules may use
-(app/alerts/names.py), the Targets page's missing-metric hints and the figure tables of
-docs/alerts.md and docs/commands.md (:func:`alert_names_markdown`, :func:`status_markdown`, checked
-by tests/test_figures.py) are derived from :data:`FIGURES`. The typed records of db/results.py keep
-their fields for mypy; tests/test_figures.py holds them and this table in step.
+(app/alerts/names.py), the Targets page's missing-metric hints, the panels' extra lines (a row's
+``panel``: app/ui/charts.py), the query views' columns and the tables of docs/reference.md
+(:func:`alert_names_markdown`, :func:`status_markdown`; ``make docs``) are derived from
+:data:`FIGURES`. The typed fields of its figures are :class:`EngineFigures`, below, so a new figure
+is one edit of this file; tests/test_figures.py holds the records and this table in step.
 
 Rate and quantile rows come from the catalogue (collectors/catalogue.py: a counter's ``rate``, a
 histogram's ``quantiles``): a catalogue line with ``rate=`` is a figure without a line here; a row
@@ -56,6 +57,10 @@ class Figure:
     rows: Literal["model", "target"] = "model"  # model rows, or the target's own (scrapes, gateway)
     fallback: str = ""  # ratio: a gauge averaged over the step where the counters are absent (SGLang)
     fn: Callable[[dict[str, np.ndarray]], np.ndarray | None] | None = None  # derived: from the step arrays
+    # the Overview panel (app/ui/charts.py PANELS, drawn by the dashboard and the alert e-mail) that
+    # draws it as a line in the panel's own unit, and the line's legend ("" = its label)
+    panel: str = ""
+    line: str = ""
 
     @property
     def column(self) -> str:
@@ -63,14 +68,18 @@ class Figure:
         return f"{self.inputs[0]}_{'sum' if self.compute == 'gauge_avg' else 'max'}"
 
 
-def _from_catalogue(name: str, **shown: object) -> Figure:
+def _from_catalogue(
+    name: str, *, unit: str = "", scale: float | None = 1.0, label: str = "", help: str = "", hint: str = "",
+    panel: str = "", line: str = "",
+) -> Figure:  # fmt: skip
     """The rate or quantile ``name`` of a catalogue line, with how it is presented."""
     for spec in CATALOGUE:
-        if spec.rate == name:
-            return Figure(name, "rate", (spec.key, "covered_ms"), **shown)  # type: ignore[arg-type]
-        for q, qname in spec.quantiles:
-            if qname == name:
-                return Figure(name, "quantile", (spec.key,), quantile=q, **shown)  # type: ignore[arg-type]
+        found = [("rate", 0.0)] if spec.rate == name else [("quantile", q) for q, n in spec.quantiles if n == name]
+        if found:
+            compute, q = found[0]
+            inputs = (spec.key, "covered_ms") if compute == "rate" else (spec.key,)
+            return Figure(name, "rate" if compute == "rate" else "quantile", inputs, unit=unit, scale=scale,
+                          label=label, help=help, hint=hint, quantile=q, panel=panel, line=line)  # fmt: skip
     raise KeyError(f"{name}: no catalogue line has this rate or quantile")
 
 
@@ -243,13 +252,13 @@ def _unit(f: Figure) -> str:
 
 
 def alert_names_markdown() -> str:
-    """docs/alerts.md's table of the figures rules may use (between ``figures:begin`` and ``figures:end``)."""
+    """The table of the figures rules may use in docs/reference.md (generated: ``make docs``)."""
     rows = [f"| `{f.name}` | {_unit(f)} | {f.help} |" for f in FIGURES if f.help]
     return "\n".join(["| name | unit | meaning |", "|---|---|---|", *rows])
 
 
 def status_markdown() -> str:
-    """docs/commands.md's table of ``status``'s lines (between ``status:begin`` and ``status:end``)."""
+    """The table of ``status``'s lines in docs/reference.md (generated: ``make docs``)."""
     rows = [f"| {f.label} | `{f.name}` | {f.unit or '—'} |" for f in shown_in_status()]
     return "\n".join(["| line | JSON key | unit |", "|---|---|---|", *rows])
 
@@ -257,3 +266,59 @@ def status_markdown() -> str:
 def record_fields(cls: type) -> frozenset[str]:
     """The field names of a result record (tests hold FIGURES against them)."""
     return frozenset(field.name for field in dataclasses.fields(cls))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineFigures:
+    """The typed fields of the table's figures that a window and a series step share (db/results.py
+    ``WindowFigures`` and ``SeriesPoint`` extend it): vLLM 0.33 / SGLang figures, the step model's,
+    the client-seen latency; None where the engine does not expose them. Keyword-only, so records add
+    them after their own. Kept beside :data:`FIGURES` so that a new figure's row and its typed field
+    are one edit of one file (tests/test_figures.py holds them in step)."""
+
+    finished_stop_per_s: float | None = None
+    finished_length_per_s: float | None = None
+    finished_abort_per_s: float | None = None
+    finished_error_per_s: float | None = None
+    admission_rejections_per_s: float | None = None  # HTTP 503 at the door
+    engine_read_bytes_per_s: float | None = None  # per GPU, the engine's estimate (--enable-mfu-metrics)
+    engine_write_bytes_per_s: float | None = None
+    engine_bw_gbps: float | None = None  # (read + write) per GPU ÷ 1e9
+    waiting_capacity_max: float | None = None
+    waiting_deferred_max: float | None = None
+    kv_capacity_tokens: float | None = None
+    kv_capacity_bytes: float | None = None
+    prefix_cache_hit_rate: float | None = None  # 0–1
+    sleep_weights_offloaded_max: float | None = None  # 1 when an engine slept so in the step
+    sleep_discard_all_max: float | None = None
+    lora_running_adapters_max: float | None = None
+    lora_waiting_adapters_max: float | None = None
+    spec_decode_acceptance_rate: float | None = None  # 0–1
+    spec_decode_mean_acceptance_length: float | None = None  # tokens per draft, ≥ 1
+    queue_time_p95_s: float | None = None  # TTFT ≈ input processing + queue + prefill
+    prefill_time_p95_s: float | None = None
+    tpot_p95_s: float | None = None  # per-request mean time per output token
+    # the decode step model's inputs and MBU (core/mbu.py, docs/ceiling.md)
+    steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
+    mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
+    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ max(running_avg, tokens per step)
+    # the step model's KV tokens and data-parallel engines (core/mbu.py per_engine)
+    kv_resident_tokens_avg: float | None = None  # KV-cache tokens resident, all engines together
+    engines_max: float | None = None  # data-parallel engines (distinct `engine` labels)
+    # MBU, 0–1, of the best source present (db/mbu_figures.py): the model's bytes, never a DRAM reading;
+    # a window also gives its source and each source's
+    mbu: float | None = None
+    # the GPUs' own DRAM bandwidth utilisation (0–1, NVML GPM or DCGM), averaged over the target's GPUs
+    dram_bw_util: float | None = None
+    # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
+    # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
+    # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
+    queue_depth_avg: float | None = None
+    requests_started_per_s: float | None = None
+    gateway_wait_s: float | None = None
+    client_ttft_p95_s: float | None = None
+    client_ttft_slo_attainment: float | None = None  # 0–1
+    # the gateway's own wait histogram (targets[].gateway.wait_metric): the wait's P95 (the histogram's
+    # where it counted waits, else the estimate) and the waits it counted (None: no histogram read)
+    gateway_wait_p95_s: float | None = None
+    gateway_waits: float | None = None

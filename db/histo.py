@@ -116,7 +116,7 @@ def accumulate(
     return target, counts.reshape(groups, nb)
 
 
-def _remap(idx: np.ndarray, row_layout: np.ndarray, layouts: dict[int, tuple[float, ...]], target: tuple) -> np.ndarray:
+def _remap(idx: np.ndarray, row_layout: np.ndarray, layouts: dict[int, tuple[float, ...]], target: tuple[float, ...]) -> np.ndarray:
     out = idx.copy()
     for lid in set(row_layout.tolist()):
         mask = row_layout == lid

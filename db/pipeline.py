@@ -238,7 +238,8 @@ def _cells(rows: list[Any], owner: Mapping[int, int], grid: tuple[int, int, int]
     if max(owner.values(), default=0) == 0:  # one target
         return step_of(rows, start, step)
     of = np.fromiter((owner[r[1]] for r in rows), dtype=np.int64, count=len(rows))
-    return of * groups + step_of(rows, start, step)
+    cells: np.ndarray = of * groups + step_of(rows, start, step)
+    return cells
 
 
 _WAIT = GATEWAY_WAIT

@@ -175,7 +175,7 @@ def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Fet
     if not path.exists():
         raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
     run = _forked if threading.active_count() == 1 else _spawned
-    answer = run(path, sql, limits, params)
+    answer: Fetched | QueryError = run(path, sql, limits, params)
     if isinstance(answer, QueryError):
         raise answer
     return answer

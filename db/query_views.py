@@ -14,6 +14,7 @@ on PostgreSQL in the ``sweetspot_query`` schema, the only schema on a user's sea
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, inspect, text
@@ -450,12 +451,12 @@ WHERE r.step = {step}"""
 FROM ({base}) b"""
     names = [c.name for c in _figures("minute" if step == 60 else "hour")]
     if step == 60:  # the minute's stored verdict: lookups by its key, made only for a query that reads them
-        stored = lambda column: f"(SELECT v.{column} FROM verdicts v WHERE v.target = f.target AND v.ts = f.ts)"  # noqa: E731
+        stored: Callable[[str], str] = lambda column: f"(SELECT v.{column} FROM verdicts v WHERE v.target = f.target AND v.ts = f.ts)"  # noqa: E731
         verdict = {"in_sweet_spot": _in_sweet_spot(stored("state")), "verdict": _verdict_text(stored("state")),
                    "rules_held": stored("rules_held")}  # fmt: skip
         return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f"
     # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
-    count = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
+    count: Callable[[str], str] = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
     hour = (f"(SELECT CASE WHEN COUNT(*) = 0 THEN NULL WHEN {count(OUTSIDE)} > 0 THEN '{OUTSIDE}'"
             f" WHEN {count(IN_SWEET_SPOT)} > 0 THEN '{IN_SWEET_SPOT}' ELSE '{NO_DATA}' END"
             f" FROM verdicts v WHERE v.target = h.target AND v.ts >= h.ts AND v.ts < h.ts + {step})")  # fmt: skip
@@ -476,7 +477,7 @@ def _verdict_text(state: str) -> str:
 
 
 def _gpu_sql(step: int) -> str:
-    avg = lambda c: f"{_real(f'r.{c}_sum')} / r.samples"  # noqa: E731
+    avg: Callable[[str], str] = lambda c: f"{_real(f'r.{c}_sum')} / r.samples"  # noqa: E731
     return f"""SELECT t.name AS target, g.uuid AS gpu_uuid, g.gpu_index, g.name AS gpu_name, g.host, r.ts,
  iso_time(r.ts) AS time, r.samples,
  {avg("memory_used_bytes")} / 1000000000 AS memory_used_gb, {avg("memory_total_bytes")} / 1000000000 AS memory_total_gb,
@@ -589,7 +590,7 @@ def drop_views(conn: Connection) -> None:
 
 
 def reference_markdown() -> str:
-    """docs/query.md's view reference (between its ``views:begin`` and ``views:end`` markers)."""
+    """The views' reference in docs/reference.md (generated: ``make docs``, app/reference_doc.py)."""
     out = []
     for view in VIEWS:
         when = f" Present once the `{view.needs_table}` table exists (see below)." if view.needs_table else ""

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.mbu import StepBoundBreach, StepModel
 from core.settings import NO_CEILING
+from db.figures import EngineFigures
 
 
 @dataclass(frozen=True)
@@ -88,59 +89,6 @@ class GpuFigures:
     peak_bw_source: str | None
     power_w_avg: float | None
     temperature_c_max: float | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineFigures:
-    """The vLLM 0.33 / SGLang figures of a window or a series step (db/derived.py, docs/metrics.md);
-    None where the engine does not expose them. Keyword-only, so records add them after their own."""
-
-    finished_stop_per_s: float | None = None
-    finished_length_per_s: float | None = None
-    finished_abort_per_s: float | None = None
-    finished_error_per_s: float | None = None
-    admission_rejections_per_s: float | None = None  # HTTP 503 at the door
-    engine_read_bytes_per_s: float | None = None  # per GPU, the engine's estimate (--enable-mfu-metrics)
-    engine_write_bytes_per_s: float | None = None
-    engine_bw_gbps: float | None = None  # (read + write) per GPU ÷ 1e9
-    waiting_capacity_max: float | None = None
-    waiting_deferred_max: float | None = None
-    kv_capacity_tokens: float | None = None
-    kv_capacity_bytes: float | None = None
-    prefix_cache_hit_rate: float | None = None  # 0–1
-    sleep_weights_offloaded_max: float | None = None  # 1 when an engine slept so in the step
-    sleep_discard_all_max: float | None = None
-    lora_running_adapters_max: float | None = None
-    lora_waiting_adapters_max: float | None = None
-    spec_decode_acceptance_rate: float | None = None  # 0–1
-    spec_decode_mean_acceptance_length: float | None = None  # tokens per draft, ≥ 1
-    queue_time_p95_s: float | None = None  # TTFT ≈ input processing + queue + prefill
-    prefill_time_p95_s: float | None = None
-    tpot_p95_s: float | None = None  # per-request mean time per output token
-    # the decode step model's inputs and MBU (core/mbu.py, docs/ceiling.md)
-    steps_per_s: float | None = None  # engine steps/s: rate of vllm:iteration_tokens_total_count
-    mean_context_tokens: float | None = None  # mean prompt + half the mean generation of finished requests
-    decode_tok_s_per_request: float | None = None  # tokens_per_s ÷ max(running_avg, tokens per step)
-    # the step model's KV tokens and data-parallel engines (core/mbu.py per_engine)
-    kv_resident_tokens_avg: float | None = None  # KV-cache tokens resident, all engines together
-    engines_max: float | None = None  # data-parallel engines (distinct `engine` labels)
-    # MBU, 0–1, of the best source present (db/mbu_figures.py): the model's bytes, never a DRAM reading;
-    # a window also gives its source and each source's
-    mbu: float | None = None
-    # the GPUs' own DRAM bandwidth utilisation (0–1, NVML GPM or DCGM), averaged over the target's GPUs
-    dram_bw_util: float | None = None
-    # the latency clients see behind a gateway (db/derived.py): the gateway queue's average, the rate
-    # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
-    # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
-    queue_depth_avg: float | None = None
-    requests_started_per_s: float | None = None
-    gateway_wait_s: float | None = None
-    client_ttft_p95_s: float | None = None
-    client_ttft_slo_attainment: float | None = None  # 0–1
-    # the gateway's own wait histogram (targets[].gateway.wait_metric): the wait's P95 (the histogram's
-    # where it counted waits, else the estimate) and the waits it counted (None: no histogram read)
-    gateway_wait_p95_s: float | None = None
-    gateway_waits: float | None = None
 
 
 @dataclass(frozen=True)

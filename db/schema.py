@@ -62,8 +62,8 @@ metadata = MetaData()
 _NO_ROWID: dict[str, Any] = {"sqlite_with_rowid": False}
 
 
-def _hist_columns() -> list[Column]:
-    cols: list[Column] = []
+def _hist_columns() -> list[Column[Any]]:
+    cols: list[Column[Any]] = []
     for h in HISTOGRAMS:
         cols += [Column(f"{h}_layout", Integer), Column(f"{h}_count", Float), Column(f"{h}_sum", Float)]
         cols.append(Column(f"{h}_buckets", LargeBinary))
@@ -73,7 +73,7 @@ def _hist_columns() -> list[Column]:
 GATEWAY_WAIT = "gateway_wait"  # the target rows' histogram: the gateway's own wait (seconds)
 
 
-def GATEWAY_WAIT_COLUMNS() -> list[Column]:  # noqa: N802 (reads as the constant it stands for)
+def GATEWAY_WAIT_COLUMNS() -> list[Column[Any]]:  # noqa: N802 (reads as the constant it stands for)
     """The target rows' (scrapes, target_rollups) columns of the gateway's wait histogram."""
     h = GATEWAY_WAIT
     return [Column(f"{h}_layout", Integer), Column(f"{h}_count", Float), Column(f"{h}_sum", Float),
@@ -169,11 +169,11 @@ scrapes = Table(
     **_NO_ROWID,
 )
 
-def _raw_figure_columns() -> list[Column]:
+def _raw_figure_columns() -> list[Column[Any]]:
     return [*[Column(g, Float) for g in GAUGES], *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
 
 
-def _rollup_figure_columns() -> list[Column]:
+def _rollup_figure_columns() -> list[Column[Any]]:
     gauges = [c for g in GAUGES for c in (Column(f"{g}_sum", Float), Column(f"{g}_max", Float))]
     return [*gauges, *[Column(c, Float) for c in COUNTERS], *_hist_columns()]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     Connection,
+    Integer,
     LargeBinary,
     Table,
     and_,
@@ -86,7 +87,7 @@ def _targets_stmt(level: int) -> Any:
     if level == RAW:
         s = schema.scrapes
         q = s.c.queue_depth
-        cols = [s.c.ts, s.c.target_id, ONE, s.c.up, (q.is_not(None)).cast(schema.Integer), q, q,
+        cols = [s.c.ts, s.c.target_id, ONE, s.c.up, (q.is_not(None)).cast(Integer), q, q,
                 *[s.c[c] for c in TARGET_COLS[7:]]]
         return select(*cols).where(_range(s, "target_id", None)).order_by(s.c.ts)
     r = schema.target_rollups

@@ -46,14 +46,19 @@ def runs_alone(args) -> bool:
     return args.command in RUNS_ALONE or (args.command == "sim" and args.calibrate)
 
 
+# the product's CLI, not a module of the package run on its own (``python -m app.reference_doc``:
+# tests/test_reference_doc.py runs that one)
+_CLI = r"python -m app(?![\w.])"
+
+
 def _lines(text: str) -> list[str]:
     found = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
-            if "python -m app" in line:
+            if re.search(_CLI, line):
                 found.append(line.split(" #")[0])
     prose = "\n".join(line for line in text.splitlines() if not line.startswith("#"))  # a heading names, not runs
-    found += re.findall(r"`[^`\n]*?(python -m app[^`\n]*)`", prose)
+    found += re.findall(rf"`[^`\n]*?({_CLI}[^`\n]*)`", prose)
     # what a shell pipe feeds the output to (`| jq .state`) is not the command's
     return [re.sub(r"^.*?python -m app", "python -m app", line).split(" | ")[0].strip() for line in found]
 

@@ -60,7 +60,7 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
         title = f"State history: the last 24 h, from 10 min before its first change ({format_duration(end - start)} shown)"
     x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
-    return (
+    chart: alt.Chart = (
         alt.Chart(rows)
         .mark_bar(height=14)
         # the alerts' names whole: Vega cut them at 180 px ("edge · kv_cache_…")
@@ -69,6 +69,7 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
                          alt.Tooltip("end:T", format="%Y-%m-%d %H:%M:%S")])  # fmt: skip
         .properties(title=title)
     )
+    return chart
 
 
 def banner_since(reader: Reader, target: str | None) -> dict[str, float]:

@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import altair as alt
 import pandas as pd
@@ -26,6 +26,7 @@ from app.formatting import bound_name, number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
+from db.figures import FIGURES
 from db.results import BenchRun, CeilingInfo, ConfigEpoch, GpuPoint, SeriesPoint, SweepRun
 
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
@@ -87,6 +88,7 @@ def _iso(ts: float) -> str:
 
 
 AnyChart = alt.Chart | alt.LayerChart
+_Top = TypeVar("_Top", bound=alt.TopLevelMixin)  # a chart drawn on its own
 
 
 def _layer(*layers: Any) -> alt.LayerChart:
@@ -139,6 +141,13 @@ def bridges(points: Sequence[Any], step_s: float, fields: Sequence[str] = ()) ->
     return any(g > 1.5 * step_s and not _is_hole(gaps, i, step_s) for i, g in enumerate(gaps))
 
 
+def table_lines(panel: str) -> dict[str, str]:
+    """The lines the figures table (db/figures.py, a row's ``panel`` and ``line``) adds to the panel
+    ``panel`` of :data:`PANELS`: field → legend. A new figure reaches the Overview and the alert
+    e-mail from its row alone."""
+    return {f.name: f.line or f.label for f in FIGURES if f.panel == panel}
+
+
 def long_rows(points: Sequence[Any], fields: dict[str, str], step_s: float, scale: float = 1.0) -> pd.DataFrame:
     """One row per (step with data, series): columns ``time`` (ms), ``series`` (display name), ``value``.
 
@@ -167,7 +176,7 @@ def _lines(data: pd.DataFrame, frame: Frame, unit: str) -> alt.Chart:
         scale=alt.Scale(domain=names, range=[COLORS.get(n, REFERENCE) for n in names]),
         legend=alt.Legend(orient="top", direction="horizontal"),
     )
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_line(invalid="break-paths-show-domains", point=len(data) < 60)
         .encode(
@@ -177,6 +186,7 @@ def _lines(data: pd.DataFrame, frame: Frame, unit: str) -> alt.Chart:
             tooltip=[TOOLTIP_TIME, alt.Tooltip("series:N"), alt.Tooltip("value:Q", title=unit, format=".3~f")],
         )
     )
+    return chart
 
 
 def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -> alt.LayerChart | alt.Chart:
@@ -187,7 +197,7 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
-    rule = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
+    rule: alt.Chart = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
         y="y:Q", tooltip=alt.value(label or None)
     )
     if not label:
@@ -207,12 +217,13 @@ def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
     return chart.properties(title=title, height=HEIGHT)
 
 
-def _no_aria(chart: Any) -> Any:
+def _no_aria(chart: _Top) -> _Top:
     # No ARIA description per mark: Vega-Lite otherwise evaluates a "time: …; value: …" string for
     # each of the ~2,000 points a chart draws (~0.3 s of browser CPU for the Overview's five panels);
     # screen readers still get the chart's title, axes and legend. Streamlit does the same above
     # 5,000 rows; the time charts stay below that, so they say it themselves.
-    return chart.configure_mark(aria=False)
+    configured: _Top = chart.configure_mark(aria=False)
+    return configured
 
 
 def stack(*panels: AnyChart) -> alt.VConcatChart:
@@ -229,7 +240,8 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
     ]
     # No padding left and right: the panels already span the page's width (see Y_AXIS).
     chart = alt.vconcat(*zoomable, spacing=24).properties(padding={"left": 0, "right": 0, "top": 5, "bottom": 5})
-    return _no_aria(chart.resolve_scale(x="shared", color="independent"))
+    shared: alt.VConcatChart = chart.resolve_scale(x="shared", color="independent")
+    return _no_aria(shared)
 
 
 # Above this multiple of the SLO a latency axis turns logarithmic: a linear one would squash the SLO
@@ -251,7 +263,7 @@ def latency_scale(values: Iterable[float | None], slo_s: float) -> tuple[alt.Sca
     return alt.Scale(type="log", domain=[low * 0.9, top * 1.1], nice=False), " · log scale"
 
 
-TTFT_LINES = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"}
+TTFT_LINES = {"ttft_p50_s": "P50", "ttft_p95_s": "P95", "ttft_p99_s": "P99", "queue_time_p95_s": "queue P95"} | table_lines("ttft")
 
 
 def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> AnyChart:
@@ -274,7 +286,7 @@ def ceiling_label(ceiling: CeilingInfo) -> str:
     )
 
 
-THROUGHPUT_LINES = {"tokens_per_s": "output tok/s"}
+THROUGHPUT_LINES = {"tokens_per_s": "output tok/s"} | table_lines("throughput")
 
 
 def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: CeilingInfo | None) -> AnyChart:
@@ -289,7 +301,7 @@ def throughput_chart(points: Sequence[SeriesPoint], frame: Frame, ceiling: Ceili
     return _panel(chart, title)
 
 
-MBU_LINES = {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"}
+MBU_LINES = {"mbu": "MBU", "dram_bw_util": "DRAM (GPU reading)"} | table_lines("mbu")
 
 
 def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None, source: str = "") -> AnyChart:
@@ -311,7 +323,7 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None
     return _panel(_layer(lines, hline(min_mbu * 100, frame)), f"{title} · red dashes: min_mbu {min_mbu * 100:.0f} %")
 
 
-PREEMPTION_LINES = {"preemptions_per_s": "preemptions"}
+PREEMPTION_LINES = {"preemptions_per_s": "preemptions"} | table_lines("preemptions")
 
 
 def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -338,7 +350,7 @@ def axis_top(values: Iterable[float], floor: float) -> float:
     return max([floor, *seen])
 
 
-CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"}
+CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_depth_max": "gateway queue"} | table_lines("concurrency")
 
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int | None, source: str = "") -> AnyChart:
@@ -351,7 +363,7 @@ def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: i
                   + (f" ({source})" if source else ""))
 
 
-KV_LINES = {"kv_cache_usage_max": "KV usage"}
+KV_LINES = {"kv_cache_usage_max": "KV usage"} | table_lines("kv_cache")
 
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
@@ -408,7 +420,7 @@ def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     return _panel(lines, title)
 
 
-PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"}
+PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"} | table_lines("prefix_cache")
 
 
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
@@ -634,7 +646,8 @@ def operating_point_chart(
         layers.append(_roofline_layer(roofline, y_title))
     if roofline and compute_roof:
         layers.append(_compute_roof_layer(compute_roof, roofline[-1][0], y_title))
-    return _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+    chart: alt.LayerChart = _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
+    return chart
 
 
 # Past this ratio of a bound to the largest measured value a linear axis squashes the measurements
@@ -723,7 +736,8 @@ def per_request_chart(speeds: Sequence[Any], bound: float | None, title: str) ->
 
 def _slo_rule(slo_s: float) -> alt.Chart:
     data = pd.DataFrame({"value": [slo_s], "label": [f"SLO {number(slo_s)} s"]})
-    return alt.Chart(data).mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(y="value:Q", tooltip="label:N")
+    rule: alt.Chart = alt.Chart(data).mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(y="value:Q", tooltip="label:N")
+    return rule
 
 
 def _reference_curve(reference: Sequence[tuple[float, float]], y_title: str, label: str) -> alt.LayerChart:
@@ -745,7 +759,7 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
         if getattr(level, sweep_attr) is not None
     ]
     data = pd.DataFrame(rows, columns=["running", "value", "sweep", "measured", "mix"])
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_line(point=alt.OverlayMarkDef(shape="diamond", size=80))
         .encode(
@@ -758,6 +772,7 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
             tooltip=["sweep:N", "measured:N", "mix:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
         )
     )
+    return chart
 
 
 def _sweep_name(run: SweepRun) -> str:
@@ -799,7 +814,7 @@ def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.C
     ]  # fmt: skip
     data = pd.DataFrame(rows, columns=["running", "value", "benchmark", "level", "concurrency from", "model", "file",
                                        "settings"])  # fmt: skip
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_line(strokeDash=[2, 2], point=alt.OverlayMarkDef(shape="square", size=70))
         .encode(
@@ -812,6 +827,7 @@ def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.C
                      "settings:N"],
         )
     )  # fmt: skip
+    return chart
 
 
 EPOCH_COLOR = "#6a3d9a"
@@ -823,12 +839,13 @@ def epoch_layer(epochs: Sequence[ConfigEpoch], frame: Frame) -> alt.Chart:
     rows = [{"time": e.ts * 1000, "kind": e.kind, "changed": e.text()}
             for e in epochs if e.kind != "first" and frame.start <= e.ts <= frame.end]  # fmt: skip
     data = pd.DataFrame(rows, columns=["time", "kind", "changed"])
-    return (
+    chart: alt.Chart = (
         alt.Chart(data)
         .mark_rule(color=EPOCH_COLOR, strokeDash=[2, 3], strokeWidth=2)
         .encode(x=_x(frame), tooltip=[TOOLTIP_TIME, alt.Tooltip("kind:N", title="epoch"),
                                       alt.Tooltip("changed:N", title="what changed")])
     )  # fmt: skip
+    return chart
 
 
 def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) -> AnyChart:

@@ -62,7 +62,7 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> al
     """Lines over a time x column, points otherwise; ``colour`` splits the series."""
     records = query_output.records(result)
     temporal = x in query_output.time_columns(result)
-    base = alt.Chart(alt.Data(values=records))
+    base = alt.Chart(alt.InlineData(values=records))
     mark = base.mark_line(point=True) if temporal else base.mark_point()
     # ",.6~r": six significant digits with trailing zeros trimmed: a tick reads "0", not "0.000000"
     number_axis = alt.Axis(format=",.6~r")
@@ -71,7 +71,8 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> al
                            "y": alt.Y(y, type="quantitative", title=y, axis=number_axis), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
     if colour:
         enc["color"] = alt.Color(colour, type="nominal", title=colour)
-    return mark.encode(**enc).properties(height=320).interactive()
+    drawn: alt.Chart = mark.encode(**enc).properties(height=320).interactive()
+    return drawn
 
 
 def numeric_columns(result: query_runner.Result) -> list[str]:

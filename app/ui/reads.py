@@ -9,7 +9,7 @@ question can never get another's answer. Pages call these through ``Context`` an
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -19,6 +19,9 @@ from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings
 from db.results import SeriesPoint, WindowFigures
 from db.verdicts import StoredVerdict
+
+if TYPE_CHECKING:
+    from db.queries import Reader
 
 # Results are shared by every session for a few seconds: several viewers, page switches and the
 # live refresh then cost one query. Coarse steps (≥ 5 min) change slowly, so they live longer;
@@ -34,7 +37,7 @@ def floor(ts: float, step: float) -> float:
 
 
 @st.cache_resource(show_spinner=False)
-def reader(db_url: str) -> Any:
+def reader(db_url: str) -> Reader:
     """One read-only facade per database URL, shared by every session (a connection pool, not a cache
     of results: those are the ``st.cache_data`` functions below)."""
     from db.queries import Reader  # imported here so a missing facade is a guarded one-line error
