@@ -182,6 +182,7 @@ _PRESENTED: tuple[Figure, ...] = (
     # the latency clients see behind a gateway (issue 28): its wait by Little's law, added to the engine's
     Figure("queue_depth_avg", "gauge_avg", ("queue_depth",), rows="target", unit="requests",
            help="gateway queue depth, average"),
+    Figure("waiting_avg", "gauge_avg", ("requests_waiting",), unit="requests"),  # the headroom forecast's demand
     Figure("requests_started_per_s", "rate", ("ttft", "covered_ms"), unit="req/s",
            help="requests entering the engine per second (the rate of its TTFT count: each got a first token)"),
     Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",

@@ -133,6 +133,7 @@ class EngineFigures:
     # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
     # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
     queue_depth_avg: float | None = None
+    waiting_avg: float | None = None  # requests waiting in vLLM, average (the headroom forecast's demand)
     requests_started_per_s: float | None = None
     gateway_wait_s: float | None = None
     client_ttft_p95_s: float | None = None
