@@ -173,3 +173,11 @@ def headroom_of(reader: Reader, target: str, now: float, capacity: float | None,
         peaks = reader.daily_peaks(target, first, SPAN_DAYS)
         _CACHE[key] = forecast([p.demand for p in peaks], capacity, source)
     return _CACHE[key]
+
+
+def line(reader: Reader, settings: Settings, target: str, now: float) -> str:
+    """:func:`headroom`'s text, or why there is none: a failed read costs this line, never the page or e-mail."""
+    try:
+        return headroom(reader, settings, target, now).text()
+    except Exception as exc:  # noqa: BLE001 - the forecast is one line among many; its failure is said there
+        return f"no forecast: could not read the history ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
