@@ -85,7 +85,7 @@ class Headroom:
         if self.state == BEYOND:
             return f"at this growth ({rate}) the peak stays in {cap} for more than {HORIZON_DAYS} days ({self.earliest}–{latest}; {peak})"
         return (f"at this growth ({rate}) the peak leaves {cap} in ~{self.in_days} days "
-                f"({self.earliest}–{latest}, {LEVEL:.0%} range; {peak})")
+                f"({self.earliest}–{latest}, {LEVEL * 100:.0f} % range; {peak})")
 
     def cell(self) -> str:
         """The Fleet's short form: ``~12 d (9–15)``, ``no trend``, ``past``, ``too short (5/7 d)``, ``unknown``."""
