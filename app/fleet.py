@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
 from app.formatting import MISSING
+from app.headroom import Headroom, headroom_of
 from app.sweet_spot import SweetSpot, resolve
 from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate, no_data_reason
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
@@ -55,6 +56,7 @@ class FleetRow:
     figures: WindowFigures
     sparkline: tuple[float | None, ...]
     spot: SweetSpot | None = None  # its own sweet spot with its source (None: not resolved, no settings)
+    headroom: Headroom | None = None  # its peak-hour demand's forecast (app/headroom.py; None: not asked, unreadable)
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,14 @@ def target_state(
 
 
 def fleet(
-    reader: Any, sweetspot: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None
+    reader: Any, sweetspot: SweetSpotSettings, now: float, window_s: float, settings: Settings | None = None,
+    *, headroom: bool = False,
 ) -> list[FleetRow]:
     """Every stored target, worst first (state, then critical before warning, then lowest MBU).
 
     With ``settings``, each target is judged as the banner, ``status`` and the alert evaluator judge
     it: its effective thresholds (``targets[].sweetspot``) and rule set (``[[alerts.rules]]``).
+    ``headroom``: each row with its headroom forecast too (the Fleet page; a fit per target and day).
     """
     end = math.floor(now / SPARK_STEP_S) * SPARK_STEP_S  # whole minutes, as the Overview's charts
     figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
@@ -102,8 +106,16 @@ def fleet(
         defs = None if settings is None else rule_set(settings, name)
         spot = None if settings is None else resolve(reader, settings, name, now)
         state = target_state(f.window, own, _recent(f.series, now - own.queue_growth_s - SPARK_STEP_S), defs, spot)
-        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"]), spot))
+        room = _headroom(reader, name, now, spot) if headroom and spot is not None else None
+        rows.append(FleetRow(name, f.models, f.discovered_by, state, f.window, tuple(f.series["tokens_per_s"]), spot, room))
     return sorted(rows, key=_worst_first)
+
+
+def _headroom(reader: Any, name: str, now: float, spot: SweetSpot) -> Headroom | None:
+    try:
+        return headroom_of(reader, name, now, None if spot.value is None else float(spot.value), spot.source or "")
+    except Exception:  # noqa: BLE001 - an unreadable history costs this target's forecast, not the Fleet
+        return None
 
 
 def _recent(columns: dict[str, list[Any]], since: float) -> list[SeriesPoint]:

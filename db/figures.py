@@ -191,6 +191,7 @@ _PRESENTED: tuple[Figure, ...] = (
     # the latency clients see behind a gateway (issue 28): its wait by Little's law, added to the engine's
     Figure("queue_depth_avg", "gauge_avg", ("queue_depth",), rows="target", unit="requests",
            help="gateway queue depth, average"),
+    Figure("waiting_avg", "gauge_avg", ("requests_waiting",), unit="requests"),  # the headroom forecast's demand
     Figure("requests_started_per_s", "rate", ("ttft", "covered_ms"), unit="req/s",
            help="requests entering the engine per second (the rate of its TTFT count: each got a first token)"),
     Figure("gateway_wait_s", "derived", ("ttft", "request_success", "covered_ms"), unit="s", label="gateway wait",
@@ -314,6 +315,7 @@ class EngineFigures:
     # requests enter the engine (its TTFT count, else finished requests), the wait by Little's law
     # (None: unknown, a queue with nobody admitted), and the client-seen TTFT P95 and SLO attainment
     queue_depth_avg: float | None = None
+    waiting_avg: float | None = None  # requests waiting in vLLM, average (the headroom forecast's demand)
     requests_started_per_s: float | None = None
     gateway_wait_s: float | None = None
     client_ttft_p95_s: float | None = None

@@ -51,6 +51,7 @@ from db.sources import RAW
 if TYPE_CHECKING:
     from db.fleet import FleetFigures
     from db.notifications import NotificationEntry
+    from db.peaks import DailyPeak
     from db.verdicts import StoredVerdict
 
 
@@ -152,6 +153,14 @@ class Reader:
         data frames; no per-point objects, so a day of minutes costs a few milliseconds.
         """
         return self._run("reading a series", _series_columns, target, (start, end, step_s), model, level, fields)
+
+    def daily_peaks(self, target: str, first_day: float, days: int) -> list[DailyPeak]:
+        """``target``'s peak-hour demand (requests in the system) of each UTC day from ``first_day`` (a
+        midnight), ``days`` of them, from the minute rollups (db/peaks.py: the rules; None: too little data)."""
+        from db.peaks import DAY_S, FIELDS, STEP_S, daily_peaks
+
+        cols = self.series_columns(target, first_day, first_day + days * DAY_S, STEP_S, fields=FIELDS, level=60)
+        return daily_peaks(cols, first_day, days)
 
     def gpu_series(self, target: str, start: float, end: float, step_s: float) -> list[GpuPoint]:
         """One point per (step, GPU) with data in [start, end), ordered by time then UUID."""

@@ -158,13 +158,15 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
                      *, vllm_version: str = "v1", engine: str = "vllm", config: EngineConfig | None = None,
                      gateway_limit: int = 16,
                      peak_clients: float = 28.0, hostname: str = "sim-v100-node",
-                     slowdown: float = 0.0, slowdown_from: float | None = None) -> Iterator[HistorySample]:
+                     slowdown: float = 0.0, slowdown_from: float | None = None,
+                     growth_per_day: float = 0.0) -> Iterator[HistorySample]:
     """Samples at ``start_ts``, ``start_ts + step_s``, … up to ``end_ts`` (unix seconds), as scraped.
 
     Counters are monotonic except at the pattern's restarts (new ``process_start_time_seconds`` and
     ``*_created``, counters from zero). Deterministic for a seed. The fault knob: from ``slowdown_from``
     (default: the start) the GPUs do ``slowdown`` less work per second (profiled again with every
-    step that much longer, so latencies follow too).
+    step that much longer, so latencies follow too). The growth knob: demand (the pattern's clients)
+    × (1 + ``growth_per_day``) per day since ``start_ts``, compounded continuously (0.03: +3 % a day).
     """
     if pattern != "daily":
         raise ValueError(f"unknown pattern {pattern!r} (only 'daily')")
@@ -173,7 +175,7 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
     slow_config = dataclasses.replace(config, params=dataclasses.replace(config.params, slowdown=slowdown))
     slow = profiles(slow_config) if slowdown else (by_level, storm)
     slow_from = start_ts if slowdown_from is None else slowdown_from
-    daily = DailyPattern(seed, peak_clients)
+    daily = DailyPattern(seed, peak_clients, growth_per_day, start_ts)
     rng = random.Random(f"history:{seed}")
     acc = _Accumulator(start_ts - step_s)
     gateway_start, served = start_ts - 86400.0, 0.0

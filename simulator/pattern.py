@@ -68,15 +68,27 @@ def incidents(seed: int, day: int) -> tuple[Incident, ...]:
 class DailyPattern:
     """Demand and incidents of the daily pattern for one seed."""
 
-    def __init__(self, seed: int = 0, peak_clients: float = 28.0) -> None:
+    def __init__(self, seed: int = 0, peak_clients: float = 28.0, growth_per_day: float = 0.0, growth_from: float = 0.0) -> None:
         self.seed = seed
         self.peak_clients = peak_clients
+        self.growth_per_day = growth_per_day  # demand × (1 + this) a day since growth_from (unix s)
+        self.growth_from = growth_from
 
-    def state(self, ts: float) -> PatternState:
+    def growth(self, ts: float) -> float:
+        """The growth knob's factor at ``ts``: 1 without growth or before ``growth_from``."""
+        days = max(0.0, ts - self.growth_from) / DAY_S
+        return (1.0 + self.growth_per_day) ** days if self.growth_per_day else 1.0
+
+    def baseline(self, ts: float) -> float:
+        """The demand (clients) at ``ts`` without the day's incidents: the day's shape, the weekend, growth."""
         day = int(ts // DAY_S)
         hour = (ts - day * DAY_S) / 3600.0
         weekend = (day + 4) % 7 in (5, 6)  # 1970-01-01 was a Thursday
-        clients = self.peak_clients * day_shape(hour) * (0.6 if weekend else 1.0)
+        return self.peak_clients * day_shape(hour) * (0.6 if weekend else 1.0) * self.growth(ts)
+
+    def state(self, ts: float) -> PatternState:
+        day = int(ts // DAY_S)
+        clients = self.baseline(ts)
         storm = burst = False
         for incident in incidents(self.seed, day):
             if incident.start <= ts < incident.end:

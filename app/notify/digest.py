@@ -31,6 +31,7 @@ from app.formatting import (
     slo_in_bucket_text,
     with_unit,
 )
+from app.headroom import line as headroom_line
 from app.notify.outbox import DIGEST_KIND, Outgoing
 from app.sweet_spot import resolve
 from core.durations import format_duration
@@ -86,6 +87,7 @@ class TargetDigest:
     outside: float = 0.0  # share of minutes judged outside the sweet spot
     not_stored: float = 0.0  # share of minutes without a stored verdict (no evaluator ran then)
     sweet_spot: str = "unknown"  # its own sweet spot at the period's end, with its source (app/sweet_spot.py)
+    headroom: str = ""  # when its peak hour leaves the sweet spot, at its growth (app/headroom.py)
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
         ttft_slo_s=whole.ttft_slo_s, ttft_slo_attainment=whole.ttft_slo_attainment, ttft_slo_bounds=whole.ttft_slo_bounds,
         ttft_slo_p95_bucket=whole.ttft_slo_in_p95_bucket(),
         outside=judged.outside, not_stored=judged.not_stored, sweet_spot=resolve(reader, settings, name, end).line(),
+        headroom=headroom_line(reader, settings, name, end),
     )  # fmt: skip
 
 
@@ -175,6 +178,7 @@ def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
         dram_text(d.dram_bw_util, d.dram_bw_source) + (f"; {o}" if (o := overhead_text(d.overhead_traffic_gbps, d.overhead_ratio)) else ""),
         f"preemptions: {number(d.preemptions)}",
         f"sweet spot: {visible(d.sweet_spot, 1000)}",
+        *([f"headroom: {visible(d.headroom, 1000)}"] if d.headroom else []),
         f"incidents: {len(d.incidents) or 'none'}",
     ]
     slo = [slo_attainment_text(d.ttft_slo_s, d.ttft_slo_attainment, d.ttft_slo_bounds), slo_in_bucket_text(d.ttft_slo_s, d.ttft_slo_p95_bucket)]

@@ -85,7 +85,7 @@ def series(url: str, target: str, start: float, end: float, step_s: float, model
 def fleet_rows(settings: Settings, end: float, window_s: float) -> list[FleetRow]:
     """Every target's row of the Fleet page; ``settings`` is part of the key by value (Streamlit
     hashes a dataclass by its fields): each target is judged by its effective rules."""
-    return fleet(reader(settings.db_url), settings.sweetspot, end, window_s, settings)
+    return fleet(reader(settings.db_url), settings.sweetspot, end, window_s, settings, headroom=True)
 
 
 @st.cache_data(ttl=600, max_entries=64, show_spinner=False)

@@ -32,6 +32,7 @@ def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:
         "preemptions": [number(x.preemptions) for x in f],
         "running": [number(x.running_avg) for x in f],
         "sweet spot": [r.spot.text if r.spot else "unknown" for r in rows],
+        "headroom": [r.headroom.cell() if r.headroom else "—" for r in rows],
         "queue": [number(x.queue_depth_max) for x in f],
         "KV": [percent(x.kv_cache_usage_max) for x in f],
         "last hour tok/s": [widgets.sparkline_svg(r.sparkline) for r in rows],  # a missing minute is a gap
@@ -50,6 +51,9 @@ def live() -> None:
         "overview": col.LinkColumn("Overview", display_text="open ↗"),
         "running": col.TextColumn(help="average running requests"),
         "sweet spot": col.TextColumn(help="the target's own sweet-spot concurrency and where it came from"),
+        "headroom": col.TextColumn(help="days until, at its growth, the peak-hour demand (running + queued) leaves the "
+                                   "sweet spot, with the 80 % range; no trend, past, or how much history is missing "
+                                   "(docs/ui.md#headroom)"),
         "MBU": col.TextColumn(help="model bandwidth utilisation: the model's bytes (vLLM's byte counters, else the step model)"),
         "DRAM": col.TextColumn(help="DRAM bandwidth utilisation the GPUs read (NVML GPM or DCGM): every byte moved, not MBU"),
         "% of step bound": col.TextColumn(help="output tok/s ÷ the most decode steps/s the bandwidth allows "

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app.epochs import comparisons
 from app.formatting import clock
+from app.headroom import line as headroom_line
 from app.ui import alert_views, chart_cache, charts, page, time_range, widgets
 from app.ui.guard import guard
 from app.verdict import broken_since, evaluate, last_up
@@ -48,6 +49,8 @@ def live() -> None:
     if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
         st.caption(warning.strip())
     st.caption(widgets.history_text(history, span.start, span.end))
+    # the trend of the peak hour against the sweet spot, from whole days (app/headroom.py)
+    st.caption(f"Headroom: {markdown(headroom_line(ctx.reader, ctx.settings, str(view.target), now), 1000)}")
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(
