@@ -8,7 +8,7 @@ concurrency rounded to a whole request (idle ones, under :data:`IDLE_RUNNING`, l
 (pool-adjacent violators), is the curve, and its
 highest value the plateau. The knee is the smallest concurrency where the curve reaches
 ``share`` (90 %) of the plateau, interpolated between levels and rounded to a whole request, then
-stepped back below the first level whose median TTFT P95 passes the SLO.
+stepped back below the first level from which the median TTFT P95 stays above the SLO.
 
 The learner refuses to guess, and says what it lacks, when the minutes are too few, the
 concurrency levels too few (both :class:`Limits`, the ``[learner]`` settings), or the curve has not flattened within the concurrencies seen (traffic
@@ -146,7 +146,7 @@ def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE, 
                        f"{first.concurrency}): {_hours(more)} more hours at concurrency above {top}", more)  # fmt: skip
     knee = max(1, round(at))
     reason = f"{share:.0%} of its plateau ({plateau:,.0f} tok/s) at {knee}"
-    breach = next((lv for lv in levels if slo_s is not None and lv.ttft_p95_s is not None and lv.ttft_p95_s > slo_s), None)
+    breach = _breach(levels, slo_s)
     if breach is not None and breach.concurrency <= knee:
         below = [lv.concurrency for lv in levels if lv.concurrency < breach.concurrency]
         if not below:
@@ -155,6 +155,20 @@ def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE, 
         knee = below[-1]
         reason += f", capped at {knee}: TTFT P95 {breach.ttft_p95_s:.3g} s at {breach.concurrency} > {slo_s:g} s SLO"
     return Learned(knee, levels, minutes, plateau, reason)
+
+
+def _breach(levels: Sequence[Level], slo_s: float | None) -> Level | None:
+    """The lowest level from which the median TTFT P95 stays above the SLO at every level above it
+    (levels without a TTFT aside). A breach at a low level that higher levels do not share is not the
+    price of concurrency (a night of long prompts at two running, say) and does not cap the knee."""
+    if slo_s is None:
+        return None
+    found = None
+    for lv in reversed([lv for lv in levels if lv.ttft_p95_s is not None]):
+        if lv.ttft_p95_s is None or lv.ttft_p95_s <= slo_s:
+            break
+        found = lv
+    return found
 
 
 def _trimmed(levels: Sequence[Level]) -> list[Level]:

@@ -349,7 +349,7 @@ def test_the_learner_finds_the_sweeps_knee_from_the_sweeps_own_traffic(server: V
     settings = load_settings(cfg)
     spot = resolve(Reader(db_url), settings, TARGET, float(last) + 1.0)  # the data's own clock: its last round
     levels = json.loads(out.read_text())["levels"]
-    swept = ", ".join(f"{lv['concurrency']}: {lv['tokens_per_s']:.0f} tok/s, TTFT P95 {lv['ttft_p95_s']:.2f} s"
+    swept = ", ".join(f"{lv['concurrency']}: {lv['tokens_per_s'] or 0:.0f} tok/s, TTFT P95 {lv['ttft_p95_s'] or math.nan:.2f} s"
                       for lv in levels)  # fmt: skip
     learned = spot.learned
     assert learned is not None

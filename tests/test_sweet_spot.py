@@ -122,6 +122,51 @@ def test_the_learner_finds_the_reference_knee_on_the_simulator_from_a_day_of_var
     assert spot.curve_source == "learned" and spot.expected(16.0) == pytest.approx(129.0, rel=0.05)
 
 
+@pytest.mark.slow  # 1.7 days of history and 250 evaluations: ~20 s of CPU
+def test_a_slowed_period_does_not_teach_the_learner_a_lower_curve(tmp_path):
+    """Issue 28: a degraded period must not feed the fit. A clean day of varied load, then the next
+    day's busy hours with the GPUs 30 % slower (the simulator's fault knob) while the product's
+    evaluator judges every minute against the learned curve: the minutes it stored as under-delivering
+    are left out, so what is learned after the fault stays where it was before it; the same history
+    with the faulty minutes kept in shows what leaving them out prevents."""
+    from app.alerts.evaluator import Evaluator
+    from app.sweet_spot import learn_from_history
+
+    fault = _first_busy(START + DAY + 6 * 3600, 20.0)
+    end = fault + 4 * 3600
+    url = f"sqlite:///{tmp_path / 'slowed.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("sim"))
+    writer.write_rounds(_rounds("sim", START, end, seed=0, gateway_limit=32, peak_clients=40.0, slowdown=0.3,
+                                slowdown_from=fault))  # fmt: skip
+    rollup(engine, end)
+    settings = Settings(db_url=url, targets=(target_settings("sim"),))
+    reader = Reader(url)
+    before = learn_from_history(reader, settings.learner, "sim", fault, SLO)
+    evaluator = Evaluator(engine, settings)
+    for at in range(int(fault - 600), int(end), 60):  # every minute of the data's own clock
+        evaluator.evaluate_once(at)
+    held = [v for v in reader.verdicts("sim", fault, end) if "under_delivering" in v.held]
+    after = learn_from_history(reader, settings.learner, "sim", end, SLO)
+    kept_in = learn_from_history(reader, settings.learner, "sim", end, SLO, leave_out_faults=False)
+    engine.dispose()
+    assert before is not None and after is not None and kept_in is not None
+    assert before.knee is not None and before.plateau is not None
+
+    def drop(learned) -> float:  # the most the curve fell, as a share of before's, at any concurrency 4-32
+        return max(1 - (expected_at(learned.curve, c) or 0.0) / (expected_at(before.curve, c) or 1.0) for c in range(4, 33))
+
+    print(f"before the fault: knee {before.knee} ({before.reason}; {before.rests_on}); after 4 h slowed ({len(held)} "
+          f"minutes held under_delivering): knee {after.knee} ({after.reason}), curve down {drop(after):.1%} at most; "
+          f"faults kept in: knee {kept_in.knee} ({kept_in.reason}), curve down {drop(kept_in):.1%} at most")  # fmt: skip
+    assert len(held) >= 180  # most of the 4 slowed hours were judged a fault
+    # X: the slowed period moves the learned curve by under 2 % at any concurrency, and the knee by at most one
+    assert after.knee is not None and abs(after.knee - before.knee) <= 1 and drop(after) < 0.02
+    # kept in, the same slowed minutes pull the curve down (what leaving them out prevents)
+    assert drop(kept_in) > 0.05
+
+
 def test_sources_in_order_configured_then_sweep_then_learned(varied_day, tmp_path):
     reader, now = Reader(varied_day), START + DAY
     configured = Settings(db_url=varied_day, targets=(dataclasses.replace(target_settings("sim"), sweet_spot=12),))
