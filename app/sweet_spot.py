@@ -55,7 +55,7 @@ class SweetSpot:
 
     def missing(self) -> str:
         """The ``concurrency`` rule's "not evaluated" line when the sweet spot is unknown."""
-        hours = self.learned.more_hours if self.learned and self.learned.more_hours else 2.0
+        hours = max(self.learned.more_hours, 0.1) if self.learned and self.learned.more_hours else 2.0
         why = f" (the learner: {self.learned.reason})" if self.learned else ""
         return ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it "
                 f"learn from {hours:.1f}".removesuffix(".0") + f" more hours at higher load){why}")
@@ -109,16 +109,20 @@ def own_curves(spot: SweetSpot, report_tokens: Sequence[tuple[float, float]],
     return OwnCurves((), (), "", f"none: no fitted curve of its own yet ({why})")
 
 
-def resolve(reader: Reader, settings: Settings, target: str, now: float) -> SweetSpot:
+def resolve(reader: Reader, settings: Settings, target: str, now: float, *, learn_now: bool = False) -> SweetSpot:
     """``target``'s sweet spot and curve at ``now``, from the settings, its stored sweeps and history.
 
-    A read that fails (a database without sweeps, say) costs that source only: the next one is tried.
+    The learned source is what the alert evaluator last learned and stored (db/learned.py), when it
+    is under :data:`STORED_FRESH_S` old and was judged by the same SLO; else (no evaluator ran, an
+    older database, a backtest at another time) it is learned here. ``learn_now``: learn it from the
+    history whatever is stored (the evaluator, which stores it). A read that fails (a database
+    without sweeps, say) costs that source only: the next one is tried.
     """
     sweetspot = effective_sweetspot(settings, target)
     if is_reference(settings, target) and sweetspot.concurrency is None:
         curve = tuple((float(c), t) for c, t, _ in REFERENCE_LEVELS)
         return SweetSpot(REFERENCE_KNEE, REFERENCE, f"the knee of {REFERENCE_REPORT}", curve, REFERENCE)
-    sweep, learned = _stored(reader, settings.learner, target, now, sweetspot.ttft_p95_slo_s)
+    sweep, learned = _stored(reader, settings.learner, target, now, sweetspot.ttft_p95_slo_s, learn_now)
     curve, curve_source = _curve(sweep, learned)
     if sweetspot.concurrency is not None:
         return SweetSpot(sweetspot.concurrency, CONFIGURED, "configured", curve, curve_source, learned)
@@ -143,18 +147,35 @@ def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
 
 # (database, target, SLO, 10-minute slot) → its latest sweep and what the learner found: the Fleet
 # resolves every target each refresh, and the learner reads a week of minutes; both move with hours.
-_STORED: dict[tuple[str, LearnerSettings, str, float, int], tuple[SweepRun | None, Learned | None]] = {}
+_STORED: dict[tuple[str, LearnerSettings, str, float, int, bool], tuple[SweepRun | None, Learned | None]] = {}
 STORED_SLOT_S = 600
+STORED_FRESH_S = 2 * STORED_SLOT_S  # a stored learned result older than this is learned again on read
 
 
-def _stored(reader: Reader, learner: LearnerSettings, target: str, now: float,
-            slo_s: float) -> tuple[SweepRun | None, Learned | None]:  # fmt: skip
-    key = (str(getattr(getattr(reader, "engine", None), "url", "")), learner, target, slo_s, int(now // STORED_SLOT_S))
+def _stored(reader: Reader, learner: LearnerSettings, target: str, now: float, slo_s: float,
+            learn_now: bool = False) -> tuple[SweepRun | None, Learned | None]:  # fmt: skip
+    key = (str(getattr(getattr(reader, "engine", None), "url", "")), learner, target, slo_s, int(now // STORED_SLOT_S),
+           learn_now)  # fmt: skip
     if key not in _STORED:
         if len(_STORED) > 4096:
             _STORED.clear()
-        _STORED[key] = (_latest_sweep(reader, target), learn_from_history(reader, learner, target, now, slo_s))
+        learned = None if learn_now else stored_learned(reader, target, now, slo_s)
+        if learned is None:
+            learned = learn_from_history(reader, learner, target, now, slo_s)
+        _STORED[key] = (_latest_sweep(reader, target), learned)
     return _STORED[key]
+
+
+def stored_learned(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
+    """What the evaluator last learned for ``target`` (db/learned.py), if fresh and judged by ``slo_s``."""
+    try:
+        found = reader.learned_sweet_spot(target, now)
+    except Exception:  # noqa: BLE001 - a database without the table: learned on read
+        return None
+    if found is None:
+        return None
+    at, stored_slo, learned = found
+    return learned if now - at <= STORED_FRESH_S and stored_slo == slo_s else None
 
 
 def limits_of(learner: LearnerSettings) -> Limits:

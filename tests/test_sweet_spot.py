@@ -63,6 +63,39 @@ def test_the_knee_steps_back_below_the_first_level_that_breaks_the_slo():
     assert learned.reason.endswith("capped at 12: TTFT P95 4 s at 16 > 3 s SLO")
 
 
+def test_a_low_level_breach_that_higher_levels_do_not_share_caps_nothing():
+    # a night of long prompts at 2 running: TTFT P95 4 s there, 1 s from 4 to 12, past the SLO from 16 on
+    ttft = lambda c: 4.0 if c == 2 or c >= 16 else 1.0  # noqa: E731
+    learned = learn(minutes({c: 30 for c in (2, 4, 8, 12, 16, 20, 24, 28, 32)}, ttft=ttft), SLO)
+    assert learned.knee == 12 and learned.reason.endswith("capped at 12: TTFT P95 4 s at 16 > 3 s SLO")
+
+
+def test_the_minimums_and_the_grain_are_settings_and_samples_weigh_their_minutes():
+    from core.knee import Limits
+
+    # 5-s samples (a twelfth of a minute each): 20 s at each of five levels, 100 s in all
+    fine = [Sample(float(c), saturating(c), 1.0, 5 / 60) for c in (2, 8, 16, 24, 32) for _ in range(4)]
+    refused = learn(fine, SLO)  # production's minimums: 1.7 busy minutes of the 120 it needs
+    assert refused.knee is None and refused.reason.startswith("1.7 busy minutes, it needs 120")
+    lowered = learn(fine, SLO, limits=Limits(min_minutes=1.0, min_levels=4, min_level_minutes=10 / 60))
+    assert lowered.knee is not None and lowered.rests_on == "1.7 minutes at 5 concurrency levels"
+    assert lowered.levels[0].minutes == pytest.approx(20 / 60)
+
+
+def test_the_learner_settings_are_read_and_bad_ones_refused(tmp_path):
+    from app.loader import load_settings
+    from core.settings import ConfigError
+
+    path = tmp_path / "s.toml"
+    path.write_text('[learner]\nstep_s = "5s"\nmin_busy_s = "60s"\nmin_level_s = "10s"\n')
+    learner = load_settings(path).learner
+    assert (learner.step_s, learner.min_busy_s, learner.min_level_s, learner.min_levels, learner.span_s) == (5.0, 60.0, 10.0, 4, 7 * DAY)
+    for bad in ('step_s = "0s"', "min_levels = 1", 'min_busy_s = "-1s"'):
+        path.write_text(f"[learner]\n{bad}\n")
+        with pytest.raises(ConfigError, match="learner"):
+            load_settings(path)
+
+
 @pytest.mark.parametrize(("levels", "curve", "said"), [
     ({4: 20, 8: 20, 16: 20}, saturating, f"60 busy minutes, it needs {MIN_MINUTES}: 1 more hours of traffic"),
     ({4: 100, 8: 100}, saturating, "2 concurrency levels, it needs 4: 0.1 more hours at other loads"),
@@ -165,6 +198,43 @@ def test_a_slowed_period_does_not_teach_the_learner_a_lower_curve(tmp_path):
     assert after.knee is not None and abs(after.knee - before.knee) <= 1 and drop(after) < 0.02
     # kept in, the same slowed minutes pull the curve down (what leaving them out prevents)
     assert drop(kept_in) > 0.05
+
+
+def test_the_evaluator_stores_what_it_learned_and_every_reader_shows_that_number(varied_day, tmp_path):
+    """Issue 28: the learned sweet spot is learned by the evaluator (every 10 minutes) and stored
+    with what it rests on and its configuration epoch; readers (status, pages, digest, e-mails: all
+    through resolve) show the stored number while it is fresh, and the learned_history view shows
+    how it moved."""
+    import shutil
+
+    from sqlalchemy import text
+
+    from app.alerts.evaluator import Evaluator
+    from app.sweet_spot import STORED_FRESH_S
+
+    path = tmp_path / "day.db"
+    shutil.copy(varied_day.removeprefix("sqlite:///"), path)
+    url = f"sqlite:///{path}"
+    engine = open_engine(url)
+    settings = Settings(db_url=url, targets=(target_settings("sim"),))
+    at = int(START + DAY)
+    Evaluator(engine, settings).evaluate_once(at)
+    with Reader(url).engine.connect() as conn:  # the reader's connection has the views' SQL functions
+        (row,) = conn.execute(text("SELECT target, learned_at, knee, plateau_tokens_per_s, minutes, levels, reason, "
+                                   "ttft_slo_s, config_epoch, models FROM learned_history")).all()  # fmt: skip
+    learned = resolve(Reader(url), settings, "sim", at, learn_now=True).learned
+    assert learned is not None and learned.knee is not None
+    assert (row.target, row.learned_at, row.knee, row.levels, row.ttft_slo_s) == ("sim", at, learned.knee, len(learned.levels), SLO)
+    assert row.plateau_tokens_per_s == pytest.approx(learned.plateau) and row.minutes == learned.minutes
+    assert row.config_epoch is not None and row.config_epoch <= at and row.reason == learned.reason
+    # a reader 5 minutes later shows the stored number, not one of its own: the stored knee, changed
+    # here by hand to tell the two apart, is what it reads; once older than STORED_FRESH_S it learns again
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE learned_sweet_spots SET knee = 9"))
+    read = resolve(Reader(url), settings, "sim", at + 300)
+    assert (read.value, read.source) == (9, "learned") and read.learned is not None and read.learned.plateau == row.plateau_tokens_per_s
+    assert resolve(Reader(url), settings, "sim", at + STORED_FRESH_S + 600).value == learned.knee
+    engine.dispose()
 
 
 def test_sources_in_order_configured_then_sweep_then_learned(varied_day, tmp_path):
