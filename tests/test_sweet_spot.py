@@ -234,6 +234,11 @@ def test_the_evaluator_stores_what_it_learned_and_every_reader_shows_that_number
     read = resolve(Reader(url), settings, "sim", at + 300)
     assert (read.value, read.source) == (9, "learned") and read.learned is not None and read.learned.plateau == row.plateau_tokens_per_s
     assert resolve(Reader(url), settings, "sim", at + STORED_FRESH_S + 600).value == learned.knee
+    # kept as long as the minute rollups it was learned from
+    from db.rollup import apply_retention
+
+    deleted = apply_retention(engine, at + 200, dataclasses.replace(settings, raw_retention_s=60.0, rollup_retention_s=60.0))
+    assert deleted["learned_sweet_spots"] == 1
     engine.dispose()
 
 
