@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
-from core.knee import Learned, Sample, expected_at, learn
-from core.settings import Settings, SweetSpotSettings, effective_sweetspot, is_reference
+from core.knee import Learned, Limits, Sample, expected_at, learn
+from core.settings import LearnerSettings, Settings, SweetSpotSettings, effective_sweetspot, is_reference
 from db.queries import Reader
 from db.results import SweepRun
 
@@ -25,9 +25,10 @@ CONFIGURED, SWEEP, LEARNED, REFERENCE = "configured", "sweep", "learned", "refer
 SOURCES = (CONFIGURED, SWEEP, LEARNED, REFERENCE)
 REFERENCE_KNEE = 16  # the V100 report's knee (DOMAIN.md §2), for the demo only
 REFERENCE_REPORT = "the reference report (8× V100, 70B AWQ, TP 8)"
-LEARN_SPAN_S = 7 * 86400.0  # the stored history the learner reads, in minutes
-LEARN_STEP_S = 60.0
-LEARN_FIELDS = ("running_avg", "tokens_per_s", "ttft_p95_s")
+LEARN_FIELDS = ("running_avg", "tokens_per_s", "ttft_p95_s", "up_ratio")
+# Minutes whose stored verdict held one of these rules are a fault, not the target's curve: the
+# learner leaves them out (docs/alerts.md: a degraded period must not teach a lower curve).
+FAULT_RULES = ("under_delivering", "target_down", "not_serving", "sleeping", "requests_failing")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class SweetSpot:
 
     def missing(self) -> str:
         """The ``concurrency`` rule's "not evaluated" line when the sweet spot is unknown."""
-        hours = self.learned.more_hours if self.learned and self.learned.more_hours else 2.0
+        hours = max(self.learned.more_hours, 0.1) if self.learned and self.learned.more_hours else 2.0
         why = f" (the learner: {self.learned.reason})" if self.learned else ""
         return ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it "
                 f"learn from {hours:.1f}".removesuffix(".0") + f" more hours at higher load){why}")
@@ -108,16 +109,20 @@ def own_curves(spot: SweetSpot, report_tokens: Sequence[tuple[float, float]],
     return OwnCurves((), (), "", f"none: no fitted curve of its own yet ({why})")
 
 
-def resolve(reader: Reader, settings: Settings, target: str, now: float) -> SweetSpot:
+def resolve(reader: Reader, settings: Settings, target: str, now: float, *, learn_now: bool = False) -> SweetSpot:
     """``target``'s sweet spot and curve at ``now``, from the settings, its stored sweeps and history.
 
-    A read that fails (a database without sweeps, say) costs that source only: the next one is tried.
+    The learned source is what the alert evaluator last learned and stored (db/learned.py), when it
+    is under :data:`STORED_FRESH_S` old and was judged by the same SLO; else (no evaluator ran, an
+    older database, a backtest at another time) it is learned here. ``learn_now``: learn it from the
+    history whatever is stored (the evaluator, which stores it). A read that fails (a database
+    without sweeps, say) costs that source only: the next one is tried.
     """
     sweetspot = effective_sweetspot(settings, target)
     if is_reference(settings, target) and sweetspot.concurrency is None:
         curve = tuple((float(c), t) for c, t, _ in REFERENCE_LEVELS)
         return SweetSpot(REFERENCE_KNEE, REFERENCE, f"the knee of {REFERENCE_REPORT}", curve, REFERENCE)
-    sweep, learned = _stored(reader, target, now, sweetspot.ttft_p95_slo_s)
+    sweep, learned = _stored(reader, settings.learner, target, now, sweetspot.ttft_p95_slo_s, learn_now)
     curve, curve_source = _curve(sweep, learned)
     if sweetspot.concurrency is not None:
         return SweetSpot(sweetspot.concurrency, CONFIGURED, "configured", curve, curve_source, learned)
@@ -142,27 +147,85 @@ def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
 
 # (database, target, SLO, 10-minute slot) → its latest sweep and what the learner found: the Fleet
 # resolves every target each refresh, and the learner reads a week of minutes; both move with hours.
-_STORED: dict[tuple[str, str, float, int], tuple[SweepRun | None, Learned | None]] = {}
+_STORED: dict[tuple[str, LearnerSettings, str, float, int, bool], tuple[SweepRun | None, Learned | None]] = {}
 STORED_SLOT_S = 600
+STORED_FRESH_S = 2 * STORED_SLOT_S  # a stored learned result older than this is learned again on read
 
 
-def _stored(reader: Reader, target: str, now: float, slo_s: float) -> tuple[SweepRun | None, Learned | None]:
-    key = (str(getattr(getattr(reader, "engine", None), "url", "")), target, slo_s, int(now // STORED_SLOT_S))
+def _stored(reader: Reader, learner: LearnerSettings, target: str, now: float, slo_s: float,
+            learn_now: bool = False) -> tuple[SweepRun | None, Learned | None]:  # fmt: skip
+    key = (str(getattr(getattr(reader, "engine", None), "url", "")), learner, target, slo_s, int(now // STORED_SLOT_S),
+           learn_now)  # fmt: skip
     if key not in _STORED:
         if len(_STORED) > 4096:
             _STORED.clear()
-        _STORED[key] = (_latest_sweep(reader, target), _learn(reader, target, now, slo_s))
+        learned = None if learn_now else stored_learned(reader, target, now, slo_s)
+        if learned is None:
+            learned = learn_from_history(reader, learner, target, now, slo_s)
+        _STORED[key] = (_latest_sweep(reader, target), learned)
     return _STORED[key]
 
 
-def _learn(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
+def stored_learned(reader: Reader, target: str, now: float, slo_s: float) -> Learned | None:
+    """What the evaluator last learned for ``target`` (db/learned.py), if fresh and judged by ``slo_s``."""
     try:
-        cols = reader.series_columns(target, now - LEARN_SPAN_S, now, LEARN_STEP_S, fields=LEARN_FIELDS)
+        found = reader.learned_sweet_spot(target, now)
+    except Exception:  # noqa: BLE001 - a database without the table: learned on read
+        return None
+    if found is None:
+        return None
+    at, stored_slo, learned = found
+    return learned if now - at <= STORED_FRESH_S and stored_slo == slo_s else None
+
+
+def limits_of(learner: LearnerSettings) -> Limits:
+    """The learner's minimums in minutes, from the ``[learner]`` settings."""
+    return Limits(learner.min_busy_s / 60.0, learner.min_levels, learner.min_level_s / 60.0)
+
+
+def learn_from_history(reader: Reader, learner: LearnerSettings, target: str, now: float, slo_s: float,
+                       *, leave_out_faults: bool = True) -> Learned | None:  # fmt: skip
+    """What the learner finds in ``target``'s stored history before ``now`` (None: unreadable).
+
+    One sample per ``learner.step_s``; left out (``leave_out_faults``): steps with a failed scrape
+    (the target down or unreachable; a step without any scrape has no figures at all), steps within
+    ``restart_settle_s`` of an engine restart or configuration change, and the minutes whose stored
+    verdict held a fault rule (:data:`FAULT_RULES`: under-delivering against its own curve, down,
+    not serving, asleep, failing requests), so a degraded period does not teach a lower curve.
+    """
+    start, step = now - learner.span_s, learner.step_s
+    try:
+        cols = reader.series_columns(target, start, now, step, fields=LEARN_FIELDS)
+        faulty = _faulty_minutes(reader, target, start, now) if leave_out_faults else set()
+        settling = _settling(reader, learner, target, start, now) if leave_out_faults else []
     except Exception:  # noqa: BLE001 - an unreadable history teaches nothing
         return None
-    samples = [Sample(r, t, q) for r, t, q in zip(cols["running_avg"], cols["tokens_per_s"], cols["ttft_p95_s"], strict=True)
-               if r is not None and t is not None]  # fmt: skip
-    return learn(samples, slo_s)
+    samples = []
+    for ts, r, t, q, up in zip(cols["ts"], cols["running_avg"], cols["tokens_per_s"], cols["ttft_p95_s"],
+                               cols["up_ratio"], strict=True):  # fmt: skip
+        if r is None or t is None or ts + step > now:  # a step not yet whole is not a sample
+            continue
+        if leave_out_faults and ((up is not None and up < 1.0) or _minute(ts, step) & faulty
+                                 or any(a < ts + step and ts < b for a, b in settling)):  # fmt: skip
+            continue
+        samples.append(Sample(r, t, q, step / 60.0))
+    return learn(samples, slo_s, limits=limits_of(learner))
+
+
+def _faulty_minutes(reader: Reader, target: str, start: float, end: float) -> set[int]:
+    return {v.ts for v in reader.verdicts(target, start, end) if any(rule in v.held for rule in FAULT_RULES)}
+
+
+def _minute(ts: float, step: float) -> set[int]:
+    """The minute starts a step overlaps (one for a step of a minute or less)."""
+    first = int(ts) // 60 * 60
+    return set(range(first, int(ts + step - 1) // 60 * 60 + 1, 60))
+
+
+def _settling(reader: Reader, learner: LearnerSettings, target: str, start: float, end: float) -> list[tuple[float, float]]:
+    """[from, to) spans after each restart or configuration change (not the first configuration seen)."""
+    return [(e.ts, e.ts + learner.restart_settle_s) for e in reader.epochs(target, start, end)
+            if e.kind != "first" and learner.restart_settle_s > 0]  # fmt: skip
 
 
 def _curve(sweep: SweepRun | None, learned: Learned | None) -> tuple[tuple[tuple[float, float], ...], str]:

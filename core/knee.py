@@ -1,15 +1,17 @@
 """A target's own throughput curve and its knee, learned from its traffic (pure: no I/O, no clock).
 
-The input is one sample per minute: the running requests (average), the output tok/s and the TTFT
-P95 of that minute. Minutes are grouped by running concurrency rounded to a whole request (idle
-minutes, under :data:`IDLE_RUNNING`, left out); a monotone (non-decreasing) least-squares fit of
-tok/s over the groups, weighted by their minutes (pool-adjacent violators), is the curve, and its
+The input is one sample per stored step (a minute in production; a finer grain when the learner
+settings ask for it, each sample then weighing its share of a minute): the running requests
+(average), the output tok/s and the TTFT P95 of that step. Samples are grouped by running
+concurrency rounded to a whole request (idle ones, under :data:`IDLE_RUNNING`, left out); a monotone
+(non-decreasing) least-squares fit of tok/s over the groups, weighted by their minutes
+(pool-adjacent violators), is the curve, and its
 highest value the plateau. The knee is the smallest concurrency where the curve reaches
 ``share`` (90 %) of the plateau, interpolated between levels and rounded to a whole request, then
-stepped back below the first level whose median TTFT P95 passes the SLO.
+stepped back below the first level from which the median TTFT P95 stays above the SLO.
 
 The learner refuses to guess, and says what it lacks, when the minutes are too few, the
-concurrency levels too few, or the curve has not flattened within the concurrencies seen (traffic
+concurrency levels too few (both :class:`Limits`, the ``[learner]`` settings), or the curve has not flattened within the concurrencies seen (traffic
 that never went past the knee cannot show it): :attr:`Learned.knee` is then None and
 :attr:`Learned.reason` says how much more traffic, at which load, it needs.
 """
@@ -33,12 +35,27 @@ FLAT_SLOPE = 0.25
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What the learner needs before it says anything: busy minutes in all, concurrency levels, and
+    minutes at each level. The defaults are production's; the ``[learner]`` settings change them."""
+
+    min_minutes: float = MIN_MINUTES
+    min_levels: int = MIN_LEVELS
+    min_level_minutes: float = MIN_LEVEL_MINUTES
+
+
+PRODUCTION = Limits()
+
+
+@dataclass(frozen=True)
 class Sample:
-    """One minute: running requests (average), output tok/s, TTFT P95 in seconds (None: not known)."""
+    """One step: running requests (average), output tok/s, TTFT P95 in seconds (None: not known), and
+    the minutes it covers (1: a minute rollup; 5 s of per-scrape rows weigh 1/12)."""
 
     running: float
     tokens_per_s: float
     ttft_p95_s: float | None = None
+    minutes: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,7 @@ class Level:
     concurrency: int
     tokens_per_s: float
     fitted: float
-    minutes: int
+    minutes: float
     ttft_p95_s: float | None
 
 
@@ -62,7 +79,7 @@ class Learned:
 
     knee: int | None
     levels: tuple[Level, ...]
-    minutes: int
+    minutes: float
     plateau: float | None
     reason: str
     more_hours: float | None = None  # refused: about how many more hours of traffic it needs
@@ -75,20 +92,21 @@ class Learned:
     @property
     def rests_on(self) -> str:
         """``1,440 minutes at 12 concurrency levels``."""
-        return f"{self.minutes:,} minutes at {len(self.levels)} concurrency levels"
+        return f"{_count(self.minutes)} minutes at {len(self.levels)} concurrency levels"
 
 
 def levels_of(samples: Iterable[Sample]) -> list[Level]:
     """Busy minutes grouped by whole running requests, with the monotone fit of their tok/s."""
     groups: dict[int, list[Sample]] = {}
     for s in samples:
-        if s.running >= IDLE_RUNNING and math.isfinite(s.running) and math.isfinite(s.tokens_per_s):
+        if s.running >= IDLE_RUNNING and math.isfinite(s.running) and math.isfinite(s.tokens_per_s) and s.minutes > 0:
             groups.setdefault(round(s.running), []).append(s)
     keys = sorted(groups)
-    means = [sum(s.tokens_per_s for s in groups[c]) / len(groups[c]) for c in keys]
-    fitted = monotone_fit(means, [float(len(groups[c])) for c in keys])
-    return [Level(c, m, f, len(groups[c]), _median([s.ttft_p95_s for s in groups[c]]))
-            for c, m, f in zip(keys, means, fitted, strict=True)]  # fmt: skip
+    weights = [sum(s.minutes for s in groups[c]) for c in keys]
+    means = [sum(s.tokens_per_s * s.minutes for s in groups[c]) / w for c, w in zip(keys, weights, strict=True)]
+    fitted = monotone_fit(means, weights)
+    return [Level(c, m, f, w, _median([s.ttft_p95_s for s in groups[c]]))
+            for c, m, f, w in zip(keys, means, fitted, weights, strict=True)]  # fmt: skip
 
 
 def monotone_fit(values: Sequence[float], weights: Sequence[float]) -> list[float]:
@@ -102,18 +120,18 @@ def monotone_fit(values: Sequence[float], weights: Sequence[float]) -> list[floa
     return [m for m, _, n in blocks for _ in range(int(n))]
 
 
-def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE) -> Learned:
+def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE, limits: Limits = PRODUCTION) -> Learned:
     """The knee of the curve the samples draw, or a refusal saying what more traffic is needed."""
     all_levels = levels_of(samples)
     minutes = sum(lv.minutes for lv in all_levels)
-    levels = tuple(lv for lv in _trimmed(all_levels) if lv.minutes >= MIN_LEVEL_MINUTES)
-    if minutes < MIN_MINUTES:
-        more = (MIN_MINUTES - minutes) / 60
-        return Learned(None, levels, minutes, None, f"{minutes} busy minutes, it needs {MIN_MINUTES}: "
+    levels = tuple(lv for lv in _trimmed(all_levels) if lv.minutes >= limits.min_level_minutes)
+    if minutes < limits.min_minutes:
+        more = (limits.min_minutes - minutes) / 60
+        return Learned(None, levels, minutes, None, f"{_count(minutes)} busy minutes, it needs {_count(limits.min_minutes)}: "
                        f"{_hours(more)} more hours of traffic", more)  # fmt: skip
-    if len(levels) < MIN_LEVELS:
-        more = (MIN_LEVELS - len(levels)) * MIN_LEVEL_MINUTES / 60
-        return Learned(None, levels, minutes, None, f"{len(levels)} concurrency levels, it needs {MIN_LEVELS}: "
+    if len(levels) < limits.min_levels:
+        more = (limits.min_levels - len(levels)) * limits.min_level_minutes / 60
+        return Learned(None, levels, minutes, None, f"{len(levels)} concurrency levels, it needs {limits.min_levels}: "
                        f"{_hours(more)} more hours at other loads", more)  # fmt: skip
     levels = _refit(levels)
     top, first = levels[-1].concurrency, levels[0]
@@ -122,13 +140,13 @@ def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE) 
     initial = first.fitted / first.concurrency
     tail = (plateau - _fitted_at(levels, top / 2)) / (top / 2)  # the slope over the upper half seen
     if at >= top or tail >= FLAT_SLOPE * initial:
-        more = MIN_MINUTES / 60
+        more = limits.min_minutes / 60
         return Learned(None, levels, minutes, plateau, f"the curve has not flattened up to concurrency {top} "
                        f"({tail:.3g} tok/s per added request over its upper half against {initial:.3g} at "
                        f"{first.concurrency}): {_hours(more)} more hours at concurrency above {top}", more)  # fmt: skip
     knee = max(1, round(at))
     reason = f"{share:.0%} of its plateau ({plateau:,.0f} tok/s) at {knee}"
-    breach = next((lv for lv in levels if slo_s is not None and lv.ttft_p95_s is not None and lv.ttft_p95_s > slo_s), None)
+    breach = _breach(levels, slo_s)
     if breach is not None and breach.concurrency <= knee:
         below = [lv.concurrency for lv in levels if lv.concurrency < breach.concurrency]
         if not below:
@@ -139,11 +157,26 @@ def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE) 
     return Learned(knee, levels, minutes, plateau, reason)
 
 
+def _breach(levels: Sequence[Level], slo_s: float | None) -> Level | None:
+    """The lowest level from which the median TTFT P95 stays above the SLO at every level above it
+    (levels without a TTFT aside). A breach at a low level that higher levels do not share is not the
+    price of concurrency (a night of long prompts at two running, say) and does not cap the knee."""
+    if slo_s is None:
+        return None
+    found = None
+    for lv in reversed([lv for lv in levels if lv.ttft_p95_s is not None]):
+        if lv.ttft_p95_s is None or lv.ttft_p95_s <= slo_s:
+            break
+        found = lv
+    return found
+
+
 def _trimmed(levels: Sequence[Level]) -> list[Level]:
     """``levels`` without the busiest :data:`TRIM` of their minutes: the highest concurrencies seen are
     a few minutes of transitions and gauge noise, and the plateau must not rest on them."""
     keep = sum(lv.minutes for lv in levels) * (1 - TRIM)
-    out, seen = [], 0
+    out: list[Level] = []
+    seen = 0.0
     for lv in levels:
         if seen >= keep:
             break
@@ -192,6 +225,11 @@ def _fitted_at(levels: Sequence[Level], concurrency: float) -> float:
 def _median(values: Sequence[float | None]) -> float | None:
     seen = sorted(v for v in values if v is not None and math.isfinite(v))
     return seen[len(seen) // 2] if seen else None
+
+
+def _count(minutes: float) -> str:
+    """``1,440`` / ``2.5``: whole minutes as integers, fractions (a finer grain) to one decimal."""
+    return f"{minutes:,.1f}".removesuffix(".0")
 
 
 def _hours(hours: float) -> str:

@@ -478,6 +478,12 @@ def _config_epochs(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.config_epochs], checkfirst=True)
 
 
+def _learned_sweet_spots(conn: Connection) -> None:
+    # What the learner found each time the evaluator learned a target's sweet spot (db/learned.py); a
+    # fresh database got the table from 0001: checkfirst. The standing step makes the view.
+    schema.metadata.create_all(conn, tables=[schema.learned_sweet_spots], checkfirst=True)
+
+
 def _stale_after(conn: Connection) -> None:
     # targets.stale_after_s: how long after its last scrape a target reads stale (the collector writes
     # 2 × interval + scrape timeout); verdicts.thresholds: the thresholds each minute was judged by, so
@@ -548,6 +554,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0030_bench_runs", _bench_runs),
     ("0031_config_epochs", _config_epochs),
     ("0032_gateway_wait", _gateway_wait),
+    ("0034_learned_sweet_spots", _learned_sweet_spots),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -195,6 +195,13 @@ class Reader:
 
         return self._run("reading the verdicts' thresholds", judged_by, target)
 
+    def learned_sweet_spot(self, target: str, at: float) -> tuple[int, float, Any] | None:
+        """``target``'s latest stored learned sweet spot at or before ``at`` (db/learned.py):
+        (learned_at, the SLO it judged by, core.knee.Learned), or None."""
+        from db.learned import latest
+
+        return self._run("reading the learned sweet spot", latest, target, at)
+
     def sweep_runs(self, limit: int = 20) -> list[SweepRun]:
         """Stored load sweeps, newest first."""
         from db.sweeps import load_sweeps

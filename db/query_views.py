@@ -321,6 +321,26 @@ VIEWS: tuple[View, ...] = (
             Col("until_ts", "unix s", "when the next epoch of the target began (NULL: the current one)"),
         ),
     ),
+    View(
+        "learned_history",
+        "one row each time the alert evaluator learned a target's sweet spot from its traffic (every 10 minutes): "
+        "how the learned knee and plateau moved, and what they rested on (docs/alerts.md)",
+        (
+            Col("target", "", "target name"),
+            Col("learned_at", "unix s", "the evaluation that learned it"),
+            TIME,
+            Col("knee", "requests", "the learned sweet-spot concurrency (NULL: the learner refused; reason says why)"),
+            Col("plateau_tokens_per_s", "tok/s", "the fitted curve's plateau (NULL: no curve)"),
+            Col("minutes", "min", "busy minutes it rests on (faulty periods left out)"),
+            Col("levels", "", "concurrency levels it rests on"),
+            Col("reason", "", "how the knee was found, or what traffic it still needs"),
+            Col("more_hours", "h", "refused: about how many more hours of traffic it needs"),
+            Col("ttft_slo_s", "s", "the TTFT P95 SLO its cap judged by"),
+            Col("curve", "JSON", "list of [concurrency, tok/s, fitted tok/s, minutes, TTFT P95 or null]"),
+            Col("config_epoch", "unix s", "the target's configuration epoch then (config_changes.ts; NULL: none stored)"),
+            Col("models", "", "the models its page served then, comma-separated"),
+        ),
+    ),
 )
 BY_NAME = {v.name: v for v in VIEWS}
 
@@ -510,6 +530,8 @@ SQL: dict[str, str] = {
     "sweep_results": "SELECT l.run_id, iso_time(s.started_at) AS started_time, s.model, l.position, l.concurrency,"
     " l.duration_s, l.requests, l.errors, l.tokens_per_s, l.qps, l.ttft_p50_s, l.ttft_p95_s, l.ttft_p99_s,"
     " l.itl_p95_s, l.e2e_mean_s, l.e2e_p95_s, l.error_rate FROM sweep_levels l JOIN sweep_runs s ON s.id = l.run_id",
+    "learned_history": "SELECT target, learned_at, iso_time(learned_at) AS time, knee, plateau AS plateau_tokens_per_s,"
+    " minutes, levels, reason, more_hours, ttft_slo_s, curve, config_epoch, models FROM learned_sweet_spots",
     "config_changes": "SELECT t.name AS target, e.ts, iso_time(e.ts) AS time, e.kind, e.changes, e.config,"
     " e.process_start_s, (SELECT MIN(n.ts) FROM config_epochs n WHERE n.target_id = e.target_id AND n.ts > e.ts)"
     " AS until_ts FROM config_epochs e JOIN targets t ON t.id = e.target_id",

@@ -250,6 +250,8 @@ def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str,
             # the minutes' verdicts go with the minute rollups they judge
             verdicts = schema.verdicts
             deleted[verdicts.name] = conn.execute(delete(verdicts).where(verdicts.c.ts < int(now - minute_keep))).rowcount
+            learned = schema.learned_sweet_spots  # and the learned sweet spots, learned from those minutes
+            deleted[learned.name] = conn.execute(delete(learned).where(learned.c.learned_at < int(now - minute_keep))).rowcount
     except SQLAlchemyError as exc:
         raise storage_error("applying retention", exc) from None
     return deleted

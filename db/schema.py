@@ -522,3 +522,24 @@ config_epochs = Table(
     Column("changes", Text, nullable=False),  # JSON list of [key, before, after] (empty for a restart alone)
     Column("process_start_s", Float),  # process_start_time_seconds then (NULL: not exposed)
 )
+
+# --- learned sweet spots (db/learned.py) ----------------------------------------------------------------
+# What the learner found for a target, each time the alert evaluator learned it (every 10 minutes): the
+# knee (NULL: it refused, ``reason`` says why), the plateau, what it rests on, the fitted levels, and the
+# configuration epoch and models it was learned under. Every surface reads the latest row.
+learned_sweet_spots = Table(
+    "learned_sweet_spots",
+    metadata,
+    Column("target", Text, primary_key=True),
+    Column("learned_at", Integer, primary_key=True),  # the evaluation that learned it (unix s)
+    Column("knee", Integer),  # NULL: the learner refused
+    Column("plateau", Float),  # output tok/s of the fitted curve's plateau (NULL: no curve)
+    Column("minutes", Float, nullable=False),  # busy minutes it rests on
+    Column("levels", Integer, nullable=False),  # concurrency levels it rests on
+    Column("reason", Text, nullable=False),  # how the knee was found, or what is missing
+    Column("more_hours", Float),  # refused: about how many more hours of traffic it needs
+    Column("ttft_slo_s", Float, nullable=False),  # the SLO its TTFT cap judged by
+    Column("curve", Text, nullable=False),  # JSON list of [concurrency, tok/s, fitted tok/s, minutes, TTFT P95 or null]
+    Column("config_epoch", Integer),  # ts of the target's configuration epoch then (NULL: none stored)
+    Column("models", Text),  # the models its page served then (that epoch's config), comma-separated
+)

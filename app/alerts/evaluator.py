@@ -31,7 +31,7 @@ from app.alerts.names import window_names
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
 from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings, effective_sweetspot
-from db import verdicts
+from db import learned, verdicts
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
 from db.thresholds import thresholds_of
@@ -256,9 +256,21 @@ class Evaluator:
         :data:`SPOT_EVERY_S` (the learner reads a week of minutes) or when the clock went back."""
         held = self._spots.get(target)
         if held is None or not 0 <= at - held[0] < SPOT_EVERY_S:
-            held = (at, resolve(self.reader, self.settings, target, at))
+            held = (at, resolve(self.reader, self.settings, target, at, learn_now=True))
             self._spots[target] = held
+            self._store_learned(target, at, held[1])
         return held[1]
+
+    def _store_learned(self, target: str, at: int, spot: SweetSpot) -> None:
+        """Store what the learner found (db/learned.py): every surface reads it back, the same number."""
+        if spot.learned is None:
+            return
+        slo = effective_sweetspot(self.settings, target).ttft_p95_slo_s
+        try:
+            with self.lock, self.engine.begin() as conn:
+                learned.write(conn, target, at, spot.learned, slo)
+        except Exception:  # noqa: BLE001 - a database without the table yet: judged all the same, stored next time
+            log.warning("could not store the learned sweet spot of %s", target, exc_info=True)
 
     def _recent(self, target: str, rules: Sequence[Rule], at: int, growth_s: float) -> Sequence[SeriesPoint]:
         if not any(names_in(r) & QUEUE_NAMES for r in rules):

@@ -231,6 +231,10 @@ def _validate(settings: Settings) -> Settings:
     if not settings.db_url.startswith(("sqlite:", "postgresql:", "postgresql+")):
         raise ConfigError(f"db_url: {masked(settings.db_url)!r} is not a database URL; write sqlite:///data/sweetspot.db "
                           "or postgresql://user@host/db")
+    learner = settings.learner
+    if learner.step_s < 1 or learner.span_s < learner.step_s or learner.min_busy_s < 0 or learner.min_level_s < 0 \
+            or learner.restart_settle_s < 0 or learner.min_levels < 2:
+        raise ConfigError("learner: step_s must be ≥ 1 s and ≤ span_s, min_levels ≥ 2, the other durations ≥ 0")
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")

@@ -227,6 +227,26 @@ class SweetSpotOverrides:
     queue_growth_s: float | None = _setting(None, "this target's queue-growth span", kind="duration")
 
 
+@dataclass(frozen=True)
+class LearnerSettings:
+    """How a target's sweet spot is learned from its own stored traffic (core/knee.py, docs/alerts.md).
+
+    The defaults are production's: a week of minute rollups, and no answer under 120 busy minutes at
+    4 levels of 3 minutes each. A finer ``step_s`` reads the per-scrape rows (kept ``raw_retention_s``):
+    the real-engine test learns from a few minutes of a sweep's traffic that way.
+    """
+
+    step_s: float = _setting(60.0, "the grain the stored history is read at: one sample per step (60 s: the minute "
+                             "rollups; under 60 s: the per-scrape rows, kept raw_retention_s)", kind="duration")
+    span_s: float = _setting(7 * 86400.0, "how far back the learner reads the stored history", kind="duration")
+    min_busy_s: float = _setting(7200.0, "busy time (at least half a request running) it needs before it says anything",
+                                 kind="duration")
+    min_levels: int = _setting(4, "concurrency levels (whole running requests) it needs, each of min_level_s at least")
+    min_level_s: float = _setting(180.0, "time at one concurrency level for the level to count", kind="duration")
+    restart_settle_s: float = _setting(120.0, "left out after an engine restart or configuration change (its warm-up)",
+                                       kind="duration")
+
+
 def stale_after(settings: Settings) -> float:
     """Seconds after its last scrape a target reads stale on every surface: two intervals and the
     scrape timeout (a round that was due twice and its last GET's deadline), whatever stopped it."""
@@ -460,6 +480,8 @@ class Settings:
         None, "Prometheus servers to read targets from ([[prometheus]])", factory=tuple
     )
     sweetspot: SweetSpotSettings = _setting(None, "sweet-spot thresholds", factory=SweetSpotSettings)
+    learner: LearnerSettings = _setting(None, "how each target's sweet spot is learned from its traffic",
+                                        factory=LearnerSettings)
     ui: UiSettings = _setting(None, "dashboard settings", factory=UiSettings)
     alerts: AlertsSettings = _setting(None, "alert rules, their evaluator, e-mail and the digest", factory=AlertsSettings)
     query: QuerySettings = _setting(None, "ad-hoc query limits", factory=QuerySettings)
