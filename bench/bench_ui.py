@@ -21,6 +21,14 @@
    more than the wall time.
 
 Usage: .venv/bin/python bench/bench_ui.py [--runs 5] [--rebuild]
+
+``--first-paint`` (issue 30 item 11) measures instead the Overview's first paint against a bare page:
+the product's UI as ``python -m app ui`` starts it, over the tests' database (tests/ui_db.py), and a
+one-line Streamlit page served by the same interpreter, each on a free 127.0.0.1 port; every load in a
+new browser context (nothing cached), the two pages alternately; time from navigation start to the
+page drawn (:data:`PAINTED_JS`); prints the medians and their ratio (goal ≤ 1.3).
+``--tree PATH`` adds the Overview of another checkout (e.g. the commit before, ``git archive`` into a
+folder) to the same alternation, so before and after are measured in one run on a loaded machine.
 """
 
 from __future__ import annotations
@@ -202,10 +210,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="warm loads after the cold one")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the 30-day database")
     parser.add_argument("--fleet", type=int, metavar="N", help="time the Fleet page for N targets instead")
+    parser.add_argument("--first-paint", action="store_true", help="the Overview's first paint against a bare page")
+    parser.add_argument("--tree", type=Path, action="append", default=[], help="--first-paint: also another checkout's UI")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"SKIP: no Chromium at {CHROMIUM}")
         return 0
+    if args.first_paint:
+        return first_paint(args.runs, [ROOT, *args.tree])
     if args.fleet:
         return fleet_page(args.fleet, args.runs)
     now = time.time()
@@ -270,6 +282,105 @@ def fleet_page(targets: int, runs: int) -> int:
         median = statistics.median(load.total_s for load in loads)
         print(f"goal ≤ {FLEET_GOAL_S:.0f} s, Fleet {targets} targets, {who}: {median:.2f} s, "
               f"{'met' if median <= FLEET_GOAL_S else 'NOT met'}")
+    print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+FIRST_PAINT_GOAL = 1.3
+
+# Drawn: the script has finished, and every Vega chart of the page has drawn its marks (its canvas or
+# SVG has a size, and the SVG holds drawn shapes), or, on a page without charts, its text is there.
+# Returns performance.now() (ms since navigation start) at the first animation frame where that holds.
+PAINTED_JS = """([charts, text]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  const all = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')];
+  const drawn = all.filter(c => {
+    const canvas = c.querySelector('canvas, svg.marks');
+    if (!canvas || canvas.getBoundingClientRect().height <= 50) return false;
+    return canvas.tagName === 'CANVAS' ? canvas.width > 0 : !!canvas.querySelector('path, rect, line');
+  });
+  if (all.length < charts || drawn.length < all.length) return false;
+  if (text && !document.body.innerText.includes(text)) return false;
+  return performance.now();
+}"""
+
+
+@dataclass
+class Paint:
+    drawn_s: float  # navigation start → drawn, in the page's clock
+    script_done_s: float
+    main_thread_s: float
+    requests: int  # resources fetched (scripts, styles, fonts)
+    kilobytes: float  # their bytes as sent (compressed)
+
+
+def paint_once(browser: Any, url: str, charts: int, text: str) -> Paint:
+    """One load in a new browser context (an empty HTTP cache, no code cache): a first visit."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    page.add_init_script(SCRIPT_DONE_JS)
+    cdp = context.new_cdp_session(page)
+    cdp.send("Performance.enable")
+    page.goto(url)
+    drawn = page.wait_for_function(PAINTED_JS, arg=[charts, text], timeout=60000, polling="raf").json_value()
+    if page.locator('[data-testid="stException"]').count():
+        raise SystemExit(f"{url} shows an exception")
+    done = page.evaluate("window.__scriptDone || 0")
+    fetched = page.evaluate("performance.getEntriesByType('resource').map(e => e.transferSize)")
+    metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+    context.close()
+    return Paint(drawn / 1000, done / 1000, metrics["TaskDuration"], len(fetched), sum(fetched) / 1000)
+
+
+@contextlib.contextmanager
+def app_ui(tree: Path, db_url: str) -> Iterator[str]:
+    """``python -m app ui`` of the checkout at ``tree``, with this interpreter, on a free port."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("SWEETSPOT_CONFIG", None)
+    command = [sys.executable, "-m", "app", "ui", "--db", db_url, "--port", str(port), "--address", "127.0.0.1"]
+    proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        os.killpg(proc.pid, 15)  # the launcher and its streamlit child
+        proc.wait(10)
+
+
+def first_paint(runs: int, trees: list[Path]) -> int:
+    from playwright.sync_api import sync_playwright
+
+    folder = tempfile.mkdtemp(prefix="sweetspot-first-paint-")
+    db_url = ui_db.fill(Path(folder) / "sweetspot.db", float(int(time.time())))
+    with contextlib.ExitStack() as stack:
+        pages = {"bare page": (stack.enter_context(bare_server()), 0, "hello")}
+        for tree in trees:
+            name = "Overview" if tree == ROOT else f"Overview of {tree}"
+            pages[name] = (stack.enter_context(app_ui(tree, db_url)), 1, "")
+        browser = launch(stack.enter_context(sync_playwright()))
+        for url, charts, text in pages.values():  # each server's first session: imports, connections, caches
+            paint_once(browser, url, charts, text)
+        loads: dict[str, list[Paint]] = {name: [] for name in pages}
+        for _ in range(runs):
+            for name, (url, charts, text) in pages.items():
+                settle()
+                loads[name].append(paint_once(browser, url, charts, text))
+        browser.close()
+    floor = statistics.median(p.drawn_s for p in loads["bare page"])
+    for name, paints in loads.items():
+        drawn = [p.drawn_s for p in paints]
+        median = statistics.median(drawn)
+        print(f"{name}: drawn {median:.2f} s median of {len(drawn)} (min {min(drawn):.2f}, max {max(drawn):.2f}) · "
+              f"script done {statistics.median(p.script_done_s for p in paints):.2f} s · "
+              f"main-thread CPU {statistics.median(p.main_thread_s for p in paints):.2f} s · "
+              f"{statistics.median(p.requests for p in paints):.0f} requests, "
+              f"{statistics.median(p.kilobytes for p in paints):,.0f} kB · ratio {median / floor:.2f}")
+    for name in list(loads)[1:]:
+        ratio = statistics.median(p.drawn_s for p in loads[name]) / floor
+        print(f"goal ≤ {FIRST_PAINT_GOAL}× the bare page, {name}: {ratio:.2f}×, {'met' if ratio <= FIRST_PAINT_GOAL else 'NOT met'}")
     print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

@@ -297,3 +297,21 @@ def test_a_users_mbu_rule_draws_mbu_against_min_mbu_in_its_email():
     spec = images._spec(Reader(), Settings(), state, rule.panel, END)
     assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")
     assert spec["title"].endswith("red dashes: min_mbu 30 %")
+
+
+def test_stack_is_what_altairs_own_methods_build():
+    # stack() makes the chart in one constructor call and adds each zoom on a shallow copy, to spare
+    # Altair's repeated deep copies (docs/benchmarks.md, the first paint): the spec must be the same.
+    import altair as alt
+
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 180), point(END - 120, tokens_per_s=None), point(END - 60)]
+    against = charts.Against(SweetSpotSettings(concurrency=16), ceiling)
+    panels = [charts.PANELS[name].draw(points, FRAME, against) for name in charts.OVERVIEW]
+    zoomable = [p.add_params(alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
+                for i, p in enumerate(panels)]  # fmt: skip
+    reference = (
+        alt.vconcat(*zoomable, spacing=24).properties(padding={"left": 0, "right": 0, "top": 5, "bottom": 5})
+        .resolve_scale(x="shared", color="independent").configure_mark(aria=False)
+    )  # fmt: skip
+    assert charts.stack(*panels).to_dict() == reference.to_dict()

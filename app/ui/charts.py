@@ -197,13 +197,15 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
+    # Channel objects, not "y:Q" or alt.value(): Altair turns a string or a dict into a channel by
+    # hashing its whole schema (~20-40 ms each here, 7 of them in the Overview's spec).
     rule: alt.Chart = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
-        y="y:Q", tooltip=alt.value(label or None)
+        y=alt.Y("y:Q"), tooltip=alt.TooltipValue(label or None)
     )
     if not label:
         return rule
     text = base.mark_text(color=color, fontSize=12, align="right", baseline="top", dx=-4, dy=4).encode(
-        x=alt.X("time:T", title=None), y="y:Q", text="label:N"
+        x=alt.X("time:T", title=None), y=alt.Y("y:Q"), text=alt.Text("label:N")
     )
     return _layer(rule, text)
 
@@ -214,7 +216,17 @@ def _finish(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
 
 
 def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
-    return chart.properties(title=title, height=HEIGHT)
+    titled: AnyChart = _with(chart, title=title, height=HEIGHT)
+    return titled
+
+
+def _with(chart: Any, **properties: Any) -> Any:
+    """``chart.properties(**properties)`` without validating each value against the schema (~10 ms
+    each here, ~0.2 s of the Overview's spec); tests/test_ui_charts.py validates every builder's output."""
+    out = chart.copy(deep=False)
+    for key, value in properties.items():
+        setattr(out, key, value)
+    return out
 
 
 def _no_aria(chart: _Top) -> _Top:
@@ -234,14 +246,24 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
     """
     # Each panel its own scale-bound zoom (Vega-Lite names a shared one after its inner views, which
     # Altair renames); the x scale is shared, so whichever panel moves, the axis of all moves.
-    zoomable = [
-        p.add_params(alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
-        for i, p in enumerate(panels)
-    ]
+    zoomable = [_zoomable(p, alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
+                for i, p in enumerate(panels)]  # fmt: skip
+    # Everything at once: each of Altair's methods on the whole chart (properties, resolve_scale,
+    # configure_mark) deep-copies all eight panels again, ~0.3 s of a new visit's spec on this machine.
     # No padding left and right: the panels already span the page's width (see Y_AXIS).
-    chart = alt.vconcat(*zoomable, spacing=24).properties(padding={"left": 0, "right": 0, "top": 5, "bottom": 5})
-    shared: alt.VConcatChart = chart.resolve_scale(x="shared", color="independent")
-    return _no_aria(shared)
+    return alt.VConcatChart(
+        vconcat=zoomable, spacing=24, padding={"left": 0, "right": 0, "top": 5, "bottom": 5},
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="shared", color="independent")),
+        config=alt.Config(mark=alt.MarkConfig(aria=False)),  # as _no_aria
+    )  # fmt: skip
+
+
+def _zoomable(panel: Any, zoom: alt.Parameter) -> Any:
+    """``panel.add_params(zoom)`` (on its first layer, as Altair does) without deep-copying the panel
+    twice: the panels are built by this module for one chart and held by nothing else."""
+    if isinstance(panel, alt.LayerChart):
+        return _with(panel, layer=[_zoomable(panel.layer[0], zoom), *panel.layer[1:]])
+    return _with(panel, params=[*([] if panel.params is alt.Undefined else panel.params), zoom.param])
 
 
 # Above this multiple of the SLO a latency axis turns logarithmic: a linear one would squash the SLO
@@ -855,4 +877,5 @@ def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) ->
     title, height = panel.title, panel.height
     inner = panel.copy(deep=False)  # the title and height move to the layer that holds both
     inner.title, inner.height = alt.Undefined, alt.Undefined
-    return _layer(inner, epoch_layer(epochs, frame)).properties(title=title, height=height)
+    marked: AnyChart = _with(_layer(inner, epoch_layer(epochs, frame)), title=title, height=height)
+    return marked
