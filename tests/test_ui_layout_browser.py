@@ -46,7 +46,7 @@ def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
     wait_rendered(page, charts)
     found = page.evaluate(MEASURE)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"layout-{name}-{size[0]}.png"))
+    page.screenshot(path=str(SCREENSHOTS / f"layout-{name}-{size[0]}.png"), full_page=True)
     page.close()
     assert found["overflowing"] == [], found
     assert found["cut"] == [], found
