@@ -58,7 +58,9 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
         start = float(rows["start"].min()) / 1000 - 600
         # say what the axis spans: a "last 24 h" title over a 14-minute axis read as a broken chart
         title = f"State history: the last 24 h, from 10 min before its first change ({format_duration(end - start)} shown)"
-    x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]))
+    # a dozen labels at most: Vega's default (one per 40 px) put 26 on a page-wide axis of minutes
+    x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]),
+              axis=alt.Axis(tickCount=10, labelOverlap=True, labelFlush=True))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
     return (
         alt.Chart(rows)
