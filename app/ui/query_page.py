@@ -100,15 +100,16 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None, now: 
     mark = base.mark_line(point=True) if temporal else base.mark_point()
     # ",.6~r": six significant digits with trailing zeros trimmed: a tick reads "0", not "0.000000"
     number_axis = alt.Axis(format=",.6~r")
-    x_enc = alt.X(x, type="temporal", title=x) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
+    # 16 px inside the plot at each end: the last point (today's, in progress) no longer sits on the edge
+    x_enc = alt.X(x, type="temporal", title=x, scale=alt.Scale(padding=16)) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
     enc: dict[str, Any] = {"x": x_enc,
                            "y": alt.Y(y, type="quantitative", title=y, axis=number_axis), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
     if colour:
         enc["color"] = alt.Color(colour, type="nominal", title=colour)
     if partial is not None:
         enc["detail"] = alt.Detail(PERIOD, type="nominal")  # a line per period kind: none joins the partial one
-        enc["opacity"] = alt.Opacity(PERIOD, type="nominal", title=f"{x} {partial}",
-                                     scale=alt.Scale(domain=[COMPLETE, IN_PROGRESS], range=[1.0, 0.35]))  # fmt: skip
+        enc["opacity"] = alt.Opacity(PERIOD, type="nominal", title=PERIOD,
+                                     scale=alt.Scale(domain=[COMPLETE, IN_PROGRESS], range=[1.0, 0.45]))  # fmt: skip
     return mark.encode(**enc).properties(height=320).interactive()
 
 
