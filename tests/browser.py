@@ -134,10 +134,14 @@ def screenshot(page: Any, path: Path, meta: dict[str, Any] | None = None) -> Non
     )
     page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 6000)})
     page.wait_for_timeout(400)  # let Vega re-lay out after the resize
-    page.wait_for_function(SETTLED_JS, timeout=30000, polling=50)
-    png = page.screenshot(full_page=True)
+    for _ in range(5):  # a live page's rerun may start between the wait and the shot: take it again
+        page.wait_for_function(SETTLED_JS, timeout=30000, polling=50)
+        png = page.screenshot(full_page=True)
+        stale = page.locator('[data-stale="true"]').count()
+        if not stale:
+            break
     if meta is not None:
-        png = png_with_meta(png, {**meta, "stale": page.locator('[data-stale="true"]').count()})
+        png = png_with_meta(png, {**meta, "stale": stale})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(png)
 
@@ -164,6 +168,27 @@ def png_meta(path: Path) -> dict[str, Any] | None:
     return None
 
 
+# The Vega view of a chart element, found through React's fiber (the ref Streamlit keeps it in); null
+# when not found. Shared by PANELS_JS and LAYOUT_JS.
+FIND_VIEW_JS = """function findView(el) {
+  let view = null;
+  const seen = new Set();
+  const look = (obj, depth) => {
+    if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
+    seen.add(obj);
+    if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
+    for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
+  };
+  for (let node = el; node && !view; node = node.parentElement) {
+    const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
+    for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
+      for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
+    }
+  }
+  return view;
+}
+"""
+
 # What each Vega chart of the page drew, panel by panel, read from its scene graph (the charts draw on
 # a canvas: there is no DOM to count). The view is found through React's fiber of the chart element,
 # the ref Streamlit keeps it in. Per panel: its title, plot height, and per leaf mark its type, the
@@ -171,22 +196,10 @@ def png_meta(path: Path) -> dict[str, Any] | None:
 # defined neighbour, else it is a lone point of a broken line and draws nothing) and those outside
 # the plot ("outside": clipped by an axis that does not cover them).
 PANELS_JS = """() => {
+  """ + FIND_VIEW_JS + """
   const views = [];
   for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
-    let view = null;
-    const seen = new Set();
-    const look = (obj, depth) => {
-      if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
-      seen.add(obj);
-      if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
-      for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
-    };
-    for (let node = el; node && !view; node = node.parentElement) {
-      const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
-      for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
-        for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
-      }
-    }
+    const view = findView(el);
     views.push(view ? {panels: panels(view), fits: fits(view, el)} : null);
   }
   return views;
@@ -246,23 +259,11 @@ def chart_panels(page: Any) -> list[Any]:
 # strike through an axis label (``struck``), and per plot the line and rule points that lie on its
 # bottom edge, under the x axis (``on_edge``: a series at 0 drawn where nobody sees it).
 LAYOUT_JS = """() => {
+  """ + FIND_VIEW_JS + """
   const out = [];
   let texts, rules, ticks, onEdge;
   for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
-    let view = null;
-    const seen = new Set();
-    const look = (obj, depth) => {
-      if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
-      seen.add(obj);
-      if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
-      for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
-    };
-    for (let node = el; node && !view; node = node.parentElement) {
-      const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
-      for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
-        for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
-      }
-    }
+    const view = findView(el);
     if (!view) { out.push(null); continue; }
     texts = []; rules = []; ticks = []; onEdge = [];
     for (const g of view.scenegraph().root.items || []) walk(g, g.x || 0, g.y || 0, null, null);
