@@ -322,3 +322,14 @@ def test_a_users_mbu_rule_draws_mbu_against_min_mbu_in_its_email():
     spec = images._spec(Reader(), Settings(), state, rule.panel, END)
     assert spec is not None and spec["title"].startswith("Model bandwidth utilisation (MBU)")
     assert spec["title"].endswith("red dashes: min_mbu 30 %")
+
+
+def test_the_alerts_timeline_says_its_span_in_words_with_few_time_labels():
+    import pandas as pd
+
+    from app.ui import alert_views
+
+    rows = pd.DataFrame([{"alert": "edge · target_down", "state": "firing", "start": (END - 172.943) * 1000, "end": END * 1000}])
+    spec = alert_views.timeline_chart(rows, END - 86400, END).to_dict()
+    assert spec["title"].endswith("(12 min 52 s shown)"), spec["title"]  # it read "(772.943s shown)"
+    assert spec["encoding"]["x"]["axis"]["tickCount"] <= 12
