@@ -750,10 +750,14 @@ def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str, name:
     line = base.mark_line(color=COLORS["roofline"], strokeWidth=2).encode(
         tooltip=["label:N", alt.Tooltip("running:Q", format=".1f"), alt.Tooltip("value:Q", title=y_title, format=",.0f")]
     )
-    end = data.tail(1).assign(text=f"{name}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
-    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-6).encode(
-        x="running:Q", y="value:Q", text="text:N"
-    )
+    # clipped, a short label: the long one ran under the rising curve (the tooltip names it in full)
+    short = "attainable" if name == ATTAINABLE_NAME else name
+    end = data.tail(1).assign(text=f"{short}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
+    # clipped at the compute roof, the curve ends flat on it, whose own label sits above it at the left:
+    # this one goes under the line's end, clear of both
+    under = name == ATTAINABLE_NAME
+    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="top" if under else "bottom",
+                                     dy=6 if under else -6).encode(x="running:Q", y="value:Q", text="text:N")  # fmt: skip
     return _layer(line, label)
 
 
