@@ -30,22 +30,25 @@ log = logging.getLogger(__name__)
 
 # The derived figures per target: (metric name, the rules' name it shows, help). A Grafana panel or
 # a recording rule names these; tests/test_telemetry.py checks the dashboard against this table.
+# "The rules' window" is the alert rules' own window (5 minutes unless a rule sets window_s); the
+# help texts say it in words, and define each term a user of their own engine may not know.
+_W = "over the alert rules' window (5 min by default)"
 GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("sweetspot_ttft_p95_seconds", "ttft_p95_s", "TTFT P95 over the rules' window"),
-    ("sweetspot_ttft_p95_slo_seconds", "ttft_p95_slo_s", "the target's TTFT P95 SLO"),
-    ("sweetspot_tokens_per_second", "tokens_per_s", "output tokens per second over the rules' window"),
-    ("sweetspot_steps_per_second", "steps_per_s", "engine (decode) steps per second over the rules' window"),
-    ("sweetspot_ceiling_steps_per_second", "ceiling_steps_per_s", "the report's ceiling: at most this many decode steps per second"),
-    ("sweetspot_mbu_ratio", "mbu", "model bandwidth utilisation (0-1): the model's bytes (vLLM byte counters, else the step model), never a DRAM reading"),
-    ("sweetspot_dram_bw_util_ratio", "dram_bw_util", "DRAM bandwidth utilisation (0-1) the GPUs read (NVML GPM or DCGM): every byte moved"),
-    ("sweetspot_overhead_traffic_gbps", "overhead_traffic_gbps", "bytes moved beyond the model's, GB/s per GPU: (dram_bw_util - mbu) x peak"),
-    ("sweetspot_engine_bandwidth_gbps", "engine_bw_gbps", "engine-estimated memory traffic per GPU, GB/s (vLLM --enable-mfu-metrics)"),
-    ("sweetspot_kv_cache_usage_ratio", "kv_cache_usage_max", "KV-cache usage, max over the rules' window (0-1)"),
-    ("sweetspot_running_requests", "running_avg", "running requests, average over the rules' window"),
-    ("sweetspot_concurrency_sweet_spot", "concurrency", "the target's sweet-spot concurrency"),
-    ("sweetspot_queued_requests", "queued", "requests waiting in vLLM or the gateway, max over the rules' window"),
-    ("sweetspot_preemptions", "preemptions", "preemptions in the rules' window"),
-    ("sweetspot_requests_per_second", "requests_per_s", "finished requests per second over the rules' window"),
+    ("sweetspot_ttft_p95_seconds", "ttft_p95_s", f"time to first token, 95th percentile {_W}: 95 % of requests got their first token sooner"),
+    ("sweetspot_ttft_p95_slo_seconds", "ttft_p95_slo_s", "the target's time-to-first-token objective: a 95th percentile above it leaves the sweet spot"),
+    ("sweetspot_tokens_per_second", "tokens_per_s", f"output tokens generated per second {_W}"),
+    ("sweetspot_steps_per_second", "steps_per_s", f"engine steps per second {_W} (one step adds at most one token to each running request)"),
+    ("sweetspot_ceiling_steps_per_second", "ceiling_steps_per_s", "upper bound on engine steps per second: GPU memory bandwidth / model weight bytes per GPU (each step reads every weight once)"),
+    ("sweetspot_mbu_ratio", "mbu", "model bandwidth utilisation (0-1): bytes the model needs per second (weights and KV cache; vLLM's byte counters, else modelled) / the GPUs' peak memory bandwidth; never a hardware reading"),
+    ("sweetspot_dram_bw_util_ratio", "dram_bw_util", "GPU memory bandwidth in use (0-1 of peak) as the hardware reads it (NVML or DCGM): every byte moved, the model's and any other"),
+    ("sweetspot_overhead_traffic_gbps", "overhead_traffic_gbps", "memory traffic beyond what the model needs, GB/s (10^9 bytes/s) per GPU: (dram_bw_util - mbu) x peak bandwidth"),
+    ("sweetspot_engine_bandwidth_gbps", "engine_bw_gbps", "memory traffic per GPU as the engine itself estimates it, GB/s (10^9 bytes/s; vLLM --enable-mfu-metrics)"),
+    ("sweetspot_kv_cache_usage_ratio", "kv_cache_usage_max", f"share of the engine's KV cache in use (0-1; the memory holding running requests' context), maximum {_W}"),
+    ("sweetspot_running_requests", "running_avg", f"requests the engine is generating for, average {_W}"),
+    ("sweetspot_concurrency_sweet_spot", "concurrency", "the target's sweet-spot concurrency: running requests above this leave the sweet spot"),
+    ("sweetspot_queued_requests", "queued", f"requests waiting, in the engine or the gateway in front of it, maximum {_W}"),
+    ("sweetspot_preemptions", "preemptions", f"preemptions {_W}: requests the engine paused and must recompute because the KV cache ran out (any is work redone)"),
+    ("sweetspot_requests_per_second", "requests_per_s", f"finished requests per second {_W}"),
 )
 VERDICTS = ("in_sweet_spot", "outside", "no_data")
 SEVERITIES = ("warning", "critical")
@@ -162,7 +165,7 @@ class _Snapshot(Collector):
 
     def _derived(self) -> Iterator[Metric]:
         derived = self.derived()
-        verdict = GaugeMetricFamily("sweetspot_verdict", "1 for the target's verdict over the rules' window, 0 for the others",
+        verdict = GaugeMetricFamily("sweetspot_verdict", "1 for the target's verdict over the alert rules' window (in_sweet_spot, outside, no_data), 0 for the others",
                                     labels=["target", "verdict"])  # fmt: skip
         firing = GaugeMetricFamily("sweetspot_alerts_firing", "alerts firing, by severity", labels=["target", "severity"])
         figures = {name: GaugeMetricFamily(name, text, labels=["target"]) for name, _, text in GAUGES}

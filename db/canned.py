@@ -146,7 +146,7 @@ FROM minutes WHERE {WINDOW} ORDER BY target, model, ts""",
         "gpu_bandwidth_per_hour",
         "DRAM bandwidth and memory per GPU and hour",
         f"""SELECT target, gpu_index, iso_time(ts / 3600 * 3600) AS hour, AVG(dram_bw_gbps) AS dram_bw_gbps,
-  AVG(dram_bw_pct) AS dram_bw_pct, MAX(memory_used_gb) AS memory_used_gb_max, MAX(temperature_c_max) AS temperature_c_max
+  AVG(dram_bw_pct) AS dram_bw_pct, MAX(memory_used_gib) AS memory_used_gib_max, MAX(temperature_c_max) AS temperature_c_max
 FROM gpu_minutes WHERE {WINDOW}
 GROUP BY target, gpu_index, ts / 3600 ORDER BY target, hour, gpu_index""",
         (TARGET, START_30D, END),

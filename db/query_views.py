@@ -82,18 +82,22 @@ def _table_sql() -> tuple[list[str], list[str], list[str]]:
     return base, exprs, joins
 
 
+_PCT = {50: "median", 95: "95th percentile", 99: "99th percentile"}
+
+
 def _figures(period: str) -> tuple[Col, ...]:
     p = period
     quantiles = tuple(
-        Col(f"{h}_p{q}_s", "s", f"{label} P{q} over the {p} (Prometheus histogram_quantile; NULL: no request)")
-        for h, label in (("ttft", "time to first token"), ("itl", "inter-token latency"), ("e2e", "end-to-end latency"))
+        Col(f"{h}_p{q}_s", "s", f"{label}, {_PCT[q]} over the {p}: {q} % of requests took less (Prometheus histogram_quantile; NULL: no request)")
+        for h, label in (("ttft", "time to first token (TTFT)"), ("itl", "inter-token latency (ITL: the gap between two output tokens)"),
+                          ("e2e", "end-to-end latency (request sent to last token)"))
         for q in (50, 95, 99)
     )
     buckets = tuple(
         c
         for h in ("ttft", "itl", "e2e")
         for c in (
-            Col(f"{h}_bounds", "JSON", f"{h.upper()} bucket bounds of the {p}: pass to histogram_quantile"),
+            Col(f"{h}_bounds", "JSON", f"{h.upper()} histogram bucket bounds of the {p}: pass to histogram_quantile"),
             Col(f"{h}_buckets", "opaque", f"{h.upper()} bucket increases of the {p}: pass to histogram_quantile"),
         )
     )
@@ -108,28 +112,36 @@ def _figures(period: str) -> tuple[Col, ...]:
         Col("prompt_tokens_per_s", "tok/s", "prompt tokens per second"),
         Col("requests_finished", "requests", f"requests finished successfully in the {p}"),
         Col("requests_per_s", "req/s", "requests finished per second"),
-        Col("preemptions", "preemptions", f"preemptions in the {p} (any is work destroyed)"),
+        Col("preemptions", "preemptions", f"preemptions in the {p}: requests the engine paused and must recompute because its KV cache"
+            " (the memory holding running requests' context) ran out; any is work redone"),
         Col("running_avg", "requests", "running requests, average over the scrapes"),
         Col("running_max", "requests", "running requests, maximum"),
         Col("waiting_avg", "requests", "requests waiting in vLLM, average"),
         Col("waiting_max", "requests", "requests waiting in vLLM, maximum"),
         Col("queue_depth_max", "requests", "gateway queue depth, maximum (the target's; NULL: no gateway source)"),
-        Col("kv_cache_usage_max", "fraction 0–1", "KV-cache usage, maximum"),
+        Col("kv_cache_usage_max", "fraction 0–1", "KV-cache usage (share of the memory holding running requests' context), maximum"),
         *quantiles,
         Col("ttft_slo_attainment_pct", "%", f"share of the {p}'s requests with TTFT within the target's ttft_p95_slo_s"
             " (target_info), from the buckets: exact at a bucket bound, else interpolated (docs/metrics.md); NULL: no request"),
-        Col("gpu_memory_used_gb", "GB (10⁹ B)", "GPU memory used, summed over the target's GPUs (averages)"),
-        Col("dram_bw_gbps", "GB/s", "DRAM bandwidth, summed over the target's GPUs (NULL: no bandwidth source)"),
-        Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, mean over the target's GPUs"),
-        Col("steps_per_s", "steps/s", "engine (decode) steps per second: vllm:iteration_tokens_total's count"),
-        Col("mbu_pct", "% of peak", "model bandwidth utilisation: the model's bytes (vLLM's byte counters, else the step model"
-            " per engine with the KV tokens resident), never a DRAM reading (NULL: no source; docs/ceiling.md)"),
+        Col("gpu_memory_used_gib", "GiB (2³⁰ B)", "GPU memory used, summed over the target's GPUs (averages); GiB as"
+            " nvidia-smi and NVML count it"),
+        Col("dram_bw_gbps", "GB/s", "GPU memory (DRAM) traffic the hardware measured, GB/s (10⁹ B/s), summed over the target's GPUs"
+            " (NULL: no bandwidth source)"),
+        Col("dram_bw_pct", "% of peak", "GPU memory (DRAM) traffic as % of the GPUs' peak bandwidth, mean over the target's GPUs"),
+        Col("steps_per_s", "steps/s", "engine steps per second (one step adds at most one token to each running request):"
+            " vllm:iteration_tokens_total's count"),
+        Col("mbu_pct", "% of peak", "model bandwidth utilisation (MBU): bytes the model needs per second (weights and KV cache; vLLM's"
+            " byte counters, else modelled per step) as % of peak bandwidth; never a hardware reading (NULL: no source;"
+            " docs/ceiling.md)"),
         Col("mbu_source", "", "where mbu_pct came from: engine estimate (vLLM byte counters) or modelled"),
-        Col("dram_bw_source", "", "where dram_bw_pct came from: NVML GPM or DCGM DRAM active (NULL: no reading)"),
-        Col("overhead_traffic_gbps", "GB/s per GPU", "bytes moved beyond the model's: (dram_bw_pct − mbu_pct) ÷ 100 × peak"),
+        Col("dram_bw_source", "", "where dram_bw_pct came from: NVML's GPU performance monitoring (GPM) or DCGM's DRAM-active field"
+            " (NULL: no reading)"),
+        Col("overhead_traffic_gbps", "GB/s per GPU", "memory traffic beyond what the model needs: (dram_bw_pct − mbu_pct) ÷ 100 × peak bandwidth"),
         Col("overhead_ratio", "×", "dram_bw_pct ÷ mbu_pct: how many times the model's bytes the GPUs moved"),
-        Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: at most this many decode steps/s (NULL: no inputs)"),
-        Col("ceiling_share", "fraction", "the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (not an efficiency)"),
+        Col("ceiling_steps_per_s", "steps/s", "ceiling: at most this many engine steps/s, bandwidth ÷ model weight bytes per GPU (each step reads every"
+            " weight once; NULL: an input is missing, see target_info)"),
+        Col("ceiling_share", "fraction", "share of the ceiling: tokens_per_s ÷ ceiling_steps_per_s (one step adds up to one token per running request,"
+            " so it can pass 1: not an efficiency)"),
         *_verdict_columns(period),
         *buckets,
         *_table_columns(),
@@ -141,14 +153,16 @@ def _verdict_columns(period: str) -> tuple[Col, ...]:
     if period == "minute":
         return (
             Col("in_sweet_spot", "1/0/NULL", "the target's verdict of the minute: 1 in the sweet spot, 0 outside, "
-                "NULL no data or no verdict stored (the verdict_history view)"),
-            Col("verdict", "", "in_sweet_spot, outside, no_data, or 'no verdict stored' (no evaluator ran then)"),
+                "NULL no data or no verdict stored: no collector judged that minute (the verdict_history view)"),
+            Col("verdict", "", "in_sweet_spot, outside, no_data, or 'no verdict stored' (no collector judged that minute:"
+                " none ran, or the data was backfilled)"),
             Col("rules_held", "", "the rules that held that minute, comma-separated (NULL: no verdict stored)"),
         )
     return (
         Col("in_sweet_spot", "1/0/NULL", "from the hour's minute verdicts: 0 when a minute was outside, 1 when "
             "none was and one was in the sweet spot, NULL when none was judged with data"),
-        Col("verdict", "", "outside, in_sweet_spot or no_data by the same rule, or 'no verdict stored' (none stored)"),
+        Col("verdict", "", "outside, in_sweet_spot or no_data by the same rule, or 'no verdict stored' (no minute of the hour"
+            " was judged)"),
     )  # fmt: skip
 
 
@@ -162,12 +176,12 @@ def _gpu_figures(period: str) -> tuple[Col, ...]:
         Col("ts", "unix s", f"the {period}'s start (UTC)"),
         TIME,
         Col("samples", "readings", f"readings in the {period}"),
-        Col("memory_used_gb", "GB (10⁹ B)", "memory used, average"),
-        Col("memory_total_gb", "GB (10⁹ B)", "memory total"),
+        Col("memory_used_gib", "GiB (2³⁰ B)", "memory used, average (GiB, as nvidia-smi counts it)"),
+        Col("memory_total_gib", "GiB (2³⁰ B)", "memory total (a \"32 GB\" card reads 32 GiB)"),
         Col("memory_busy_pct", "% of time", "NVML memory-busy time (not bandwidth), average"),
-        Col("dram_bw_pct", "% of peak", "DRAM bandwidth utilisation, average (NULL: no bandwidth source)"),
-        Col("dram_bw_gbps", "GB/s", "DRAM bandwidth = dram_bw_pct × peak_bw_gbps"),
-        Col("peak_bw_gbps", "GB/s", "the GPU's peak memory bandwidth"),
+        Col("dram_bw_pct", "% of peak", "GPU memory (DRAM) traffic as % of peak bandwidth, average (NULL: no bandwidth source)"),
+        Col("dram_bw_gbps", "GB/s", "GPU memory (DRAM) traffic, GB/s (10⁹ B/s) = dram_bw_pct ÷ 100 × peak_bw_gbps"),
+        Col("peak_bw_gbps", "GB/s", "the GPU's peak memory bandwidth, GB/s (10⁹ B/s) as NVIDIA's datasheets give it"),
         Col("power_w", "W", "power draw, average"),
         Col("temperature_c", "°C", "temperature, average"),
         Col("temperature_c_max", "°C", "temperature, maximum"),
@@ -189,15 +203,17 @@ VIEWS: tuple[View, ...] = (
             Col("gpu_source", "", "GPU figures source (nvml, dcgm, none)"),
             Col("models", "", "models seen"),
             Col("gpus", "", "GPUs seen"),
-            Col("weight_gb", "GB", "model weight size (ceiling input)"),
-            Col("tensor_parallel", "GPUs", "tensor-parallel size (ceiling input)"),
+            Col("weight_gb", "GB (10⁹ B)", "model weight size as configured (targets[].ceiling.weight_gb, 10⁹ bytes like"
+                " bandwidth_gbps: the ceiling divides one by the other; memory columns elsewhere are GiB)"),
+            Col("tensor_parallel", "GPUs", "tensor-parallel size: GPUs the weights are split over (ceiling input)"),
             Col("bandwidth_gbps", "GB/s", "peak bandwidth per GPU the ceiling uses (config, else NVML's formula; NULL: none)"),
-            Col("kv_bytes_per_token", "bytes", "configured KV-cache bytes per token of context (the step model's)"),
-            Col("ceiling_steps_per_s", "steps/s", "the report's ceiling: bandwidth ÷ (weight ÷ TP), a bound on decode steps/s"),
-            Col("ttft_p95_slo_s", "s", "TTFT P95 above this breaks the sweet spot"),
-            Col("concurrency", "requests", "running requests (avg) above this break it"),
-            Col("kv_warning", "fraction 0–1", "KV-cache usage at or above this breaks it"),
-            Col("min_mbu", "fraction 0–1", "MBU under this while requests wait breaks it"),
+            Col("kv_bytes_per_token", "bytes", "configured KV-cache bytes per token of context (used to model the bytes each step reads)"),
+            Col("ceiling_steps_per_s", "steps/s", "ceiling: bandwidth_gbps ÷ (weight_gb ÷ tensor_parallel), a bound on engine steps/s (each step reads"
+                " every weight once; NULL: an input is missing)"),
+            Col("ttft_p95_slo_s", "s", "time to first token (TTFT), 95th percentile: above this leaves the sweet spot"),
+            Col("concurrency", "requests", "running requests (average) above this leave the sweet spot"),
+            Col("kv_warning", "fraction 0–1", "KV-cache usage at or above this leaves the sweet spot"),
+            Col("min_mbu", "fraction 0–1", "model bandwidth utilisation (mbu_pct ÷ 100) under this while requests wait leaves the sweet spot"),
             *_at("thresholds_updated", "when the collector last wrote the thresholds"),
         ),
     ),
@@ -279,7 +295,7 @@ VIEWS: tuple[View, ...] = (
             Col("url", "", "the endpoint swept"),
             Col("model", "", "model"),
             Col("mix", "", "request mix"),
-            Col("ttft_slo_s", "s", "TTFT SLO the sweep judged by"),
+            Col("ttft_slo_s", "s", "time-to-first-token objective the sweep judged by"),
             Col("recommendation", "JSON", "the recommended operating point"),
         ),
     ),
@@ -297,12 +313,12 @@ VIEWS: tuple[View, ...] = (
             Col("errors", "requests", "requests failed"),
             Col("tokens_per_s", "tok/s", "output tokens per second"),
             Col("qps", "req/s", "requests per second"),
-            Col("ttft_p50_s", "s", "TTFT P50"),
-            Col("ttft_p95_s", "s", "TTFT P95"),
-            Col("ttft_p99_s", "s", "TTFT P99"),
-            Col("itl_p95_s", "s", "ITL P95"),
+            Col("ttft_p50_s", "s", "time to first token (TTFT), median"),
+            Col("ttft_p95_s", "s", "TTFT, 95th percentile"),
+            Col("ttft_p99_s", "s", "TTFT, 99th percentile"),
+            Col("itl_p95_s", "s", "inter-token latency (gap between two output tokens), 95th percentile"),
             Col("e2e_mean_s", "s", "end-to-end latency, mean"),
-            Col("e2e_p95_s", "s", "end-to-end latency P95"),
+            Col("e2e_p95_s", "s", "end-to-end latency, 95th percentile"),
             Col("error_rate", "fraction", "errors ÷ requests"),
         ),
     ),
@@ -343,6 +359,9 @@ VIEWS: tuple[View, ...] = (
     ),
 )
 BY_NAME = {v.name: v for v in VIEWS}
+
+
+GIB = 1073741824  # 2³⁰ bytes: memory in GiB, as NVML and nvidia-smi count it (bandwidth stays GB/s, 10⁹ B/s)
 
 
 def _real(expr: str) -> str:
@@ -435,7 +454,7 @@ def _figures_sql(step: int) -> str:
  {_real("r.requests_running_sum")} / r.samples AS running_avg, r.requests_running_max AS running_max,
  {_real("r.requests_waiting_sum")} / r.samples AS waiting_avg, r.requests_waiting_max AS waiting_max,
  tr.queue_depth_max, r.kv_cache_usage_max,
- (SELECT SUM(gr.memory_used_bytes_sum / gr.samples) / 1000000000 {gpu}) AS gpu_memory_used_gb,
+ (SELECT SUM({_real("gr.memory_used_bytes_sum")} / gr.samples) / {GIB} {gpu}) AS gpu_memory_used_gib,
  (SELECT SUM(gr.dram_bw_util_pct_sum / gr.samples / 100 * g.peak_bw_gbps) {gpu}) AS dram_bw_gbps,
  (SELECT AVG(gr.dram_bw_util_pct_sum / gr.samples) {gpu}) AS dram_bw_pct,
  r.ttft_p95_s, tx.ceiling AS ceiling_steps_per_s, tx.th_target, tx.th_ttft, tx.th_concurrency, tx.th_kv, tx.th_mbu,
@@ -457,7 +476,7 @@ WHERE r.step = {step}"""
  b.kv_cache_usage_max,
  {quantiles},
  100 * bucket_share(b.th_ttft, b.ttft_bounds, b.ttft_buckets) AS ttft_slo_attainment_pct,
- b.gpu_memory_used_gb, b.dram_bw_gbps, b.dram_bw_pct,
+ b.gpu_memory_used_gib, b.dram_bw_gbps, b.dram_bw_pct,
  b.iteration_tokens_count / b.covered_s AS steps_per_s, {mbu_pct} AS mbu_pct, {mbu_source} AS mbu_source,
  CASE WHEN b.dram_bw_pct IS NOT NULL THEN b.measured_source END AS dram_bw_source,
  (b.dram_bw_pct - ({mbu_pct})) / 100 * b.peak_gbps AS overhead_traffic_gbps,
@@ -500,7 +519,7 @@ def _gpu_sql(step: int) -> str:
     avg: Callable[[str], str] = lambda c: f"{_real(f'r.{c}_sum')} / r.samples"  # noqa: E731
     return f"""SELECT t.name AS target, g.uuid AS gpu_uuid, g.gpu_index, g.name AS gpu_name, g.host, r.ts,
  iso_time(r.ts) AS time, r.samples,
- {avg("memory_used_bytes")} / 1000000000 AS memory_used_gb, {avg("memory_total_bytes")} / 1000000000 AS memory_total_gb,
+ {avg("memory_used_bytes")} / {GIB} AS memory_used_gib, {avg("memory_total_bytes")} / {GIB} AS memory_total_gib,
  {avg("memory_busy_pct")} AS memory_busy_pct, {avg("dram_bw_util_pct")} AS dram_bw_pct,
  {avg("dram_bw_util_pct")} / 100 * g.peak_bw_gbps AS dram_bw_gbps, g.peak_bw_gbps,
  {avg("power_w")} AS power_w, {avg("temperature_c")} AS temperature_c, r.temperature_c_max

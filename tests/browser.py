@@ -134,10 +134,14 @@ def screenshot(page: Any, path: Path, meta: dict[str, Any] | None = None) -> Non
     )
     page.set_viewport_size({"width": 1440, "height": min(int(height) + 40, 6000)})
     page.wait_for_timeout(400)  # let Vega re-lay out after the resize
-    page.wait_for_function(SETTLED_JS, timeout=30000, polling=50)
-    png = page.screenshot(full_page=True)
+    for _ in range(5):  # a live page's rerun may start between the wait and the shot: take it again
+        page.wait_for_function(SETTLED_JS, timeout=30000, polling=50)
+        png = page.screenshot(full_page=True)
+        stale = page.locator('[data-stale="true"]').count()
+        if not stale:
+            break
     if meta is not None:
-        png = png_with_meta(png, {**meta, "stale": page.locator('[data-stale="true"]').count()})
+        png = png_with_meta(png, {**meta, "stale": stale})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(png)
 
@@ -164,6 +168,27 @@ def png_meta(path: Path) -> dict[str, Any] | None:
     return None
 
 
+# The Vega view of a chart element, found through React's fiber (the ref Streamlit keeps it in); null
+# when not found. Shared by PANELS_JS and LAYOUT_JS.
+FIND_VIEW_JS = """function findView(el) {
+  let view = null;
+  const seen = new Set();
+  const look = (obj, depth) => {
+    if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
+    seen.add(obj);
+    if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
+    for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
+  };
+  for (let node = el; node && !view; node = node.parentElement) {
+    const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
+    for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
+      for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
+    }
+  }
+  return view;
+}
+"""
+
 # What each Vega chart of the page drew, panel by panel, read from its scene graph (the charts draw on
 # a canvas: there is no DOM to count). The view is found through React's fiber of the chart element,
 # the ref Streamlit keeps it in. Per panel: its title, plot height, and per leaf mark its type, the
@@ -171,22 +196,10 @@ def png_meta(path: Path) -> dict[str, Any] | None:
 # defined neighbour, else it is a lone point of a broken line and draws nothing) and those outside
 # the plot ("outside": clipped by an axis that does not cover them).
 PANELS_JS = """() => {
+  """ + FIND_VIEW_JS + """
   const views = [];
   for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
-    let view = null;
-    const seen = new Set();
-    const look = (obj, depth) => {
-      if (view || !obj || typeof obj !== 'object' || seen.has(obj) || depth > 3) return;
-      seen.add(obj);
-      if (typeof obj.scenegraph === 'function' && typeof obj.runAsync === 'function') { view = obj; return; }
-      for (const k of Object.keys(obj)) { try { look(obj[k], depth + 1); } catch (e) {} }
-    };
-    for (let node = el; node && !view; node = node.parentElement) {
-      const key = Object.keys(node).find(k => k.startsWith('__reactFiber'));
-      for (let f = key && node[key], j = 0; f && j < 30 && !view; f = f.return, j++) {
-        for (let s = f.memoizedState, n = 0; s && n < 60 && !view; s = s.next, n++) look(s.memoizedState, 0);
-      }
-    }
+    const view = findView(el);
     views.push(view ? {panels: panels(view), fits: fits(view, el)} : null);
   }
   return views;
@@ -238,3 +251,95 @@ def chart_panels(page: Any) -> list[Any]:
     """Per Vega chart of ``page``: ``{"panels": [...], "fits": True or the overflowing bounds}`` as
     :data:`PANELS_JS` reads them (None: the chart's view was not found)."""
     return list(page.evaluate(PANELS_JS))
+
+
+# Where a chart's texts and threshold lines fall, per Vega chart of the page, read from its scene graph
+# (absolute canvas coordinates): each axis's visible tick labels (``ticks``: {orient, count, labels}),
+# the pairs of visible texts that overlap (labels of marks, axes, legends, titles), the rules that
+# strike through an axis label (``struck``), and per plot the line and rule points that lie on its
+# bottom edge, under the x axis (``on_edge``: a series at 0 drawn where nobody sees it).
+LAYOUT_JS = """() => {
+  """ + FIND_VIEW_JS + """
+  const out = [];
+  let texts, rules, ticks, onEdge;
+  for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
+    const view = findView(el);
+    if (!view) { out.push(null); continue; }
+    texts = []; rules = []; ticks = []; onEdge = [];
+    for (const g of view.scenegraph().root.items || []) walk(g, g.x || 0, g.y || 0, null, null);
+    const overlaps = [];
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const a = texts[i], b = texts[j];
+      if (a.role === b.role && a.role !== 'mark') continue;  // an axis's or legend's own labels: Vega's labelOverlap
+      if (a.x1 < b.x2 - 1 && b.x1 < a.x2 - 1 && a.y1 < b.y2 - 1 && b.y1 < a.y2 - 1) overlaps.push([a.text, b.text]);
+    }
+    const struck = [];
+    for (const r of rules) for (const t of texts) {
+      if (t.role !== 'axis-label') continue;
+      const horizontal = Math.abs(r.y1 - r.y2) < 1, vertical = Math.abs(r.x1 - r.x2) < 1;
+      const crosses = horizontal ? (r.y1 > t.y1 + 1 && r.y1 < t.y2 - 1 && Math.min(r.x1, r.x2) < t.x2 && Math.max(r.x1, r.x2) > t.x1)
+        : vertical ? (r.x1 > t.x1 + 1 && r.x1 < t.x2 - 1 && Math.min(r.y1, r.y2) < t.y2 && Math.max(r.y1, r.y2) > t.y1) : false;
+      if (crosses) struck.push([r.name, t.text]);
+    }
+    out.push({ticks, overlaps, struck, on_edge: onEdge});
+  }
+  return out;
+
+  function walk(node, ox, oy, plot, axis) {
+    for (const mark of node.items || []) {
+      const role = mark.role || '';
+      if (mark.marktype === 'group') {
+        for (const g of mark.items || []) {
+          // a plot (a concat panel or a single view: the group holding marks with a height) sets the edge
+          const inner = (role === 'scope' || role === 'frame' || !plot) && g.height ? {bottom: oy + (g.y || 0) + g.height, name: g.name} : plot;
+          const ax = role === 'axis' ? {orient: (g.datum && g.datum.orient) || '', labels: []} : axis;
+          walk(g, ox + (g.x || 0), oy + (g.y || 0), role === 'axis' ? plot : inner, ax);
+          if (role === 'axis' && ax.labels.length) ticks.push({orient: ax.orient, count: ax.labels.length, labels: ax.labels.slice(0, 40)});
+        }
+        continue;
+      }
+      for (const it of mark.items || []) {
+        if (it.opacity === 0 || it.fillOpacity === 0) continue;
+        const b = it.bounds;
+        if (mark.marktype === 'text' && b && String(it.text || '').trim()) {
+          texts.push({role, text: [].concat(it.text).join(' '), x1: ox + b.x1, x2: ox + b.x2, y1: oy + b.y1, y2: oy + b.y2});
+          if (role === 'axis-label' && axis) axis.labels.push([].concat(it.text).join(' '));
+        }
+        if (role === 'mark' && mark.marktype === 'rule' && Number.isFinite(it.x) && Number.isFinite(it.y)) {
+          const x2 = Number.isFinite(it.x2) ? it.x2 : it.x, y2 = Number.isFinite(it.y2) ? it.y2 : it.y;
+          rules.push({name: mark.name, x1: ox + it.x, x2: ox + x2, y1: oy + it.y, y2: oy + y2});
+          if (plot && Math.abs(it.y - y2) < 1 && oy + it.y >= plot.bottom - 0.5) onEdge.push(mark.name);
+        }
+        if (role === 'mark' && (mark.marktype === 'line') && plot && Number.isFinite(it.y) && it.defined !== false
+            && oy + it.y >= plot.bottom - 0.5) onEdge.push(mark.name);
+      }
+    }
+  }
+}"""
+
+
+def chart_layout(page: Any) -> list[Any]:
+    """Per Vega chart of ``page``: ``{"ticks", "overlaps", "struck", "on_edge"}`` as :data:`LAYOUT_JS`
+    reads them (None: the chart's view was not found)."""
+    return list(page.evaluate(LAYOUT_JS))
+
+
+MAX_TICK_LABELS = 15  # per axis: a page-wide concurrency axis carried ~31 (0.0 to 3.0 by 0.1)
+
+
+def layout_defects(layout: list[Any]) -> list[str]:
+    """What :func:`chart_layout` found wrong, one line each; empty when every chart reads cleanly:
+    an axis with more than :data:`MAX_TICK_LABELS` labels, texts drawn over each other, a rule through
+    an axis label, a line or rule of a series lying on the plot's bottom edge (under the x axis)."""
+    found = []
+    for i, chart in enumerate(layout):
+        if chart is None:
+            found.append(f"chart {i}: its Vega view was not found")
+            continue
+        found += [f"chart {i}: {t['count']} tick labels on one axis: {t['labels'][:5]}…" for t in chart["ticks"]
+                  if t["count"] > MAX_TICK_LABELS]  # fmt: skip
+        found += [f"chart {i}: texts overlap: {a!r} and {b!r}" for a, b in chart["overlaps"]]
+        found += [f"chart {i}: {rule} strikes through the axis label {label!r}" for rule, label in chart["struck"]]
+        found += [f"chart {i}: {name} drawn on the plot's bottom edge (a series at 0 hidden by the x axis)"
+                  for name in sorted(set(chart["on_edge"]))]  # fmt: skip
+    return found

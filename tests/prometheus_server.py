@@ -63,6 +63,20 @@ class LocalServer:
     proc: subprocess.Popen[bytes]
     client: httpx.Client
 
+    def _start(self, work: Path, config_name: str, urls: Sequence[str], interval: str,
+               argv: Callable[[Path, int], list[str]], ready_path: str) -> None:
+        """Write the scrape config ``work/<config_name>`` for ``urls``, start ``argv(config, port)`` on a
+        free loopback port with its output in ``work/<name>.log``, and wait until ``ready_path`` answers 200."""
+        self.work = work
+        self.config = work / config_name
+        self.config.write_text(scrape_config(urls, interval=interval))
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (work / f"{self.name}.log").open("wb")
+        self.proc = subprocess.Popen(argv(self.config, self.port), stdout=self.log, stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=self.url, timeout=10)
+        self._wait(lambda: self.client.get(ready_path).status_code == 200, "become ready")
+
     def _wait(self, ready: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -92,19 +106,10 @@ class PrometheusServer(LocalServer):
 
     def __init__(self, work: Path, urls: Sequence[str], interval: str = "1s", extra_flags: Sequence[str] = ()) -> None:
         binary = require_prometheus()
-        self.work, self.interval = work, interval
-        self.config = work / "prometheus.yml"
-        self.config.write_text(scrape_config(urls, interval=interval))
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (work / "prometheus.log").open("wb")
-        self.proc = subprocess.Popen(
-            [binary, f"--config.file={self.config}", f"--storage.tsdb.path={work / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_flags],
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        self.client = httpx.Client(base_url=self.url, timeout=10)
-        self._wait(lambda: self.client.get("/-/ready").status_code == 200, "become ready")
+        self.interval = interval
+        self._start(work, "prometheus.yml", urls, interval, lambda config, port: [
+            binary, f"--config.file={config}", f"--storage.tsdb.path={work / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn", *extra_flags], "/-/ready")  # fmt: skip
 
     def scrape(self, urls: Sequence[str]) -> None:
         """Scrape these URLs from now on (targets left out get staleness markers at once)."""

@@ -103,3 +103,31 @@ def test_csv_cells_that_would_be_formulas_start_with_a_quote():
 def test_the_table_shows_control_characters_as_escapes():
     text = query_output.to_table(HOSTILE)
     assert "\x1b" not in text and "\r" not in text and "llama\\r\\n\\x1b[2J" in text
+
+
+DAYS = Result(
+    ("target", "day", "requests"),
+    [(t, f"2026-12-0{d}T00:00:00Z", n) for t in ("demo", "edge") for d, n in ((4, 9000), (5, 9100), (6, 1200))],
+    truncated=False, elapsed_s=0.01, row_limit=100,
+)  # fmt: skip
+
+
+def test_a_day_still_in_progress_is_marked_and_not_joined_to_the_line():
+    noon = dt.datetime(2026, 12, 6, 12, tzinfo=dt.UTC).timestamp()
+    assert query_page.in_progress(DAYS, "day", noon) == "2026-12-06T00:00:00Z"
+    spec = query_page.chart(DAYS, "day", "requests", "target", now=noon).to_dict()
+    assert spec["encoding"]["detail"]["field"] == query_page.PERIOD
+    (rows,) = spec["datasets"].values()  # InlineData: the rows sit in the top-level datasets
+    assert [r[query_page.PERIOD] for r in rows if r["day"].startswith("2026-12-06")] == [query_page.IN_PROGRESS] * 2
+    assert {r[query_page.PERIOD] for r in rows if not r["day"].startswith("2026-12-06")} == {query_page.COMPLETE}
+    # the next day: every period is over, nothing is marked
+    tomorrow = dt.datetime(2026, 12, 7, 0, 0, 1, tzinfo=dt.UTC).timestamp()
+    assert query_page.in_progress(DAYS, "day", tomorrow) is None
+    assert "detail" not in query_page.chart(DAYS, "day", "requests", "target", now=tomorrow).to_dict()["encoding"]
+
+
+def test_rows_of_several_targets_are_coloured_by_target_by_default():
+    assert query_page.default_colour(DAYS, "day", "requests") == "target"
+    assert query_page.default_colour(RESULT, "time", "tokens_per_s") == "target"
+    one = Result(("day", "target", "n"), [("2026-12-05T00:00:00Z", "demo", 1)], truncated=False, elapsed_s=0.0, row_limit=9)
+    assert query_page.default_colour(one, "day", "n") is None

@@ -97,7 +97,7 @@ def test_gpu_minutes_equal_the_facade(url):
     assert len(got) == len(points)
     for row in got:
         p = points[(float(row["ts"]), row["gpu_uuid"])]
-        assert close(row["memory_used_gb"], p.memory_used_bytes / 1e9)
+        assert close(row["memory_used_gib"], p.memory_used_bytes / 2**30)
         assert close(row["dram_bw_gbps"], p.dram_bw_gbps)
         assert close(row["power_w"], p.power_w)
 

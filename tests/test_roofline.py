@@ -131,7 +131,15 @@ def test_the_chart_draws_both_roofs():
     spec = charts.operating_point_chart([], "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS,
                                         roofline=[(1.0, 178.0), (32.0, 4321.0)], compute_roof=1794.3).to_dict()  # fmt: skip
     texts = json.dumps(spec)
-    assert "compute roof: 1,794 tok/s" in texts and "bandwidth roofline (modelled bound): 4,321 at 32" in texts
+    # the bandwidth roof past the crossover is not attainable: the curve is drawn as the lower of the
+    # two roofs (docs/ceiling.md), never above the compute roof, and named so (issue 30)
+    assert "compute roof: 1,794 tok/s" in texts and "attainable: 1,794 at 32" in texts and charts.ATTAINABLE_NAME in texts
+    assert "4,321" not in texts
+    curve = [r for rows in spec["datasets"].values() for r in rows if r.get("label") == charts.ATTAINABLE_NAME and "text" not in r]
+    assert [r["value"] for r in curve] == [178.0, 1794.3]
+    below = charts.operating_point_chart([], "tokens_per_s", "output tok/s", charts.REFERENCE_TOKENS,
+                                         roofline=[(1.0, 178.0), (8.0, 1200.0)], compute_roof=1794.3).to_dict()  # fmt: skip
+    assert "bandwidth roofline (modelled bound): 1,200 at 8" in json.dumps(below)  # under the compute roof: as it is
 
 
 def test_configured_inputs_reach_status_through_the_database(tmp_path, capsys):

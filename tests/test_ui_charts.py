@@ -91,15 +91,40 @@ def test_kv_chart_is_in_percent_with_both_thresholds():
 def test_preemptions_are_per_minute_whatever_the_step():
     frame = charts.Frame(END - 60, END, 5.0)
     spec = charts.preemption_chart([point(END - 10, preemptions=2.0, preemptions_per_s=0.4)], frame).to_dict()
-    (values,) = spec["datasets"].values()
-    assert values[0]["value"] == pytest.approx(24.0)  # 2 in 5 s
+    bars, runs = spec["datasets"].values()
+    assert bars[0]["value"] == pytest.approx(24.0)  # 2 in 5 s
+    assert runs == []  # no step without preemptions
 
 
 def test_preemption_bars_only_where_there_were_preemptions():
     points = [point(END - 180, preemptions_per_s=0.0), point(END - 120, preemptions_per_s=None), point(END - 60, preemptions_per_s=0.1)]
     spec = charts.preemption_chart(points, FRAME).to_dict()
-    (values,) = spec["datasets"].values()
-    assert [row["time"] for row in values] == [(END - 60) * 1000]
+    bars, runs = spec["datasets"].values()
+    assert [row["time"] for row in bars] == [(END - 60) * 1000]
+    # the step with none is a red run at 0 (drawn above the x axis: the scale starts below 0), the
+    # step without data none
+    assert [(row["time"], row["end"], row["value"]) for row in runs] == [((END - 180) * 1000, (END - 180) * 1000, 0.0)]
+    assert spec["layer"][0]["encoding"]["y"]["scale"]["domain"][0] < 0
+
+
+def test_a_run_of_steps_without_preemptions_is_one_row_and_a_gap_ends_it():
+    points = [point(END - 240 + 60 * i, preemptions_per_s=v) for i, v in enumerate([0.0, 0.0, None, 0.0, 0.2])]
+    data = charts.long_rows(points, charts.PREEMPTION_LINES, 60.0, 60.0)
+    runs = charts.zero_runs(data)
+    assert list(zip(runs["time"], runs["end"], strict=True)) == [((END - 240) * 1000, (END - 180) * 1000),
+                                                                  ((END - 60) * 1000, (END - 60) * 1000)]  # fmt: skip
+
+
+def test_threshold_lines_leave_the_label_gutter_free():
+    spec = charts.hline(16, FRAME).to_dict()
+    assert spec["encoding"]["x"] == {"value": charts.GUTTER} and spec["encoding"]["x2"] == {"value": "width"}
+
+
+def test_concurrency_axis_ends_past_its_points_with_few_ticks():
+    x = charts.concurrency_x([2.4, 3.0, 3.2]).to_dict()
+    assert x["scale"]["domain"] == [0, 5] and x["axis"]["tickCount"] == charts.CONCURRENCY_TICKS
+    assert charts.concurrency_x([32]).to_dict()["scale"]["domain"] == [0, 50]
+    assert charts.concurrency_x([9.0]).to_dict()["scale"]["domain"] == [0, 10]
 
 
 def test_steps_keep_every_range_under_five_hundred_points():
@@ -315,3 +340,12 @@ def test_stack_is_what_altairs_own_methods_build():
         .resolve_scale(x="shared", color="independent").configure_mark(aria=False)
     )  # fmt: skip
     assert charts.stack(*panels).to_dict() == reference.to_dict()
+def test_the_alerts_timeline_says_its_span_in_words_with_few_time_labels():
+    import pandas as pd
+
+    from app.ui import alert_views
+
+    rows = pd.DataFrame([{"alert": "edge · target_down", "state": "firing", "start": (END - 172.943) * 1000, "end": END * 1000}])
+    spec = alert_views.timeline_chart(rows, END - 86400, END).to_dict()
+    assert spec["title"].endswith("(12 min 52 s shown)"), spec["title"]  # it read "(772.943s shown)"
+    assert spec["encoding"]["x"]["axis"]["tickCount"] <= 12

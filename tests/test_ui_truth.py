@@ -67,9 +67,10 @@ def test_preemption_axis_follows_a_storm():
     frame = charts.Frame(END - 600, END, 60.0)
     storm = [point(END - 600 + 60 * i, preemptions_per_s=7.5 / 60) for i in range(10)]
     spec = charts.preemption_chart(storm, frame).to_dict()
-    assert y_scale(spec)["domain"][1] >= max(values(spec)) == pytest.approx(7.5)
+    assert y_scale(spec["layer"][0])["domain"][1] >= max(values(spec)) == pytest.approx(7.5)
     quiet = charts.preemption_chart([point(END - 60, preemptions_per_s=0.1 / 60)], frame).to_dict()
-    assert y_scale(quiet)["domain"] == [0, 1.0]
+    # from a little below 0: a step with none draws its red line above the x axis (issue 30)
+    assert y_scale(quiet["layer"][0])["domain"] == [-charts.ZERO_PAD, 1.0]
 
 
 def test_a_ttft_spike_keeps_the_slo_readable_on_a_log_axis():

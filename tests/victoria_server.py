@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.prometheus_server import LocalServer, _free_port, scrape_config
+from tests.prometheus_server import LocalServer
 
 BINARY = "victoria-metrics"
 
@@ -40,19 +38,9 @@ class VictoriaServer(LocalServer):
 
     def __init__(self, work: Path, urls: Sequence[str], interval: str = "1s", extra_flags: Sequence[str] = ()) -> None:
         binary = require_victoria()
-        self.work = work
-        self.config = work / "scrape.yml"
-        self.config.write_text(scrape_config(urls, interval=interval))
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (work / f"{self.name}.log").open("wb")
-        self.proc = subprocess.Popen(
-            [binary, f"-storageDataPath={work / 'data'}", f"-httpListenAddr=127.0.0.1:{self.port}",
-             f"-promscrape.config={self.config}", "-loggerLevel=WARN", *extra_flags],
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        self.client = httpx.Client(base_url=self.url, timeout=10)
-        self._wait(lambda: self.client.get("/health").status_code == 200, "become ready")
+        self._start(work, "scrape.yml", urls, interval, lambda config, port: [
+            binary, f"-storageDataPath={work / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+            f"-promscrape.config={config}", "-loggerLevel=WARN", *extra_flags], "/health")  # fmt: skip
 
     def federate(self, selector: str) -> list[str]:
         """The latest sample lines of ``selector`` (VictoriaMetrics's instant queries lag 30 s: /federate does not)."""

@@ -12,9 +12,8 @@ import pandas as pd
 
 from app.alerts.links import overview_query, since
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
-from app.formatting import ago, clock
+from app.formatting import ago, clock, elapsed
 from app.ui.time_range import RANGES
-from core.durations import format_duration
 from db.queries import Reader
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
@@ -57,8 +56,10 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
     if not rows.empty and float(rows["start"].min()) / 1000 - 600 > start:
         start = float(rows["start"].min()) / 1000 - 600
         # say what the axis spans: a "last 24 h" title over a 14-minute axis read as a broken chart
-        title = f"State history: the last 24 h, from 10 min before its first change ({format_duration(end - start)} shown)"
-    x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]))
+        title = f"State history: the last 24 h, from 10 min before its first change ({elapsed(end - start)} shown)"  # "12 min 52 s", not "772.943s"
+    # a dozen labels at most: Vega's default (one per 40 px) put 26 on a page-wide axis of minutes
+    x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]),
+              axis=alt.Axis(tickCount=10, labelOverlap=True, labelFlush=True))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
     chart: alt.Chart = (
         alt.Chart(rows)

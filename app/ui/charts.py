@@ -189,6 +189,12 @@ def _lines(data: pd.DataFrame, frame: Frame, unit: str) -> alt.Chart:
     return chart
 
 
+# Altair's value channels, untyped in its stubs (the typed alternative, alt.value(), is a dict that
+# Altair validates against its whole schema on every encode: see hline)
+_X_VALUE: Any = alt.XValue
+_X2_VALUE: Any = alt.X2Value
+
+
 def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -> alt.LayerChart | alt.Chart:
     """A dashed horizontal threshold; thresholds are named in the chart title, which data never covers.
 
@@ -197,10 +203,12 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     """
     data = pd.DataFrame({"y": [value], "label": [label], "time": [frame.end * 1000]})
     base = alt.Chart(data)
-    # Channel objects, not "y:Q" or alt.value(): Altair turns a string or a dict into a channel by
-    # hashing its whole schema (~20-40 ms each here, 7 of them in the Overview's spec).
+    # from the gutter's edge to the plot's right end: the y labels sit in the gutter (Y_AXIS), and a
+    # rule across the whole width struck through them (issue 30). Channel objects, not "y:Q" or
+    # alt.value(): Altair turns a string or a dict into a channel by hashing its whole schema (~20-40 ms
+    # each here, 7 of them in the Overview's spec).
     rule: alt.Chart = base.mark_rule(color=color, strokeDash=[6, 4], strokeWidth=1.5).encode(
-        y=alt.Y("y:Q"), tooltip=alt.TooltipValue(label or None)
+        x=_X_VALUE(GUTTER), x2=_X2_VALUE("width"), y=alt.Y("y:Q"), tooltip=alt.TooltipValue(label or None)
     )
     if not label:
         return rule
@@ -333,7 +341,7 @@ def mbu_chart(points: Sequence[SeriesPoint], frame: Frame, min_mbu: float | None
     data = long_rows(points, MBU_LINES, frame.step_s, 100)
     lines = _lines(data, frame, "%")
     top = axis_top(data["value"], 100.0)  # a modelled MBU past 100 % says the inputs are wrong: keep it in sight
-    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, top]), axis=Y_AXIS))
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=zero_scale(top), axis=Y_AXIS))
     # one line: a longer title widens the stacked chart past its element (the tile says why there is none)
     if not any(p.mbu is not None for p in points):
         return _panel(lines, f"Model bandwidth utilisation (MBU), per {_step(frame)} (%): no data, the MBU tile says why")
@@ -354,16 +362,47 @@ def preemption_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     data = long_rows(points, PREEMPTION_LINES, frame.step_s, scale=60.0)
     # Only steps with preemptions: a zero bar draws nothing, and most steps have none (a tenth of the
     # Overview's rows at 30 days, each decoded and laid out by the browser for no pixel).
+    # The steps with none draw as one red line per run of them at 0 (a few rows), above the x axis.
+    y = alt.Y("value:Q", title=None, scale=zero_scale(axis_top(data["value"], 1.0)), axis=Y_AXIS)
     bars = (
         alt.Chart(data[data["value"] > 0])
         .mark_bar(color=COLORS["preemptions"], width={"band": 1})
         .encode(
             x=_x(frame),
-            y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, axis_top(data["value"], 1.0)]), axis=Y_AXIS),
+            y=y,
             tooltip=[TOOLTIP_TIME, alt.Tooltip("value:Q", title="preemptions per minute", format=".2~f")],
         )
     )
-    return _panel(bars, f"Preemptions per minute (averaged per {_step(frame)}); each one redoes a request's work")
+    none = alt.Chart(zero_runs(data).assign(value=0.0)).mark_rule(color=COLORS["preemptions"], strokeWidth=2).encode(
+        x=_x(frame), x2="end:T", y=y, tooltip=alt.value("no preemptions"))  # fmt: skip
+    return _panel(_layer(bars, none), f"Preemptions per minute (averaged per {_step(frame)}); each one redoes a request's work")
+
+
+# A panel's y axis starts this share of its height below 0, so a series at 0 (no preemptions, an
+# empty gateway queue) draws as a visible line above the x axis instead of under it (issue 30).
+ZERO_PAD = 0.04
+
+
+def zero_scale(top: float) -> alt.Scale:
+    """A linear y scale from a little below 0 (:data:`ZERO_PAD`) to ``top``, no rounding of its ends."""
+    return alt.Scale(domain=[-ZERO_PAD * top, top], nice=False)
+
+
+def zero_runs(data: pd.DataFrame) -> pd.DataFrame:
+    """The runs of consecutive steps of ``data`` (long rows, ``time`` in ms, NaN where a step has no
+    data) whose value is 0: one row each, ``time`` to ``end``, so a panel that draws only its non-zero
+    steps still shows where it measured none."""
+    rows, start, last = [], None, None
+    for t, v in zip(data["time"], data["value"], strict=True):
+        if v == 0:
+            start, last = (t if start is None else start), t
+            continue
+        if start is not None:
+            rows.append({"time": start, "end": last})
+        start = None
+    if start is not None:
+        rows.append({"time": start, "end": last})
+    return pd.DataFrame(rows, columns=["time", "end"])
 
 
 def axis_top(values: Iterable[float], floor: float) -> float:
@@ -377,7 +416,14 @@ CONCURRENCY_LINES = {"running_avg": "running", "waiting_max": "waiting", "queue_
 
 def concurrency_chart(points: Sequence[SeriesPoint], frame: Frame, sweet_spot: int | None, source: str = "") -> AnyChart:
     """Running, waiting and the gateway queue, with the sweet spot (``source``: where it came from) when known."""
-    lines = _lines(long_rows(points, CONCURRENCY_LINES, frame.step_s), frame, "requests")
+    data = long_rows(points, CONCURRENCY_LINES, frame.step_s)
+    names = list(dict.fromkeys(data["series"]))
+    top = axis_top(data["value"], max(1.0, (sweet_spot or 0) * 1.05))
+    # the gateway queue dashed: where it and vLLM's waiting are both 0, the waiting line shows between its dashes
+    lines = _lines(data, frame, "requests").encode(
+        y=alt.Y("value:Q", title=None, scale=zero_scale(top), axis=Y_AXIS),
+        strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
+            domain=names, range=[[6, 4] if n == "gateway queue" else [1, 0] for n in names])))  # fmt: skip
     title = f"Running (avg), waiting and gateway queue (max), per {_step(frame)} (requests)"
     if sweet_spot is None:
         return _panel(lines, f"{title} · sweet spot unknown")
@@ -390,7 +436,7 @@ KV_LINES = {"kv_cache_usage_max": "KV usage"} | table_lines("kv_cache")
 
 def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critical: float) -> AnyChart:
     lines = _lines(long_rows(points, KV_LINES, frame.step_s, 100), frame, "%")
-    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=zero_scale(100.0), axis=Y_AXIS))
     chart = _layer(
         lines,
         hline(warning * 100, frame, WARNING_COLOR),
@@ -436,7 +482,9 @@ OUTCOMES = {
 
 
 def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
-    lines = _lines(long_rows(points, OUTCOMES, frame.step_s, 60.0), frame, "requests per minute")
+    data = long_rows(points, OUTCOMES, frame.step_s, 60.0)
+    lines = _lines(data, frame, "requests per minute").encode(
+        y=alt.Y("value:Q", title=None, scale=zero_scale(axis_top(data["value"], 1.0)), axis=Y_AXIS))
     title = (f"Requests finished per minute by reason, and rejected at admission (HTTP 503), "
              f"averaged per {_step(frame)} (req/min)")
     return _panel(lines, title)
@@ -447,7 +495,7 @@ PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"} | table_lines("prefix
 
 def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
     lines = _lines(long_rows(points, PREFIX_CACHE_LINES, frame.step_s, 100), frame, "%")
-    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=alt.Scale(domain=[0, 100]), axis=Y_AXIS))
+    lines = lines.encode(y=alt.Y("value:Q", title=None, scale=zero_scale(100.0), axis=Y_AXIS))
     what = "prompt tokens found in the cache ÷ looked up"
     if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel says why (one line: a longer
         what = "no data, the engine exposes no prefix-cache counters"  # title widens the chart past its canvas)
@@ -591,6 +639,27 @@ REFERENCE_TOKENS = ((8, 85.0), (16, 126.0), (32, 145.0))
 REFERENCE_TTFT_P95 = ((8, 1.5), (32, 4.8))
 
 
+# At most this many labelled ticks on a concurrency axis: Vega's default (one per 40 px) put ~31
+# labels from 0.0 to 3.0 on a page-wide chart (issue 30).
+CONCURRENCY_TICKS = 8
+
+
+def concurrency_x(values: Iterable[float | None]) -> alt.X:
+    """The concurrency axis of the Operating point charts: from 0 to a round number past the largest
+    x ``values`` (every layer's: dots, curves, sweeps, marks), so no point sits on the right edge,
+    with at most :data:`CONCURRENCY_TICKS` labels."""
+    seen = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    top = _round_up(max(seen, default=1.0) * 1.08)
+    return alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domain=[0, top], nice=False),
+                 axis=alt.Axis(tickCount=CONCURRENCY_TICKS, labelOverlap=True))  # fmt: skip
+
+
+def _round_up(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 × a power of ten at or above ``value``."""
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value - 1e-12)
+
+
 def scatter_rows(points: Iterable[SeriesPoint], y_attr: str) -> pd.DataFrame:
     rows = [
         {"running": p.running_avg, "value": getattr(p, y_attr), "time": p.ts * 1000}
@@ -624,8 +693,14 @@ def operating_point_chart(
     logarithmic when they run far above the measured values (:func:`spread_scale`).
     Legends sit under the plot: beside it, a half-page chart cuts them off.
     """
-    x = alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0))
     data = scatter_rows(points, y_attr)
+    roof_name = ROOFLINE_NAME
+    if roofline and compute_roof and max(v for _, v in roofline) > compute_roof:
+        # drawn as the attainable: never above the compute roof (docs/ceiling.md: the lower of the two)
+        roofline, roof_name = [(c, min(v, compute_roof)) for c, v in roofline], ATTAINABLE_NAME
+    x = concurrency_x([*data["running"], *(c for c, _ in reference), *(c for c, _ in roofline), *(at for at, _ in marks),
+                       *(lv.concurrency for run in sweeps for lv in run.levels),
+                       *(p.concurrency for run in benches for p in run.points)])  # fmt: skip
     y = alt.Y("value:Q", title=y_title)
     sweep_values = [getattr(lv, y_attr) for run in sweeps for lv in run.levels]
     sweep_values += [getattr(p, y_attr) for run in benches for p in run.points]
@@ -665,7 +740,7 @@ def operating_point_chart(
     if slo_s is not None:
         layers.append(_slo_rule(slo_s))
     if roofline:
-        layers.append(_roofline_layer(roofline, y_title))
+        layers.append(_roofline_layer(roofline, y_title, roof_name))
     if roofline and compute_roof:
         layers.append(_compute_roof_layer(compute_roof, roofline[-1][0], y_title))
     chart: alt.LayerChart = _layer(*layers).properties(height=300, title=title).resolve_scale(color="independent")
@@ -692,6 +767,7 @@ def spread_scale(measured: Iterable[float | None], bound: Iterable[float]) -> tu
 
 ROOFLINE_NAME = "bandwidth roofline (modelled bound)"
 COMPUTE_ROOF_NAME = "compute roof"
+ATTAINABLE_NAME = "attainable (bandwidth roofline up to the compute roof)"
 
 
 def _compute_roof_layer(roof: float, up_to: float, y_title: str) -> alt.LayerChart:
@@ -707,17 +783,22 @@ def _compute_roof_layer(roof: float, up_to: float, y_title: str) -> alt.LayerCha
     return _layer(line, label)
 
 
-def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str) -> alt.LayerChart:
+def _roofline_layer(roofline: Sequence[tuple[float, float]], y_title: str, name: str = "") -> alt.LayerChart:
+    name = name or ROOFLINE_NAME
     data = pd.DataFrame({"running": [c for c, _ in roofline], "value": [v for _, v in roofline]})
-    data["label"] = ROOFLINE_NAME
+    data["label"] = name
     base = alt.Chart(data).encode(x="running:Q", y="value:Q")
     line = base.mark_line(color=COLORS["roofline"], strokeWidth=2).encode(
         tooltip=["label:N", alt.Tooltip("running:Q", format=".1f"), alt.Tooltip("value:Q", title=y_title, format=",.0f")]
     )
-    end = data.tail(1).assign(text=f"{ROOFLINE_NAME}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
-    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="bottom", dy=-6).encode(
-        x="running:Q", y="value:Q", text="text:N"
-    )
+    # clipped, a short label: the long one ran under the rising curve (the tooltip names it in full)
+    short = "attainable" if name == ATTAINABLE_NAME else name
+    end = data.tail(1).assign(text=f"{short}: {number(roofline[-1][1])} at {number(roofline[-1][0])}")
+    # clipped at the compute roof, the curve ends flat on it, whose own label sits above it at the left:
+    # this one goes under the line's end, clear of both
+    under = name == ATTAINABLE_NAME
+    label = alt.Chart(end).mark_text(color=COLORS["roofline"], align="right", baseline="top" if under else "bottom",
+                                     dy=6 if under else -6).encode(x="running:Q", y="value:Q", text="text:N")  # fmt: skip
     return _layer(line, label)
 
 
@@ -737,7 +818,7 @@ def per_request_chart(speeds: Sequence[Any], bound: float | None, title: str) ->
         alt.Chart(data)
         .mark_circle(size=24, opacity=0.6)
         .encode(
-            x=alt.X("running:Q", title="running requests (concurrency)", scale=alt.Scale(domainMin=0)),
+            x=concurrency_x(data["running"]),
             y=alt.Y("value:Q", title=f"tok/s per request{note}", scale=scale),
             color=alt.Color("series:N", title=None, scale=alt.Scale(domain=names, range=[COLORS[n] for n in names]),
                             legend=alt.Legend(orient="bottom", direction="horizontal")),
@@ -812,8 +893,9 @@ def _vmark(at: float, text: str) -> alt.LayerChart:
     data = pd.DataFrame({"running": [at], "label": [text]})
     base = alt.Chart(data)
     rule = base.mark_rule(color=THRESHOLD, strokeDash=[6, 4]).encode(x="running:Q")
-    label = base.mark_text(align="left", baseline="top", dx=4, dy=4, color=THRESHOLD).encode(
-        x="running:Q", y=alt.value(0), text="label:N"
+    # at the bottom of the plot: the top right carries the roofline's label, which this one crossed
+    label = base.mark_text(align="left", baseline="bottom", dx=4, dy=-4, color=THRESHOLD).encode(
+        x="running:Q", y=alt.value("height"), text="label:N"
     )
     return _layer(rule, label)
 

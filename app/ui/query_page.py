@@ -7,6 +7,7 @@ user, the canned list (db/canned.py) or the saved ones (db/saved_queries.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import time
 from collections.abc import Mapping
@@ -58,21 +59,72 @@ def run(settings: Settings, sql: str, given: Mapping[str, str], name: str | None
         return Outcome(None, exc.one_line())
 
 
-def chart(result: query_runner.Result, x: str, y: str, colour: str | None) -> alt.Chart:
-    """Lines over a time x column, points otherwise; ``colour`` splits the series."""
+PERIOD, COMPLETE, IN_PROGRESS = "period", "complete", "in progress"
+
+
+def in_progress(result: query_runner.Result, x: str, now: float) -> str | None:
+    """The last value of the time column ``x`` when its period (the smallest gap between two of its
+    values: a day for a per-day query) has not ended at ``now``: that row sums only part of it (the
+    day so far), so its line would plunge. None when every period is over, or one value says no period."""
+    i = result.columns.index(x)
+    times = sorted({t for t in (_epoch(row[i]) for row in result.rows) if t is not None})
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    if not gaps or times[-1] + min(gaps) <= now:
+        return None
+    last = times[-1]
+    return next(str(query_output.plain(row[i])) for row in result.rows if _epoch(row[i]) == last)
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, dt.datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.UTC).timestamp()
+    try:
+        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def chart(result: query_runner.Result, x: str, y: str, colour: str | None, now: float | None = None) -> alt.Chart:
+    """Lines over a time x column, points otherwise; ``colour`` splits the series. Over time, a last
+    period still in progress at ``now`` (:func:`in_progress`) is a faint point of its own, never joined
+    to the line: its partial sum read as a plunge."""
     records = query_output.records(result)
     temporal = x in query_output.time_columns(result)
+    partial = in_progress(result, x, time.time() if now is None else now) if temporal else None
+    if partial is not None:
+        records = [{**r, PERIOD: IN_PROGRESS if str(r[x]) == partial else COMPLETE} for r in records]
     base = alt.Chart(alt.InlineData(values=records))
     mark = base.mark_line(point=True) if temporal else base.mark_point()
     # ",.6~r": six significant digits with trailing zeros trimmed: a tick reads "0", not "0.000000"
     number_axis = alt.Axis(format=",.6~r")
-    x_enc = alt.X(x, type="temporal", title=x) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
+    # 16 px inside the plot at each end: the last point (today's, in progress) no longer sits on the edge
+    x_enc = alt.X(x, type="temporal", title=x, scale=alt.Scale(padding=16)) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
     enc: dict[str, Any] = {"x": x_enc,
                            "y": alt.Y(y, type="quantitative", title=y, axis=number_axis), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
     if colour:
         enc["color"] = alt.Color(colour, type="nominal", title=colour)
+    if partial is not None:
+        enc["detail"] = alt.Detail(PERIOD, type="nominal")  # a line per period kind: none joins the partial one
+        enc["opacity"] = alt.Opacity(PERIOD, type="nominal", title=PERIOD,
+                                     scale=alt.Scale(domain=[COMPLETE, IN_PROGRESS], range=[1.0, 0.45]))  # fmt: skip
     drawn: alt.Chart = mark.encode(**enc).properties(height=320).interactive()
     return drawn
+
+
+def default_colour(result: query_runner.Result, x: str, y: str) -> str | None:
+    """The column that splits the chart's series by default: the first text column with several values
+    (``target``), so rows of several targets are not one zigzag line; None when there is none."""
+    numbers, times = numeric_columns(result), query_output.time_columns(result)
+    for i, name in enumerate(result.columns):
+        if name in (x, y) or name in numbers or name in times:
+            continue
+        values = {row[i] for row in result.rows[:500]}
+        if 1 < len(values) <= 20 and all(isinstance(v, str) for v in values):
+            return name
+    return None
 
 
 def numeric_columns(result: query_runner.Result) -> list[str]:
@@ -137,8 +189,12 @@ def show_result(outcome: Outcome) -> None:
     c1, c2, c3 = st.columns(3)
     x = c1.selectbox("x", x_options)
     y = c2.selectbox("y", [c for c in numbers if c != x] or numbers)
-    colour = c3.selectbox("colour", [NONE, *[c for c in result.columns if c not in (x, y)]])
+    colours = [NONE, *[c for c in result.columns if c not in (x, y)]]
+    colour = c3.selectbox("colour", colours, index=colours.index(default_colour(result, x, y) or NONE))
     st.altair_chart(chart(result, x, y, None if colour == NONE else colour), width="stretch")
+    partial = in_progress(result, x, time.time()) if x in times else None
+    if partial is not None:
+        st.caption(f"Faint: {x} {partial} is still in progress, so its sums cover only part of it; it is not joined to the line.")
 
 
 def save_box(db_url: str, sql: str) -> None:

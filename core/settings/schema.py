@@ -117,7 +117,7 @@ class CeilingSettings:
     steps/s at bandwidth per GPU ÷ (weight bytes ÷ TP). No defaults: a target without weight_gb and
     tensor_parallel has no ceiling, no step model and no modelled MBU (never the reference's borrowed)."""
 
-    weight_gb: float | None = _setting(None, "model weight size in GB (70B at 4 bit ≈ 40); unset = no ceiling")
+    weight_gb: float | None = _setting(None, "model weight size in GB (10⁹ bytes; 70B at 4 bit ≈ 40); unset = no ceiling")
     tensor_parallel: int | None = _setting(None, "tensor-parallel size (GPUs the weights are split over); unset = no ceiling")
     bandwidth_gbps: float | None = _setting(
         None, "peak memory bandwidth per GPU in GB/s; unset = NVML's formula on the target's GPUs, else none"
