@@ -28,11 +28,13 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from collectors.catalogue import name_versions
+from core.errors import StorageError
 from core.settings import NO_CEILING
 from db import mbu_figures, schema
+from db.alerts import AlertBoard, Silence, board, end_silence, write_silence
 from db.ceiling import target_ceiling, target_ceiling_missing
 from db.engine import open_reader
-from db.errors import storage_error
+from db.errors import HINT, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,
@@ -76,6 +78,7 @@ class Reader:
     def __init__(self, db_url: str | None = None, engine: Engine | None = None) -> None:
         if engine is None and db_url is None:
             raise ValueError("Reader needs db_url or engine")
+        self.db_url = db_url  # where the one write a page makes (a silence) goes
         self.engine = engine if engine is not None else open_reader(str(db_url))
 
     def _run(self, action: str, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -188,6 +191,29 @@ class Reader:
         """For the Overview's live banner: since when each firing (else pending) alert of ``target``
         holds (unix s), by rule, from the evaluator's stored states; as the Alerts page orders them."""
         return self._run("reading the alerts", _live_since, target)
+
+    def alert_board(self, now: float, since_s: float = 86400.0) -> AlertBoard:
+        """The Alerts page's read (db/alerts.py): alerts firing or pending now, the silences in force and
+        not ended yet, and the transitions of the last ``since_s`` before ``now``, in one connection."""
+        return self._run("reading the alerts", board, now, since_s)
+
+    # -- the one write a page makes -----------------------------------------------------------------
+    def add_silence(self, silence: Silence) -> int:
+        """Store a silence (the Alerts page); its id. One row in a short write transaction on a
+        connection of its own, never a migration: a schema older than this code is refused, naming
+        ``python -m app collect`` / ``db migrate`` (db/alerts.py ``write_silence``)."""
+        return write_silence(self._write_url(), silence)
+
+    def expire_silence(self, silence_id: int, now: float) -> bool:
+        """End a silence at ``now`` (the Alerts page), as :meth:`add_silence` writes; False when no
+        silence has that id or it already ended."""
+        return end_silence(self._write_url(), silence_id, now)
+
+    def _write_url(self) -> str:
+        if self.db_url is None:
+            raise StorageError("this reader was opened on an engine, not a database URL: it cannot write a silence", HINT)
+        return self.db_url
+
     def judged_by(self, target: str) -> dict[str, float | None]:
         """The sweet-spot thresholds ``target``'s newest stored verdict was judged by (the evaluator's
         settings, db/verdicts.py); empty when none was stored with them."""

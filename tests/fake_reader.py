@@ -50,7 +50,7 @@ class FakeReader:
     """``up``: False makes the target down; ``wave``: a daily load wave (else steady); ``figures``: window overrides."""
 
     def __init__(self, now: float, up: bool = True, wave: bool = True, **figures: object) -> None:
-        self.engine = _no_alerts()  # the alert reads (app/alerts/store.py) take the facade's engine
+        self.engine = _no_alerts()  # the alert reads (db/alerts.py) run on an empty migrated database
         self.now = now
         self.wave = wave
         self.up = up
@@ -117,6 +117,12 @@ class FakeReader:
         from db.queries import Reader
 
         return Reader(engine=self.engine).live_since(target)
+
+    def alert_board(self, now: float, since_s: float = 86400.0) -> Any:
+        """No alert or silence in the scenarios (its empty database's board, read as the facade reads it)."""
+        from db.queries import Reader
+
+        return Reader(engine=self.engine).alert_board(now, since_s)
 
     def sweep_runs(self, limit: int = 10) -> list[SweepRun]:
         levels = tuple(

@@ -11,9 +11,11 @@ import altair as alt
 import pandas as pd
 
 from app.alerts.links import overview_query, since
-from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertState, Transition
+from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertBoard, AlertState, Transition
+from app.alerts.silences import silenced_by
 from app.formatting import ago, clock, elapsed
 from app.ui.time_range import RANGES
+from core.settings import MuteWindowSettings
 from db.queries import Reader
 
 STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR: "#9467bd"}
@@ -22,6 +24,12 @@ STATE_COLORS = {FIRING: "#d62728", PENDING: "#ff7f0e", NO_DATA: "#7f7f7f", ERROR
 def overview_link(s: AlertState, now: float) -> str:
     """The Overview of the alert's target over the smallest range that shows the whole spell."""
     return "/" + overview_query(s, now, RANGES)
+
+
+def held_back(board: AlertBoard, mute_windows: Sequence[MuteWindowSettings]) -> list[tuple[AlertState, str | None]]:
+    """Each alert firing or pending now with what holds its notifications back (``silence 3``, ``mute
+    window nights``) or None, judged as the notifier judges it (app/alerts/silences.py)."""
+    return [(s, silenced_by(s, board.end, board.active, mute_windows)) for s in board.alerts]
 
 
 def alert_rows(alerts: Sequence[tuple[AlertState, str | None]], now: float) -> list[dict[str, str]]:
