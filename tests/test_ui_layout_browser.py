@@ -1,4 +1,5 @@
-"""Every page at 1440×900 and 1280×800 in headless Chromium: nothing reaches past the page's right edge,
+"""Every page at 1440×900 and 1280×800 in headless Chromium: nothing reaches past the page's right edge
+and no table hides columns behind its own horizontal scroll,
 no chart title is cut with an ellipsis (issue 30: the GPUs page's titles were), and every chart reads
 cleanly (tests/browser.py: layout_defects): no axis crowded with tick labels, no text over another, no
 threshold line through an axis label, no series at 0 hidden under the x axis. Whole-page screenshots
@@ -20,11 +21,18 @@ pytestmark = [
 
 PAGES = {"overview": ("/", 1), "gpus": ("/gpus", 4), "operating-point": ("/operating_point", 3), "plan": ("/plan", 1), "alerts": ("/alerts", 1),
          "query": ("/query?canned=ttft_per_day", 1), "fleet": ("/fleet", 0), "targets": ("/targets", 0)}  # fmt: skip
+# tables a page draws (Glide grids lay out after the script ends: measured once each has its scroller)
+TABLES = {"fleet": 2, "query": 1}
+TABLES_LAID_OUT = """n => { const t = [...document.querySelectorAll('[data-testid="stDataFrame"]')];
+  return t.length >= n && t.every(d => d.querySelector('.dvn-scroller')); }"""
 SIZES = [(1440, 900), (1280, 800)]
 # elements of the main block whose right edge passes the page's, and chart texts cut with "…"
 MEASURE = """() => { const w = document.documentElement.clientWidth; const out = [];
   for (const el of document.querySelectorAll('[data-testid="stMain"] *')) { const r = el.getBoundingClientRect();
     if (r.width > 0 && r.right > w + 1) out.push((el.getAttribute('data-testid') || el.tagName) + ' ' + Math.round(r.right)); }
+  // a table whose columns run past its own width hides them behind a scroll (the Fleet's did, issue 30)
+  for (const s of document.querySelectorAll('[data-testid="stDataFrame"] .dvn-scroller'))
+    if (s.clientWidth > 0 && s.scrollWidth > s.clientWidth + 1) out.push('table columns hidden ' + s.scrollWidth + ' > ' + s.clientWidth);
   const cut = [...document.querySelectorAll('svg text')].map(t => t.textContent).filter(t => t.endsWith('…'));
   return {overflowing: out.slice(0, 10), cut}; }"""
 
@@ -46,6 +54,7 @@ def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
     page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.goto(base_url + path)
     wait_rendered(page, charts)
+    page.wait_for_function(TABLES_LAID_OUT, arg=TABLES.get(name, 0), timeout=30000)
     page.wait_for_timeout(300)  # Vega lays out once more after the first draw
     found = page.evaluate(MEASURE)
     defects = layout_defects(chart_layout(page))
