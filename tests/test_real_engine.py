@@ -315,62 +315,6 @@ def test_the_sweep_agrees_with_vllm_bench_serve(server: VllmServer, tmp_path: Pa
         assert sweep_tok_s == pytest.approx(bench_tok_s, rel=0.10), lines
 
 
-# The learned knee's check (issue 28): a grid across the bend of this engine on two cores. Measured with
-# the `tiny` class (docs/benchmarks.md): its output tok/s doubles with the clients up to 16-32 and is
-# flat from 32 (the cores are busy: 230-290 tok/s at 32, 64 and 128 under a load average of 7-12).
-LEARN_GRID = (4, 8, 16, 32, 64)
-
-
-def test_the_learner_finds_the_sweeps_knee_from_the_sweeps_own_traffic(server: VllmServer, tmp_path: Path):
-    """Issue 28: one run of traffic gives both the stored sweep and the production history. The
-    product's collector (1 s scrapes, its evaluator on) stores the real engine while ``sweep`` loads it
-    across :data:`LEARN_GRID` (20 s each after 5 s of warm-up, mix ``tiny``: prompts of 16-32 tokens,
-    8-16 output tokens, so requests end many times in every 5-s step and the drains are short),
-    stored with its target; the learner then reads the stored history as production does, through
-    ``resolve``. The test lowers the learner's minimums and grain in the ``[learner]`` settings, and
-    says so: 5 s steps of the per-scrape rows (production: the minute rollups), 60 s busy
-    (production: 2 h), levels of 5 s (production: 3 m). The SLO is 10 s for both judges: the check is
-    on where the throughput bends, and on this machine a client's TTFT P95 over 20 s jumps past 3 s
-    when another process takes the cores (the cap itself: tests/test_sweet_spot.py). The learned knee
-    must lie within one step of the sweep's grid of the sweep's knee."""
-    from app.loader import load_settings
-    from app.sweet_spot import resolve
-    from db.queries import Reader
-
-    db_url = f"sqlite:///{tmp_path}/learn.db"
-    cfg = tmp_path / "sweetspot.toml"
-    cfg.write_text(f'db_url = "{db_url}"\ninterval_s = "1s"\nscrape_timeout_s = "0.8s"\n'
-                   '[sweetspot]\nttft_p95_slo_s = "10s"\n'
-                   '[learner]\nstep_s = "5s"\nmin_busy_s = "60s"\nmin_level_s = "5s"\n'
-                   f'[[targets]]\nname = "{TARGET}"\nvllm_url = "{server.metrics_url}"\n')  # fmt: skip
-    out = tmp_path / "sweep.json"
-    proc = collector(["--config", str(cfg), "collect"], tmp_path / "collector.log")
-    try:
-        round_after(db_url, time.time() - 1)
-        done = app("--config", str(cfg), "sweep", "--url", f"{server.base_url}/v1", "--target", TARGET,
-                   "--concurrency", ",".join(map(str, LEARN_GRID)), "--duration", "20s", "--warmup", "5s",
-                   "--mix", "tiny:1", "--json", str(out), timeout=900)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        last = round_after(db_url, time.time())["last_up"]
-    finally:
-        stop(proc)
-    settings = load_settings(cfg)
-    spot = resolve(Reader(db_url), settings, TARGET, float(last) + 1.0, learn_now=True)  # the data's own clock: its last round
-    levels = json.loads(out.read_text())["levels"]
-    swept = ", ".join(f"{lv['concurrency']}: {lv['tokens_per_s'] or 0:.0f} tok/s, TTFT P95 {lv['ttft_p95_s'] or math.nan:.2f} s"
-                      for lv in levels)  # fmt: skip
-    learned = spot.learned
-    assert learned is not None
-    fitted = ", ".join(f"{lv.concurrency}: {lv.fitted:.0f} ({lv.minutes * 60:.0f} s)" for lv in learned.levels)
-    print(f"load average {os.getloadavg()[0]:.1f}; sweep knee {spot.value} ({swept}); learned knee {learned.knee}: "
-          f"{learned.reason}, from {learned.rests_on} ({fitted})")  # fmt: skip
-    assert spot.source == "sweep" and spot.value in LEARN_GRID, spot.line()
-    i = LEARN_GRID.index(spot.value)
-    assert spot.value != LEARN_GRID[-1], f"the sweep found no knee inside its grid ({swept}): a busy machine?"
-    low, high = LEARN_GRID[max(i - 1, 0)], LEARN_GRID[min(i + 1, len(LEARN_GRID) - 1)]
-    assert learned.knee is not None and low <= learned.knee <= high, (spot.value, learned.reason, fitted)
-
-
 def test_a_real_preemption_storm_fires_the_alert_and_mails_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     require_engine()
     # 40 blocks of 32 tokens hold under three of the sixteen 450-token requests at once
