@@ -25,7 +25,9 @@ CONFIGURED, SWEEP, LEARNED, REFERENCE = "configured", "sweep", "learned", "refer
 SOURCES = (CONFIGURED, SWEEP, LEARNED, REFERENCE)
 REFERENCE_KNEE = 16  # the V100 report's knee (DOMAIN.md §2), for the demo only
 REFERENCE_REPORT = "the reference report (8× V100, 70B AWQ, TP 8)"
-LEARN_FIELDS = ("running_avg", "tokens_per_s", "ttft_p95_s", "up_ratio")
+# The TTFT the knee is capped by is the clients' (db/derived.py: the engine's plus the gateway's wait;
+# the engine's own where no gateway queue is read): a knee whose clients wait past the SLO is no sweet spot.
+LEARN_FIELDS = ("running_avg", "tokens_per_s", "client_ttft_p95_s", "up_ratio")
 # Minutes whose stored verdict held one of these rules are a fault, not the target's curve: the
 # learner leaves them out (docs/alerts.md: a degraded period must not teach a lower curve).
 FAULT_RULES = ("under_delivering", "target_down", "not_serving", "sleeping", "requests_failing")
@@ -187,7 +189,8 @@ def learn_from_history(reader: Reader, learner: LearnerSettings, target: str, no
                        *, leave_out_faults: bool = True) -> Learned | None:  # fmt: skip
     """What the learner finds in ``target``'s stored history before ``now`` (None: unreadable).
 
-    One sample per ``learner.step_s``; left out (``leave_out_faults``): steps with a failed scrape
+    One sample per ``learner.step_s``, its TTFT P95 the one clients see (``client_ttft_p95_s``: behind
+    a gateway, its wait added); left out (``leave_out_faults``): steps with a failed scrape
     (the target down or unreachable; a step without any scrape has no figures at all), steps within
     ``restart_settle_s`` of an engine restart or configuration change, and the minutes whose stored
     verdict held a fault rule (:data:`FAULT_RULES`: under-delivering against its own curve, down,
@@ -201,7 +204,7 @@ def learn_from_history(reader: Reader, learner: LearnerSettings, target: str, no
     except Exception:  # noqa: BLE001 - an unreadable history teaches nothing
         return None
     samples = []
-    for ts, r, t, q, up in zip(cols["ts"], cols["running_avg"], cols["tokens_per_s"], cols["ttft_p95_s"],
+    for ts, r, t, q, up in zip(cols["ts"], cols["running_avg"], cols["tokens_per_s"], cols["client_ttft_p95_s"],
                                cols["up_ratio"], strict=True):  # fmt: skip
         if r is None or t is None or ts + step > now:  # a step not yet whole is not a sample
             continue

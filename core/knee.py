@@ -2,7 +2,8 @@
 
 The input is one sample per stored step (a minute in production; a finer grain when the learner
 settings ask for it, each sample then weighing its share of a minute): the running requests
-(average), the output tok/s and the TTFT P95 of that step. Samples are grouped by running
+(average), the output tok/s and the TTFT P95 of that step (the clients': app/sweet_spot.py reads
+``client_ttft_p95_s``, the engine's plus a gateway's wait). Samples are grouped by running
 concurrency rounded to a whole request (idle ones, under :data:`IDLE_RUNNING`, left out); a monotone
 (non-decreasing) least-squares fit of tok/s over the groups, weighted by their minutes
 (pool-adjacent violators), is the curve, and its

@@ -28,6 +28,9 @@ class RequestClass:
 CLASSES: dict[str, RequestClass] = {
     "short": RequestClass("short", (100, 300), (200, 500), "Answer the question about the following notes."),
     "long": RequestClass("long", (2000, 3000), (500, 800), "Summarize the following document in detail."),
+    # Not the report's: a few output tokens, so that requests end many times a second even on a small
+    # CPU engine (the real-engine tier's learned knee, docs/benchmarks.md).
+    "tiny": RequestClass("tiny", (16, 32), (8, 16), "Answer briefly."),
 }
 DEFAULT_MIX = "short:0.6,long:0.4"
 

@@ -385,3 +385,52 @@ def test_the_stored_thresholds_hold_the_demos_reference_and_none_for_an_unconfig
 
     pairs = dict(sweetspot_pairs(Settings(targets=(demo_target(DEMO_URLS), target_settings("prod")))))
     assert (pairs["*"].concurrency, pairs["demo"].concurrency, pairs["prod"].concurrency) == (None, 16, None)
+
+
+# -- the cap reads the TTFT clients see: the engine's plus the gateway's wait -----------------------
+def _behind_a_gateway(tmp_path, queue_at) -> str:
+    """An hour of 15-s rounds, 6 minutes at each of 2, 4, 8, 12, 16, 20, 24, 28, 32 running on the
+    saturating curve, 2 requests a second entering the engine with every first token under 0.5 s (its
+    TTFT P95 0.48 s), ``queue_at(c)`` requests waiting at the gateway; written and rolled up as the
+    collector does."""
+    from tests.store_helpers import vllm_round
+
+    url = f"sqlite:///{tmp_path / 'gw.db'}"
+    engine = open_engine(url)
+    writer = Writer(engine)
+    writer.register_target(target_settings("gw"))
+    gen = started = 0.0
+    ts = START
+    for c in (2, 4, 8, 12, 16, 20, 24, 28, 32):
+        for _ in range(24):
+            gen, started, ts = gen + saturating(c) * 15, started + 30, ts + 15
+            round_ = vllm_round(ts, gen, target="gw", hist=(0.0, started, started, started), running=float(c))
+            writer.write_round(dataclasses.replace(round_, gateway=GatewayReading(float(queue_at(c)), "test"),
+                                                   gateway_status=SourceResult(True)))  # fmt: skip
+    rollup(engine, ts + 60)
+    engine.dispose()
+    return url
+
+
+def test_a_gateway_wait_moves_the_learners_cap_to_where_clients_pass_the_slo(tmp_path):
+    """Issue 28: the knee is capped where the client-seen TTFT P95 passes the SLO. The engine's TTFT
+    is 0.48 s at every level; from 16 running on, 20 requests wait at the gateway, admitted at 2 a
+    second: a 10-s wait by Little's law, so clients see a TTFT P95 far past 3 s and the knee steps
+    back to 12. The same engine with an empty gateway queue keeps its throughput knee (18)."""
+    from app.sweet_spot import learn_from_history
+    from core.settings import LearnerSettings
+
+    learner = LearnerSettings(min_busy_s=1800.0, min_level_s=180.0)
+    end = START + 9 * 24 * 15 + 1
+    queued = _behind_a_gateway(tmp_path / "a", lambda c: 20 if c >= 16 else 0)
+    capped = learn_from_history(Reader(queued), learner, "gw", end, SLO)
+    empty = _behind_a_gateway(tmp_path / "b", lambda c: 0)
+    free = learn_from_history(Reader(empty), learner, "gw", end, SLO)
+    assert free is not None and capped is not None
+    engine_ttft = {lv.concurrency: lv.ttft_p95_s for lv in free.levels}
+    assert all(t is not None and t < 0.5 for t in engine_ttft.values()), engine_ttft
+    assert free.knee == 18 and "capped" not in free.reason, free.reason
+    client = {lv.concurrency: lv.ttft_p95_s for lv in capped.levels}
+    assert all(t is not None and t > SLO for c, t in client.items() if c >= 16), client
+    assert all(t is not None and t < 0.5 for c, t in client.items() if c < 16), client  # no queue: the engine's
+    assert capped.knee == 12 and "capped at 12" in capped.reason, capped.reason
