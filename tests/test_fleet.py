@@ -122,7 +122,9 @@ def test_the_fleet_is_the_landing_page_beyond_three_targets(monkeypatch, fleet_d
     # nothing in the hour's empty first half: minute 30 on (the page's clock is the history's end)
     assert 24 <= len(down) <= 26 and min(x for _, x, _ in down) > 2 + 28 * (SPARK_W - 4) / 59
     assert len(spark_points(frame["last hour tok/s"].iloc[-1])) >= 25
-    per_model = at.dataframe[1].value
+    figures = at.dataframe[1].value  # bandwidth, cache and queues: the same targets in the same order
+    assert list(figures["target"]) == list(frame["target"])
+    per_model = at.dataframe[2].value
     assert "llama" in " ".join(per_model["model"]) or len(per_model) >= 1
 
 
@@ -190,11 +192,14 @@ def test_a_sparkline_draws_a_missing_minute_as_a_gap_never_a_zero():
 
 
 def test_a_missing_figure_reads_as_a_dash_never_none(monkeypatch, fleet_db, capsys):
-    frame = _open(monkeypatch, fleet_db).dataframe[0].value
+    at = _open(monkeypatch, fleet_db)
+    frame, figures = at.dataframe[0].value, at.dataframe[1].value
     never = list(frame["target"]).index("d-never")  # never scraped: no figure at all
-    cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95", "preemptions", "running", "KV")]
-    assert cells == ["—"] * 5
-    assert "None" not in frame.astype(str).to_string() and "nan" not in frame.astype(str).to_string()
+    cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95", "running")]
+    cells += [str(figures[column].iloc[never]) for column in ("MBU", "preemptions", "queue", "KV")]
+    assert cells == ["—"] * 7
+    for table in (frame, figures):
+        assert "None" not in table.astype(str).to_string() and "nan" not in table.astype(str).to_string()
     assert main(["status", "--all", "--db", fleet_db]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("d-never"))
     assert "None" not in line and " — " in line
