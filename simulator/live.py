@@ -112,7 +112,9 @@ class LiveEngine:
         """Start a new engine process: counters reset, new start time; in-flight requests are cut off."""
         with self.lock:
             old = self.engine
-            started = max(time.time(), old.stats.started_at + 0.001)
+            # the simulator's clock, as the first start's: the wall clock here lagged it by the time the
+            # first engine took to build × speed, and a restart could read as the same start (< 1 s apart)
+            started = max(self.clock.now(), old.stats.started_at + 0.001)
             self.engine = Engine(self.config, started_at=started)
             log.info("engine restarted (process_start_time_seconds=%.3f)", started)
             now = self.clock.now()
