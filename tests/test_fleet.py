@@ -198,8 +198,8 @@ def test_a_missing_figure_reads_as_a_dash_never_none(monkeypatch, fleet_db, caps
     cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95", "running")]
     cells += [str(figures[column].iloc[never]) for column in ("MBU", "preemptions", "queue", "KV")]
     assert cells == ["—"] * 7
-    for table in (frame, figures):
-        assert "None" not in table.astype(str).to_string() and "nan" not in table.astype(str).to_string()
+    for shown in (frame, figures):
+        assert "None" not in shown.astype(str).to_string() and "nan" not in shown.astype(str).to_string()
     assert main(["status", "--all", "--db", fleet_db]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("d-never"))
     assert "None" not in line and " — " in line
