@@ -1,5 +1,5 @@
-"""URLs, ``www.`` hosts and e-mail addresses inside names are plain text on the Targets and Alerts
-pages (the sidebar's picker included): Streamlit's Markdown (GitHub's autolink literals) would make each a link; headless Chromium
+"""URLs, ``www.`` hosts and e-mail addresses inside names are plain text on the Targets, Alerts and
+Plan pages (the sidebar's picker included): Streamlit's Markdown (GitHub's autolink literals) would make each a link; headless Chromium
 finds none, and every name reads as typed."""
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ vllm_url = "{base}/metrics"
 @pytest.mark.parametrize(("path", "texts"), [
     ("/targets", [TARGET, MODEL]),
     ("/alerts", [f"{TARGET} / model {MODEL}"]),
+    ("/plan", [TARGET]),  # the Plan page's title and its refusal name the target
 ])  # fmt: skip
 def test_names_holding_links_are_plain_text(browser, dashboard, path: str, texts: list[str]) -> None:
     from tests.browser import new_page
