@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tests import ui_db
-from tests.browser import CHROMIUM, SCREENSHOTS
+from tests.browser import CHROMIUM, MAX_TICK_LABELS, SCREENSHOTS
 
 pytestmark = [
     pytest.mark.browser,
@@ -57,7 +57,8 @@ def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
     page.wait_for_function(TABLES_LAID_OUT, arg=TABLES.get(name, 0), timeout=30000)
     page.wait_for_timeout(300)  # Vega lays out once more after the first draw
     found = page.evaluate(MEASURE)
-    defects = layout_defects(chart_layout(page))
+    layout = chart_layout(page)
+    defects = layout_defects(layout)
     # the whole page at this width: Streamlit scrolls inside its main block, so grow the viewport to it
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.scrollHeight || 0")
     page.set_viewport_size({"width": size[0], "height": min(int(height) + 40, 6000)})
@@ -68,3 +69,6 @@ def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
     assert found["overflowing"] == [], found
     assert found["cut"] == [], found
     assert defects == []
+    if name == "alerts":  # the state timeline's time axis: labelled, not crowded (issue 30)
+        times = [t for t in layout[0]["ticks"] if t["labels"] and all(":" in label for label in t["labels"])]
+        assert times and 2 <= times[0]["count"] <= MAX_TICK_LABELS, layout[0]["ticks"]

@@ -5,7 +5,6 @@ Pure functions (tested without a running app); the page draws what these return.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -58,16 +57,6 @@ def timeline_rows(history: Sequence[Transition], start: float, end: float) -> pd
     return pd.DataFrame(rows, columns=["alert", "state", "start", "end"])
 
 
-TICK_STEPS_S = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
-
-
-def time_ticks(start: float, end: float, most: int = 10) -> list[float]:
-    """Tick positions (ms) on [start, end]: multiples of the smallest round step that gives ``most`` at most."""
-    step = next((s for s in TICK_STEPS_S if (end - start) / s < most), TICK_STEPS_S[-1])
-    first = math.ceil(start / step) * step
-    return [float(t * 1000) for t in range(first, math.floor(end) + 1, step)]
-
-
 def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
     """Each alert's spells as bars on one time axis, coloured by state; the axis starts ten minutes
     before the first spell (a day-long axis would draw a fresh incident as a hairline)."""
@@ -76,10 +65,10 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
         start = float(rows["start"].min()) / 1000 - 600
         # say what the axis spans: a "last 24 h" title over a 14-minute axis read as a broken chart
         title = f"State history: the last 24 h, from 10 min before its first change ({elapsed(end - start)} shown)"  # "12 min 52 s", not "772.943s"
-    # ten labels at most, at a round step: Vega's default (one per 40 px) put 26 on a page-wide axis of
-    # minutes, and a tickCount is only a hint it rounds to whole minutes (21 on a 20-minute axis)
+    # about ten labels: Vega's default (one per 40 px) put 26 on a page-wide axis of minutes, and it
+    # reads tickCount as a hint (21 on a 20-minute axis): labels closer than 40 px apart are hidden too
     x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]),
-              axis=alt.Axis(values=time_ticks(start, end), labelOverlap=True, labelFlush=True))
+              axis=alt.Axis(tickCount=10, labelOverlap=True, labelSeparation=40, labelFlush=True))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
     chart: alt.Chart = (
         alt.Chart(rows)
