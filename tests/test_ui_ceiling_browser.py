@@ -76,7 +76,8 @@ PAGES = {
     "operating-point": ("/operating_point?target=demo", 3, ["attainable: 1,794 at 32", "of the roofline at",
                                                             "compute roof: 1,794 tok/s",
                                                             "compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core",
-                                                            "the roofs cross at", "one request: at most"],
+                                                            "the roofs cross at", "one request: at most",
+                                                            "% of attainable"],  # the sentence whole (it was cut at 200)
                         ["No roofline", "compute roof unknown"]),
     "operating-point-wrong": ("/operating_point?target=wrong", 3, ["compute roof unknown: set targets[].ceiling.active_params_b"],
                               ["No roofline"]),

@@ -75,7 +75,7 @@ st.caption(
 )
 if roof:
     st.markdown(f"**Roofline**: {roof.text()}")
-    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures))}.")
+    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures), 2000)}.")  # a sentence, not a name: whole
     st.caption(roof.caption())
 else:
     partial = figures.ceiling is None and figures.ceiling_missing != NO_CEILING  # say what is missing, not all
