@@ -166,6 +166,25 @@ def test_a_silence_is_created_and_expired_from_the_page(monkeypatch, tmp_path):
     engine.dispose()
 
 
+def test_a_silence_comment_is_shown_as_typed_never_as_markup(monkeypatch, tmp_path):
+    import time
+
+    from core.text import markdown
+
+    hostile = "[click](http://evil.example/x) **now** ![i](http://evil.example/i.png) <b>x</b>"
+    url = ui_db.fill(tmp_path / "s.db", time.time(), hours=0.25)
+    at = open_app(monkeypatch, url)
+    at.switch_page(ALERTS).run()
+    at.selectbox[0].select("target_down")
+    at.text_input[0].input(hostile)
+    at.button[-1].click().run()
+    at.run()
+    assert not at.exception, at.exception
+    shown = [m.value for m in at.markdown if "evil.example" in m.value]
+    assert shown and all(markdown(hostile, 1000) in v for v in shown), shown
+    assert not any("](http://evil" in v.replace(markdown(hostile, 1000), "") for v in shown), shown
+
+
 def test_operating_point_overlays_this_targets_sweeps_and_names_the_others(monkeypatch, tmp_path):
     import time
 

@@ -43,7 +43,9 @@ st.subheader("Silences")
 st.caption("A silence holds back notifications only: silenced alerts still change state and show here.")
 for s in data.silences:
     left, right = st.columns([5, 1])
-    left.markdown(f"`{s.matchers}` · {clock(s.starts_at)} → {clock(s.ends_at)} · {s.author}: {s.comment}")
+    # matchers, author and comment are typed by people: shown as the text they are, never as markup
+    left.markdown(f"{markdown_code(s.matchers, 1000)} · {clock(s.starts_at)} → {clock(s.ends_at)} · "
+                  f"{markdown(s.author)}: {markdown(s.comment, 1000)}")
     if right.button("Expire", key=f"expire-{s.id}") and s.id is not None:
         try:  # one row through the facade, never a migration: an older schema is refused, in one line
             ctx.reader.expire_silence(s.id, time_range.now())

@@ -50,8 +50,8 @@ if isinstance(plan, UsageError):
     raise AssertionError("unreachable")
 
 today = plan.today
-st.markdown(f"**Demand**: {markdown(plan.demand.text())}.")
-st.markdown(f"**Sweet spot**: {markdown(plan.sweet_spot)} · TTFT P95 SLO {number(plan.slo_s)} s"
+st.markdown(f"**Demand**: {markdown(plan.demand.text(), 1000)}.")
+st.markdown(f"**Sweet spot**: {markdown(plan.sweet_spot, 1000)} · TTFT P95 SLO {number(plan.slo_s)} s"
             + (f", measured {number(plan.ttft_at_knee_s)} s there" if plan.ttft_at_knee_s is not None else "") + ".")  # fmt: skip
 left, middle, right = st.columns(3)
 left.metric("Replicas of today's deployment", "—" if today.replicas is None else today.replicas,
