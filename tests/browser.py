@@ -261,10 +261,11 @@ def chart_panels(page: Any) -> list[Any]:
 LAYOUT_JS = """() => {
   """ + FIND_VIEW_JS + """
   const out = [];
-  let texts, rules, ticks, onEdge;
+  let texts, rules, ticks, onEdge, current;
   for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
     const view = findView(el);
     if (!view) { out.push(null); continue; }
+    current = view;
     texts = []; rules = []; ticks = []; onEdge = [];
     for (const g of view.scenegraph().root.items || []) walk(g, g.x || 0, g.y || 0, null, null);
     const overlaps = [];
@@ -285,6 +286,19 @@ LAYOUT_JS = """() => {
   }
   return out;
 
+  // a discrete axis (band, point) labels every category it has: its crowding is two labels drawn
+  // over each other, not their count (a continuous axis chooses its ticks, and 26 was too many)
+  function axisTicks(ax) {
+    let type = '';
+    try { const s = ax.scale && current.scale(ax.scale); type = (s && s.type) || ''; } catch (e) { type = ''; }
+    const discrete = ['band', 'point', 'ordinal'].includes(type), crowded = [];
+    for (let i = 0; discrete && i < ax.boxes.length; i++) for (let j = i + 1; j < ax.boxes.length; j++) {
+      const a = ax.boxes[i], b = ax.boxes[j];
+      if (a.x1 < b.x2 - 1 && b.x1 < a.x2 - 1 && a.y1 < b.y2 - 1 && b.y1 < a.y2 - 1) crowded.push([a.text, b.text]);
+    }
+    return {orient: ax.orient, count: ax.labels.length, labels: ax.labels.slice(0, 40), scale: type, discrete, crowded};
+  }
+
   function walk(node, ox, oy, plot, axis) {
     for (const mark of node.items || []) {
       const role = mark.role || '';
@@ -292,9 +306,9 @@ LAYOUT_JS = """() => {
         for (const g of mark.items || []) {
           // a plot (a concat panel or a single view: the group holding marks with a height) sets the edge
           const inner = (role === 'scope' || role === 'frame' || !plot) && g.height ? {bottom: oy + (g.y || 0) + g.height, name: g.name} : plot;
-          const ax = role === 'axis' ? {orient: (g.datum && g.datum.orient) || '', labels: []} : axis;
+          const ax = role === 'axis' ? {orient: (g.datum && g.datum.orient) || '', scale: g.datum && g.datum.scale, labels: [], boxes: []} : axis;
           walk(g, ox + (g.x || 0), oy + (g.y || 0), role === 'axis' ? plot : inner, ax);
-          if (role === 'axis' && ax.labels.length) ticks.push({orient: ax.orient, count: ax.labels.length, labels: ax.labels.slice(0, 40)});
+          if (role === 'axis' && ax.labels.length) ticks.push(axisTicks(ax));
         }
         continue;
       }
@@ -303,7 +317,7 @@ LAYOUT_JS = """() => {
         const b = it.bounds;
         if (mark.marktype === 'text' && b && String(it.text || '').trim()) {
           texts.push({role, text: [].concat(it.text).join(' '), x1: ox + b.x1, x2: ox + b.x2, y1: oy + b.y1, y2: oy + b.y2});
-          if (role === 'axis-label' && axis) axis.labels.push([].concat(it.text).join(' '));
+          if (role === 'axis-label' && axis) { axis.labels.push([].concat(it.text).join(' ')); axis.boxes.push(texts[texts.length - 1]); }
         }
         if (role === 'mark' && mark.marktype === 'rule' && Number.isFinite(it.x) && Number.isFinite(it.y)) {
           const x2 = Number.isFinite(it.x2) ? it.x2 : it.x, y2 = Number.isFinite(it.y2) ? it.y2 : it.y;
@@ -329,7 +343,8 @@ MAX_TICK_LABELS = 15  # per axis: a page-wide concurrency axis carried ~31 (0.0 
 
 def layout_defects(layout: list[Any]) -> list[str]:
     """What :func:`chart_layout` found wrong, one line each; empty when every chart reads cleanly:
-    an axis with more than :data:`MAX_TICK_LABELS` labels, texts drawn over each other, a rule through
+    a continuous axis with more than :data:`MAX_TICK_LABELS` labels (a category axis labels each of its
+    categories: there, two of its labels drawn over each other), texts drawn over each other, a rule through
     an axis label, a line or rule of a series lying on the plot's bottom edge (under the x axis)."""
     found = []
     for i, chart in enumerate(layout):
@@ -337,7 +352,9 @@ def layout_defects(layout: list[Any]) -> list[str]:
             found.append(f"chart {i}: its Vega view was not found")
             continue
         found += [f"chart {i}: {t['count']} tick labels on one axis: {t['labels'][:5]}…" for t in chart["ticks"]
-                  if t["count"] > MAX_TICK_LABELS]  # fmt: skip
+                  if t["count"] > MAX_TICK_LABELS and not t.get("discrete")]  # fmt: skip
+        found += [f"chart {i}: labels of one category axis drawn over each other: {a!r} and {b!r}"
+                  for t in chart["ticks"] for a, b in t.get("crowded", [])]  # fmt: skip
         found += [f"chart {i}: texts overlap: {a!r} and {b!r}" for a, b in chart["overlaps"]]
         found += [f"chart {i}: {rule} strikes through the axis label {label!r}" for rule, label in chart["struck"]]
         found += [f"chart {i}: {name} drawn on the plot's bottom edge (a series at 0 hidden by the x axis)"

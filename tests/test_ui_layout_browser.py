@@ -72,3 +72,65 @@ def test_nothing_overflows_and_no_title_is_cut(browser, base_url, name, size):
     if name == "alerts":  # the state timeline's time axis: labelled, not crowded (issue 30)
         times = [t for t in layout[0]["ticks"] if t["labels"] and all(":" in label for label in t["labels"])]
         assert times and 2 <= times[0]["count"] <= MAX_TICK_LABELS, layout[0]["ticks"]
+
+
+def test_layout_defects_counts_labels_on_continuous_axes_and_overlaps_on_category_axes():
+    """A time or value axis picks its ticks: more than MAX_TICK_LABELS is crowding. A category axis
+    (the Alerts timeline's lanes) labels every category, however many alerts changed that day: only its
+    labels drawn over each other are a defect (CI's day had 16 lanes and failed on their count)."""
+    from tests.browser import layout_defects
+
+    many = [f"edge · rule_{i}" for i in range(MAX_TICK_LABELS + 5)]
+    lanes = {"orient": "left", "count": len(many), "labels": many, "discrete": True, "crowded": []}
+    times = {"orient": "bottom", "count": 26, "labels": [f"12:{m:02d}" for m in range(26)], "discrete": False}
+    chart = {"ticks": [lanes], "overlaps": [], "struck": [], "on_edge": []}
+    assert layout_defects([chart]) == []
+    assert layout_defects([{**chart, "ticks": [lanes, times]}]) == [
+        f"chart 0: 26 tick labels on one axis: {times['labels'][:5]}…"
+    ]
+    crowded = {**lanes, "crowded": [["edge · rule_0", "edge · rule_1"]]}
+    assert layout_defects([{**chart, "ticks": [crowded]}]) == [
+        "chart 0: labels of one category axis drawn over each other: 'edge · rule_0' and 'edge · rule_1'"
+    ]
+
+
+@pytest.fixture(scope="module")
+def many_lanes_url():
+    """The UI's database plus changes of 24 more alerts in its last hour: a day with more lanes than a
+    continuous axis may carry labels."""
+    import shutil
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from app.alerts import store
+    from app.alerts.model import Transition
+    from db.engine import open_engine
+    from tests.browser import streamlit_server
+
+    copy = Path(tempfile.mkdtemp(prefix="sweetspot-lanes-")) / "sweetspot.db"
+    shutil.copyfile(ui_db.shared().removeprefix("sqlite:///"), copy)
+    copy_url = f"sqlite:///{copy}"
+    now = time.time()
+    engine = open_engine(copy_url, migrate=False)
+    changes = [Transition(f"rule_{i:02d}", "lanes", "", "inactive", "pending", now - 3000 + 60 * i, "warning") for i in range(24)]
+    with engine.begin() as conn:
+        store.save(conn, [], [], changes)
+    engine.dispose()
+    with streamlit_server(copy_url) as base:
+        yield base
+
+
+def test_the_alerts_timeline_labels_every_lane_when_many_alerts_changed(browser, many_lanes_url):
+    from tests.browser import chart_layout, layout_defects, wait_rendered
+
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(many_lanes_url + "/alerts")
+    wait_rendered(page, 1)
+    page.wait_for_timeout(300)  # Vega lays out once more after the first draw
+    layout = chart_layout(page)
+    page.close()
+    lanes = [t for t in layout[0]["ticks"] if t.get("discrete")]
+    assert lanes and lanes[0]["count"] >= 24, layout[0]["ticks"]  # every lane named
+    assert sum(label.startswith("lanes · rule_") for label in lanes[0]["labels"]) == 24
+    assert layout_defects(layout) == []
