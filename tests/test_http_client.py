@@ -19,7 +19,7 @@ from collectors import fetch
 from collectors.fetch import Fetcher, Get, fetch_text
 from core.errors import ScrapeError
 from core.settings import HttpSettings
-from tests.support.certificates import make_certificate
+from tests.support.certificates import make_certificate, tls_connection, tls_context
 from tests.support.http_server import CountingServer, started
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
@@ -372,9 +372,8 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 
 def tls_wrap(certificate: tuple[str, str]) -> Callable[[socket.socket], socket.socket]:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*certificate)
-    return lambda conn: context.wrap_socket(conn, server_side=True)
+    context = tls_context(certificate)
+    return lambda conn: tls_connection(context, conn)  # bounded: a stalled handshake does not stop the server
 
 
 def tls_server(certificate: tuple[str, str]) -> socket.socket:

@@ -141,17 +141,13 @@ def test_inspect_sends_headers_a_bearer_token_and_basic_auth_and_masks_the_passw
 
 
 def test_inspect_trusts_the_ca_file_it_is_given(tmp_path):
-    import ssl
-
-    from tests.support.certificates import make_certificate
+    from tests.support.certificates import make_certificate, serve_tls
 
     cert, key = make_certificate(tmp_path)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
 
     def https_server() -> PageServer:
         server = PageServer()
-        server.socket = context.wrap_socket(server.socket, server_side=True)
+        serve_tls(server, (cert, key))
         return server
 
     for start in started(https_server):

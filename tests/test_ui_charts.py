@@ -350,3 +350,4 @@ def test_the_alerts_timeline_says_its_span_in_words_with_few_time_labels():
     assert spec["title"].endswith("(12 min 52 s shown)"), spec["title"]  # it read "(772.943s shown)"
     axis = spec["encoding"]["x"]["axis"]
     assert axis["tickCount"] <= 12 and axis["labelOverlap"] and axis["labelSeparation"] >= 40
+    assert axis["format"] == charts.TIME_FORMAT  # one clock: Vega's own wrote "08:58", "09 AM", "09:02"

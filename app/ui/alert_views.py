@@ -14,6 +14,7 @@ from app.alerts.links import overview_query, since
 from app.alerts.model import ERROR, FIRING, NO_DATA, PENDING, AlertBoard, AlertState, Transition
 from app.alerts.silences import silenced_by
 from app.formatting import ago, clock, elapsed
+from app.ui.charts import TIME_FORMAT
 from app.ui.time_range import RANGES
 from core.settings import MuteWindowSettings
 from db.queries import Reader
@@ -66,9 +67,10 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
         # say what the axis spans: a "last 24 h" title over a 14-minute axis read as a broken chart
         title = f"State history: the last 24 h, from 10 min before its first change ({elapsed(end - start)} shown)"  # "12 min 52 s", not "772.943s"
     # about ten labels: Vega's default (one per 40 px) put 26 on a page-wide axis of minutes, and it
-    # reads tickCount as a hint (21 on a 20-minute axis): labels closer than 40 px apart are hidden too
+    # reads tickCount as a hint (21 on a 20-minute axis): labels closer than 40 px apart are hidden too.
+    # The time as the other charts write it: Vega's own mixes clocks ("08:58", "09 AM", "09:02").
     x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]),
-              axis=alt.Axis(tickCount=10, labelOverlap=True, labelSeparation=40, labelFlush=True))
+              axis=alt.Axis(format=TIME_FORMAT, tickCount=10, labelOverlap=True, labelSeparation=40, labelFlush=True))
     color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
     chart: alt.Chart = (
         alt.Chart(rows)
