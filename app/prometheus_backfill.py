@@ -127,7 +127,9 @@ def backfill(
             try:
                 result = client.query_range(selector, at, last, step_s)
             except ScrapeError as exc:
-                if chunk > 1 and (isinstance(exc, TooLarge) or "422" in str(exc) or "503" in str(exc)):
+                # by the answer's status, not its text: the message holds the URL, and a port such as
+                # 42217 read as a 422 (a hostile answer was retried in ever smaller chunks)
+                if chunk > 1 and (isinstance(exc, TooLarge) or getattr(exc, "status", None) in (422, 503)):
                     chunk = max(1, chunk // 2)  # too many samples for one answer: smaller chunks
                     log.info("backfill: the server refused %d steps at once; trying %d", chunk * 2, chunk)
                     continue

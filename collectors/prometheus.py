@@ -69,7 +69,13 @@ Line = tuple[str, str, str, int | None]
 
 
 class PrometheusError(ScrapeError):
-    """A Prometheus source could not be read; the message names the server, the hint the fix."""
+    """A Prometheus source could not be read; the message names the server, the hint the fix.
+    ``status``: the HTTP status the server answered with, when it answered one (None otherwise); callers
+    decide on it, never on the message, which holds a URL whose port may read "422"."""
+
+    def __init__(self, message: str, hint: str = "", status: int | None = None) -> None:
+        super().__init__(message, hint)
+        self.status = status
 
 
 @dataclass
@@ -473,14 +479,16 @@ def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
     code = answer.status_code
     if code in (401, 403):
         return PrometheusError(f"{url} answered {code} ({detail})",
-                               "Check prometheus[].http.bearer_token_env, the user:password in prometheus[].url, or http.headers")
+                               "Check prometheus[].http.bearer_token_env, the user:password in prometheus[].url, or http.headers",
+                               status=code)  # fmt: skip
     if code == 422:
-        return PrometheusError(f"{url} refused the query (422: {detail})", HINT_TOO_MANY if "sample" in detail else HINT_SELECTOR)
+        return PrometheusError(f"{url} refused the query (422: {detail})", HINT_TOO_MANY if "sample" in detail else HINT_SELECTOR,
+                               status=code)  # fmt: skip
     if code == 503:
-        return PrometheusError(f"{url} could not answer (503: {detail})", HINT_TOO_MANY)
+        return PrometheusError(f"{url} could not answer (503: {detail})", HINT_TOO_MANY, status=code)
     if code == 400:
-        return PrometheusError(f"{url} refused the selector (400: {detail})", HINT_SELECTOR)
-    return PrometheusError(f"{url} answered {code} ({detail})", HINT_URL)
+        return PrometheusError(f"{url} refused the selector (400: {detail})", HINT_SELECTOR, status=code)
+    return PrometheusError(f"{url} answered {code} ({detail})", HINT_URL, status=code)
 
 
 def _error_text(answer: httpx.Response) -> str:

@@ -39,3 +39,22 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+def parse_instant(text: str) -> float:
+    """An instant as users write one on the command line, in epoch seconds: ISO 8601 (``2026-12-06T09:00``,
+    ``2026-12-06 09:00:00Z``, ``…+01:00``; without an offset, UTC) or epoch seconds (``1796547600``)."""
+    import datetime as dt
+
+    value = str(text).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            raise DurationError(f"not a time: {text!r} (write it like 2026-12-06T09:00Z, or in epoch seconds)") from None
+        return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+    if not math.isfinite(seconds) or seconds < 0:
+        raise DurationError(f"not a time: {text!r} (epoch seconds are a finite number from 0)")
+    return seconds

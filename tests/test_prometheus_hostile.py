@@ -4,10 +4,12 @@ process) or a round of that target only, never a traceback, never a blocked targ
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -118,6 +120,36 @@ def test_backfill_refuses_a_hostile_answer_in_one_line(tmp_path, name):
     lines = done.stderr.strip().splitlines()
     assert "Traceback" not in done.stderr and lines[-1].startswith("ERROR: "), done.stderr
     assert all(KIND_LOGGED.fullmatch(line) for line in lines[:-1]) and len(lines) <= 2, done.stderr
+
+
+def port_reading(digits: str) -> int:
+    """A free 127.0.0.1 port whose number holds ``digits`` (42217 holds "422")."""
+    for port in sorted({int(f"{digits}{tail:02d}") for tail in range(100)} | {int(f"{head}{digits}") for head in range(1, 7)}):
+        with contextlib.suppress(OSError), socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))
+            return port
+    pytest.skip(f"no free port holding {digits}")
+
+
+@pytest.mark.parametrize("digits", ["422", "503"])
+def test_a_port_that_reads_like_a_status_is_not_taken_for_one(tmp_path, digits):
+    """The backfill asks for fewer steps on a 422 or 503 answer. It decided on the error's text, which
+    holds the URL: on port 42217 a hostile answer was retried in ever smaller chunks, 14 log lines
+    before the refusal (a CI run). It decides on the answer's status now."""
+    port = port_reading(digits)
+    with serving(prometheus(lambda _p, _q: (200, {}, HOSTILE["null data"])), port=port) as base:
+        done = run_backfill(tmp_path, base)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and lines[-1].startswith("ERROR: ") and f":{port}/" in lines[-1], done.stderr
+    assert "steps at once" not in done.stderr and len(lines) <= 2, done.stderr
+
+
+def test_a_422_answer_is_retried_in_smaller_chunks_and_then_named(tmp_path):
+    refused = {"status": "error", "errorType": "execution", "error": "query processing would load too many samples"}
+    with serving(prometheus(lambda _p, _q: (422, {}, refused))) as base:
+        done = run_backfill(tmp_path, base)
+    assert done.returncode != 0 and "refused the query (422: query processing would load too many samples" in done.stderr
+    assert "the server refused 2 steps at once; trying 1" in done.stderr, done.stderr  # halved down to one step
 
 
 @given(points=st.lists(st.tuples(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),

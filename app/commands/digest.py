@@ -1,4 +1,4 @@
-"""``python -m app digest``: the digest of a period ending now, printed, written as HTML or mailed."""
+"""``python -m app digest``: the digest of a period ending now (or ``--until``), printed, written as HTML or mailed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from core.durations import parse_duration
+from core.durations import parse_duration, parse_instant
 from core.errors import UsageError
 from core.settings import Settings
 
@@ -14,7 +14,9 @@ HELP = "the digest of the last period (time in the sweet spot, TTFT, tok/s, pree
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--since", default="24h", metavar="DURATION", help="the period ending now (default 24h)")
+    parser.add_argument("--since", default="24h", metavar="DURATION", help="the period's length, ending now or --until (default 24h)")
+    parser.add_argument("--until", metavar="TIME", help="the period's end (default now): ISO 8601, UTC without an offset "
+                        "(2026-12-06T09:00), or epoch seconds; a past period's digest")
     parser.add_argument("--print", action="store_true", help="write it to stdout as text (the default)")
     parser.add_argument("--html", metavar="FILE", help="write it as HTML (charts inline) to FILE")
     parser.add_argument("--send", action="store_true", help="mail it to alerts.digest.to (else alerts.email.to) now")
@@ -29,6 +31,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     period = parse_duration(args.since)
     if period <= 0:
         raise UsageError("--since must be greater than 0", "e.g. --since 24h")
+    end = time.time() if args.until is None else parse_instant(args.until)
+    if end > time.time() + 60:
+        raise UsageError(f"--until {args.until} is in the future", "Leave it out for a period ending now")
     to = tuple(settings.alerts.digest.to or settings.alerts.email.to)
     if args.send and not settings.alerts.email.enabled:
         raise UsageError("--send: e-mail is off", "Set SWEETSPOT_SMTP_HOST (alerts.email.host) and its friends, docs/configuration.md")
@@ -37,7 +42,6 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     engine = open_engine(settings.db_url)
     try:
         notifier = Notifier(engine, settings)
-        end = time.time()
         reader = notifier.reader()
         report = digest.build(reader, engine, settings, end - period, end)
         charts = digest.period_charts(reader, settings, end - period, end)

@@ -35,9 +35,10 @@ def serve(routes: Routes) -> Iterator[str]:
 
 
 @contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """Serve ``handler`` on 127.0.0.1, port 0, in a thread; yield the base URL; stop it at the end."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+def serving(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1, ``port`` (0: any free one), in a thread; yield the base URL;
+    stop it at the end."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
