@@ -1,7 +1,9 @@
-"""Durations as users write them: ``90s``, ``5m``, ``2h``, ``7d`` (a bare number means seconds)."""
+"""Durations as users write them: ``90s``, ``5m``, ``2h``, ``7d`` (a bare number means seconds); and
+instants (:func:`parse_instant`)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -44,14 +46,12 @@ def format_duration(seconds: float) -> str:
 def parse_instant(text: str) -> float:
     """An instant as users write one on the command line, in epoch seconds: ISO 8601 (``2026-12-06T09:00``,
     ``2026-12-06 09:00:00Z``, ``…+01:00``; without an offset, UTC) or epoch seconds (``1796547600``)."""
-    import datetime as dt
-
     value = str(text).strip()
     try:
         seconds = float(value)
     except ValueError:
         try:
-            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             raise DurationError(f"not a time: {text!r} (write it like 2026-12-06T09:00Z, or in epoch seconds)") from None
         return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
