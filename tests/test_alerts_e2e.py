@@ -121,10 +121,11 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
 
 def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url, tmp_path):
     urls = storm
-    # 2 s rounds (a 1.6 s scrape timeout): beside the storm's load on two cores, one page slower than
-    # 0.8 s made the target read down, and the pending timer this test keeps across the kill ended as
-    # "no data" (rightly); the lease outlives two rounds
-    cfg, log = config(tmp_path, urls, db_url, lease_s="5s", interval_s="2s"), tmp_path / "collector.log"
+    # 5 s rounds (a 4 s scrape timeout): beside the storm's load on two cores, one page slower than
+    # 0.8 s, then than 1.6 s (2 s rounds, in a CI run), made the target read down, and the pending
+    # timer this test keeps across the kill ended as "no data" (rightly); the lease outlives two rounds
+    cfg = config(tmp_path, urls, db_url, lease_s="11s", interval_s="5s")
+    log = tmp_path / "collector.log"
     proc = collector(cfg, log)
     try:
         first_preemption = _first_preemption(urls["vllm_metrics"])  # seen within half a second of it
@@ -139,8 +140,8 @@ def test_the_storm_fires_the_preemption_rule_and_survives_a_kill_9(storm, db_url
                            {log: proc})  # fmt: skip
         kill(proc)  # mid-incident, no chance to clean up
         proc = collector(cfg, log)
-        # The new process waits out the dead one's lease (5 s), then evaluates again.
-        wait_for(lambda: alert(db_url, "preemptions").last_eval_at > fired.last_eval_at + 6, 60, "a new evaluation",
+        # The new process waits out the dead one's lease (11 s), then evaluates again.
+        wait_for(lambda: alert(db_url, "preemptions").last_eval_at > fired.last_eval_at + 12, 60, "a new evaluation",
                  {log: proc})  # fmt: skip
         after = alert(db_url, "preemptions")
         assert (after.state, after.firing_since) == ("firing", fired.firing_since)
