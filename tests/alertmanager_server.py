@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.prometheus_server import LocalServer
-from tests.support.smtp_server import free_port
+from tests.support.ports import free_port
 
 BINARY = "prometheus-alertmanager"
 CONFIG = """

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import struct
 import subprocess
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from app.commands.ui import ROOT, proxy_environment, streamlit_command
 from core.settings import Settings
+from tests.support.ports import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -33,11 +33,6 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

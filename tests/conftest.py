@@ -16,13 +16,14 @@ import itertools
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 PG_USER = "sweetspot"
 
@@ -34,11 +35,6 @@ def _pg_bin(name: str) -> str | None:
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
     return candidates[-1] if candidates else None
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_server_user(cmd: list[str]) -> list[str]:
@@ -74,7 +70,7 @@ def started_postgres(password: str = "") -> Iterator[str]:
     if os.geteuid() == 0:
         for path in (root, *root.iterdir()):
             shutil.chown(path, "postgres", "postgres")
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
     run = lambda cmd: subprocess.run(_as_server_user(cmd), check=True, capture_output=True, timeout=120)  # noqa: E731
     try:
         run([initdb, "-D", str(data), "-U", PG_USER, *auth, "-E", "UTF8", "--no-sync"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +20,8 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+
+from tests.support.ports import free_port
 
 BINARY = "prometheus"
 
@@ -33,11 +34,6 @@ def require_prometheus() -> str:
         pytest.fail("prometheus not found although CI is set; .ci/run should have installed it")
     pytest.skip("Debian's prometheus is not installed (apt-get install prometheus)")
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape_config(urls: Sequence[str], job: str = "vllm", interval: str = "1s") -> str:
@@ -70,7 +66,7 @@ class LocalServer:
         self.work = work
         self.config = work / config_name
         self.config.write_text(scrape_config(urls, interval=interval))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (work / f"{self.name}.log").open("wb")
         self.proc = subprocess.Popen(argv(self.config, self.port), stdout=self.log, stderr=subprocess.STDOUT)

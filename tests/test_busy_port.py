@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -45,7 +47,4 @@ def test_make_run_passes_port_to_the_command():
 def test_a_free_port_is_left_to_the_server():
     from app.commands.ui import refuse_taken_port
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    refuse_taken_port("127.0.0.1", port, "")  # no error: nothing listens there
+    refuse_taken_port("127.0.0.1", free_port(), "")  # no error: nothing listens there

@@ -34,9 +34,9 @@ def test_a_gateway_url_that_is_no_url_names_its_key(tmp_path):
 
 
 def test_collect_once_against_a_down_target_exits_non_zero_naming_the_flag(tmp_path):
-    from tests.browser import free_port
+    from tests.support.ports import refused_port
 
-    url = f"http://127.0.0.1:{free_port()}/metrics"  # nothing listens there
+    url = f"http://127.0.0.1:{refused_port()}/metrics"  # it refuses
     done = app("collect", "--once", "--vllm-url", url, "--db", f"sqlite:///{tmp_path}/s.db")
     assert done.returncode == 1
     assert f"ERROR: target default is down: cannot reach {url} (connection refused)" in done.stderr
@@ -54,9 +54,9 @@ def test_a_url_flag_that_is_no_url_names_the_flag(tmp_path):
 
 
 def test_inspect_names_its_argument_not_a_setting():
-    from tests.browser import free_port
+    from tests.support.ports import refused_port
 
-    done = app("inspect", f"http://127.0.0.1:{free_port()}/metrics")
+    done = app("inspect", f"http://127.0.0.1:{refused_port()}/metrics")
     assert done.returncode == 2
     assert "Check the SOURCE given to inspect" in done.stderr and "targets[]" not in done.stderr
 

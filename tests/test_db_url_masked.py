@@ -21,8 +21,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.redact import masked
 from core.settings import read_settings
-from tests.browser import free_port
 from tests.support.http_server import closed_port_url
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORDS = ["a/b?c#d e@fgh", "Zm9vYmFy/cXV4+eHl6==", "p@ssq w0rdq#7Z9K", "x?y=z&qzv@n/..", "   spq@cxe   "]

@@ -21,6 +21,7 @@ from core.errors import ScrapeError
 from core.settings import HttpSettings
 from tests.support.certificates import make_certificate, tls_connection, tls_context
 from tests.support.http_server import CountingServer, started
+from tests.support.ports import refused_port
 
 PAGE = b"".join(b"vllm:num_requests_running{engine=\"%d\"} %d\n" % (i, i) for i in range(2000))
 
@@ -172,12 +173,8 @@ def test_body_over_the_limit_is_refused(serve, monkeypatch, mode: str) -> None:
 
 
 def test_refused_connection() -> None:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    address = url(sock)
-    sock.close()
     with pytest.raises(ScrapeError, match="connection refused") as caught:
-        fetch_text(address, 2.0, hint="Check targets[].vllm_url")
+        fetch_text(f"http://127.0.0.1:{refused_port()}/metrics", 2.0, hint="Check targets[].vllm_url")
     assert caught.value.one_line().endswith("Check targets[].vllm_url")
 
 
@@ -456,9 +453,7 @@ def test_a_proxy_carries_the_get_and_its_headers(serve, fetcher) -> None:
 
 
 def test_a_proxy_that_refuses_is_named_in_the_error() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    dead = f"http://127.0.0.1:{refused_port()}"
     with pytest.raises(ScrapeError, match=r"through the proxy http://127\.0\.0\.1:\d+") as caught:
         fetch_text("http://127.0.0.1:9/metrics", 2.0, http=HttpSettings(proxy=dead))
     assert "http.proxy" in caught.value.one_line()

@@ -15,7 +15,8 @@ from core.settings import MuteWindowSettings
 from db import schema
 from db.engine import open_engine
 from tests.notify_helpers import T0, email_settings, state, write_states
-from tests.support.smtp_server import Mailbox, free_port, serve
+from tests.support.ports import refused_port, release
+from tests.support.smtp_server import Mailbox, serve
 
 
 class Clock:
@@ -58,7 +59,7 @@ def test_one_grouped_mail_with_text_html_and_link(engine):
 
 
 def test_smtp_down_then_up_delivers_the_queued_mail_with_its_errors_kept(engine):
-    mailbox, clock, port = Mailbox(), Clock(T0 + 30), free_port()
+    mailbox, clock, port = Mailbox(), Clock(T0 + 30), refused_port()
     notifier = Notifier(engine, email_settings(port), clock)
     write_states(engine, state("preemptions"))
     assert notifier.run_once() == "1 queued, 0 sent, 1 failed"  # nothing listens
@@ -68,7 +69,7 @@ def test_smtp_down_then_up_delivers_the_queued_mail_with_its_errors_kept(engine)
     (row,) = rows(engine, schema.notifications)
     assert row["status"] == "queued" and row["attempts"] == 5 and "connection refused" in row["last_error"]
     assert "SWEETSPOT_SMTP_HOST" in row["last_error"]
-    with serve(mailbox, port):
+    with serve(mailbox, release(port)):
         clock.now += 300
         assert notifier.run_once() == "0 queued, 1 sent, 0 failed"
     assert mailbox.subjects() == ["[FIRING:1] prod-70b: preemptions"]
@@ -80,7 +81,7 @@ def test_smtp_down_then_up_delivers_the_queued_mail_with_its_errors_kept(engine)
 
 def test_retries_wait_twice_as_long_each_time_up_to_retry_max_s(engine):
     clock = Clock(T0 + 30)
-    notifier = Notifier(engine, email_settings(free_port(), retry_initial_s=10.0, retry_max_s=100.0), clock)
+    notifier = Notifier(engine, email_settings(refused_port(), retry_initial_s=10.0, retry_max_s=100.0), clock)
     write_states(engine, state("preemptions"))
     while clock.now < T0 + 30 + 500:  # nothing listens; the notifier runs every second
         notifier.run_once()
@@ -95,7 +96,7 @@ def test_retries_wait_twice_as_long_each_time_up_to_retry_max_s(engine):
 
 def test_gives_up_after_give_up_after_s(engine):
     clock = Clock(T0 + 30)
-    settings = email_settings(free_port(), give_up_after_s=60.0)
+    settings = email_settings(refused_port(), give_up_after_s=60.0)
     notifier = Notifier(engine, settings, clock)
     write_states(engine, state("preemptions"))
     notifier.run_once()

@@ -14,7 +14,8 @@ from sqlalchemy import select
 
 from db import schema
 from db.engine import open_reader
-from tests.support.smtp_server import Mailbox, free_port, serve
+from tests.support.ports import refused_port, release
+from tests.support.smtp_server import Mailbox, serve
 from tests.test_alerts_e2e import alert, collector, kill, storm, wait_for
 
 pytestmark = pytest.mark.slow  # each waits for the simulated storm, a minute or so
@@ -112,14 +113,14 @@ def test_the_storm_mails_once_and_a_kill_9_sends_no_duplicate(storm, db_url, tmp
 
 def test_smtp_down_then_up_delivers_the_queued_mail(storm, tmp_path, monkeypatch):
     db_url = f"sqlite:///{tmp_path}/down.db"
-    port, mailbox = free_port(), Mailbox()
+    port, mailbox = refused_port(), Mailbox()
     smtp_env(monkeypatch, port)
     # what is tested is the outage, not the grouping: preemptions alone, no 30 s group_wait
     proc = collector(config(tmp_path, storm, db_url, "1s", PREEMPTIONS_ALONE), tmp_path / "collector.log")
     try:
         failing = wait_for(lambda: [r for r in notifications(db_url) if r["attempts"] >= 2], 150, "failed attempts")
         assert failing[0]["status"] == "queued" and "connection refused" in failing[0]["last_error"]
-        with serve(mailbox, port):
+        with serve(mailbox, release(port)):
             wait_for(lambda: sent(db_url), 90, "the queued mail")
     finally:
         kill(proc)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.smtp_server import free_port
+from tests.support.ports import refused_port, release
 from tests.test_alerts_e2e import collector, kill, storm, wait_for
 from tests.test_notify_e2e import PREEMPTIONS_ALONE, notifications
 
@@ -59,7 +59,7 @@ class Received(BaseHTTPRequestHandler):
 
 def test_a_kill_9_between_record_and_send_delivers_exactly_once(storm, tmp_path):
     db_url = f"sqlite:///{tmp_path}/hook.db"
-    port = free_port()  # nothing listens there until the collector has been killed
+    port = refused_port()  # it refuses until the collector has been killed
     cfg, log = config(tmp_path, storm, db_url, f"http://127.0.0.1:{port}/hook"), tmp_path / "collector.log"
     proc = collector(cfg, log)
     server = None
@@ -69,7 +69,7 @@ def test_a_kill_9_between_record_and_send_delivers_exactly_once(storm, tmp_path)
         kill(proc)
         (row,) = notifications(db_url)
         assert row["status"] == "queued" and "connection refused" in row["last_error"]
-        server = ThreadingHTTPServer(("127.0.0.1", port), Received)
+        server = ThreadingHTTPServer(("127.0.0.1", release(port)), Received)
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         proc = collector(cfg, log)
         wait_for(lambda: [r for r in notifications(db_url) if r["status"] == "sent"], 60, "the notification sent")

@@ -11,20 +11,21 @@ from app.ui.notification_log import rows
 from db.engine import open_engine
 from db.queries import Reader
 from tests.notify_helpers import email_settings, state, write_states
-from tests.support.smtp_server import Mailbox, free_port, serve
+from tests.support.ports import refused_port, release
+from tests.support.smtp_server import Mailbox, serve
 
 
 def test_log_shows_retries_sent_and_held_back(tmp_path, capsys):
     url = f"sqlite:///{tmp_path}/log.db"
     engine = open_engine(url)
     now = time.time()
-    port = free_port()
+    port = refused_port()
     clock = [now - 600]
     notifier = Notifier(engine, email_settings(port), lambda: clock[0], muted=lambda s, t: s.rule == "ttft_p95")
     write_states(engine, state("preemptions", target="a", since=int(now - 700)), state("ttft_p95", target="b", since=int(now - 700)))
     notifier.run_once()  # SMTP down: a's mail waits, b's alert is held back
     clock[0] += 60
-    with serve(Mailbox(), port):
+    with serve(Mailbox(), release(port)):
         notifier.run_once()
     engine.dispose()
     assert main(["alerts", "history", "--notifications", "--since", "1h", "--db", url]) == 0

@@ -9,7 +9,8 @@ import pytest
 
 from app.cli import main
 from tests.support.certificates import make_certificate
-from tests.support.smtp_server import Mailbox, free_port, password_check, serve
+from tests.support.ports import refused_port
+from tests.support.smtp_server import Mailbox, password_check, serve
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_login_without_tls_names_the_tls_setting(monkeypatch, capsys, server_tls
 
 
 def test_connection_refused_names_host_and_port(monkeypatch, capsys):
-    env(monkeypatch, free_port(), "none")
+    env(monkeypatch, refused_port(), "none")
     assert main(["alerts", "test-email"]) == 2
     err = capsys.readouterr().err
     assert "connection refused" in err and "SWEETSPOT_SMTP_HOST / SWEETSPOT_SMTP_PORT" in err

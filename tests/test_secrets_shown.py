@@ -18,9 +18,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from tests.browser import free_port
 from tests.conftest import started_postgres
 from tests.support.http_server import closed_port_url
+from tests.support.ports import free_port
 from tests.test_ui_pages import texts
 
 pytestmark = pytest.mark.postgres

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sweep.client import RequestRecord, SweepError, discover_model, request_body, stream_request
 from sweep.runner import SweepConfig, make_client, run_level
 from sweep.workload import RequestSpec, parse_mix
+from tests.support.ports import refused_port
 
 CHUNK_GAP_S = 0.005
 
@@ -146,16 +147,8 @@ def test_model_discovery(stub):
     assert discover_model(stub, "mine") == "mine"
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_unreachable_url_is_one_line_error_with_next_step(tmp_path):
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{refused_port()}/v1"
     with pytest.raises(SweepError, match="connection refused"):
         discover_model(url, None, timeout_s=2)
     done = subprocess.run(

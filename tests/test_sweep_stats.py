@@ -1,6 +1,9 @@
+import math
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.errors import UsageError
 from sweep.client import RequestRecord
@@ -119,3 +122,31 @@ def test_rescale_reports_a_sped_up_server_in_its_own_time():
     assert slow.ttft_p95_s == pytest.approx(1.0) and slow.e2e_mean_s == pytest.approx(3.0)
     assert slow.itl_p95_s == pytest.approx(1.0) and slow.error_rate == level.error_rate == 0.0
     assert rescale(level, 1.0) is level
+
+
+@given(st.lists(st.floats(0.001, 3.0), min_size=1, max_size=80), st.lists(st.floats(0.0, 2.0), min_size=80, max_size=80))
+def test_a_clients_p95_lies_above_the_edge_the_engines_buckets_make_certain(engine_s, late_s):
+    """Each client TTFT is the engine's plus the API server's and the network's time: whatever those
+    add, the sweep's interpolated P95 lies above the edge :func:`client_quantile_floor` gives; the
+    engine's value that bound rests on reaches the next edge up, so that one is not certain."""
+    from tests.support.client_quantiles import client_quantile_floor
+
+    edges = [0.1, 0.25, 0.5, 0.75, 1.0, 2.5, math.inf]
+    after = {e: float(sum(v <= e for v in engine_s)) for e in edges}
+    floor = client_quantile_floor(0.95, {}, after)
+    client = [v + d for v, d in zip(engine_s, late_s, strict=False)]
+    p95 = percentile(client, 0.95)
+    assert p95 is not None and (p95 > floor or floor == 0.0)
+    resting = sorted(engine_s)[math.floor(0.95 * (len(engine_s) - 1))]
+    assert resting <= min(e for e in edges if e > floor)
+
+
+def test_the_failure_seen_in_a_full_run_is_within_the_bound():
+    """A run of 44 requests: 41 engine TTFTs under 0.5 s, 3 in (0.5, 0.75]. The engine's P95 bucket is
+    (0.5, 0.75] (rank 41.8), while a client interpolating at 0.95·43 = 40.85 reads 0.455 s."""
+    from tests.support.client_quantiles import client_quantile_floor
+
+    after = {0.25: 30.0, 0.5: 41.0, 0.75: 44.0, math.inf: 44.0}
+    assert client_quantile_floor(0.95, {}, after) == 0.25
+    assert client_quantile_floor(0.95, {0.25: 10.0, 0.5: 10.0, 0.75: 10.0, math.inf: 10.0},
+                                 {k: v + 10 for k, v in after.items()}) == 0.25  # increases, not totals  # fmt: skip

@@ -13,7 +13,7 @@ from app.telemetry import GAUGES, Telemetry
 from core.settings import TelemetrySettings
 from simulator import SimOptions, start_simulator
 from tests.prometheus_server import PrometheusServer
-from tests.support.smtp_server import free_port
+from tests.support.ports import free_port
 from tests.test_alerts_e2e import collector, kill, wait_for
 
 

@@ -35,17 +35,16 @@ def test_a_term_right_after_the_start_line_stops_the_server_too(tmp_path):
     # command hung. Several tries, as the window is narrow.
     import os
     import signal
-    import socket
     import subprocess
     import sys
     from pathlib import Path
 
+    from tests.support.ports import free_port
+
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "SWEETSPOT_DB_URL": f"sqlite:///{tmp_path}/ui.db", "PYTHONPATH": str(root)}
     for _ in range(4):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "app", "ui", "--port", str(port), "--address", "127.0.0.1"],
                                 cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().startswith("Sweetspot dashboard:")
@@ -62,16 +61,15 @@ def test_an_int_to_the_command_alone_stops_it_even_when_started_in_the_backgroun
     # the ui process alone was a no-op. The command starts here the way `cmd &` does, INT ignored.
     import os
     import signal
-    import socket
     import subprocess
     import sys
     from pathlib import Path
 
+    from tests.support.ports import free_port
+
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "SWEETSPOT_DB_URL": f"sqlite:///{tmp_path}/ui.db", "PYTHONPATH": str(root)}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "app", "ui", "--port", str(port), "--address", "127.0.0.1"],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # fmt: skip

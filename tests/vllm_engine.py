@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "0.32.0"
@@ -115,11 +116,6 @@ def model_dir() -> Path:
                 shutil.rmtree(work, ignore_errors=True)
     return final
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def engine_env(kv_cache_gib: int = 1) -> dict[str, str]:

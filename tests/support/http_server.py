@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
+from tests.support.ports import refused_port
+
 Routes = dict[str, tuple[int, str, str]]
 Server = TypeVar("Server", bound=ThreadingHTTPServer)
 
@@ -51,11 +53,9 @@ def serving(handler: type[BaseHTTPRequestHandler], port: int = 0) -> Iterator[st
 
 
 def closed_port_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens (the port was just bound and released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/metrics"
+    """A URL on 127.0.0.1 that refuses connections for the rest of the test process
+    (:func:`tests.support.ports.refused_port`)."""
+    return f"http://127.0.0.1:{refused_port()}/metrics"
 
 
 class CountingServer(ThreadingHTTPServer):

@@ -6,7 +6,6 @@ port is picked first; :func:`serve` can reuse it to bring a stopped server back 
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email import message_from_bytes, policy
@@ -15,6 +14,8 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, Envelope
+
+from tests.support.ports import free_port
 
 
 class Mailbox:
@@ -32,11 +33,6 @@ class Mailbox:
     def subjects(self) -> list[str]:
         return [str(m["Subject"]) for m in self.messages]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
