@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.redact import masked
 from core.settings import read_settings
+from tests.support.collector_process import first_line
 from tests.support.http_server import closed_port_url
 from tests.support.ports import free_port
 
@@ -42,17 +42,6 @@ def _env(password: str) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(ROOT), "SWEETSPOT_DB_URL": _url(password)}
 
 
-def _first_line(env: dict[str, str], *argv: str) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "app", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        return proc.stdout.readline()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
-
-
 @pytest.mark.parametrize("password", PASSWORDS)
 def test_no_command_shows_a_piece_of_the_password(password: str) -> None:
     env, shown = _env(password), []
@@ -62,8 +51,8 @@ def test_no_command_shows_a_piece_of_the_password(password: str) -> None:
         shown.append(done.stdout + done.stderr)
     assert "sweetspot:***@127.0.0.1:1/sweetspot" in shown[0], shown[0]
     assert "127.0.0.1" in shown[2] and "resolve host" not in shown[2], shown[2]  # the driver got the host right
-    shown.append(_first_line(env, "collect", "--vllm-url", closed_port_url(), "--interval", "1h"))
-    shown.append(_first_line(env, "ui", "--port", str(free_port()), "--address", "127.0.0.1"))
+    shown.append(first_line(env, "collect", "--vllm-url", closed_port_url(), "--interval", "1h"))
+    shown.append(first_line(env, "ui", "--port", str(free_port()), "--address", "127.0.0.1"))
     leaks = [(text, piece) for text in shown for piece in _pieces(password) if piece in text]
     assert not leaks, leaks
 

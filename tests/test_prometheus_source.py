@@ -369,8 +369,10 @@ def serve(routes: dict[str, tuple[int, object]], delay_s: float = 0.0) -> Iterat
         yield base
 
 
-def _error(url: str, **changes) -> str:
-    source = PrometheusSource(Settings(scrape_timeout_s=1.0), _source(url, **changes))
+def _error(url: str, timeout_s: float = 10.0, **changes) -> str:
+    """The error one read of ``url`` stores. ``timeout_s`` is generous for answers that come at once: on
+    a machine loaded by the whole suite a local 503 took over 1 s and read as a timeout."""
+    source = PrometheusSource(Settings(scrape_timeout_s=timeout_s), _source(url, **changes))
     try:
         read = source.read()
     finally:
@@ -416,7 +418,7 @@ def test_answers_422_and_503_and_slow_ones_name_the_fix():
         error = _error(url)
         assert "could not answer (503: query timed out)" in error and "--query.timeout" in error
     with serve({"/federate": (200, "")}, delay_s=3.0) as url:
-        assert _error(url) == f"Prometheus at {url} did not answer within 1 s. Raise scrape_timeout_s, or narrow prometheus[].selector"
+        assert _error(url, timeout_s=1.0) == f"Prometheus at {url} did not answer within 1 s. Raise scrape_timeout_s, or narrow prometheus[].selector"
 
 
 def test_split_federate_reads_both_name_forms_and_keeps_labels_apart():
@@ -438,7 +440,7 @@ def test_basic_auth_in_the_url_and_a_bearer_token_are_sent(tmp_path):
     with serve({"/federate": (401, "unauthorized")}) as url:
         with_user = url.replace("http://", "http://me:secret@")
         source = _source(with_user, http=dataclasses.replace(PrometheusSettings().http, bearer_token="tok"))
-        client = PrometheusClient(source, 1.0)
+        client = PrometheusClient(source, 10.0)
         assert client.base == url and client.client.auth is not None
         assert client.client.headers["Authorization"] == "Bearer tok"
         with pytest.raises(Exception) as caught:

@@ -8,7 +8,6 @@ and apart from it (SWEETSPOT_DB_PASSWORD, as deploy/compose.yaml does; libpq's P
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import started_postgres
+from tests.support.collector_process import first_line
 from tests.support.http_server import closed_port_url
 from tests.support.ports import free_port
 from tests.test_ui_pages import texts
@@ -55,18 +55,6 @@ def app(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120)
 
 
-def _first_line(env: dict[str, str], *argv: str) -> str:
-    """The first line a long-running command prints (its start line); the command is then stopped."""
-    proc = subprocess.Popen([sys.executable, "-m", "app", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        assert proc.stdout is not None
-        return proc.stdout.readline()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
-
-
 def _leaks(text: str) -> bool:
     return PASSWORD in text or QUOTED in text or "s3cret" in text
 
@@ -88,8 +76,8 @@ def test_commands_work_and_never_show_the_password(env: dict[str, str]) -> None:
     assert "settings OK" in shown[0] and "sweetspot@127.0.0.1" in shown[0].replace(":***@", "@")
     assert "no target named 'nope'" in shown[3]
     vllm = closed_port_url()
-    shown.append(_first_line(env, "collect", "--vllm-url", vllm, "--interval", "1h"))
-    shown.append(_first_line(env, "ui", "--port", str(free_port()), "--address", "127.0.0.1"))
+    shown.append(first_line(env, "collect", "--vllm-url", vllm, "--interval", "1h"))
+    shown.append(first_line(env, "ui", "--port", str(free_port()), "--address", "127.0.0.1"))
     assert shown[-2].startswith("collecting 1 target(s)") and shown[-1].startswith("Sweetspot dashboard")
     assert not [text for text in shown if _leaks(text)], shown
 

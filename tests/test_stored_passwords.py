@@ -49,7 +49,7 @@ def test_no_password_of_any_url_is_stored_or_logged(sources, tmp_path: Path, cap
     )
     db = tmp_path / "c.db"
     caplog.set_level(logging.DEBUG)
-    service = CollectionService(Settings(db_url=f"sqlite:///{db}", scrape_timeout_s=2.0, targets=(up, down)))
+    service = CollectionService(Settings(db_url=f"sqlite:///{db}", scrape_timeout_s=10.0, targets=(up, down)))
     try:
         lines = service.collect_once()
     finally:

@@ -32,3 +32,25 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.3)
+
+
+def first_line(env: dict[str, str], *argv: str) -> str:
+    """The first line a long-running command (``collect``, ``ui``) prints, its start line; the command
+    is then stopped with SIGTERM and waited for. The wait is the product's own stop grace and more:
+    a collector's round in flight finishes first, and under the whole suite's load one took over the
+    30 s this waited before (a stop alone takes 0.2-0.7 s)."""
+    import signal
+
+    from app.scheduler import STOP_GRACE_S
+
+    proc = subprocess.Popen([sys.executable, "-m", "app", *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        return proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=STOP_GRACE_S + 30)
+        finally:
+            proc.kill()
