@@ -73,7 +73,7 @@ class LocalServer:
         self.client = httpx.Client(base_url=self.url, timeout=10)
         self._wait(lambda: self.client.get(ready_path).status_code == 200, "become ready")
 
-    def _wait(self, ready: Callable[[], Any], what: str, timeout_s: float = 30.0) -> Any:
+    def _wait(self, ready: Callable[[], Any], what: str, timeout_s: float = 90.0) -> Any:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -116,7 +116,7 @@ class PrometheusServer(LocalServer):
         body = self.client.get("/api/v1/query", params={"query": promql}).json()
         return list(body["data"]["result"])
 
-    def wait_for_targets(self, count: int, timeout_s: float = 30.0) -> None:
+    def wait_for_targets(self, count: int, timeout_s: float = 90.0) -> None:
         """Until ``count`` targets have been scraped successfully (``up == 1``)."""
         self._wait(lambda: len(self.query("up == 1")) == count and len(self.query("vllm_num_requests_running or "
                    "{__name__=\"vllm:num_requests_running\"}")) >= count, f"scrape {count} targets", timeout_s)  # fmt: skip

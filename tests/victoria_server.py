@@ -50,7 +50,7 @@ class VictoriaServer(LocalServer):
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         return list(self.client.get("/api/v1/query_range", params=params).json()["data"]["result"])
 
-    def wait_for_targets(self, count: int, timeout_s: float = 30.0) -> None:
+    def wait_for_targets(self, count: int, timeout_s: float = 90.0) -> None:
         """Until ``count`` targets have been scraped successfully and their vLLM series are stored."""
         def ready() -> bool:
             up = [line for line in self.federate("up") if line.split()[-2] == "1"]
