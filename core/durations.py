@@ -51,7 +51,7 @@ def parse_instant(text: str) -> float:
         seconds = float(value)
     except ValueError:
         try:
-            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            when = dt.datetime.fromisoformat(re.sub(r"[Zz]$", "+00:00", value))  # RFC 3339 allows either case
         except ValueError:
             raise DurationError(f"not a time: {text!r} (write it like 2026-12-06T09:00Z, or in epoch seconds)") from None
         return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()

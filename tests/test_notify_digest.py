@@ -241,3 +241,4 @@ def test_until_reads_iso_with_or_without_an_offset_and_epoch_seconds():
 
     assert parse_instant("2026-12-06T09:00") == parse_instant("2026-12-06 09:00:00Z") == NOW
     assert parse_instant("2026-12-06T10:00+01:00") == parse_instant("1796547600") == NOW
+    assert parse_instant("2026-12-06t09:00z") == parse_instant("2026-12-06T09:00:00.000Z") == NOW  # RFC 3339's lower case
