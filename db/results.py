@@ -234,6 +234,13 @@ class TargetInfo:
         """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""
         return stale_age(self.last_scrape_at, now, self.stale_after_s)
 
+    @property
+    def prefix_caching(self) -> bool | None:
+        """Whether the engine's config turns prefix caching on (vLLM's ``cache_config_info`` label
+        ``enable_prefix_caching``); None where the engine does not say."""
+        value = self.cache_config.get("enable_prefix_caching", "").strip().lower()
+        return {"true": True, "false": False}.get(value)
+
     def health(self, now: float) -> bool | None:
         """``up``, but False once stale: a target nobody has read lately is not known to be up."""
         return False if self.stale_age(now) is not None else self.up

@@ -37,7 +37,7 @@ from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
-from db.figures import shown_in_status
+from db.figures import MFU_OFF, shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
@@ -145,6 +145,7 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
                                                        else f"{_format(fig.gateway_wait_s, 's', 1.0)} ({fig.gateway_wait_source})"}
     return {
         **wait,
+        **_engine_traffic(fig),
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
         "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
@@ -152,6 +153,13 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
         "ceiling_share": fig.ceiling_missing if fig.ceiling_share is None and fig.ceiling is None
         else f"{share} (tok/s ÷ steps/s bound)",
     }
+
+
+def _engine_traffic(fig: WindowFigures) -> dict[str, str]:
+    """The engine's memory traffic where its byte counters stood still while it generated: why, not 0 GB/s."""
+    if fig.engine_bw_gbps is None and fig.engine_read_bytes_per_s is not None:
+        return {"engine_bw_gbps": f"no data: {MFU_OFF}"}
+    return {}
 
 
 def _overhead_line(fig: WindowFigures) -> str:

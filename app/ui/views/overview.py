@@ -61,7 +61,8 @@ def live() -> None:
     )
     epochs = guard("the configuration epochs", ctx.reader.epochs, view.target)
     chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, thresholds, figures.ceiling,
-                     figures.mbu_source or "", spot.source or "", epochs, height="content")
+                     figures.mbu_source or "", spot.source or "", epochs, info.prefix_caching if info else None,
+                     height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
     shown = [c for c in guard("the epochs' figures", comparisons, ctx.reader, view.target, epochs, 3600.0, now)
              if span.start <= c.epoch.ts <= span.end]  # fmt: skip
