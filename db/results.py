@@ -152,7 +152,8 @@ class WindowFigures(EngineFigures):
     # where gateway_wait_s comes from ("measured: ..." the gateway's histogram, "estimate: Little's law ..."
     # and why the histogram did not serve), or why it is unknown; None: no gateway
     gateway_wait_source: str | None = None
-    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing)
+    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing);
+    # "" where the ceiling is known
     ceiling_missing: str = NO_CEILING
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:

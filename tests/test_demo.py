@@ -108,8 +108,8 @@ def test_first_start_says_nothing_false_and_the_seam_reads_the_live_rate(tmp_pat
     finally:
         code, err = stop(proc)
     assert code == 0, err
-    rollups = next(line for line in lines if line.startswith("rollups:"))
-    assert "another collector" not in rollups and "{60: " in rollups, rollups
+    rollups = next(line for line in lines if line.startswith("rollups written:"))
+    assert "one-minute rows, " in rollups and "{" not in rollups, rollups  # once printed raw: {60: 100800, ...}
     last_backfilled, seam = rows[len(rows) - len(live) - 2], rows[len(rows) - len(live) - 1]
     # the first live round's tokens came since the live simulator started (seconds before), not over the
     # half minute and more since the last backfilled sample (which read ~2.6 tok/s for a steady ~27)
