@@ -1,7 +1,7 @@
 import io
+import json
 
 import pytest
-import json
 
 from core.progress import SweepProgress
 from db.results import SweepRun

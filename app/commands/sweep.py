@@ -25,8 +25,8 @@ from core.settings import Settings
 from core.text import visible
 from db.results import SweepLevel, SweepRun
 from sweep.client import API_PATHS, discover_served
-from sweep.fit import Context, Sized, engine_context, fit_mix, sized_note
 from sweep.engine import EngineLevel
+from sweep.fit import Context, Sized, engine_context, fit_mix, sized_note
 from sweep.report import CLIENT_VS_ENGINE, engine_json, format_engine, format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
 from sweep.verdict import recommend

@@ -24,8 +24,8 @@ from urllib.parse import urlencode
 from app.alerts.model import AlertState
 from app.alerts.rules import Rule
 from app.notify.grouping import Due
-from app.notify.outbox import Notification, Outgoing
 from app.notify.images import WIDTH
+from app.notify.outbox import Notification, Outgoing
 from core.settings import EmailSettings
 from core.text import header, visible
 
