@@ -369,3 +369,6 @@ def test_the_alerts_timeline_says_its_span_in_words_with_few_time_labels():
     axis = spec["encoding"]["x"]["axis"]
     assert axis["tickCount"] <= 12 and axis["labelOverlap"] and axis["labelSeparation"] >= 40
     assert axis["format"] == charts.TIME_FORMAT  # one clock: Vega's own wrote "08:58", "09 AM", "09:02"
+    # with two rows of bars (40 px) the states' legend beside them was cut: it sits above, in a row
+    legend = spec["encoding"]["color"]["legend"]
+    assert (legend["orient"], legend["direction"]) == ("top", "horizontal")

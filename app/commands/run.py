@@ -87,8 +87,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             ui = _start_ui(args, settings)
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
-        print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
-              f"into {masked(settings.db_url)}; Ctrl-C stops everything", flush=True)
+        print(service.turn.start_line(f"collecting {', '.join(t.name for t in settings.targets)} every "
+                                      f"{settings.interval_s:g} s into {masked(settings.db_url)}; Ctrl-C stops everything"),
+              flush=True)  # fmt: skip
         service.run_forever(stop)
     finally:
         _stop_ui(ui)
