@@ -202,7 +202,7 @@ def test_each_minutes_verdict_is_the_stored_one(url, judged):
         if v is None:
             assert (r["in_sweet_spot"], r["verdict"], r["rules_broken"]) == (None, NOT_STORED, None), r
         else:
-            assert (r["in_sweet_spot"], r["verdict"], r["rules_broken"]) == (states[v["state"]], v["state"], v["rules_held"]), r
+            assert (r["in_sweet_spot"], r["verdict"], r["rules_broken"]) == (states[v["state"]], v["state"], v["rules_broken"]), r
     assert any(r["ts"] < first + 600 and r["verdict"] == NOT_STORED for r in got)
     for r in rows(url, "SELECT target, ts, in_sweet_spot, verdict FROM hours"):
         minutes = [v["state"] for (t, ts), v in stored.items() if t == r["target"] and r["ts"] <= ts < r["ts"] + 3600]
