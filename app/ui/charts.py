@@ -607,8 +607,8 @@ def gpu_chart(
     what = f"{label} (line), min–max (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"
-    if epochs:
-        layers.append(epoch_layer(epochs, frame))
+    if epochs:  # under the lines and labels: drawn over them, a restart's rule crossed "total memory 31.7 GiB"
+        layers.insert(0, epoch_layer(epochs, frame))
     # what the lines are goes under the title, in smaller type: one line of both was cut with "…" on a
     # half-width chart at 1440 and 1280 px
     return _finish(_layer(*layers), alt.TitleParams(text=title, subtitle=what))
@@ -964,5 +964,6 @@ def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) ->
     title, height = panel.title, panel.height
     inner = panel.copy(deep=False)  # the title and height move to the layer that holds both
     inner.title, inner.height = alt.Undefined, alt.Undefined
-    marked: AnyChart = _with(_layer(inner, epoch_layer(epochs, frame)), title=title, height=height)
+    # the rules under the panel's lines and labels, which they would otherwise cross out
+    marked: AnyChart = _with(_layer(epoch_layer(epochs, frame), inner), title=title, height=height)
     return marked
