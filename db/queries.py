@@ -420,9 +420,7 @@ def _window(
     stale_after = None if row is None else row.stale_after_s
     wait_metric = "" if row is None else wait_metric_of(row.gateway_source)
     found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric)
-    if ceiling is not None:  # nothing is missing: `status --json` said ceiling_missing beside a ceiling
-        return dataclasses.replace(found, ceiling_missing="")
-    gap = "" if row is None else target_ceiling_missing(conn, row.id)
+    gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
     return dataclasses.replace(found, ceiling_missing=gap) if gap else found
 
 
