@@ -290,7 +290,7 @@ def learn_from_history(reader: Reader, learner: LearnerSettings, target: str, no
     """
     start, step = now - learner.span_s, learner.step_s
     try:
-        cols = reader.series_columns(target, start, now, step, fields=LEARN_FIELDS)
+        cols = reader.series_columns(target, start, now, step, fields=LEARN_FIELDS, ttft_slo_s=slo_s)
         faulty = _faulty_minutes(reader, target, start, now) if leave_out_faults else set()
         settling = _settling(reader, learner, target, start, now) if leave_out_faults else []
     except Exception:  # noqa: BLE001 - an unreadable history teaches nothing
