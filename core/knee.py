@@ -288,10 +288,17 @@ def _knee_sentence(found: SweetSpot, min_gain: float) -> str:
         said = ", ".join(d.text for d in found.doublings[-3:])
         return (f"Doubling still buys at least {100 * min_gain:+.0f} % ({said}): no knee within the measured "
                 f"levels, at least {found.knee_at_least}; measure higher to find it.")  # fmt: skip
-    upto = [d for d in found.doublings if d.concurrency <= (found.crossing or 0)][-1:]
-    after = [d for d in found.doublings if d.concurrency > (found.crossing or 0)][:1]
-    said = ", ".join(d.text for d in upto + after) or ", ".join(d.text for d in found.doublings[:1])
     crossing, knee_at = found.crossing or 0.0, found.knee_at or 0.0
-    return (f"Knee {found.knee}: doubling stops buying {100 * min_gain:+.0f} % tok/s at {crossing:.3g} ({said}); "
-            f"the knee lies in the doubling from {crossing:.3g} to {2 * crossing:.3g}, and {found.knee} is the highest "
-            f"level measured at or under its middle, {knee_at:.3g}.")
+    return (f"Knee {found.knee}: {crossing_clause(found, min_gain)}; the knee lies in the doubling from "
+            f"{crossing:.3g} to {2 * crossing:.3g}, and {found.knee} is the highest level measured at or under its "
+            f"middle, {knee_at:.3g}.")
+
+
+def crossing_clause(found: SweetSpot, min_gain: float = MIN_GAIN) -> str:
+    """``doubling stops buying +25 % tok/s at 13.6 (8→16 +48 % tok/s (85 → 126), 16→32 +15 % …)``:
+    the crossing with the judged doublings either side of it."""
+    crossing = found.crossing or 0.0
+    upto = [d for d in found.doublings if d.concurrency <= crossing][-1:]
+    after = [d for d in found.doublings if d.concurrency > crossing][:1]
+    said = ", ".join(d.text for d in upto + after) or ", ".join(d.text for d in found.doublings[:1])
+    return f"doubling stops buying {100 * min_gain:+.0f} % tok/s at {crossing:.3g} ({said})"
