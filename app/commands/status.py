@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.alerts.model import NO_DATA as RULE_NO_DATA
-from app.alerts.names import no_data_reason, window_names
+from app.alerts.names import no_data_reason, ttft_judgement, window_names
 from app.alerts.rules import Names, outcome, rule_set
 from app.fleet import FleetRow, fleet, table
 from app.formatting import (
@@ -96,6 +96,10 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
     # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
     data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
+    # the clients' TTFT P95 against the SLO as the bucket bounds prove it (within / outside / cannot tell)
+    judged = ttft_judgement(fig)
+    data["ttft_slo_judgement"] = None if judged is None else {"state": judged.state, "text": judged.text,
+                                                              "bucket": _finite(list(judged.bucket))}
     return data
 
 
@@ -193,6 +197,8 @@ def render(fig: WindowFigures) -> str:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
         lines.append(f"  TTFT SLO                 {text}")
+    if judged := ttft_judgement(fig):
+        lines.append(f"  TTFT P95 vs SLO          {judged.text} (the bucket bounds' proof, clients' TTFT)")
     if warning := slo_bucket_warning(fig):
         lines.append(f"  warning: {warning}")
     if fig.ceiling:
