@@ -16,7 +16,8 @@ Every place that finds a sweet spot calls :func:`sweet_spot_of` with its measure
   when it is already under). The report's two sentences place the knee within one doubling: the
   doubling into it paid and the doubling out of it does not, so it lies in [crossing, 2 × crossing).
   ``knee_at`` is the middle of that doubling on the log scale, √2 × crossing, and the **knee** is the
-  highest measured level at or under it. The report's points: the gain is +48 % at 8 and +15 % at 16,
+  highest measured level in [crossing, knee_at] (where none lies there, levels a doubling apart, the
+  first measured level past the crossing: never one below it, from which doubling still pays). The report's points: the gain is +48 % at 8 and +15 % at 16,
   the crossing 13.6, its middle 19.2, the knee 16. A dense curve measured at every concurrency lands
   the same way (the simulated reference: crossing ≈ 12, middle ≈ 17, knee 16 or 17), where "the first
   level whose doubling buys under +25 %" alone would flip between 12 and 14 with 1 % of noise; on a
@@ -152,7 +153,7 @@ def sweet_spot_of(
     doublings = doublings_of(curve)
     crossing = crossing_of(doublings, min_gain)
     knee_at = None if crossing is None else math.sqrt(2.0) * crossing
-    knee = None if knee_at is None else max((c for c, _ in curve if c <= knee_at + 1e-9), default=curve[0][0])
+    knee = None if crossing is None or knee_at is None else _knee_level(curve, crossing, knee_at)
     at_least = None if knee is not None else _first_unjudged(curve, doublings)
     tests = tuple(_slo_tests(ordered, slo_s, max_error_rate, min_requests))
     passing = [t.concurrency for t in tests if t.passes]
@@ -197,6 +198,16 @@ def doublings_of(curve: Sequence[tuple[int, float]]) -> tuple[Doubling, ...]:
         doubled = _read(curve, 2.0 * c)
         out.append(Doubling(c, t, doubled, doubled / t - 1))
     return tuple(out)
+
+
+def _knee_level(curve: Sequence[tuple[int, float]], crossing: float, knee_at: float) -> int:
+    """The highest measured level in [crossing, √2 × crossing]; where none lies there (levels a
+    doubling apart, as 8, 16, 32), the first measured level past the crossing: never one below it,
+    from which doubling still pays."""
+    between = [c for c, _ in curve if crossing - 1e-9 <= c <= knee_at + 1e-9]
+    if between:
+        return max(between)
+    return min((c for c, _ in curve if c >= crossing - 1e-9), default=curve[-1][0])
 
 
 def crossing_of(doublings: Sequence[Doubling], min_gain: float = MIN_GAIN) -> float | None:
@@ -290,8 +301,8 @@ def _knee_sentence(found: SweetSpot, min_gain: float) -> str:
                 f"levels, at least {found.knee_at_least}; measure higher to find it.")  # fmt: skip
     crossing, knee_at = found.crossing or 0.0, found.knee_at or 0.0
     return (f"Knee {found.knee}: {crossing_clause(found, min_gain)}; the knee lies in the doubling from "
-            f"{crossing:.3g} to {2 * crossing:.3g}, and {found.knee} is the highest level measured at or under its "
-            f"middle, {knee_at:.3g}.")
+            f"{crossing:.3g} to {2 * crossing:.3g}, and {found.knee} is the highest level measured between "
+            f"{crossing:.3g} and its middle, {knee_at:.3g}.")
 
 
 def crossing_clause(found: SweetSpot, min_gain: float = MIN_GAIN) -> str:

@@ -53,6 +53,9 @@ def test_on_n_over_a_plus_bn_the_crossing_is_one_and_a_half_a_over_b_and_the_kne
         found = sweet_spot_of([MeasuredLevel(n, n / (a + b * n)) for n in range(1, 200)], None)
         assert abs(found.crossing - 1.5 * a / b) < 0.2
         assert found.knee == math.floor(math.sqrt(2) * found.crossing)
+    # levels a doubling apart: the one past the crossing, never the one below it (from which doubling pays)
+    ladder = sweet_spot_of([MeasuredLevel(c, c / (1.0 + 0.15 * c)) for c in (1, 2, 4, 8, 16, 32, 64)], None)
+    assert 8 < ladder.crossing < 16 / math.sqrt(2) and ladder.knee == 16
 
 
 def test_between_measured_levels_the_doubled_point_is_read_linearly_and_the_crossing_too():
