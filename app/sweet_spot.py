@@ -54,7 +54,7 @@ class SweetSpot:
     """A target's sweet-spot concurrency (None: unknown) and own curve, each with its source."""
 
     value: int | None
-    source: str | None  # configured, sweep, learned, reference, or None
+    source: str | None  # configured, sweep, benchmark, learned, reference, or None
     detail: str  # where it came from, one clause
     curve: tuple[tuple[float, float], ...] = ()  # (concurrency, output tok/s) of its own curve
     curve_source: str = ""  # sweep, benchmark, learned, reference, or "" (no curve)
