@@ -141,7 +141,7 @@ LONGEST_FIRST = ("test_real_engine.py", "test_ui_every_range.py", "test_notify_e
 NEEDS_SERVER = (
     "tests.support.http_server", "tests.support.smtp_server", "tests.support.sources", "tests.support.collector_process",
     "tests.support.vllm_bench", "tests.support.tiny_llama", "tests.support.certificates", "tests.browser", "tests.vllm_engine", "tests.prometheus_server",
-    "tests.victoria_server",
+    "tests.victoria_server", "tests.support.children",
     "tests.alertmanager_server", "http.server", "socketserver", "subprocess", "multiprocessing", "aiosmtpd",
     "streamlit.testing", "playwright", "simulator.server", "simulator.api",
 )  # fmt: skip

@@ -8,12 +8,21 @@ runs 5-10x slower than idle, so a bound is never what decides a test on a busy m
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Process(Protocol):
+    """What a wait watches of a started process (a ``Popen``)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
 
 # Seconds: what a wait for one step of a local server or process gets (a collector's start, a round,
 # a config reload); at load 20 on two cores a Python process took up to 30 s just to import the app.
@@ -22,7 +31,7 @@ POLL_S = 0.3
 
 
 def wait_until(condition: Callable[[], T], what: str, timeout: float = STEP_BOUND_S, interval: float = POLL_S,
-               watch: Iterable[subprocess.Popen[bytes] | subprocess.Popen[str]] = ()) -> T:  # fmt: skip
+               watch: Iterable[Process] = ()) -> T:  # fmt: skip
     """Poll ``condition`` until it returns a true value, and return that value. An exception from it
     counts as "not yet" (a database not made yet) and is shown if the wait ends. A process of
     ``watch`` that exits ends the wait at once (it will not bring the condition about)."""
