@@ -41,18 +41,28 @@ FAST = EngineParams(step_overhead_s=0.0034, gemm_floor_s=0.0036, gemm_s_per_seq=
 WARMUP_S, WINDOW_S = 40.0, 50.0
 
 
-@pytest.mark.parametrize("source", ["measured", "estimate"])
-def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(tmp_path, source):
-    """``measured``: the gateway's own wait histogram (the simulator's, shaped as LiteLLM's
-    litellm_request_queue_time_seconds); ``estimate``: the same gateway with wait_metric = "none",
-    Little's law."""
+@dataclasses.dataclass(frozen=True)
+class Window:
+    db: str
+    end: float
+    measured: np.ndarray  # the clients' TTFTs in the window (s)
+    split: np.ndarray  # and each one's (gateway wait, engine TTFT) (s)
+
+
+@pytest.fixture(scope="module")
+def window(tmp_path_factory) -> Window:
+    """One simulator, its clients, and one collector reading its gateway as two targets: ``measured``
+    (the gateway's own wait histogram, the simulator's, shaped as LiteLLM's
+    litellm_request_queue_time_seconds) and ``estimate`` (the same gateway with wait_metric = "none",
+    Little's law): both judged on the same window of the same clients (one 90 s run, not two)."""
+    tmp_path = tmp_path_factory.mktemp("gateway_wait")
     db = f"sqlite:///{tmp_path}/g.db"
-    wait_metric = "" if source == "measured" else 'wait_metric = "none"\n'
     with start_simulator(SimOptions(port=0, load=24, gateway_limit=16, speed=1.0, seed=5, params=FAST)) as sim:
         cfg = tmp_path / "sweetspot.toml"
-        cfg.write_text(f'db_url = "{db}"\ninterval_s = "1s"\nscrape_timeout_s = "0.5s"\n[[targets]]\nname = "sim"\n'
-                       f'vllm_url = "{sim.urls["vllm_metrics"]}"\n[targets.gateway]\npreset = "sweetspot-sim"\n'
-                       f'url = "{sim.urls["gateway_metrics"]}"\n{wait_metric}')  # fmt: skip
+        targets = "".join(f'[[targets]]\nname = "{name}"\nvllm_url = "{sim.urls["vllm_metrics"]}"\n[targets.gateway]\n'
+                          f'preset = "sweetspot-sim"\nurl = "{sim.urls["gateway_metrics"]}"\n{extra}'
+                          for name, extra in (("measured", ""), ("estimate", 'wait_metric = "none"\n')))  # fmt: skip
+        cfg.write_text(f'db_url = "{db}"\ninterval_s = "1s"\nscrape_timeout_s = "0.5s"\n{targets}')
         began = time.time()
         proc = collector(cfg, tmp_path / "collector.log")
         try:
@@ -66,8 +76,15 @@ def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(tmp_path, sourc
         finally:
             proc.kill()
             proc.wait()
+    return Window(db, end, measured, split)
+
+
+@pytest.mark.parametrize("source", ["measured", "estimate"])
+def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(window, source):
+    """The target ``source`` of :func:`window`: the gateway's own wait histogram, or Little's law."""
+    db, end, measured, split = window.db, window.end, window.measured, window.split
     slo = float(np.quantile(measured, 0.5))  # a partial share: the median client meets it
-    fig = Reader(db).window("sim", end, WINDOW_S, ttft_slo_s=slo)
+    fig = Reader(db).window(source, end, WINDOW_S, ttft_slo_s=slo)
     client_p95 = float(np.quantile(measured, 0.95))
     share = float(np.mean(measured <= slo))
     assert fig.queue_depth_avg is not None and fig.queue_depth_avg > 5  # 8 wait at the gateway
@@ -92,7 +109,7 @@ def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(tmp_path, sourc
         # Not the clients' own: where their waits spread (stalls on a loaded machine: mean 3.56 s,
         # median under it), that one differs at the median SLO, by design (docs/alerts.md)
         for at_slo in (slo, fig.gateway_wait_s + float(np.median(engine_ttfts))):  # the second: where it reads ½
-            got = Reader(db).window("sim", end, WINDOW_S, ttft_slo_s=at_slo).client_ttft_slo_attainment
+            got = Reader(db).window(source, end, WINDOW_S, ttft_slo_s=at_slo).client_ttft_slo_attainment
             engine_share = float(np.mean(engine_ttfts <= at_slo - fig.gateway_wait_s))
             assert got is not None and abs(got - engine_share) <= 0.05, (at_slo, got, engine_share)
     assert fig.ttft_slo_attainment > 0.9  # the engine alone meets it: its figure says nothing of the wait
@@ -103,7 +120,7 @@ def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(tmp_path, sourc
     assert got.status == HOLDS and got.value == fig.client_ttft_p95_s
     assert "gateway wait" in got.summary and "the engine's" in got.summary
     # status --json says the same, through the CLI
-    done = subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--json", "--target", "sim"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--json", "--target", source], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     data = json.loads(done.stdout)
     assert {"gateway_wait_s", "gateway_wait_source", "client_ttft_p95_s", "client_ttft_slo_attainment"} <= set(data)
