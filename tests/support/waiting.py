@@ -28,6 +28,9 @@ class Process(Protocol):
 # a config reload); at load 20 on two cores a Python process took up to 30 s just to import the app.
 STEP_BOUND_S = 120.0
 POLL_S = 0.3
+# Seconds: the timeout for reading a local test server that answers at once; at load 20 such an
+# answer took over 2 s (a test of a timeout itself keeps its own, short one)
+LOCAL_ANSWER_S = 10.0
 
 
 def wait_until(condition: Callable[[], T], what: str, timeout: float = STEP_BOUND_S, interval: float = POLL_S,
