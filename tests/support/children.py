@@ -6,7 +6,7 @@ in every pytest process, the xdist controller and each worker) wraps ``subproces
 
 * each child starts in a process group (a session) of its own, the group that a reap kills whole:
   a collector's, a simulator's or a browser's own children go with it;
-* each child's environment carries this pytest process's token in ``SWEETSPOT_TEST_OWNERS`` (every
+* each child's environment carries this pytest process's token in ``TESTS_CHILD_OWNERS`` (every
   ancestor pytest's token too), inherited by everything below it, also by what leaves the group
   (PostgreSQL's postmaster calls ``setsid``) or is forked without ``subprocess`` (multiprocessing);
 * each group is owned by what was running when it started: a fixture being set up (any scope), else
@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-OWNERS_VAR = "SWEETSPOT_TEST_OWNERS"
+OWNERS_VAR = "TESTS_CHILD_OWNERS"
 ROOT = Path(__file__).resolve().parents[2]
 
 _ORIGINAL_INIT = subprocess.Popen.__init__
@@ -102,7 +102,7 @@ def _processes() -> Iterator[tuple[int, int]]:
 
 
 def carries(pid: int, tok: str) -> bool:
-    """Whether process ``pid`` was started with ``tok`` among its SWEETSPOT_TEST_OWNERS."""
+    """Whether process ``pid`` was started with ``tok`` among its TESTS_CHILD_OWNERS."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
