@@ -126,12 +126,17 @@ def kill_groups(pgids: set[int], tok: str, sig: int = signal.SIGKILL) -> set[int
 
 
 def kill_carriers(tok: str, spare: set[int], sig: int = signal.SIGKILL) -> list[int]:
-    """Send ``sig`` to every process but ``spare`` that carries ``tok``; return their pids."""
-    hit = [pid for pid, _ in _processes() if pid not in spare and carries(pid, tok)]
-    for pid in hit:
+    """Send ``sig`` to every process but ``spare`` that carries ``tok``, to the whole group of one that
+    leads its group: a process that renames itself (vLLM's ``VLLM::EngineCore`` and workers, through
+    setproctitle) overwrites the environment /proc shows, and only its group finds it; return their pids."""
+    hit = [(pid, pgrp) for pid, pgrp in _processes() if pid not in spare and carries(pid, tok)]
+    for pid, pgrp in hit:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-    return hit
+            if pid == pgrp and pgrp != os.getpgrp():
+                os.killpg(pgrp, sig)
+            else:
+                os.kill(pid, sig)
+    return [pid for pid, _ in hit]
 
 
 def reap(owner: object) -> None:
