@@ -52,6 +52,7 @@ def test_the_verdict_names_the_limit_the_target_has():
     verdict = recommend(REPORT, 3.0)
     bare = format_verdict(verdict, gateway=False).splitlines()[0]
     assert "gateway limit 16" not in bare and "vLLM's --max-num-seqs 16" in bare and "no gateway" in bare
+    assert "gateway" not in format_verdict(verdict, gateway=False).splitlines()[1]  # nor in the reason under it
     unknown = format_verdict(verdict, gateway=None).splitlines()[0]
     assert "gateway's concurrency limit to 16" in unknown and "--max-num-seqs 16" in unknown
 
