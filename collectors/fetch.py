@@ -19,13 +19,13 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 import httpx
 
-from core.errors import ScrapeError, SweetspotError
+from core.bounded import BodyError, read_body
+from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import HttpSettings
 from core.text import visible
@@ -33,7 +33,7 @@ from core.text import visible
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
-MAX_BODY_BYTES = 32 * 1024 * 1024  # of a page, decompressed (docs/security.md)
+MAX_BODY_BYTES = 32 * 1024 * 1024  # of a page, decompressed (docs/security.md; read by core/bounded.py)
 # The codings decoded here, each bounded as it inflates (httpx's own decoders inflate a chunk whole,
 # layer after layer: 2 KB of stacked gzip became 4 GB); asked for by name so no other comes.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -47,64 +47,7 @@ DEADLINE_GRACE_S = 1.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
 
 
-class BodyError(SweetspotError):
-    """An answer refused while it was read: larger than allowed once decoded, or encoded in a way not decoded here."""
-
-
-class Inflater:
-    """Decodes a body's ``Content-Encoding`` (none, ``gzip`` or ``deflate``, one layer) as it arrives,
-    never holding more than ``limit`` decoded bytes: each step asks zlib for at most what is left.
-    Stacked codings (``gzip, gzip``) and others are refused: no server needs them, a bomb does."""
-
-    def __init__(self, encoding: str, limit: int, what: str) -> None:
-        codings = [c.strip().lower() for c in encoding.split(",") if c.strip() and c.strip().lower() != "identity"]
-        self.limit, self.what, self.size = limit, what, 0
-        if len(codings) > 1:
-            raise BodyError(f"{what}: the answer is encoded {len(codings)} times over ({', '.join(codings)}): refused, "
-                            "a server compresses once")  # fmt: skip
-        if codings and codings[0] not in ("gzip", "x-gzip", "deflate"):
-            raise BodyError(f"{what}: the answer is encoded as {codings[0]!r}, which is not read here (gzip and deflate are)")
-        self.coding = codings[0] if codings else ""
-        # gzip: its header; deflate: a zlib stream (or, from servers that get it wrong, raw deflate: tried on failure)
-        self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if self.coding != "deflate" else zlib.MAX_WBITS) if self.coding else None
-        self._raw_tried = False
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The decoded bytes of ``chunk``; raises :class:`BodyError` past the limit or on a corrupt stream."""
-        if self._zlib is None:
-            return self._count(chunk)
-        out = bytearray()
-        data = chunk
-        while data:
-            try:
-                piece = self._zlib.decompress(data, self.limit - self.size + 1)
-            except zlib.error as exc:
-                if self.coding == "deflate" and not self._raw_tried and self.size == 0:
-                    self._raw_tried, self._zlib = True, zlib.decompressobj(-zlib.MAX_WBITS)
-                    continue
-                raise BodyError(f"{self.what}: the {self.coding} answer is corrupt ({exc})") from None
-            out += self._count(piece)
-            data = self._zlib.unconsumed_tail
-            if self._zlib.eof:
-                break  # what follows a gzip member (padding, a second member) is not read
-        return bytes(out)
-
-    def _count(self, piece: bytes) -> bytes:
-        self.size += len(piece)
-        if self.size > self.limit:
-            raise BodyError(f"{self.what}: the answer is larger than the {self.limit} bytes allowed"
-                            + (f" once decoded ({self.coding})" if self.coding else ""))
-        return piece
-
-
-async def read_bounded(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The body of a streamed ``response``, decoded (:class:`Inflater`) and at most ``limit`` bytes,
-    else :class:`BodyError`. The caller's deadline bounds the time (a trickle)."""
-    inflater = Inflater(response.headers.get("Content-Encoding", ""), limit, what)
-    body = bytearray()
-    async for chunk in response.aiter_raw():
-        body += inflater.feed(chunk)
-    return bytes(body)
+read_bounded = read_body  # the name its callers know (collectors/prometheus.py, sweep/engine.py)
 
 
 def split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:

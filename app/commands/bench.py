@@ -13,9 +13,11 @@ from pathlib import Path
 from app.bench_files import BenchFileError, read_bench
 from app.formatting import number
 from app.operating_point import server
+from core.bounded import TooLarge, read_file
 from core.errors import StorageError, UsageError
 from core.redact import masked
 from core.settings import Settings
+from core.text import visible
 from db.results import BenchRun
 
 HELP = "import a `vllm bench serve --save-result` JSON or a GuideLLM report, or list the imported ones"
@@ -56,10 +58,10 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     from db.queries import Reader
 
     path = Path(args.file)
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise BenchFileError(f"{path} is {path.stat().st_size:,} bytes, over the {MAX_BYTES:,} a benchmark file has")
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file only, read with a cap (core/bounded.py): a link to /dev/zero has size 0 and no end
+        text = read_file(path, MAX_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        raise BenchFileError(f"cannot read {visible(str(exc))} (a benchmark file is a regular file of {MAX_BYTES:,} bytes at most)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchFileError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     run = read_bench(text, path.name)

@@ -31,6 +31,7 @@ from app.notify.channels import ALERTMANAGER, endpoint, prefix, shown
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
 from collectors.fetch import masked, scrubbed, split_userinfo
+from core.bounded import read_head
 from core.errors import SweetspotError
 from core.settings import AlertmanagerSettings, WebhookSettings
 from core.text import MAX_HEADER, terminal, visible
@@ -175,11 +176,7 @@ class Sender:
         async with asyncio.timeout(self.settings.timeout_s), httpx.AsyncClient(
                 auth=self.auth, verify=self.verify, timeout=self.settings.timeout_s, proxy=http.proxy or None,
                 trust_env=False) as client, client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
-            data = bytearray()
-            async for chunk in answer.aiter_raw():
-                data += chunk[: MAX_ANSWER_BYTES - len(data)]
-                if len(data) >= MAX_ANSWER_BYTES:
-                    break
+            data = await read_head(answer, MAX_ANSWER_BYTES)
         first = data.decode("utf-8", errors="replace").strip().splitlines()
         return answer.status_code, (first[0] if first else "")[:200], answer.headers.get("Location", "")
 

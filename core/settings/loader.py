@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.bounded import TooLarge, read_file
 from core.durations import DurationError, parse_duration
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
@@ -388,9 +389,16 @@ def require_scrape_tokens(settings: Settings) -> None:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML settings file; errors name the file and the line."""
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+    try:  # a regular file only, with a cap (core/bounded.py): a FIFO or a device is refused, not waited on
+        return tomllib.loads(read_file(path, MAX_SETTINGS_BYTES).decode("utf-8"))
+    except TooLarge as exc:
+        raise ConfigError(f"{exc} (a settings file is a regular file; check --config or {ENV_CONFIG})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory, not a settings file (check --config or {ENV_CONFIG})") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: not readable (permission denied)") from None
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path} (check --config or {ENV_CONFIG})") from None
     except tomllib.TOMLDecodeError as exc:
@@ -399,6 +407,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: nested too deeply to be read (tables or arrays inside each other by the thousand); "
                           "a settings file nests a few levels") from None
 
+
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 
