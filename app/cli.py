@@ -91,9 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = None
     stdout = sys.stdout
     module = _load(args.command)
-    if not getattr(module, "DATA_OUTPUT", False):
-        # what a command prints for a terminal holds text from outside (model names, answers): each
-        # control character shown as an escape, each line bounded (core/text.py TerminalWriter)
+    # One writer per destination: JSON (`--json`, whose json.dumps escapes every control character
+    # itself) and data commands (query, rules export) write as they are, never cut; what a command
+    # prints for a terminal holds text from outside (model names, answers): each control character
+    # shown as an escape, each line bounded (core/text.py TerminalWriter)
+    if not (getattr(module, "DATA_OUTPUT", False) or getattr(args, "json", None) is True):
         sys.stdout = TerminalWriter(stdout)
     try:
         overrides = {"db_url": getattr(args, "db", None)}

@@ -65,7 +65,7 @@ def refusal(exc: BaseException, doing: str) -> str:
     first = (str(exc).strip().splitlines() or [""])[0]
     where = _innermost_frame(exc)
     shown = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return visible(masked(f"{doing} stopped on what it could not handle ({shown}{where}); nothing was stored from it"),
+    return visible(masked(f"{doing} stopped on what it could not handle ({shown}{where})"),
                    MAX_REFUSAL_CHARS)
 
 
