@@ -96,7 +96,7 @@ def bench_text(benches: Sequence[BenchRun]) -> str:
     parts = []
     for run in benches:
         when = minute(run.run_at)
-        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items(), key=str))
         sources = sorted({p.concurrency_source for p in run.points})
         parts.append(f"{run.tool} of {when} ({run.file_name}; {settings}): {len(run.points)} level(s), "
                      f"concurrency from {' and '.join(sources)}")  # fmt: skip

@@ -19,6 +19,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ import httpx
 
 from core.bounded import BodyError, read_body
 from core.errors import ScrapeError
-from core.redact import masked
+from core.redact import PLACEHOLDER_PASSWORDS, masked
 from core.settings import HttpSettings
 from core.text import visible
 
@@ -295,12 +296,26 @@ def _reason(exc: BaseException, http: HttpSettings | None = None) -> str:
     return scrubbed(masked((str(exc) or type(exc).__name__).splitlines()[0][:200]), http)
 
 
-def scrubbed(text: str, http: HttpSettings | None) -> str:
-    """``text`` with every header value and the bearer token of ``http`` replaced by ``***``: as
-    written, as Python quotes it (``b'...\\n'``) and each line of it."""
-    if http is None:
-        return text
-    for secret in sorted((http.bearer_token, *http.headers.values()), key=len, reverse=True):
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a URL carries, each as written and percent-decoded: its userinfo's password, its
+    user when that is the token (no password, an empty or a placeholder one), and every value of
+    its query; what a server may echo back in an error body."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password, user = parts.password, parts.username or ""
+    except ValueError:  # not a URL: it carries nothing to look for
+        return ()
+    found = [password or "", user if not password or password.lower() in PLACEHOLDER_PASSWORDS else "",
+             *(part.split("=", 1)[-1] for part in parts.query.replace(";", "&").split("&"))]  # fmt: skip
+    return tuple({s for raw in found for s in (raw, urllib.parse.unquote(raw), urllib.parse.unquote_plus(raw)) if s})
+
+
+def scrubbed(text: str, http: HttpSettings | None, url: str = "") -> str:
+    """``text`` with every header value and the bearer token of ``http``, and every secret of
+    ``url`` (:func:`url_secrets`: a server that echoes the credentials in its error body), replaced
+    by ``***``: as written, as Python quotes it (``b'...\\n'``) and each line of it."""
+    secrets = (*((http.bearer_token, *http.headers.values()) if http is not None else ()), *url_secrets(url))
+    for secret in sorted(secrets, key=len, reverse=True):
         spellings = {secret, secret.strip(), repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1],
                      *(line.strip() for line in secret.splitlines())}
         for spelling in sorted(spellings, key=len, reverse=True):

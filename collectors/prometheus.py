@@ -48,6 +48,7 @@ from collectors.fetch import (
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
+from core.text import visible
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +426,7 @@ class PrometheusClient:
             return None
         if answer.status_code == 200:
             return answer
-        raise _status_error(masked(url), answer)
+        raise _status_error(masked(url), answer, self.source)
 
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
@@ -474,8 +475,9 @@ def _reason(exc: Exception) -> str:
     return masked(str(exc)) or type(exc).__name__
 
 
-def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
-    detail = _error_text(answer)
+def _status_error(url: str, answer: httpx.Response, source: PrometheusSettings) -> PrometheusError:
+    # a server may echo the credentials it was sent (the URL's, a header, the token): scrubbed
+    detail = visible(masked(scrubbed(_error_text(answer), source.http, source.url)), 200)
     code = answer.status_code
     if code in (401, 403):
         return PrometheusError(f"{url} answered {code} ({detail})",
@@ -492,11 +494,14 @@ def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
 
 
 def _error_text(answer: httpx.Response) -> str:
+    """What an error answer says: its JSON ``error``, else its text; any body (a list, a 10^5-digit
+    number, nesting past the parser's depth, bytes that are not UTF-8) gives a text, never an error."""
     try:
         body = answer.json()
-        return str(body.get("error") or body)[:200]
-    except ValueError:
-        return answer.text.strip()[:200] or answer.reason_phrase
+    except (ValueError, RecursionError):
+        return answer.content[:400].decode("utf-8", errors="replace").strip()[:200] or answer.reason_phrase
+    error = body.get("error") if isinstance(body, dict) else None
+    return (str(error) if error else repr(body)[:200])[:200]
 
 
 def matrix_rows(result: list[dict[str, Any]], target_label: str) -> Iterator[tuple[str, str, str, list[list[Any]]]]:

@@ -111,8 +111,9 @@ def describe(run: BenchRun) -> str:
     """``vllm bench serve of 2026-12-06 03:01 (model m, target t): max_concurrency 8: 728 tok/s, TTFT P95 0.056 s``."""
     when = minute(run.run_at)
     levels = "; ".join(
-        f"{p.label}: {number(p.tokens_per_s)} tok/s at {number(p.concurrency)} concurrent"
+        f"{visible(p.label)}: {number(p.tokens_per_s)} tok/s at {number(p.concurrency)} concurrent"
         + (f", TTFT P95 {number(p.ttft_p95_s)} s" if p.ttft_p95_s is not None else "")
         for p in run.points
     )
-    return f"{run.tool} of {when} ({run.file_name}, model {run.model}, target {run.target}): {levels}"
+    # names from the file are data: each made visible (escaped, bounded), so none can start a line
+    return f"{run.tool} of {when} ({visible(run.file_name)}, model {visible(run.model)}, target {visible(run.target)}): {levels}"

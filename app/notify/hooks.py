@@ -156,7 +156,8 @@ class Sender:
                             "the value is not shown)", f"Check {key}.http.headers and {key}.http.bearer_token_env", retry=False) from None
         except (httpx.HTTPError, OSError) as exc:
             raise HookError(f"cannot reach {where} ({scrubbed(_reason(exc), self.settings.http)})", f"Check {key}.url") from None
-        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http)
+        # a receiver may echo the credentials it was sent (the URL's, a header, the token): scrubbed
+        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http, endpoint(self.channel, self.settings))
         if 200 <= status < 300:
             return text
         if status >= 500 or status == 429:

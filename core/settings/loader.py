@@ -96,6 +96,8 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: {finite_problem(value)}; write a number such as 1.5")
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        if finite_problem(value):
+            raise ConfigError(f"{key}: {finite_problem(value)}; write a whole number such as 100")
         return value
     if tp in (str, bool) and isinstance(value, tp):
         return value
@@ -390,7 +392,8 @@ def require_scrape_tokens(settings: Settings) -> None:
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML settings file; errors name the file and the line."""
     try:  # a regular file only, with a cap (core/bounded.py): a FIFO or a device is refused, not waited on
-        return tomllib.loads(read_file(path, MAX_SETTINGS_BYTES).decode("utf-8"))
+        # utf-8-sig: a byte-order mark (as some Windows editors write) is not part of the text
+        return tomllib.loads(read_file(path, MAX_SETTINGS_BYTES).decode("utf-8-sig"))
     except TooLarge as exc:
         raise ConfigError(f"{exc} (a settings file is a regular file; check --config or {ENV_CONFIG})") from None
     except UnicodeDecodeError as exc:
@@ -403,6 +406,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file not found: {path} (check --config or {ENV_CONFIG})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # an integer of 4,300+ digits: Python will not convert it
+        raise ConfigError(f"{path}: holds a number no setting can take ({str(exc).split(':')[0]})") from None
     except RecursionError:  # 50,000 nested arrays or tables: deeper than the parser follows
         raise ConfigError(f"{path}: nested too deeply to be read (tables or arrays inside each other by the thousand); "
                           "a settings file nests a few levels") from None
