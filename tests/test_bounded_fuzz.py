@@ -237,3 +237,21 @@ def test_a_configured_secret_echoed_back_by_a_server_is_scrubbed(secret, form, e
     url = form.format(s=quote(secret, safe=""))
     body = echo.format(s=secret, q=quote(secret, safe=""))
     assert secret not in scrubbed(body, HttpSettings(), url) and quote(secret, safe="") not in scrubbed(body, HttpSettings(), url)
+
+
+def test_docs_state_each_chokepoints_bound_as_the_code_has_it():
+    from app.notify.smtp import MAX_ANSWER_CHARS, MAX_REPLY_BYTES
+    from core.limits import LIMITS, MAX_SETTING_INT
+    from db.query_runner import MAX_QUERY_MEMORY_BYTES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    for text, holds in {
+        "64 KiB (`MAX_REPLY_BYTES`": MAX_REPLY_BYTES == 64 * 1024,
+        "stored: 500 characters": MAX_ANSWER_CHARS == 500,
+        "1 GiB mapped beyond what it had (`MAX_QUERY_MEMORY_BYTES`": MAX_QUERY_MEMORY_BYTES == 2**30,
+        "at most 2^53 (`MAX_SETTING_INT`)": MAX_SETTING_INT == 2**53,
+        "at most 500 characters": MAX_REFUSAL_CHARS == 500,
+        "(10 s, at most 10 min)": all(LIMITS[f"alerts.{c}.timeout_s"].high == 600 for c in ("email", "webhook", "alertmanager")),
+    }.items():
+        assert text in doc, f"docs/security.md no longer says {text!r}"
+        assert holds, f"docs/security.md says {text!r}, the code another number"
