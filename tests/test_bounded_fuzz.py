@@ -255,3 +255,39 @@ def test_docs_state_each_chokepoints_bound_as_the_code_has_it():
     }.items():
         assert text in doc, f"docs/security.md no longer says {text!r}"
         assert holds, f"docs/security.md says {text!r}, the code another number"
+
+
+NAME_CHARS = st.text(st.sampled_from(list("{}ab .$|\"'`-_")), min_size=1, max_size=16).map(lambda s: f"t{s}x")
+
+
+def _exported(name: str) -> str:
+    from app.alerts.promql import Options, export
+    from core.settings import Settings, SweetSpotOverrides, TargetSettings
+
+    target = TargetSettings(name=name, vllm_url="http://big:8000/metrics", sweetspot=SweetSpotOverrides(ttft_p95_slo_s=5.0))
+    return export(Settings(targets=(target,)), Options())
+
+
+def _go_expanded(text: str) -> str:
+    """What Go's text/template makes of a text whose only actions are ``{{ "{{" }}``."""
+    escape = '{{ "{{" }}'
+    parts = text.split(escape)
+    assert all("{{" not in part for part in parts), text  # no other action: nothing of the name runs
+    return "{{".join(parts)
+
+
+@given(name=NAME_CHARS)
+@settings(max_examples=80, deadline=None)
+def test_a_name_in_a_rule_file_is_a_go_template_that_expands_to_itself(name):
+    import yaml
+
+    rules = [r for g in yaml.safe_load(_exported(name))["groups"] for r in g["rules"] if "alert" in r]
+    values = [v for r in rules for v in (*r["labels"].values(), *r["annotations"].values())]
+    assert name in {_go_expanded(v) for v in values}
+
+
+def test_promtool_loads_a_rule_file_of_a_name_full_of_template_delimiters(tmp_path):
+    from tests.test_rules_export import run_promtool
+
+    (tmp_path / "rules.yml").write_text(_exported('t{{ .Value }}{{{ printf "%s" "x" }}}x'))
+    assert "SUCCESS" in run_promtool("check", "rules", str(tmp_path / "rules.yml"))
