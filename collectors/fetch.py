@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from core.bounded import BodyError, read_body
+from core.bounded import BodyError, read_body, read_file
 from core.errors import ScrapeError
 from core.redact import PLACEHOLDER_PASSWORDS, masked
 from core.settings import HttpSettings
@@ -204,10 +204,10 @@ class Fetcher:
         context = self._contexts.get(http.ca_file)
         if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
             try:
-                context = ssl.create_default_context(cafile=http.ca_file or None)
-            except (OSError, ssl.SSLError, ValueError) as exc:
+                context = ca_context(http.ca_file)
+            except (OSError, ssl.SSLError, ValueError, BodyError) as exc:
                 what = f"http.ca_file {visible(http.ca_file)!r}" if http.ca_file else "this machine's CA store"
-                raise ScrapeError(f"cannot use {what}: {_ca_reason(exc)}",
+                raise ScrapeError(f"cannot use {what}: {ca_reason(exc)}",
                                   "Check the target's http.ca_file: a readable PEM file of the CA that signed the "
                                   "server's certificate") from None
             self._contexts[http.ca_file] = context
@@ -223,6 +223,22 @@ class Fetcher:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
         self._loop.close()
+
+
+MAX_CA_BYTES = 4 * 1024 * 1024  # a CA bundle (Debian's whole store is ~220 KB)
+
+
+def ca_context(ca_file: str) -> ssl.SSLContext:
+    """A TLS context trusting ``ca_file`` (PEM), or this machine's store when "". The file is read
+    through :func:`core.bounded.read_file`: a regular file only, opened without blocking (a FIFO
+    given as the CA once stopped every target's round), 4 MiB at most. Raises OSError, ssl.SSLError,
+    ValueError or :class:`core.bounded.TooLarge`."""
+    if not ca_file:
+        return ssl.create_default_context()
+    pem = read_file(ca_file, MAX_CA_BYTES, "it").decode("ascii", errors="replace")
+    if "-----BEGIN CERTIFICATE-----" not in pem:  # as cafile= says of it (cadata= takes "" as no CA at all)
+        raise ssl.SSLError(0, "no certificate or crl found")
+    return ssl.create_default_context(cadata=pem)
 
 
 def origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -274,7 +290,7 @@ def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
     return ScrapeError(f"cannot reach {url} ({_reason(cause, get.http)})", get.hint)
 
 
-def _ca_reason(exc: BaseException) -> str:
+def ca_reason(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return "no such file"
     if isinstance(exc, PermissionError):
@@ -282,7 +298,10 @@ def _ca_reason(exc: BaseException) -> str:
     if isinstance(exc, IsADirectoryError):
         return "a directory, not a file"
     if isinstance(exc, ssl.SSLError):
-        return f"not a PEM file of certificates ({exc.reason or exc.__class__.__name__})"
+        return f"not a PEM file of certificates ({getattr(exc, 'reason', None) or exc.__class__.__name__})"
+    if isinstance(exc, BodyError):  # not a regular file ("it is a FIFO, not a regular file: ..."), or too large
+        text = str(exc).removeprefix("it is ")
+        return "a directory, not a file" if text.startswith("a directory") else visible(text, 200)
     return visible(str(exc) or type(exc).__name__, 200)
 
 

@@ -30,6 +30,7 @@ import asyncio
 import logging
 import math
 import re
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,8 @@ from collectors.fetch import (
     ACCEPT_ENCODING,
     MAX_REDIRECTS,
     BodyError,
+    ca_context,
+    ca_reason,
     read_bounded,
     redirect_target,
     scrubbed,
@@ -298,7 +301,13 @@ class PrometheusClient:
         headers = {"Accept-Encoding": ACCEPT_ENCODING, **source.http.headers}
         if source.http.bearer_token:
             headers["Authorization"] = f"Bearer {source.http.bearer_token}"
-        verify: Any = source.http.ca_file or True
+        verify: Any = True
+        self._ca_problem = ""  # a CA file that cannot be used: each read fails saying so (read without blocking)
+        if source.http.tls_verify and source.http.ca_file:
+            try:
+                verify = ca_context(source.http.ca_file)
+            except (OSError, ssl.SSLError, ValueError, BodyError) as exc:
+                self._ca_problem = f"cannot use prometheus[].http.ca_file {visible(source.http.ca_file)!r}: {ca_reason(exc)}"
         if not source.http.tls_verify:
             verify = False
             log.warning("prometheus %s: TLS certificates are not verified (http.tls_verify = false)", shown_url(source.url))
@@ -399,6 +408,9 @@ class PrometheusClient:
         return data
 
     def _get(self, path: str, params: Mapping[str, str], allow_missing: bool = False) -> httpx.Response | None:
+        if self._ca_problem:
+            raise PrometheusError(self._ca_problem, "Check prometheus[].http.ca_file: a readable PEM file of the CA "
+                                  "that signed the server's certificate")  # fmt: skip
         url = self.base + path
         try:
             answer = self._loop.run(self._send(self.client.build_request("GET", url, params=params)))
