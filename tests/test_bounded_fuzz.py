@@ -291,3 +291,29 @@ def test_promtool_loads_a_rule_file_of_a_name_full_of_template_delimiters(tmp_pa
 
     (tmp_path / "rules.yml").write_text(_exported('t{{ .Value }}{{{ printf "%s" "x" }}}x'))
     assert "SUCCESS" in run_promtool("check", "rules", str(tmp_path / "rules.yml"))
+
+
+LOOKALIKES = {"a": "а", "o": "о", "e": "е", "p": "р", "c": "с", "x": "х"}  # Latin → Cyrillic twins
+
+
+def _variants(name: str) -> list[str]:
+    import unicodedata
+
+    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in name)  # full-width forms
+    twin = "".join(LOOKALIKES.get(c, c) for c in name)
+    return [v for v in (wide, twin, unicodedata.normalize("NFKD", name)) if v != name]
+
+
+@given(name=st.text("abcopex-_0123456789", min_size=1, max_size=20))
+@settings(max_examples=150, deadline=None)
+def test_one_name_one_owner_whatever_its_spelling(name):
+    from core.text import NameClaims
+
+    claims = NameClaims(["configured-" + name])
+    assert claims.claim(name, "source A") == ""
+    assert claims.claim(name, "source A") == ""  # its own, round after round
+    assert "reported by source A" in claims.claim(name, "source B")  # one instance, one target
+    for variant in _variants(name):
+        assert claims.claim(variant, "source A") and claims.claim(variant, "source B")
+    for variant in ["configured-" + name, *_variants("configured-" + name)]:
+        assert claims.claim(variant, "source A")
