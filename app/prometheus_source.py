@@ -121,14 +121,9 @@ class PrometheusSource:
         gpus, gpu_status = self._gpus()
         duration = time.perf_counter() - started
         for target, page in answer.pages.items():
-            if not usable_name(target, self.name):
-                continue
-            problem = self.claims.claim(target, self.name)
-            if problem:
-                self._refuse(target, problem)
-                continue
-            if target not in self.known and len(self.known) >= MAX_TARGETS_PER_SOURCE:
-                self._refuse(target, f"past the {MAX_TARGETS_PER_SOURCE:,} targets one source may register")
+            # a name is judged once (a known one is this source's; a refused one stays refused): the
+            # claim's normalising costs ~20 µs a name, every round for thousands of targets
+            if target in self.refused or (target not in self.known and not self._takes(target)):
                 continue
             self.seen[target] = now
             if target not in self.known:
@@ -163,6 +158,19 @@ class PrometheusSource:
             log.warning("%s: %d series have no label %s and are left out (e.g. %s); narrow prometheus[].selector",
                         where, answer.unlabelled_count, label, answer.unlabelled[0])
 
+    def _takes(self, target: str) -> bool:
+        """Whether a target this source has not registered yet may be: a usable name, not held by
+        another owner (:class:`core.text.NameClaims`), within MAX_TARGETS_PER_SOURCE."""
+        if not usable_name(target, self.name):
+            return False
+        if len(self.known) >= MAX_TARGETS_PER_SOURCE:
+            self._refuse(target, f"past the {MAX_TARGETS_PER_SOURCE:,} targets one source may register")
+            return False
+        problem = self.claims.claim(target, self.name)
+        if problem:
+            self._refuse(target, problem)
+        return not problem
+
     def _refuse(self, target: str, why: str) -> None:
         if target not in self.refused and len(self.refused) < MAX_TARGETS_PER_SOURCE:  # logged once each, and not without end
             self.refused.add(target)
@@ -191,6 +199,8 @@ class PrometheusSource:
         now = self.clock()
         for target, (stored, up) in last_rounds.items():
             ts = min(float(stored), now)  # a round stored in the future (an older version let one in) holds nothing back
+            if self.claims.claim(target, self.name):
+                continue  # another owner's now (a configured target of that name, another source's)
             self.known.add(target)
             self.seen.setdefault(target, ts)
             self.last_ts[target] = max(self.last_ts.get(target, 0.0), ts)
