@@ -317,3 +317,15 @@ def test_one_name_one_owner_whatever_its_spelling(name):
         assert claims.claim(variant, "source A") and claims.claim(variant, "source B")
     for variant in ["configured-" + name, *_variants("configured-" + name)]:
         assert claims.claim(variant, "source A")
+
+
+@given(width=st.integers(0, 10**12), align=st.sampled_from(["", ">", "<", "^", "0", "x^", ".", ">."]))
+@settings(max_examples=100, deadline=None)
+def test_a_rule_text_never_fills_past_its_bounded_width(width, align):
+    from app.alerts.rules import MAX_FORMAT_WIDTH, fill, template_problem
+
+    template = f"q {{window:{align}{width}}}"
+    filled = fill(template, {"window": "5m"})
+    assert len(filled) <= len(template) + MAX_FORMAT_WIDTH
+    if width > MAX_FORMAT_WIDTH:
+        assert template_problem(template) and filled == template

@@ -238,6 +238,11 @@ def _validate(settings: Settings) -> Settings:
     if learner.step_s < 1 or learner.span_s < learner.step_s or learner.min_busy_s < 0 or learner.min_level_s < 0 \
             or learner.restart_settle_s < 0 or learner.min_levels < 2:
         raise ConfigError("learner: step_s must be ≥ 1 s and ≤ span_s, min_levels ≥ 2, the other durations ≥ 0")
+    if learner.span_s / learner.step_s > MAX_LEARNER_SAMPLES or learner.min_levels > MAX_LEARNER_LEVELS:
+        # bounded work: 3650 d at 1 s (3e8 samples a target) stopped all alerting and took over 6 GB
+        raise ConfigError(f"learner: span_s / step_s is {learner.span_s / learner.step_s:,.0f} samples a target and "
+                          f"min_levels {learner.min_levels}; at most {MAX_LEARNER_SAMPLES:,} samples and "
+                          f"{MAX_LEARNER_LEVELS} levels (raise step_s or lower span_s)")
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
@@ -413,7 +418,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
                           "a settings file nests a few levels") from None
 
 
-MAX_SETTINGS_BYTES = 16 * 1024 * 1024  # a settings file of thousands of targets is a few MB
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024
+MAX_LEARNER_SAMPLES = 1_000_000  # a week at 1 s is 604,800; the default (a week of minutes) 10,080
+MAX_LEARNER_LEVELS = 1000  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 
