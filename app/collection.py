@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
                      clock: Callable[[], float], observe: Callable[[Any], object]) -> list[PrometheusJob]:  # fmt: skip
     from app.prometheus_source import PrometheusJob, PrometheusSource
+    from core.text import NameClaims
 
-    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock, observe) for s in settings.prometheus]
+    claims = NameClaims([t.name for t in settings.targets])  # one for all sources: one instance, one target
+    return [PrometheusJob(PrometheusSource(settings, s, clock, claims), writer, engine, lock, observe) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0

@@ -108,9 +108,23 @@ def elapsed(seconds: float) -> str:
     return " ".join(p for p in parts if not (len(parts) == 2 and p.startswith("0 ")))
 
 
-def clock(ts: float | None) -> str:
-    """Local wall-clock time with date: ``2026-11-30 09:24:17``."""
-    return MISSING if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def clock(ts: float | None, form: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """Local wall-clock time with date: ``2026-11-30 09:24:17`` (``form``: a strftime format).
+
+    A stored time no calendar holds (year 10,000 and past, NaN, before 1900) is shown as its number,
+    never an error: what pages and commands show from the database is read as untrusted (a bad
+    import once stopped ``bench list`` and the Operating point page for good)."""
+    if ts is None:
+        return MISSING
+    try:
+        return time.strftime(form, time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return f"an impossible time ({ts!r} s)"
+
+
+def minute(ts: float | None) -> str:
+    """:func:`clock` to the minute: ``2026-11-30 09:24``."""
+    return clock(ts, "%Y-%m-%d %H:%M")
 
 
 def tokens(n: float | None) -> str:

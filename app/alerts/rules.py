@@ -344,10 +344,31 @@ def fill(template: str, fields: Mapping[str, Any]) -> str:
     (a stray ``{`` or ``}``, ``{0}``, ``{a.b}``) is shown as written, so one rule's text can cost
     neither its evaluation, nor the others', nor `status`, `rules export` or an e-mail. The loader
     refuses such texts first (:func:`template_problem`); this is for what reaches it anyway."""
+    if _format_problem(template):
+        return template
     try:
         return string.Formatter().vformat(template, (), fields)
     except (ValueError, KeyError, IndexError, AttributeError, TypeError):
         return template
+
+
+MAX_FORMAT_WIDTH = 200  # a field's width or precision: "{window:>999999999}" made a 1 GB text at each fill
+
+
+def _format_problem(template: str) -> str:
+    """Why ``template``'s format specs would make bounded work unbounded, or "": a width or precision
+    over :data:`MAX_FORMAT_WIDTH`, a field nested in a spec. Judged on the parse, before any filling."""
+    try:
+        for _, field, spec, _ in string.Formatter().parse(template):
+            if field is None or not spec:
+                continue
+            if "{" in spec:
+                return "a field nested in a format spec"
+            if any(int(n) > MAX_FORMAT_WIDTH for n in re.findall(r"\d+", spec)):
+                return f"a format width or precision over {MAX_FORMAT_WIDTH} ({spec[:20]!r})"
+    except ValueError:
+        return ""  # not a template: the Formatter's own error says so
+    return ""
 
 
 def template_problem(template: str) -> str:
@@ -358,6 +379,9 @@ def template_problem(template: str) -> str:
         def __missing__(self, key: str) -> str:
             return "1"
 
+    problem = _format_problem(template)
+    if problem:
+        return problem
     try:
         string.Formatter().vformat(template, (), Every())
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
