@@ -96,6 +96,7 @@ class CollectionService:
         # set by a round that found a target down, or back up: the stamp (unix s) the evaluation must reach
         self._urgent = 0.0
         self.stored = threading.Event()  # set once this process wrote a round (not a standby round)
+        self.history_filling = threading.Event()  # set while the demo's week is written behind the live rounds
         from app.notify.notifier import Notifier
 
         # silences and mute windows hold notifications back; the lease holder alone delivers
@@ -164,6 +165,8 @@ class CollectionService:
 
         if not self.turn.holding:
             return "retention: another collector writes to this database"
+        if self.history_filling.is_set():  # its days are rolled up from raw rows older than raw_retention_s
+            return "retention: waits for the simulated history to be written (app/history_fill.py)"
         with self.write_lock:
             return str(apply_retention(self.engine, self.clock(), self.settings))
 

@@ -234,6 +234,12 @@ class Reader:
 
         return self._run("reading sweeps", load_sweeps, limit)
 
+    def history_fill(self, target: str) -> Any:
+        """How far the demo's simulated week has come (db/history_fill.py FillProgress), or None."""
+        from db.history_fill import load
+
+        return self._run("reading the history fill", load, target)
+
     def epochs(self, target: str, start: float | None = None, end: float | None = None) -> list[ConfigEpoch]:
         """``target``'s configuration epochs and restarts starting in [start, end), oldest first (db/epochs.py)."""
         from db.epochs import load_epochs
