@@ -1,17 +1,19 @@
 """The demo's simulated week, written behind the live dashboard (``make run`` on a fresh machine).
 
-The dashboard and the live collection start first; the week then fills in day by day through the
+The dashboard starts first. Then the last hour of the week (the Overview's default range) is
+written, rolled up and judged before the live collection's first round, so no default chart is
+blank; the days before it fill in behind the live rounds, oldest first, a day at a time, through the
 normal ingestion path (app/backfill.py: the same parsers and the same Writer code as a live scrape),
-each day rolled up and its minutes judged (app/alerts/replay.py) before the next, so every page
-reads whole days. Progress is stored (db/history_fill.py) for the pages' "history filling, N of 7
-days" line and printed on the terminal, with an ETA taken from the days already done: each day is
-the same work, so the first day's time, once the simulator's profiles are built, gives the rest.
+each day rolled up and its minutes judged (app/alerts/replay.py) before the next, so every page reads
+whole days. Progress is stored (db/history_fill.py) for the pages' "history filling, N of 7 days"
+line and printed on the terminal, with an ETA taken from the days already done: each day is the same
+work, so the first day's time, once the simulator's profiles are built, gives the rest.
 
-Two writers share the target while it runs: the live collector's and this one's, each with its own
-Writer (its counter states, its latest round). This one writes its first batch before the live
-collector's first round, so each reads the other's rows as older than its own: the live Writer
-starts after the history (a gap: its first increases are a baseline), this one never meets a live
-round. Both take the collector's write lock for each transaction.
+The history is written by Writers in history mode (db/writer.py): rounds older than what the
+database holds, in a span nothing else writes, that start afresh (no stored latest round, counter
+state or epoch) and save no counter state; the live Writer, which starts after the last hour is in,
+reads that hour as its past and never meets a history round. Every transaction takes the
+collector's write lock.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from app.backfill import rounds_from_history
 from core.durations import format_duration
 from db import history_fill
 from db.history_fill import FillProgress
+from db.writer import Writer
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DAY_S = 86400
+TAIL_S = 3600.0  # written first, before any live round: the Overview's default range (1 h) is never blank
 BATCH_ROUNDS = 240  # two hours of 30-s steps a transaction: the live rounds wait at most that long for the lock
 
 
@@ -49,22 +53,22 @@ class HistoryFill:
     def __init__(self, service: CollectionService, target: TargetSettings, start_ts: float, end_ts: float,
                  step_s: float, seed: int = 0, stream: TextIO | None = None,
                  clock: Callable[[], float] = time.time, day_s: float = DAY_S) -> None:  # fmt: skip
-        from db.writer import Writer
-
         self.service, self.target, self.step_s, self.seed = service, target, step_s, seed
         self.start_ts, self.end_ts = start_ts, end_ts
         self.stream = stream or sys.stdout
         self.clock = clock
-        self.writer = Writer(service.engine)  # its own counter states and latest round: see the module's docstring
+        self.writer = Writer(service.engine, history=True)  # its own counter states and latest round: see the module's docstring
         self.day_s = day_s  # the unit of progress and of the ETA (tests scale it)
-        self.days = max(1, math.ceil((end_ts - start_ts) / day_s))
+        self.tail_ts = max(start_ts, end_ts - min(TAIL_S, day_s))  # the last hour, written first
+        self.days = max(1, math.ceil((self.tail_ts - start_ts) / day_s))
         self.progress = FillProgress(target.name, int(start_ts), int(end_ts), self.days, 0, clock(), clock())
         self.thread: threading.Thread | None = None
         self._rounds: Iterator[ScrapeRound] | None = None
 
     def begin(self) -> None:
-        """Build the simulator's profiles and write the first batch (before the live collector's first
-        round: see the module's docstring); :meth:`start` writes the rest in a thread."""
+        """Write the last hour of the history (the Overview's default range), rolled up and judged,
+        before the live collector's first round (see the module's docstring); :meth:`start` then
+        writes the days before it in a thread."""
         from simulator import generate_history
         from simulator.history import profiles
 
@@ -74,10 +78,13 @@ class HistoryFill:
         self.progress = FillProgress(self.target.name, int(self.start_ts), int(self.end_ts), self.days, 0,
                                      self.clock(), self.clock())  # fmt: skip
         history_fill.save(self.service.engine, self.progress)
-        samples = generate_history(self.start_ts, self.end_ts, self.step_s, self.seed)
-        self._rounds = rounds_from_history(self.target, samples)
-        first = list(itertools.islice(self._rounds, BATCH_ROUNDS))
-        self._write(first)
+        # The last hour comes from a history of its own (its engine "started" an hour ago: the days before
+        # it end in a seam the charts do not draw, an epoch of kind "first"); the days from another.
+        tail = rounds_from_history(self.target, generate_history(self.tail_ts, self.end_ts, self.step_s, self.seed))
+        self._write(list(tail), Writer(self.service.engine, history=True))
+        self._settle(self.tail_ts, self.end_ts)
+        days = generate_history(self.start_ts, self.tail_ts - self.step_s, self.step_s, self.seed)
+        self._rounds = rounds_from_history(self.target, days)
 
     def start(self) -> threading.Thread:
         self.thread = threading.Thread(target=self._run_logged, name="sweetspot-history-fill", daemon=True)
@@ -100,7 +107,7 @@ class HistoryFill:
         rounds = self._rounds
         for day in range(self.days):
             day_start = self.start_ts + day * self.day_s
-            day_end = min(self.end_ts, day_start + self.day_s)
+            day_end = min(self.tail_ts, day_start + self.day_s)
             batch: list[ScrapeRound] = []
             for round_ in rounds:
                 if round_.ts >= day_end and day < self.days - 1:
@@ -119,23 +126,27 @@ class HistoryFill:
             self._say(done, spent)
         self.service.history_filling.clear()  # every day is rolled up: retention may run again
 
-    def _write(self, batch: list[ScrapeRound]) -> None:
+    def _write(self, batch: list[ScrapeRound], writer: Writer | None = None) -> None:
         if batch:
             with self.service.write_lock:
-                self.writer.write_rounds(batch, batch=len(batch))
+                (writer or self.writer).write_rounds(batch, batch=len(batch))
 
     def _settle(self, day_start: float, day_end: float) -> None:
         """Roll the day up and judge its minutes, so the pages read it whole (rollups from the day's
         first hour: the hour it shares with the day before is folded again, as rollup() allows)."""
         from app.alerts.replay import judge_history
-        from db.rollup import rollup
+        from db.rollup import GRACE_S, rollup
 
+        # every minute up to the day's end is written: fold them all (a later day folds the one its start
+        # cuts again, whole), but never one the live rounds may still add to
         with self.service.write_lock:
-            rollup(self.service.engine, day_end, since=int(day_start))
-        # the minute a day boundary cuts is judged with the later day, once it is whole
-        judged_from = day_start if day_start <= self.start_ts else day_start // 60 * 60
+            rollup(self.service.engine, min(day_end + GRACE_S, self.clock()), since=int(day_start))
+        # the minute a day boundary cuts is judged with the later day, once it is whole; the one the
+        # last hour's start cuts, with the last day
+        judged_from = day_start if day_start in (self.start_ts, self.tail_ts) else day_start // 60 * 60
+        judged_to = day_end + 60 if day_end == self.tail_ts and day_start < self.tail_ts else day_end
         with self.service.write_lock:
-            judge_history(self.service.engine, self.service.settings, self.target.name, judged_from, day_end)
+            judge_history(self.service.engine, self.service.settings, self.target.name, judged_from, judged_to)
 
     def _save(self, **changes: object) -> None:
         self.progress = dataclasses.replace(self.progress, updated_at=self.clock(), **changes)  # type: ignore[arg-type]

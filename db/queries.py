@@ -52,6 +52,7 @@ from db.sources import RAW
 
 if TYPE_CHECKING:
     from db.fleet import FleetFigures
+    from db.history_fill import FillProgress
     from db.notifications import NotificationEntry
     from db.peaks import DailyPeak
     from db.verdicts import StoredVerdict
@@ -234,7 +235,7 @@ class Reader:
 
         return self._run("reading sweeps", load_sweeps, limit)
 
-    def history_fill(self, target: str) -> Any:
+    def history_fill(self, target: str) -> FillProgress | None:
         """How far the demo's simulated week has come (db/history_fill.py FillProgress), or None."""
         from db.history_fill import load
 

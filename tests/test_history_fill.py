@@ -1,7 +1,7 @@
 """The demo's week written behind the live rounds (app/history_fill.py), on a real SQLite file and a
 real simulator on port 0. The days are scaled to hours (a test may scale the times, not the order
-of events): the first batch, then a live round, then the days one by one, each rolled up and judged
-before its progress is stored; retention waits for the whole history."""
+of events): the last hour first (rolled up and judged), then a live round, then the days before it one
+by one, each rolled up and judged before its progress is stored; retention waits for the whole history."""
 
 from __future__ import annotations
 
@@ -36,10 +36,14 @@ def test_the_week_fills_in_behind_live_rounds_a_day_at_a_time(tmp_path):
             start, end = now - 3 * HOUR, now - 5
             out = io.StringIO()
             fill = HistoryFill(service, target, start, end, 30.0, stream=out, day_s=HOUR)
-            fill.begin()  # the first batch, before any live round
+            fill.begin()  # the last hour, before any live round
             progress = Reader(engine=service.engine).history_fill("demo")
-            assert (progress.days_done, progress.days_total, progress.filling) == (0, 3, True)
-            assert progress.notice(now) == "history filling, 0 of 3 days"  # no ETA before a day was timed
+            assert (progress.days_done, progress.days_total, progress.filling) == (2 - 2, 2, True)
+            assert progress.notice(now) == "history filling, 0 of 2 days"  # no ETA before a day was timed
+            s, v = schema.scrapes, schema.verdicts
+            assert count(service, s) == HOUR // 30 + 1 and count(service, s, s.c.ts < int(end - HOUR)) == 0
+            hour_minutes = int(end) // 60 - (int(end - HOUR) + 59) // 60
+            assert count(service, v) == hour_minutes  # the Overview's default hour: judged already
             assert "waits for the simulated history" in service.retention()
 
             service.collect_once()  # a live round while the history is still being written
@@ -48,20 +52,17 @@ def test_the_week_fills_in_behind_live_rounds_a_day_at_a_time(tmp_path):
         finally:
             service.close()
     lines = out.getvalue().splitlines()
-    assert [line.split(" (")[0] for line in lines[:2]] == ["history filling, 1 of 3 days", "history filling, 2 of 3 days"]
-    assert all("s left)" in line for line in lines[:2])  # an ETA from the first day on
-    assert lines[2].startswith("history: 3 days of simulated history written, rolled up and judged in ")
+    assert lines[0].split(" (")[0] == "history filling, 1 of 2 days" and "s left)" in lines[0]  # an ETA from the first day
+    assert lines[1].startswith("history: 2 days of simulated history written, rolled up and judged in ")
     progress = Reader(engine=service.engine).history_fill("demo")
-    assert (progress.days_done, progress.filling, progress.eta_at) == (3, False, None)
+    assert (progress.days_done, progress.filling, progress.eta_at) == (2, False, None)
     assert not service.history_filling.is_set()
 
-    s = schema.scrapes
-    history = count(service, s, s.c.ts <= int(end))
+    history = count(service, s, s.c.ts <= round(end))  # rounds are stamped to the nearest second
     assert history == int((end - start) // 30) + 1  # every step stored: the live round skipped none
-    assert count(service, s, s.c.ts > int(end)) == 2  # both live rounds stored beside it
+    assert count(service, s, s.c.ts > round(end)) == 2  # both live rounds stored beside it
     # every whole minute of the history rolled up and judged, day by day
     minutes = int(end) // 60 - (int(start) + 59) // 60
     r = schema.target_rollups
     assert count(service, r, r.c.step == 60, r.c.ts >= int(start) - 60, r.c.ts < int(end) // 60 * 60) >= minutes
-    v = schema.verdicts
     assert count(service, v, v.c.ts >= int(start), v.c.ts < int(end) // 60 * 60) == minutes
