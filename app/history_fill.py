@@ -9,10 +9,11 @@ whole days. Progress is stored (db/history_fill.py) for the pages' "history fill
 line and printed on the terminal, with an ETA taken from the days already done: each day is the same
 work, so the first day's time, once the simulator's profiles are built, gives the rest.
 
-The history is written by Writers in history mode (db/writer.py): rounds older than what the
-database holds, in a span nothing else writes, that start afresh (no stored latest round, counter
-state or epoch) and save no counter state; the live Writer, which starts after the last hour is in,
-reads that hour as its past and never meets a history round. Every transaction takes the
+The last hour is written by a plain Writer before anything else, and the live Writer, which starts
+after it, reads that hour (its latest round, its counter states) as its past. The days before it are
+written by a Writer in history mode (db/writer.py): rounds older than what the database holds, in a
+span nothing else writes, that starts afresh (no stored latest round, counter state or epoch) and
+saves no counter state, so it and the live Writer never read each other's rows as their own past. Every transaction takes the
 collector's write lock.
 """
 
@@ -81,7 +82,9 @@ class HistoryFill:
         # The last hour comes from a history of its own (its engine "started" an hour ago: the days before
         # it end in a seam the charts do not draw, an epoch of kind "first"); the days from another.
         tail = rounds_from_history(self.target, generate_history(self.tail_ts, self.end_ts, self.step_s, self.seed))
-        self._write(list(tail), Writer(self.service.engine, history=True))
+        # A plain Writer: nothing is stored for the target yet, and the counter states it saves are the
+        # live Writer's past (its first round counts from the live engine's start, not as a baseline)
+        self._write(list(tail), Writer(self.service.engine))
         self._settle(self.tail_ts, self.end_ts)
         days = generate_history(self.start_ts, self.tail_ts - self.step_s, self.step_s, self.seed)
         self._rounds = rounds_from_history(self.target, days)
