@@ -6,8 +6,8 @@ blank; the days before it fill in behind the live rounds, oldest first, a day at
 normal ingestion path (app/backfill.py: the same parsers and the same Writer code as a live scrape),
 each day rolled up and its minutes judged (app/alerts/replay.py) before the next, so every page reads
 whole days. Progress is stored (db/history_fill.py) for the pages' "history filling, N of 7 days"
-line and printed on the terminal, with an ETA taken from the days already done: each day is the same
-work, so the first day's time, once the simulator's profiles are built, gives the rest.
+line and printed on the terminal, with an ETA from the pace of the day just done (each day is the same
+work), first given after the second day: the first shares the machine with the dashboard's start.
 
 The last hour is written by a plain Writer before anything else, and the live Writer, which starts
 after it, reads that hour (its latest round, its counter states) as its past. The days before it are
@@ -108,6 +108,7 @@ class HistoryFill:
         assert self._rounds is not None, "begin() first"
         began = self.progress.started_at
         rounds = self._rounds
+        day_began = self.clock()
         for day in range(self.days):
             day_start = self.start_ts + day * self.day_s
             day_end = min(self.tail_ts, day_start + self.day_s)
@@ -122,12 +123,20 @@ class HistoryFill:
                     batch = []
             self._write(batch)
             self._settle(day_start, day_end)
-            done = day + 1
-            spent = self.clock() - began
-            eta = None if done == self.days else self.clock() + spent / done * (self.days - done)
-            self._save(days_done=done, eta_at=eta, finished_at=self.clock() if done == self.days else None)
+            done, now = day + 1, self.clock()
+            spent, day_s, day_began = now - began, now - day_began, now
+            self._save(days_done=done, eta_at=self._eta(done, day_s, now), finished_at=self.clock() if done == self.days else None)
             self._say(done, spent)
         self.service.history_filling.clear()  # every day is rolled up: retention may run again
+
+    def _eta(self, done: int, day_s: float, now: float) -> float | None:
+        """When the fill should end (unix s): the days left at the pace of the day just done, each day
+        being the same work. None while the first day is the only one timed (it shares the machine
+        with the dashboard's start and first page: 36 % slow at load 30) and once it has ended; a fill
+        of two days or fewer takes its pace from its first day."""
+        if done == self.days or (done < 2 < self.days):
+            return None
+        return now + day_s * (self.days - done)
 
     def _write(self, batch: list[ScrapeRound], writer: Writer | None = None) -> None:
         if batch:

@@ -16,7 +16,7 @@ from app.history_fill import HistoryFill
 from core.settings import Settings
 from db import schema
 from db.queries import Reader
-from simulator import SimOptions, start_simulator
+from simulator.api import SimOptions, start_simulator  # a server: out of the fast tier (tests/conftest.py)
 
 HOUR = 3600
 
