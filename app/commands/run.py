@@ -76,17 +76,17 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         port = args.port or settings.ui.port
         refuse_taken_port(settings.ui.address, port,
                           f"PORT={port + 1} make run, --port {port + 1}, or ui.port in the config file")
-    sim = None
-    if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
-        sim = _start_simulator(settings, args.seed)
-        settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
-    service = CollectionService(settings)
-    ui = None
+    sim = service = ui = None
     try:
-        # The dashboard first, the history behind it: the week fills in while the live collection runs
-        # (app/history_fill.py), and the pages say how far it has come.
+        # The dashboard first (Streamlit takes seconds to start: the rest is done meanwhile), the history
+        # behind it: the week fills in while the live collection runs (app/history_fill.py), and the
+        # pages say how far it has come.
         if not args.no_ui:
             ui = _start_ui(args, settings)
+        if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
+            sim = _start_simulator(settings, args.seed)
+            settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
+        service = CollectionService(settings)
         fill = _history_fill(service, settings, backfill_s, args.seed) if sim is not None else None
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
@@ -97,7 +97,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         service.run_forever(stop)
     finally:
         _stop_ui(ui)
-        service.close()
+        if service is not None:
+            service.close()
         if sim is not None:
             sim.stop()
     return 0
