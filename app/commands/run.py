@@ -74,8 +74,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
         refuse_open_public(settings, settings.ui.address)
         port = args.port or settings.ui.port
-        refuse_taken_port(settings.ui.address, port,
-                          f"PORT={port + 1} make run, --port {port + 1}, or ui.port in the config file")
+        refuse_taken_port(settings.ui.address, port, "PORT={port} make run, --port {port}, or ui.port in the config file")
     sim = service = ui = None
     try:
         # The dashboard first (Streamlit takes seconds to start: the rest is done meanwhile), the history
@@ -90,8 +89,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         fill = _history_fill(service, settings, backfill_s, args.seed) if sim is not None else None
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
-        print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
-              f"into {masked(settings.db_url)}; Ctrl-C stops everything", flush=True)
+        print(service.turn.start_line(f"collecting {', '.join(t.name for t in settings.targets)} every "
+                                      f"{settings.interval_s:g} s into {masked(settings.db_url)}; Ctrl-C stops everything"),
+              flush=True)  # fmt: skip
         if fill is not None:
             fill.start()
         service.run_forever(stop)
