@@ -191,7 +191,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "{limit} toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
-        "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
+        # for: counted in scrape time from the last good scrape (app/alerts/down_clock.py). 22 s lets a
+        # 20-s blip pass (4 failed 5-s scrapes: 20 s) and fires at the 5th (25 s), 2-3 s either side
+        # for the scrapes' jitter; sent without group_wait (app/notify/grouping.py): docs/alerts.md
+        "target_down", "no_data", ">", "0", CRITICAL, for_s=22.0, needs_data=False, show_values=False,
         title="target down",
         label="no data over {window}: {no_data_reason}",
         recommendation="Check that the collector reaches targets[].vllm_url (python -m app inspect URL) and that "
@@ -199,6 +202,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
 )  # fmt: skip
 
+
+# The rules that watch the data itself: while one holds, every other rule of the target reads no data,
+# so its alert has nothing to gather and is sent without group_wait (app/notify/grouping.py).
+DATA_RULES = frozenset(rule.name for rule in DEFAULT_RULES if not rule.needs_data)
 
 # Rules retired from the defaults: an ``[[alerts.rules]]`` entry of that name brings one back as it was
 # (an old file that tuned it keeps it), changed by the entry's keys. The MBU floor fired at the
