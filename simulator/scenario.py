@@ -116,7 +116,11 @@ def scenario_history(conditions_at: Callable[[float], Conditions], start_ts: flo
 def _rates(config: EngineConfig, c: Conditions, running_clients: float, noise: float, seed: int) -> list[float]:
     """The profile's rates at ``running_clients`` (with noise); an engine not serving runs nothing and
     holds every admitted request waiting."""
-    rates = [r * noise for r in _interpolate(_levels(config, c.short_share, seed), running_clients)]
+    profiled = _interpolate(_levels(config, c.short_share, seed), running_clients)
+    # as the daily history: the noise is the counters' (work done varies), the gauges stay physical
+    # (no more running than the gateway admits)
+    rates = [r * noise for r in profiled[: len(COUNTERS)]] + profiled[len(COUNTERS):]
+    rates[len(COUNTERS)] = min(rates[len(COUNTERS)], float(c.gateway_limit))
     if c.serving:
         return rates
     gauges = len(COUNTERS)

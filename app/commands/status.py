@@ -26,6 +26,7 @@ from app.formatting import (
     slo_attainment_text,
     slo_bucket_warning,
 )
+from app.headroom import Headroom, headroom_of, unreadable
 from app.notify.grouping import delivery_line
 from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
@@ -237,17 +238,28 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict),
                           "not_evaluated": not_evaluated(settings, fig, spot), **spot.as_json(),
+                          "headroom": _headroom(reader, name, now, spot).as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig))
         print(f"  {'sweet spot':24} {spot.line()}")
+        print(f"  {'headroom':24} {_headroom(reader, name, now, spot).text()}")
         for rule, why in not_evaluated(settings, fig, spot).items():
             print(f"  {rule} rule: {why}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
         print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
     return 0
+
+
+def _headroom(reader: Reader, name: str, now: float, spot: SweetSpot) -> Headroom:
+    """The peak-hour demand's forecast against the sweet spot (app/headroom.py); a failed read of the
+    history is its own line ("no forecast: …"), never the command's failure."""
+    try:
+        return headroom_of(reader, name, now, None if spot.value is None else float(spot.value), spot.source or "")
+    except Exception as exc:  # noqa: BLE001 - one line among many
+        return unreadable(exc)
 
 
 def _series_json(info: TargetInfo | None) -> dict[str, Any]:
