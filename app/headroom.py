@@ -68,7 +68,7 @@ class Headroom:
     in_days: int | None = None  # the forecast's crossing day (1: today)
     earliest: int | None = None  # the range: the upper bound's crossing day
     latest: int | None = None  # the lower bound's (None: beyond HORIZON_DAYS)
-    source: str = ""  # where the sweet spot came from (configured, sweep, learned, reference)
+    source: str = ""  # where the sweet spot came from (configured, sweep, benchmark, learned, reference)
     turn_days: int | None = None  # the trend changed this many days ago, and the growth is since then
     unreadable: str = ""  # why the history could not be read (state UNKNOWN)
 

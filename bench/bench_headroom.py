@@ -21,7 +21,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/…` as `make bench` runs it
 
 from app.headroom import CROSSING, NO_TREND, forecast
 from simulator.pattern import DAY_S, DailyPattern

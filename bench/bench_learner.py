@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/…` as `make bench` runs it
 
 from app.sweet_spot import learn_from_history
 from collectors.dcgm import parse_dcgm

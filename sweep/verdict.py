@@ -3,9 +3,10 @@
 The sweet spot is the one knee rule's (core/knee.py ``sweet_spot_of``, DOMAIN.md §3), the same
 function the learner, imported benchmarks, the planner and the Operating point page call:
 
-1. Knee: the lowest swept level from which the next doubling of concurrency buys under +25 % output
-   tok/s on the non-decreasing fit of the levels (8 → 16 +48 %, 16 → 32 +15 %: 16), the doubled
-   concurrency read linearly between the two swept levels around it.
+1. Knee: where the next doubling of concurrency stops buying +25 % output tok/s on the
+   non-decreasing fit of the levels (8 → 16 +48 %, 16 → 32 +15 %: the gain crosses +25 % at 13.6),
+   the knee being the highest swept level between it and the middle of that doubling (√2 × 13.6 =
+   19.2: 16); the doubled concurrency is read linearly between the two swept levels around it.
 2. SLO limit: the highest level whose TTFT P95 (the client's, per request) is within ``ttft_slo_s``,
    over at least ``min_requests`` requests, with at most ``max_error_rate`` of them failed.
 3. Sweet spot = the highest swept level at or under both. With no knee inside the sweep, the knee is
@@ -106,7 +107,8 @@ def _with(caution: str) -> str:
 def _reason(found: SweetSpot, ordered: Sequence[SweepLevel]) -> str:
     """The one rule's reason, with what to do about it: the gateway limit to set, or where to sweep."""
     if found.sweet_spot is not None:
-        return (f"{found.reason.removesuffix('.')}: set the gateway limit to {found.sweet_spot} in-flight requests "
-                "and let extra requests queue at the gateway.")  # fmt: skip
+        # The knob to set (a gateway's limit or vLLM's --max-num-seqs) is named by the headline, which
+        # knows whether the target has a gateway (sweep/report.py format_verdict); the reason does not.
+        return f"{found.reason.removesuffix('.')}: hold in-flight requests at {found.sweet_spot}."
     lowest = ordered[0].concurrency if ordered else 0
     return f"{found.reason} Sweep concurrencies below {lowest}, or longer (--duration) where requests were few."

@@ -123,8 +123,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         panel="ttft", title="TTFT P95",
         label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}", proof="ttft_slo_judgement",
-        recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
-        "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
+        recommendation="Lower {limit} toward the sweet spot ({concurrency}) so extra requests wait {wait_where}; "
+        "when requests still queue there, the demand is past this target's "
         "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "
         "not delay short requests' first token.",
     ),
@@ -132,21 +132,21 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "preemptions", "preemptions", ">", "0", CRITICAL,
         panel="preemptions", title="preemptions",
         label="preemptions over {window}",
-        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len, or cap in-flight requests "
-        "with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
+        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len{or_gateway_limit}. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
         panel="kv_cache", title="KV cache critical",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
-        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
-        "limit, now. " + _GPU_MEMORY_CAUTION,
+        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len{or_gateway_limit}, now. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
         panel="kv_cache", title="KV cache",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
-        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit, "
+        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len{or_gateway_limit}, "
         "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
@@ -154,8 +154,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency, {sweet_spot_source}",
         no_value="{sweet_spot_missing}",
-        recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
-        "--max-num-seqs no higher than the KV cache holds: past the knee throughput barely grows while latency doubles.",
+        recommendation="Set {limit} to the sweet-spot concurrency ({concurrency}){and_max_num_seqs}: past the knee "
+        "throughput barely grows while latency doubles.",
     ),
     Rule(
         "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
@@ -191,7 +191,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
         detail="more than 5 % of finished requests",
         recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
-        "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
+        "{limit} toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
         "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
@@ -373,10 +373,33 @@ def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
     if "queue_growth_s" in names:
         out["queue_growth"] = format_duration(names["queue_growth_s"])
     if "concurrency" in names and names["concurrency"] is None:
-        out["concurrency"] = "unknown"  # no sweet spot yet: a recommendation says so, never a number
+        out["concurrency"] = UNKNOWN_SPOT  # no sweet spot yet: a recommendation says so and how, never a number
+    out.update(limit_words(bool(names.get("gateway"))))
     if "min_mbu" in names:
         out["min_mbu_pct"] = number(names["min_mbu"] * 100)
     return out
+
+
+UNKNOWN_SPOT = "unknown: measure it with `python -m app sweep`, or set targets[].sweet_spot"
+
+
+def limit_words(gateway: bool | None) -> dict[str, str]:
+    """The knob that caps in-flight requests, as the recommendations name it: the gateway's limit
+    where the target has a gateway, else vLLM's own ``--max-num-seqs`` (extra requests then wait in
+    vLLM's queue, which is where they wait without a gateway); both where it is not known (None:
+    the Prometheus rule export, which sees the engine's series only)."""
+    if gateway is None:
+        return {"limit": "the gateway concurrency limit (vLLM's --max-num-seqs without a gateway)",
+                "wait_where": "in the gateway (in vLLM's queue without one), not in vLLM's running batch",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    if gateway:
+        return {"limit": "the gateway concurrency limit", "wait_where": "in the gateway, not in vLLM",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    return {"limit": "vLLM's --max-num-seqs (no gateway is configured)",
+            "wait_where": "in vLLM's queue, not in its running batch", "or_gateway_limit": "",
+            "and_max_num_seqs": ", no higher than the KV cache holds"}  # fmt: skip
 
 
 class _Fields(dict[str, Any]):

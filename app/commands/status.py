@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.alerts.model import NO_DATA as RULE_NO_DATA
-from app.alerts.names import no_data_reason, window_names
+from app.alerts.names import no_data_reason, ttft_judgement, window_names
 from app.alerts.rules import Names, outcome, rule_set
 from app.fleet import FleetRow, fleet, table
 from app.formatting import (
@@ -38,7 +38,7 @@ from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
-from db.figures import shown_in_status
+from db.figures import MFU_OFF, shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
@@ -83,6 +83,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """
     data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
+    data["ceiling_missing"] = fig.ceiling_missing if fig.ceiling is None else None  # null: nothing is missing
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
     data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
@@ -96,6 +97,10 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
     # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
     data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
+    # the clients' TTFT P95 against the SLO as the bucket bounds prove it (within / outside / cannot tell)
+    judged = ttft_judgement(fig)
+    data["ttft_slo_judgement"] = None if judged is None else {"state": judged.state, "text": judged.text,
+                                                              "bucket": _finite(list(judged.bucket))}
     return data
 
 
@@ -103,6 +108,7 @@ def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, An
     """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
              "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
+             "headroom": r.headroom.as_json() if r.headroom else None,
              **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
 
@@ -134,6 +140,8 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
     if scale is None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     number = value * scale
+    if number == int(number) and abs(number) >= 10:  # a count: "524,288 tokens", not "524288.0 tokens"
+        return f"{number:,.0f} {unit}".rstrip()
     text = f"{number:.3f}" if abs(number) < 10 else f"{number:.1f}"
     return f"{text} {unit}".rstrip()
 
@@ -146,6 +154,7 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
                                                        else f"{_format(fig.gateway_wait_s, 's', 1.0)} ({fig.gateway_wait_source})"}
     return {
         **wait,
+        **_engine_traffic(fig),
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
         "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
@@ -155,10 +164,17 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     }
 
 
+def _engine_traffic(fig: WindowFigures) -> dict[str, str]:
+    """The engine's memory traffic where its byte counters stood still while it generated: why, not 0 GB/s."""
+    if fig.engine_bw_gbps is None and fig.engine_read_bytes_per_s is not None:
+        return {"engine_bw_gbps": f"no data: {MFU_OFF}"}
+    return {}
+
+
 def _overhead_line(fig: WindowFigures) -> str:
     """The overhead traffic with what causes it, or "" without both figures."""
     text = overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio)
-    return f"{text}: {OVERHEAD_CAUSES}" if text else ""
+    return f"{text}: {OVERHEAD_CAUSES}" if text and (fig.overhead_traffic_gbps or 0) >= 0 else text
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
@@ -183,7 +199,7 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
-    if fig.overhead_traffic_gbps is not None:
+    if fig.overhead_traffic_gbps is not None and fig.overhead_traffic_gbps >= 0:
         lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
     if fig.ceiling is not None:
         lines.append(f"  roofline                 {roofline_text(target_roofline(fig), fig)}")
@@ -193,6 +209,8 @@ def render(fig: WindowFigures) -> str:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
         lines.append(f"  TTFT SLO                 {text}")
+    if judged := ttft_judgement(fig):
+        lines.append(f"  TTFT P95 vs SLO          {judged.text} (the bucket bounds' proof, clients' TTFT)")
     if warning := slo_bucket_warning(fig):
         lines.append(f"  warning: {warning}")
     if fig.ceiling:
@@ -220,7 +238,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
     if args.all:
-        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
+        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings, headroom=args.json)
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
         print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
