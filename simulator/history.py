@@ -192,8 +192,11 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         noise = rng.lognormvariate(0.0, 0.06)
         # the noise is the counters' (work done varies); the gauges stay physical: no more running than
         # the gateway admits, whatever the noise (issue 37: 17 running behind a limit of 16 fired `concurrency`)
+        # The KV cache's usage varies as the counters do (the view clips it at 1: a storm's cache reads
+        # full); running and waiting are counts the gateway bounds, never scaled.
         gauges = rates[len(COUNTERS):]
         gauges[0] = min(gauges[0], float(limit))
+        gauges[2] *= noise
         rates = [r * noise for r in rates[:len(COUNTERS)]] + gauges
         restarts = daily.restarts_between(prev, ts)
         if restarts:
