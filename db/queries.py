@@ -323,6 +323,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 series_dropped=row.series_dropped or 0,
                 series_limit=row.series_limit,
                 stale_after_s=row.stale_after_s,
+                max_num_seqs=row.max_num_seqs,
             )
         )
     return out
