@@ -125,14 +125,14 @@ def evidence_for(today_fit: step.Fit, today_spec: roofs.GpuSpec | None, today_ro
                  spec: roofs.GpuSpec, roof: roofs.Roofline, layers: int | None) -> Evidence:  # fmt: skip
     """Today's fit where ``spec``'s kernels are today's family, else the measured priors for its GPU."""
     if today_spec is not None and kernel_family(today_spec, today_roof) == kernel_family(spec, roof):
-        same_gpu = today_spec.name == spec.name
-        margin = 0.0 if same_gpu else priors.family_transfer_error(spec.arch)
-        how = "today's GPU" if same_gpu else f"the same kernels ({spec.arch}); widened by the {number(margin * 100)} % " \
-              "a transfer within the family was measured to miss"  # fmt: skip
-        return Evidence(today_fit, f"today's fit ({how})", margin)
+        if today_spec.name == spec.name:
+            return Evidence(today_fit, "today's fit (today's GPU)", 0.0)
+        margin = priors.family_transfer_error(spec.arch)
+        return Evidence(today_fit, f"today's fit (the same kernels: {spec.arch}), ±{number(margin * 100)} % for the "
+                        "transfer", margin)  # fmt: skip
     prior = priors.prior_for(spec.arch)
-    kernels = "other kernels than today's" if today_spec is not None else "today's GPU unknown"
-    return Evidence(prior.as_fit(layers), f"priors for {spec.arch or spec.name} ({kernels}): {prior.source}", prior.transfer_error)
+    why = "other kernels than today's" if today_spec is not None else "today's GPU unknown"
+    return Evidence(prior.as_fit(layers), f"priors for {spec.arch or spec.name} ({why}): {prior.label}", prior.transfer_error)
 
 
 def predicted_curve(roof: roofs.Roofline, ev: Evidence, engines: int, up_to: float) -> list[tuple[int, step.Prediction]]:
@@ -146,7 +146,7 @@ def knee_at(roof: roofs.Roofline, ev: Evidence, limit: float | None) -> tuple[fl
     curve = [(c, step.tokens_per_s(roof, ev.fit.best, c)) for c in KNEE_LEVELS if c <= top]
     found = knee_of(curve)
     if found is not None:
-        return float(found), "the knee rule on its predicted curve (the next doubling buys under +25 % tok/s)"
+        return float(found), "the knee rule on its predicted curve (the next doubling buys under +25 %)"
     if limit is not None and math.isfinite(limit):
         return max(limit, 1.0), "its running limit (the predicted curve still gains 25 % a doubling there)"
     return float(KNEE_LEVELS[-1]), "the highest level tried (the predicted curve never flattens)"
@@ -196,12 +196,11 @@ def limit_of(running_limit: float | None, room: float | None) -> tuple[float | N
     return min(found, key=lambda f: f[0]) if found else (None, "")
 
 
-def assumptions(roof: roofs.Roofline, dep_label: str) -> str:
-    """What a row takes as given, in one sentence."""
-    peaks = " / ".join(dict.fromkeys(p.source for p in (roof.compute, roof.prefill_peak) if p is not None)) or "no compute peak"
-    return (f"{dep_label}: {number(roof.model.peak_gbps)} GB/s a GPU, {peaks}; today's weights "
-            f"({number(roof.model.weight_gb)} GB), KV bytes a token, context ({number(roof.mean_context)} tokens) and mix "
-            f"({number(roof.prompt_per_output)} prompt tokens per output token)")
+def assumptions(roof: roofs.Roofline) -> str:
+    """What a row takes as given beside today's model, context and mix: its bandwidth and peaks."""
+    peaks = ", ".join(dict.fromkeys(f"{p.source.removeprefix('datasheet: ')} {number(p.tflops)} TFLOP/s"
+                                    for p in (roof.compute, roof.prefill_peak) if p is not None)) or "no compute peak"  # fmt: skip
+    return f"{number(roof.model.peak_gbps)} GB/s a GPU; {peaks}"
 
 
 def option(roof: roofs.Roofline, ev: Evidence, dep: Deployment, demand: float,
@@ -212,13 +211,14 @@ def option(roof: roofs.Roofline, ev: Evidence, dep: Deployment, demand: float,
     fits = room is None or room >= 1.0
     knee, note = knee_at(roof, ev, cap)
     if cap is not None and knee >= cap:
-        knee, note = cap, f"{cap_why} ({number(cap)} requests{'' if cap_why.startswith('its running') else f' of {number(roof.mean_context)} tokens'})"
+        of = "" if cap_why.startswith("its running") else f" of {number(roof.mean_context)} tokens"
+        knee, note = cap, f"{cap_why} ({number(cap)} requests{of})"
     knee = max(knee, 1.0)
     prediction = ev.fit.predict(roof, knee).widened(ev.margin).scaled(dep.engines)
     replicas, spread = replicas_for(demand, prediction) if fits else (None, None)
     compute = roof.compute_tok_s
     return Option(
-        label=dep.label, today=False, evidence=ev.source, assumes=assumptions(roof, dep.label),
+        label=dep.label, today=False, evidence=ev.source, assumes=assumptions(roof),
         steps_bound_per_s=roof.model.step_bound_per_s, compute_tok_s=None if compute is None else compute * dep.engines,
         knee=knee, knee_note=note, predicted=prediction, replicas=replicas, replicas_range=spread,
         memory_note=fit_note or ("" if fits else "its KV cache holds no request of this context beside the weights"),

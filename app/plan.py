@@ -29,6 +29,7 @@ from app.operating_point import served_shape, sweeps_of, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from core import roofline as roofs
 from core import step_model as step
+from core.efficiency_priors import prior_for
 from core.errors import UsageError
 from core.model_shape import ModelShape
 from core.settings import Settings, effective_sweetspot
@@ -272,12 +273,14 @@ class Plan:
     curve: tuple[tuple[int, step.Prediction], ...]  # one engine of today's deployment at CURVE_AT running
     roofs_text: str  # today's roofs in words
     running_limit: str  # the running limit and where it came from, or why none
+    priors_used: tuple[str, ...] = ()  # the full source of every prior a row took
 
     def uncertainty(self) -> str:
         """Where every range comes from, in words and numbers."""
+        priors = f" Priors: {'; '.join(self.priors_used)}." if self.priors_used else ""
         return (f"Today's step model is {self.calibration.words()}. Each range holds every parameter set within 5 points "
-                "of the best fit's error, widened on another GPU by the error a transfer was measured to make; TTFT "
-                "is measured only on today's deployment.")  # fmt: skip
+                "of the best fit's error (a prior's: its low to high), widened on another GPU by the error a transfer "
+                f"was measured to make; TTFT is measured only on today's deployment.{priors}")  # fmt: skip
 
     def lines(self) -> list[str]:
         t = self.today
@@ -298,9 +301,9 @@ class Plan:
             reps = o.memory_note if o.replicas is None else replicas_text(o)
             out.append(f"{o.label[:34]:<34} {number(o.steps_bound_per_s):>13} {compute:>13} {number(o.knee):>6} "
                        f"{tok_s_text(o.predicted):>22} {reps:>9}")  # fmt: skip
-        out.append("")
+        out += ["", "Each row: today's model, context and mix on its GPUs; its efficiencies, knee and GPUs:"]
         for o in self.others:
-            out.append(f"{o.label}: efficiencies from {o.evidence}; knee = {o.knee_note}; assumes {o.assumes}")
+            out.append(f"{o.label}: {o.evidence}; knee = {o.knee_note}; {o.assumes}")
         return out
 
     def as_json(self) -> dict[str, Any]:
@@ -404,8 +407,10 @@ def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: fl
     others = tuple(_other(d, roof, cal.fit, today, today_spec, engines, precision, shape, demand.tokens_per_s, limit)
                    for d in wanted)  # fmt: skip
     curve = tuple((c, cal.fit.predict(roof, c)) for c in CURVE_AT)
+    used = tuple(dict.fromkeys(p.source for d, o in zip(wanted, others, strict=True) if o.evidence.startswith("priors")
+                               for p in (prior_for(d.spec.arch),)))  # fmt: skip
     return Plan(target, demand, cal, spot_text, slo, _ttft_at(spot, sweep, knee_total), roof.mean_context,
-                roof.prompt_per_output, engines, today, others, curve, roofs_text(roof), limit_text)  # fmt: skip
+                roof.prompt_per_output, engines, today, others, curve, roofs_text(roof), limit_text, used)  # fmt: skip
 
 
 def _with_mix(roof: roofs.Roofline, seen: Observed, sweep: SweepRun | None) -> roofs.Roofline:

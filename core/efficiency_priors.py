@@ -29,7 +29,8 @@ class Prior:
     compute: tuple[float, float, float]
     overhead_s_per_layer: tuple[float, float, float]
     transfer_error: float
-    source: str
+    source: str  # where the figures came from, in full
+    label: str  # the same, short: a table row names it
     arch: str | None = None
 
     def as_fit(self, layers: int | None) -> Fit:
@@ -49,7 +50,7 @@ def _triple(values: list[float]) -> tuple[float, float, float]:
 
 def _prior(row: dict[str, Any]) -> Prior:
     return Prior(_triple(row["bandwidth"]), _triple(row["compute"]), _triple(row["overhead_s_per_layer"]),
-                 float(row.get("transfer_error", 0.0)), str(row["source"]), row.get("arch"))  # fmt: skip
+                 float(row.get("transfer_error", 0.0)), str(row["source"]), str(row["label"]), row.get("arch"))  # fmt: skip
 
 
 @cache
