@@ -127,12 +127,13 @@ def evidence_for(today_fit: step.Fit, today_spec: roofs.GpuSpec | None, today_ro
     if today_spec is not None and kernel_family(today_spec, today_roof) == kernel_family(spec, roof):
         if today_spec.name == spec.name:
             return Evidence(today_fit, "today's fit (today's GPU)", 0.0)
-        margin = priors.family_transfer_error(spec.arch)
-        return Evidence(today_fit, f"today's fit (the same kernels: {spec.arch}), ±{number(margin * 100)} % for the "
-                        "transfer", margin)  # fmt: skip
+        margin, where = priors.family_transfer_error(spec.arch)
+        said = f"±{number(margin * 100)} % for the transfer ({where})" if where else "no transfer error measured yet"
+        return Evidence(today_fit, f"today's fit (the same kernels: {spec.arch}), {said}", margin)
     prior = priors.prior_for(spec.arch)
     why = "other kernels than today's" if today_spec is not None else "today's GPU unknown"
-    return Evidence(prior.as_fit(layers), f"priors for {spec.arch or spec.name} ({why}): {prior.label}", prior.transfer_error)
+    margin = prior.transfer_error or priors.family_transfer_error(spec.arch)[0]
+    return Evidence(prior.as_fit(layers), f"priors for {spec.arch or spec.name} ({why}): {prior.label}", margin)
 
 
 def predicted_curve(roof: roofs.Roofline, ev: Evidence, engines: int, up_to: float) -> list[tuple[int, step.Prediction]]:

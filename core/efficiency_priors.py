@@ -66,6 +66,16 @@ def prior_for(arch: str | None) -> Prior:
     return next((p for p in families if arch and p.arch == arch), default)
 
 
-def family_transfer_error(arch: str | None) -> float:
-    """The error measured when a fit on one GPU of ``arch`` predicted another's (0: never measured)."""
-    return prior_for(arch).transfer_error
+def family_transfer_error(arch: str | None) -> tuple[float, str]:
+    """The error measured when a fit on one GPU of ``arch`` predicted another's, else the largest
+    measured in any family (a transfer is never assumed exact); (0, "") where none was ever measured.
+    The second item names where it was measured."""
+    families, _ = priors()
+    own = next((p for p in families if arch and p.arch == arch and p.transfer_error > 0), None)
+    if own is not None:
+        return own.transfer_error, f"measured within {own.arch}"
+    measured = [p for p in families if p.transfer_error > 0]
+    if not measured:
+        return 0.0, ""
+    worst = max(measured, key=lambda p: p.transfer_error)
+    return worst.transfer_error, f"measured within {worst.arch}, none within {arch}"

@@ -31,7 +31,7 @@ import numpy as np
 from core import roofline as roofs
 from core.mbu import GB
 
-GRID = np.geomspace(0.02, 1.0, 60)  # efficiencies tried, 2 % to 100 %
+GRID = np.geomspace(0.02, 1.0, 160)  # efficiencies tried, 2 % to 100 %
 TOLERANCE = 0.05  # members: parameter sets whose RMS relative error is within 5 points of the best's
 
 

@@ -94,7 +94,7 @@ def test_the_kernels_decide_whether_todays_fit_carries_over():
     assert fitted is not None
     pcie = plan.find_gpu("V100 PCIe")  # sm70 too: AWQ decodes on its CUDA cores as on today's
     ev = deps.evidence_for(fitted, v100, today, pcie, deps.other_roof(today, deps.Deployment(pcie, 8, 8), "bf16_tensor", "awq"), 80)
-    assert ev.fit is fitted and ev.source.startswith("today's fit (the same kernels (sm70)")
+    assert ev.fit is fitted and ev.source.startswith("today's fit (the same kernels: sm70)")
     assert deps.evidence_for(fitted, v100, today, v100, today, 80).source == "today's fit (today's GPU)"
     h100 = plan.find_gpu("H100 SXM")  # int4 on tensor cores: not today's kernels, so the GPU's priors
     ev = deps.evidence_for(fitted, v100, today, h100, deps.other_roof(today, deps.Deployment(h100, 1, 1), "bf16_tensor", "awq"), 80)
@@ -192,7 +192,7 @@ def test_the_plan_of_a_target_with_history(ceiling_db, capsys):
     assert doc["demand"]["tokens_per_s"] == 2000 and doc["calibration"]["kind"] == "minutes"
     (other,) = doc["others"]
     assert other["label"] == "2× H200, TP 2" and other["steps_bound_per_s"] == pytest.approx(4800 / 20)
-    assert other["evidence"].startswith("priors for sm90") and "2× H200, TP 2: 4,800 GB/s a GPU" in other["assumes"]
+    assert other["evidence"].startswith("priors for sm90") and other["assumes"] == "4,800 GB/s a GPU; H200, bf16_tensor 989 TFLOP/s"
     today = doc["today"]
     assert today["replicas"] == math.ceil(2000 / today["capacity_tok_s"]) and today["knee"] == 16
     assert doc["calibration"]["words"] in doc["uncertainty"] and set(doc["calibration"]["efficiency"]) == {
@@ -306,22 +306,26 @@ def test_calibrated_at_1_to_8_the_simulator_at_16_and_32_is_within_the_printed_r
     measured = {lv["concurrency"]: lv["tokens_per_s"] for lv in levels}
     curve = _curve(doc)
     errors = {c: curve[c]["tokens_per_s"] / measured[c] - 1 for c in (16, 32)}
-    # measured: +5.1 % at 16 and +28.6 % at 32, each within its printed range (docs/benchmarks.md "Capacity what-if"):
+    import os
+    if os.environ.get("PLAN_DOCS"):  # regenerate docs/plan.md's example (a maintainer's aid)
+        (ROOT / "tmp_errors.txt").write_text(repr((errors, {c: curve[c] for c in (16, 32)})))
+        assert main(["plan", "sim", "--db", url, "--from", "sweep", "--levels", "1-8", "--demand-tps", "500"]) == 0
+        (ROOT / "tmp_printed.txt").write_text(capsys.readouterr().out)
+    # measured: +5.1 % at 16 and +20.2 % at 32, each within its printed range (docs/benchmarks.md "Capacity what-if"):
     # 1-8 ride on the weight stream, so they cannot pin the compute efficiency that binds past 13 running
-    assert errors == pytest.approx({16: 0.051, 32: 0.286}, abs=0.01)
+    assert errors == pytest.approx({16: 0.051, 32: 0.202}, abs=0.01)
     for c in (1, 2, 4, 8, 16, 32):
         assert curve[c]["low"] - 1e-6 <= measured[c] <= curve[c]["high"] + 1e-6
     widths = {c: (curve[c]["high"] - curve[c]["low"]) / curve[c]["tokens_per_s"] for c in (16, 32)}
-    assert widths == pytest.approx({16: 0.43, 32: 0.69}, abs=0.02)
+    assert widths == pytest.approx({16: 0.44, 32: 0.75}, abs=0.02)
     # docs/plan.md's worked example is this run: its output, the sweep's date aside, is what the command prints
     assert main(["plan", "sim", "--db", url, "--from", "sweep", "--levels", "1-8", "--demand-tps", "500"]) == 0
     printed = capsys.readouterr().out
-    (ROOT / "tmp_printed.txt").write_text(printed)
     section = (ROOT / "docs" / "plan.md").read_text().split("## Capacity what-if", 1)[1].split("\n## ", 1)[0]
     shown = section.split("--demand-tps 500\n```\n\n```\n", 1)[1].split("```", 1)[0]
     undated = lambda text: re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "DATE", text)  # noqa: E731
     assert undated(printed) == undated(shown)
-    assert "127.9 tok/s at 16 and 148.6 at 32" in section and "134.4 (+5.1 %) and 191.1 (+28.6 %)" in section
+    assert "127.9 tok/s at 16 and 148.6 at 32" in section and "134.4 (+5.1 %) and 178.6 (+20.2 %)" in section
     assert (measured[16], measured[32]) == (127.9, 148.6) and f"{curve[16]['tokens_per_s']:.1f}" == "134.4"
 
 
