@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.formatting import number
-from app.operating_point import find_knee
 from core import efficiency_priors as priors
 from core import roofline as roofs
 from core import step_model as step
 from core.errors import UsageError
+from core.knee import MeasuredLevel, sweet_spot_of
 from core.mbu import GB, StepModel
 
 TP_SIZES = (1, 2, 4, 8)
@@ -154,9 +154,9 @@ def knee_at(roof: roofs.Roofline, ev: Evidence, limit: float | None) -> tuple[fl
 
 
 def knee_of(curve: Sequence[tuple[int, float]]) -> int | None:
-    """The one knee rule (DOMAIN.md §3) on a curve of (running, tok/s): None when it never flattens."""
-    found = find_knee([(c, t, None) for c, t in curve], math.inf)
-    return None if found is None or found.concurrency == curve[-1][0] else found.concurrency
+    """The one knee rule (DOMAIN.md §3, core/knee.py ``sweet_spot_of``) on a predicted curve of
+    (running, tok/s): the first level from which doubling buys under +25 %; None: it never flattens."""
+    return sweet_spot_of([MeasuredLevel(c, t) for c, t in curve], None).knee
 
 
 @dataclass(frozen=True)

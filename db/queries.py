@@ -38,6 +38,7 @@ from db.errors import HINT, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,
+    SHARE_PART_KEYS,
     columns,
     empty_figures,
     figures,
@@ -342,13 +343,13 @@ def _series_columns(
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], "mbu": [], "dram_bw_util": [], **{k: [] for k in POINT_KEYS}}
+        return {"ts": [], "mbu": [], "dram_bw_util": [], **{k: [] for k in (*POINT_KEYS, *(fields or ()))}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
     with_mbu = fields is None or "mbu" in fields or "dram_bw_util" in fields
     want = None if fields is None else frozenset(fields) | (MBU_INPUTS if with_mbu else frozenset())
     level = level_for_step(step) if level is None else level
     f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
-    cols: dict[str, list[Any]] = columns(f)
+    cols: dict[str, list[Any]] = columns(f, [k for k in fields or () if k in SHARE_PART_KEYS])
     if with_mbu:
         cols["mbu"], cols["dram_bw_util"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}

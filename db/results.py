@@ -145,6 +145,9 @@ class WindowFigures(EngineFigures):
     # interpolated between the bounds either side: (lower_le, lower_share, upper_le, upper_share).
     ttft_slo_attainment: float | None = None
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
+    # the same for the clients' share (the SLO less the gateway wait; None also where the gateway's own
+    # wait histogram was convolved with the engine's: that share has no single pair of bounds)
+    client_ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_s: float | None = None  # the SLO it was judged against (the target's ttft_p95_slo_s)
     # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
     # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale

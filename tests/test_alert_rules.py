@@ -187,8 +187,9 @@ def test_without_a_sweet_spot_the_concurrency_rule_is_not_evaluated_and_says_how
     names = Names(window_names(window(running_avg=40.0), SweetSpotSettings(), (), unknown))
     o = outcome(rule, names)
     assert o.status == NO_DATA
-    assert o.summary.startswith("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, "
-                                "or let it learn from 2 more hours at higher load)")
+    assert o.summary.startswith("not evaluated: no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`; "
+                                "import benchmark results: `python -m app bench import FILE --target NAME`; "
+                                "set targets[].sweet_spot; or let it learn from 2 more hours at higher load)")
     assert "16" not in o.summary
     # a recommendation that names the sweet spot says it is unknown, never a number
     text = recommendation(by_name(DEFAULT_RULES, "ttft_p95"), names)

@@ -224,6 +224,7 @@ def test_each_target_is_judged_against_its_own_sweet_spot_never_the_reports(monk
     assert "sweet spot unknown" in texts(at) and "sweet spot 16" not in texts(at)
     at.switch_page(PAGES[2]).run()
     body = texts(at)
-    assert "Sweet spot: unknown: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot" in body
+    assert "Sweet spot: unknown: no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`; import " in body
+    assert "`python -m app bench import FILE --target NAME`; set targets[].sweet_spot" in body
     assert "Grey dashes: none: no fitted curve of its own yet" in body and "this demo's" not in body
     assert "Knee at concurrency" not in body

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from app.alerts.model import ERROR, FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED, AlertState, Transition
-from app.alerts.rules import CLEAR, HOLDS, Outcome, Rule
+from app.alerts.rules import CANNOT_TELL, CLEAR, HOLDS, Outcome, Rule
 
 
 def new_state(rule: Rule, target: str, model: str, now: int) -> AlertState:
@@ -48,6 +48,8 @@ def _next(s: AlertState, rule: Rule, status: str, now: int) -> AlertState:
         if now - since >= rule.for_s:
             return dataclasses.replace(s, state=FIRING, pending_since=since, firing_since=now, cleared_since=None, resolved_at=None)
         return dataclasses.replace(s, state=PENDING, pending_since=since)
+    if status == CANNOT_TELL:
+        return s  # the buckets prove neither: nothing starts, nothing clears, the pending timer waits
     if status == CLEAR:
         # A resolved alert stays resolved (it says when) until the condition holds again.
         return dataclasses.replace(s, state=RESOLVED if s.state == RESOLVED else INACTIVE, pending_since=None)

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.formatting import clock, mbu_source_text
+from app.sweet_spot import NO_SWEET_SPOT
 from core.durations import format_duration
+from core.histogram_slo import QuantileJudgement, judge_shares
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -37,6 +39,10 @@ DERIVED: dict[str, str] = {
     "mbu_source": "where mbu came from: engine estimate (vLLM byte counters) or modelled (text, for labels)",
     "dram_bw_source": "where dram_bw_util came from: NVML GPM or DCGM DRAM active; empty without a reading (text, for labels)",
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
+    "ttft_slo_judgement": "the clients' TTFT P95 against ttft_p95_slo_s as the histogram's bucket bounds prove it: "
+    "within, outside or cannot tell; empty without a share (text; core/histogram_slo.py)",
+    "ttft_slo_judgement_text": "the judgement with its figures, the bucket where it cannot tell: "
+    "cannot tell against 3 s: P95 in (2.5, 5] s (…) (text)",
     "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
     "reference) gives at running_avg; none without a curve",
     "curve_share": "tokens_per_s ÷ expected_tokens_per_s: what the target delivers against its own curve",
@@ -67,6 +73,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
         ttft_wait_note=wait_note(f),
+        **_ttft_judgement(f),
         quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
@@ -78,8 +85,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
     return names
 
 
-NO_SPOT = ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it learn "
-           "from its traffic at higher load)")
+NO_SPOT = NO_SWEET_SPOT + "or let it learn from its traffic at higher load)"
 
 
 def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None) -> dict[str, Any]:
@@ -92,6 +98,29 @@ def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot |
     expected = spot.expected(f.running_avg)
     share = None if expected is None or not expected or f.tokens_per_s is None else f.tokens_per_s / expected
     return {"expected_tokens_per_s": expected, "curve_share": share, **spot.names()}
+def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
+    """The clients' TTFT P95 against the window's SLO from the bucket bounds (core/histogram_slo.py):
+    the clients' share where a gateway was read, else the engine's; exact where a bound is the
+    threshold or the gateway's own wait histogram was convolved. None without a share or an SLO."""
+    client = f.client_ttft_slo_attainment is not None
+    share = f.client_ttft_slo_attainment if client else f.ttft_slo_attainment
+    bounds = f.client_ttft_slo_bounds if client else f.ttft_slo_bounds
+    if share is None or f.ttft_slo_s is None:
+        return None
+    rate = f.requests_started_per_s if f.requests_started_per_s is not None else f.requests_per_s
+    requests = (rate or 0.0) * f.window_s
+    if bounds is None:
+        return judge_shares(share, share, (f.ttft_slo_s, f.ttft_slo_s), f.ttft_slo_s, requests)
+    lower_le, lower_share, upper_le, upper_share = bounds
+    return judge_shares(lower_share, upper_share, (lower_le, upper_le), f.ttft_slo_s, requests)
+
+
+def _ttft_judgement(f: WindowFigures) -> dict[str, str]:
+    judged = ttft_judgement(f)
+    return {"ttft_slo_judgement": "" if judged is None else judged.state,
+            "ttft_slo_judgement_text": "" if judged is None else judged.text}
+
+
 def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
     """Each quantile's engine bucket; the client-seen TTFT P95's too where it is the engine's (no wait)."""
     out = dict(f.quantile_buckets)

@@ -24,11 +24,15 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
 from core.durations import format_duration
+from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
 from core.settings import ConfigError, RuleSettings, Settings
 from core.text import MAX_NAME, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
+# The bucket bounds neither prove the rule's figure within its threshold nor past it (core/histogram_slo.py):
+# the rule neither fires nor clears on it, and says the bucket.
+CANNOT_TELL = CANNOT_TELL_STATE
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
@@ -76,6 +80,10 @@ class Rule:
     source: str = DEFAULT_SOURCE
     panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
     title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
+    # a name holding the bucket bounds' judgement of ``expr`` against its threshold (within / outside /
+    # cannot tell: app/alerts/names.py), and ``{proof}_text`` its words: "cannot tell" is the outcome
+    # CANNOT_TELL, never HOLDS or CLEAR from a value interpolated inside the bucket ("": no proof read)
+    proof: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         panel="ttft", title="TTFT P95",
-        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}",
+        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}", proof="ttft_slo_judgement",
         recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
         "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
         "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "
@@ -258,6 +266,9 @@ def outcome(rule: Rule, names: Names) -> Outcome:
         if value is None or threshold is None:
             return Outcome(NO_DATA, value, threshold, summary=f"no data for {rule.expr if value is None else rule.threshold}")
         holds = OPS[rule.op](value, threshold)
+        if rule.proof and names.names.get(rule.proof) == CANNOT_TELL:
+            label = wording(rule, names)[0]
+            return Outcome(CANNOT_TELL, value, threshold, f"{label}: {names.names.get(rule.proof + '_text') or CANNOT_TELL}")
     except _Missing as exc:
         return Outcome(NO_DATA, summary=f"no data for {exc}")
     except Exception as exc:  # a rule that cannot be computed is in error, and never stops the others
