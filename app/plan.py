@@ -282,6 +282,15 @@ class Plan:
                 "of the best fit's error (a prior's: its low to high), widened on another GPU by the error a transfer "
                 f"was measured to make; TTFT is measured only on today's deployment.{priors}")  # fmt: skip
 
+    def answer(self) -> str:
+        """The buyer's question in one line: which deployments hold the demand with one replica."""
+        one = [f"{o.label} ({tok_s_text(o.predicted)} tok/s)" for o in self.others if o.replicas == 1]
+        if not one:
+            return "no other deployment asked holds it with one replica"
+        sure = [o.label for o in self.others if o.replicas == 1 and o.replicas_range == (1, 1)]
+        tail = f"; at the low end of its range too: {', '.join(sure)}" if sure else "; none at the low end of its range"
+        return f"one replica holds it: {'; '.join(one)}{tail}"
+
     def lines(self) -> list[str]:
         t = self.today
         ttft = f", TTFT P95 {number(self.ttft_at_knee_s)} s there" if self.ttft_at_knee_s is not None else ""
@@ -292,6 +301,7 @@ class Plan:
             f"today: {replicas_text(t)} of today's deployment hold it: {tok_s_text(t.predicted)} tok/s a replica at "
             f"{number(t.knee * self.engines)} running ({held})",
             f"roofs: {self.roofs_text}",
+            self.answer(),
             self.uncertainty(),
             "",
             f"{'deployment':<34} {'steps/s bound':>13} {'compute roof':>13} {'knee':>6} {'tok/s at knee':>22} {'replicas':>9}",
@@ -327,6 +337,7 @@ class Plan:
             "prompt_per_output": self.prompt_per_output,
             "engines": self.engines,
             "roofs": self.roofs_text,
+            "answer": self.answer(),
             "running_limit": self.running_limit,
             "today": opt(self.today),
             "others": [opt(o) for o in self.others],

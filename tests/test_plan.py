@@ -239,6 +239,8 @@ def test_the_field_reports_question_answered_on_the_demo(ceiling_db, capsys):
     doc = json.loads(capsys.readouterr().out)
     rows = {o["label"]: o for o in doc["others"]}
     assert doc["running_limit"].startswith("32 running")
+    sure = doc["answer"].split("; at the low end of its range too: ", 1)[1]
+    assert doc["answer"].startswith("one replica holds it: ") and "1× H100 SXM, TP 1" in sure and "1× H200, TP 1" in sure
     for label in ("1× H100 SXM, TP 1", "1× H200, TP 1"):
         assert rows[label]["replicas"] == 1 and rows[label]["replicas_range"] == [1, 1], rows[label]
         assert rows[label]["knee"] <= 32

@@ -64,6 +64,7 @@ middle.metric("tok/s a replica holds", tok_s_text(today.predicted),
 right.metric("Compute roof (prefill counted)", "unknown" if today.compute_tok_s is None else f"{number(today.compute_tok_s)} tok/s",
              help="each output token's decode FLOPs and its share of the prompts' prefill FLOPs, at peak")  # fmt: skip
 st.markdown(f"**Roofs**: {markdown(plan.roofs_text, 2000)}.")
+st.markdown(f"**Another deployment**: {markdown(plan.answer(), 2000)}.")
 st.caption(markdown(plan.uncertainty(), 2000))
 
 rows = [{"deployment": o.label, "steps/s bound": number(o.steps_bound_per_s),
