@@ -54,7 +54,7 @@ class SweetSpot:
     """A target's sweet-spot concurrency (None: unknown) and own curve, each with its source."""
 
     value: int | None
-    source: str | None  # configured, sweep, learned, reference, or None
+    source: str | None  # configured, sweep, benchmark, learned, reference, or None
     detail: str  # where it came from, one clause
     curve: tuple[tuple[float, float], ...] = ()  # (concurrency, output tok/s) of its own curve
     curve_source: str = ""  # sweep, benchmark, learned, reference, or "" (no curve)
@@ -290,7 +290,7 @@ def learn_from_history(reader: Reader, learner: LearnerSettings, target: str, no
     """
     start, step = now - learner.span_s, learner.step_s
     try:
-        cols = reader.series_columns(target, start, now, step, fields=LEARN_FIELDS)
+        cols = reader.series_columns(target, start, now, step, fields=LEARN_FIELDS, ttft_slo_s=slo_s)
         faulty = _faulty_minutes(reader, target, start, now) if leave_out_faults else set()
         settling = _settling(reader, learner, target, start, now) if leave_out_faults else []
     except Exception:  # noqa: BLE001 - an unreadable history teaches nothing

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from core.histogram_slo import QuantileJudgement, judge_shares
-from core.knee import MeasuredLevel, SweetSpot, monotone_fit, sweet_spot_of
+from core.knee import MeasuredLevel, SweetSpot, crossing_clause, monotone_fit, sweet_spot_of
 
 IDLE_RUNNING = 0.5  # a minute under half a running request decoded (almost) nothing
 MIN_MINUTES = 120  # busy minutes the learner needs before it says anything
@@ -191,9 +191,8 @@ def _measured(level: Level) -> MeasuredLevel:
 
 
 def _knee_clause(found: SweetSpot) -> str:
-    """``8→16 +31 % tok/s (…), 16→32 +12 % tok/s (…)``: the doubling before the knee and the knee's."""
-    knee = found.knee or 0
-    return ", ".join(d.text for d in [d for d in found.doublings if d.concurrency <= knee][-2:])
+    """``doubling stops buying +25 % tok/s at 11.8 (11→22 +28 % …, 12→24 +24 % …), its doubling's middle 16.7``."""
+    return f"{crossing_clause(found)}, its doubling's middle {found.knee_at or 0.0:.3g}"
 
 
 def _slo_clause(found: SweetSpot) -> str:

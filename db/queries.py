@@ -152,11 +152,15 @@ class Reader:
         *,
         fields: Sequence[str] | None = None,
         level: int | None = None,
+        ttft_slo_s: float | None = None,
     ) -> dict[str, list[Any]]:
         """:meth:`series` as columns (``ts`` plus every SeriesPoint field → list), for charts and
-        data frames; no per-point objects, so a day of minutes costs a few milliseconds.
+        data frames; no per-point objects, so a day of minutes costs a few milliseconds. ``fields`` may
+        name share parts (db/pipeline.py SHARE_PART_KEYS); ``ttft_slo_s``: the SLO the shares judge by
+        (None: the target's stored one).
         """
-        return self._run("reading a series", _series_columns, target, (start, end, step_s), model, level, fields)
+        return self._run("reading a series", _series_columns, target, (start, end, step_s), model, level, fields,
+                         ttft_slo_s)  # fmt: skip
 
     def daily_peaks(self, target: str, first_day: float, days: int) -> list[DailyPeak]:
         """``target``'s peak-hour demand (requests in the system) of each UTC day from ``first_day`` (a
@@ -337,6 +341,7 @@ def _series_columns(
     model: str | None,
     level: int | None,
     fields: Sequence[str] | None,
+    ttft_slo_s: float | None = None,
 ) -> dict[str, list[Any]]:
     start, end, step_s = span
     step = max(1, int(step_s))
@@ -348,7 +353,8 @@ def _series_columns(
     with_mbu = fields is None or "mbu" in fields or "dram_bw_util" in fields
     want = None if fields is None else frozenset(fields) | (MBU_INPUTS if with_mbu else frozenset())
     level = level_for_step(step) if level is None else level
-    f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
+    slo = None if ttft_slo_s is None else {row.id: ttft_slo_s}
+    f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model), slo)[row.id]
     cols: dict[str, list[Any]] = columns(f, [k for k in fields or () if k in SHARE_PART_KEYS])
     if with_mbu:
         cols["mbu"], cols["dram_bw_util"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)

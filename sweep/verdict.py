@@ -3,9 +3,10 @@
 The sweet spot is the one knee rule's (core/knee.py ``sweet_spot_of``, DOMAIN.md §3), the same
 function the learner, imported benchmarks, the planner and the Operating point page call:
 
-1. Knee: the lowest swept level from which the next doubling of concurrency buys under +25 % output
-   tok/s on the non-decreasing fit of the levels (8 → 16 +48 %, 16 → 32 +15 %: 16), the doubled
-   concurrency read linearly between the two swept levels around it.
+1. Knee: where the next doubling of concurrency stops buying +25 % output tok/s on the
+   non-decreasing fit of the levels (8 → 16 +48 %, 16 → 32 +15 %: the gain crosses +25 % at 13.6),
+   the knee being the highest swept level between it and the middle of that doubling (√2 × 13.6 =
+   19.2: 16); the doubled concurrency is read linearly between the two swept levels around it.
 2. SLO limit: the highest level whose TTFT P95 (the client's, per request) is within ``ttft_slo_s``,
    over at least ``min_requests`` requests, with at most ``max_error_rate`` of them failed.
 3. Sweet spot = the highest swept level at or under both. With no knee inside the sweep, the knee is

@@ -31,7 +31,9 @@ def test_report_numbers_give_sweet_spot_16():
     assert verdict["gateway_limit"] == 16
     assert verdict["knee_concurrency"] == 16
     assert verdict["slo_max_concurrency"] == 16
-    assert "Knee 16: doubling from it buys under +25 % tok/s (8→16 +48 % tok/s (85 → 126), 16→32 +15 %" in verdict["reason"]
+    assert ("Knee 16: doubling stops buying +25 % tok/s at 13.6 (8→16 +48 % tok/s (85 → 126), 16→32 +15 % tok/s "
+            "(126 → 145)); the knee lies in the doubling from 13.6 to 27.2, and 16 is the highest level measured "
+            "between 13.6 and its middle, 19.2.") in verdict["reason"]
     assert "At 32: TTFT P95 4.80 s > 3 s." in verdict["reason"]
     assert verdict["bound_by"] == "the knee"
     assert [d["gain_pct"] for d in verdict["doublings"]] == [48.2, 15.1]
@@ -88,10 +90,14 @@ def test_no_level_meets_the_slo():
 def test_errors_disqualify_a_level_and_throughput_drop_is_a_knee():
     storm = [level(8, 85, 1.5), level(16, 126, 2.0, error_rate=0.05), level(32, 100, 2.5)]
     verdict = recommend(storm, ttft_slo_s=3.0)
+    # 32 under 16: the fit pools them (113 each); 8 → 16 buys +33 %, 16 → 32 nothing: the crossing is 9.9,
+    # its middle 14; no level lies between, so the first past the crossing, 16, is the knee
     assert verdict["knee_concurrency"] == 16
     assert verdict["slo_max_concurrency"] == 32
     assert verdict["sweet_spot_concurrency"] == 8  # 32 meets the SLO but is past the knee; 16 fails
-    assert verdict["bound_by"] == "errors" and "At 16: errors 5.0 % > 1 %" in verdict["reason"]  # errors decide
+    errors = recommend([level(8, 85, 1.5), level(16, 126, 2.0, error_rate=0.05), level(32, 145, 2.5)], ttft_slo_s=3.0)
+    assert (errors["knee_concurrency"], errors["sweet_spot_concurrency"]) == (16, 8)
+    assert errors["bound_by"] == "errors" and "At 16: errors 5.0 % > 1 %" in errors["reason"]  # errors decide
     missing = recommend([level(8, None, None)], ttft_slo_s=3.0)
     assert missing["sweet_spot_concurrency"] is None
     assert "No knee measured" in missing["reason"]

@@ -43,3 +43,12 @@ def test_cannot_tell_neither_starts_nor_clears_an_alert():
                                      firing_since=200 if state == FIRING else None)  # fmt: skip
         after, change = advance(before, RULE, out, 1000)
         assert after.state == state and change is None
+
+
+def test_status_says_the_judgement_with_the_bucket():
+    from app.commands.status import figures_json, render
+
+    fig = window(ttft_p95_s=3.37, ttft_slo_s=3.0, ttft_slo_attainment=0.945, ttft_slo_bounds=(2.5, 0.93, 5.0, 0.98))
+    doc = figures_json(fig)
+    assert doc["ttft_slo_judgement"]["state"] == "cannot tell" and doc["ttft_slo_judgement"]["bucket"] == [2.5, 5.0]
+    assert "TTFT P95 vs SLO          cannot tell against 3 s: P95 in (2.5, 5] s" in render(fig)

@@ -48,7 +48,7 @@ DERIVED: dict[str, str] = {
     "curve_share": "tokens_per_s ÷ expected_tokens_per_s: what the target delivers against its own curve",
     "curve_source": "where the own curve came from: sweep, learned or reference (text, for labels)",
     "curve_missing": "why there is no own curve (text; empty when there is one)",
-    "sweet_spot_source": "where the concurrency threshold came from: configured, sweep, learned or reference (text)",
+    "sweet_spot_source": "where the concurrency threshold came from: configured, sweep, benchmark, learned or reference (text)",
     "sweet_spot_missing": "why there is no sweet spot (text; empty when there is one)",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))

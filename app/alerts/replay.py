@@ -4,7 +4,9 @@ simulated week), replayed once by the evaluator's rules through the backtest's c
 Live, the evaluator stores each minute's verdict as it evaluates (app/alerts/evaluator.py). History
 written at once never met it: :func:`judge_history` gives each of its minutes the verdict the same
 rules give the minute's figures (a series step of one minute read as the window it covers,
-``step_window``, as ``alerts backtest`` replays a rule), with the thresholds it judged by. A minute
+``step_window``, as ``alerts backtest`` replays a rule, with the target's resolved sweet spot and own
+curve as the backtest resolves them: ``concurrency`` and ``under_delivering`` judged alike), with the
+thresholds it judged by. A minute
 that already has a verdict keeps it (the live evaluator's is the truth), so a second replay writes
 nothing: it is idempotent. Minutes not yet over are never judged.
 """
@@ -18,6 +20,7 @@ from sqlalchemy import Engine
 from app.alerts.backtest import QUEUE_LOOKBACK
 from app.alerts.names import step_window, window_names
 from app.alerts.rules import HOLDS, Names, Rule, outcome, rule_set
+from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings, effective_sweetspot
 from db import verdicts
 from db.queries import Reader
@@ -38,16 +41,19 @@ def judge_history(engine: Engine, settings: Settings, target: str, start: float,
     points = reader.series(target, lo, hi, float(MINUTE_S))
     info = next((t for t in reader.targets() if t.name == target), None)
     ceiling = info.ceiling.steps_per_s if info and info.ceiling else None
-    judged = minute_verdicts(settings, target, points, ceiling, have)
+    spot = resolve(reader, settings, target, hi)  # its own sweet spot and curve, as `alerts backtest` resolves them
+    judged = minute_verdicts(settings, target, points, ceiling, have, spot)
     with engine.begin() as conn:
         verdicts.write(conn, judged)
     return len(judged)
 
 
 def minute_verdicts(settings: Settings, target: str, points: Sequence[SeriesPoint], ceiling: float | None,
-                    skip: set[int]) -> list[verdicts.StoredVerdict]:  # fmt: skip
+                    skip: set[int], spot: SweetSpot | None = None) -> list[verdicts.StoredVerdict]:  # fmt: skip
     """Each minute's verdict (the steps are minutes), as the evaluator derives it from its rules'
-    outcomes: no data, outside (the rules that held, with their values) or in the sweet spot."""
+    outcomes: no data, outside (the rules that held, with their values) or in the sweet spot. ``spot``:
+    the target's resolved sweet spot and own curve, without which ``concurrency`` and
+    ``under_delivering`` are not evaluated (judge_history and the backtest pass it)."""
     sweetspot = effective_sweetspot(settings, target)
     rules = rule_set(settings, target)
     thresholds = thresholds_of(sweetspot)
@@ -57,7 +63,7 @@ def minute_verdicts(settings: Settings, target: str, points: Sequence[SeriesPoin
         if ts in skip:
             continue
         window = step_window(p, target, float(MINUTE_S), ceiling)
-        names = Names(window_names(window, sweetspot, points[max(0, i - QUEUE_LOOKBACK): i + 1]), float(MINUTE_S))
+        names = Names(window_names(window, sweetspot, points[max(0, i - QUEUE_LOOKBACK): i + 1], spot), float(MINUTE_S))
         held = _held(rules, names)
         state = verdicts.NO_DATA if names.names.get("no_data", 1.0) else verdicts.OUTSIDE if held else verdicts.IN_SWEET_SPOT
         out.append(verdicts.StoredVerdict(target, ts, state, ts + MINUTE_S, held, thresholds))

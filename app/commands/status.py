@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.alerts.model import NO_DATA as RULE_NO_DATA
-from app.alerts.names import no_data_reason, window_names
+from app.alerts.names import no_data_reason, ttft_judgement, window_names
 from app.alerts.rules import Names, outcome, rule_set
 from app.fleet import FleetRow, fleet, table
 from app.formatting import (
@@ -26,6 +26,7 @@ from app.formatting import (
     slo_attainment_text,
     slo_bucket_warning,
 )
+from app.headroom import Headroom, headroom_of, unreadable
 from app.notify.grouping import delivery_line
 from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
@@ -95,6 +96,10 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
     # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
     data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
+    # the clients' TTFT P95 against the SLO as the bucket bounds prove it (within / outside / cannot tell)
+    judged = ttft_judgement(fig)
+    data["ttft_slo_judgement"] = None if judged is None else {"state": judged.state, "text": judged.text,
+                                                              "bucket": _finite(list(judged.bucket))}
     return data
 
 
@@ -192,6 +197,8 @@ def render(fig: WindowFigures) -> str:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
         lines.append(f"  TTFT SLO                 {text}")
+    if judged := ttft_judgement(fig):
+        lines.append(f"  TTFT P95 vs SLO          {judged.text} (the bucket bounds' proof, clients' TTFT)")
     if warning := slo_bucket_warning(fig):
         lines.append(f"  warning: {warning}")
     if fig.ceiling:
@@ -237,17 +244,28 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict),
                           "not_evaluated": not_evaluated(settings, fig, spot), **spot.as_json(),
+                          "headroom": _headroom(reader, name, now, spot).as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig))
         print(f"  {'sweet spot':24} {spot.line()}")
+        print(f"  {'headroom':24} {_headroom(reader, name, now, spot).text()}")
         for rule, why in not_evaluated(settings, fig, spot).items():
             print(f"  {rule} rule: {why}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
         print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
     return 0
+
+
+def _headroom(reader: Reader, name: str, now: float, spot: SweetSpot) -> Headroom:
+    """The peak-hour demand's forecast against the sweet spot (app/headroom.py); a failed read of the
+    history is its own line ("no forecast: …"), never the command's failure."""
+    try:
+        return headroom_of(reader, name, now, None if spot.value is None else float(spot.value), spot.source or "")
+    except Exception as exc:  # noqa: BLE001 - one line among many
+        return unreadable(exc)
 
 
 def _series_json(info: TargetInfo | None) -> dict[str, Any]:
