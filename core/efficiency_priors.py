@@ -32,12 +32,16 @@ class Prior:
     source: str  # where the figures came from, in full
     label: str  # the same, short: a table row names it
     arch: str | None = None
+    # a measured fit's own parameter sets (bandwidth, compute, overhead per layer), thinned: they move
+    # together (a faster read leaves more time to the overhead), so their range is narrower than the
+    # triples' every combination; None: the triples' combinations
+    members: tuple[tuple[float, float, float], ...] | None = None
 
     def as_fit(self, layers: int | None) -> Fit:
         """The prior as a fit of no levels: the middle values best, every low/middle/high combination a
         member (``layers``: the model's, which the overhead scales with; None: one)."""
         per = layers or 1
-        grid = itertools.product(self.bandwidth, self.compute, self.overhead_s_per_layer)
+        grid = self.members or tuple(itertools.product(self.bandwidth, self.compute, self.overhead_s_per_layer))
         members = tuple(Efficiency(b, c, o * per) for b, c, o in grid)
         best = Efficiency(self.bandwidth[1], self.compute[1], self.overhead_s_per_layer[1] * per)
         return Fit(best, members, float("nan"), float("nan"), (), self.source)
@@ -49,8 +53,9 @@ def _triple(values: list[float]) -> tuple[float, float, float]:
 
 
 def _prior(row: dict[str, Any]) -> Prior:
+    members = tuple(_triple(m) for m in row["members"]) if row.get("members") else None
     return Prior(_triple(row["bandwidth"]), _triple(row["compute"]), _triple(row["overhead_s_per_layer"]),
-                 float(row.get("transfer_error", 0.0)), str(row["source"]), str(row["label"]), row.get("arch"))  # fmt: skip
+                 float(row.get("transfer_error", 0.0)), str(row["source"]), str(row["label"]), row.get("arch"), members)  # fmt: skip
 
 
 @cache

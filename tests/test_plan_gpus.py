@@ -68,10 +68,18 @@ def test_on_the_real_gpus_the_h200_is_predicted_within_the_printed_range():
     assert f"{min(widths) * 100:.1f} %" in section and f"{max(widths) * 100:.1f} %" in section
 
 
-@measured
+@pytest.mark.skipif(not (DATA / "h100.json").exists(), reason="the H100 measurements are not in tests/data/gpu/ yet")
 def test_the_measured_priors_are_the_ones_the_bench_computes():
-    h100, h200 = bench.load("h100"), bench.load("h200")
-    worst = max(abs(r.error) for r in bench.predicted_rows(h100, h200) + bench.predicted_rows(h200, h100))
+    h100 = bench.load("h100")
+    worst = 0.0  # no transfer measured without the H200's levels
+    if (DATA / "h200.json").exists():
+        h200 = bench.load("h200")
+        worst = max(abs(r.error) for r in bench.predicted_rows(h100, h200) + bench.predicted_rows(h200, h100))
     table = json.loads((ROOT / "core" / "efficiency_priors.json").read_text())
     assert table["families"] == [bench.prior_row(h100, worst, "h100")]
     assert re.search(r"tests/data/gpu/h100\.json", table["families"][0]["source"])
+    # the H100's fit lands in the field's range a performance engineer would take from first principles
+    fitted = bench.fit_of(h100)
+    assert 0.5 <= fitted.best.bandwidth <= 0.75 and 0.35 <= fitted.best.compute <= 0.6 and fitted.error < 0.03
+    section = (ROOT / "docs" / "benchmarks.md").read_text().split("## The plan on two real GPUs", 1)[1].split("\n## ", 1)[0]
+    assert fitted.words() in section
