@@ -357,7 +357,9 @@ def test_over_http_the_stored_sweep_calibrates_the_plan(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     cal = doc["calibration"]
     assert cal["kind"] == "sweep" and cal["source"].startswith("the sweep of ")
-    assert [lv["concurrency"] for lv in cal["levels"]] == [1, 2, 4] and 0 < cal["low"] <= cal["ratio"] <= cal["high"] < 1
+    assert [lv["concurrency"] for lv in cal["levels"]] == [1, 2, 4]
+    lows, highs = zip(*cal["spread"].values(), strict=True)
+    assert all(0 <= lo <= hi for lo, hi in zip(lows, highs, strict=True)) and 0 < cal["efficiency"]["bandwidth"] <= 1
     assert doc["today"]["replicas"] >= 1 and len(doc["others"]) == len(plan.CANDIDATES)
 
 
