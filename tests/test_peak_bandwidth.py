@@ -26,8 +26,8 @@ def test_the_precedence_is_configured_then_the_reading_then_the_datasheet():
     assert peak_bandwidth(math.nan, [math.inf], ("NVIDIA A10G",)) is None  # nothing usable, an unknown name: no guess
     assert peak_bandwidth(None) is None
     # the ceiling takes the same rule: configured over NVML's formula
-    assert compute_ceiling(40, 8, 900, 898).bandwidth_source == "config"  # type: ignore[union-attr]
-    assert compute_ceiling(40, 8, None, 898).bandwidth_source == "nvml-formula"  # type: ignore[union-attr]
+    assert compute_ceiling(40, 8, 900, 898).bandwidth_source == "config"
+    assert compute_ceiling(40, 8, None, 898).bandwidth_source == "nvml-formula"
 
 
 @pytest.fixture(scope="module")

@@ -33,18 +33,18 @@ def test_the_demo_knows_its_model_from_the_served_name():
     assert (shape.kv_bytes_per_token, shape.quantization, shape.layers) == (327_680.0, "awq", 80)
     assert shape.active_params == pytest.approx(ACTIVE)
     # a real AWQ checkpoint's name finds the same row; the bf16 model does not
-    assert resolve("casperhansen/llama-3-70b-instruct-awq", 8, None, None)[0].quantization == "awq"  # type: ignore[union-attr]
-    assert resolve("meta-llama/Meta-Llama-3-70B-Instruct", 8, None, None)[0].quantization is None  # type: ignore[union-attr]
+    assert resolve("casperhansen/llama-3-70b-instruct-awq", 8, None, None)[0].quantization == "awq"
+    assert resolve("meta-llama/Meta-Llama-3-70B-Instruct", 8, None, None)[0].quantization is None
 
 
 def test_awq_on_sm70_decodes_on_cuda_cores_and_prefills_on_tensor_cores():
     assert V100 is not None and H100 is not None and (V100.arch, H100.arch) == ("sm70", "sm90")
     decode, prefill = roofs.kernel_peaks(V100, "bf16_tensor", "awq")
-    assert (decode.tflops, prefill.tflops) == (31.4, 125.0)  # type: ignore[union-attr]
-    assert "CUDA cores" in decode.source and "tensor cores" in prefill.source  # type: ignore[union-attr]
+    assert (decode.tflops, prefill.tflops) == (31.4, 125.0)
+    assert "CUDA cores" in decode.source and "tensor cores" in prefill.source
     # fp16 weights on a V100 use its tensor cores; AWQ on an H100 has a tensor-core path (Marlin)
-    assert [p.tflops for p in roofs.kernel_peaks(V100, "bf16_tensor", None)] == [125.0, 125.0]  # type: ignore[union-attr]
-    assert [p.tflops for p in roofs.kernel_peaks(H100, "bf16_tensor", "awq")] == [989.4, 989.4]  # type: ignore[union-attr]
+    assert [p.tflops for p in roofs.kernel_peaks(V100, "bf16_tensor", None)] == [125.0, 125.0]
+    assert [p.tflops for p in roofs.kernel_peaks(H100, "bf16_tensor", "awq")] == [989.4, 989.4]
     # a configured peak is both phases'
     assert roofs.target_peaks(31.4, ("Tesla V100-SXM2-32GB",), "bf16_tensor", "awq") == (roofs.PeakCompute(31.4, "config"),) * 2
 
