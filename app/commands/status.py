@@ -107,6 +107,7 @@ def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, An
     """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
              "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
+             "headroom": r.headroom.as_json() if r.headroom else None,
              **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
 
@@ -226,7 +227,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
     if args.all:
-        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
+        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings, headroom=args.json)
         email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
         print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
