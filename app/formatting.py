@@ -108,9 +108,23 @@ def elapsed(seconds: float) -> str:
     return " ".join(p for p in parts if not (len(parts) == 2 and p.startswith("0 ")))
 
 
-def clock(ts: float | None) -> str:
-    """Local wall-clock time with date: ``2026-11-30 09:24:17``."""
-    return MISSING if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+def clock(ts: float | None, form: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """Local wall-clock time with date: ``2026-11-30 09:24:17`` (``form``: a strftime format).
+
+    A stored time no calendar holds (year 10,000 and past, NaN, before 1900) is shown as its number,
+    never an error: what pages and commands show from the database is read as untrusted (a bad
+    import once stopped ``bench list`` and the Operating point page for good)."""
+    if ts is None:
+        return MISSING
+    try:
+        return time.strftime(form, time.localtime(ts))
+    except (OverflowError, OSError, ValueError):
+        return f"an impossible time ({ts!r} s)"
+
+
+def minute(ts: float | None) -> str:
+    """:func:`clock` to the minute: ``2026-11-30 09:24``."""
+    return clock(ts, "%Y-%m-%d %H:%M")
 
 
 def tokens(n: float | None) -> str:
@@ -122,6 +136,11 @@ def tokens(n: float | None) -> str:
             return f"{number(n / size)} {unit}"
     return number(n)
 
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 target``, ``3 targets``: a count with its noun in the number it takes (plural with an s)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def series_limit_warning(dropped: int, limit: int | None) -> str | None:
@@ -147,9 +166,14 @@ def dram_text(dram: float | None, source: str | None, missing: str = "unknown (n
 
 
 def overhead_text(gbps: float | None, ratio: float | None) -> str:
-    """``3,060 GB/s per GPU beyond the model's bytes (5.6×)``; "" when either figure is missing."""
+    """``3,060 GB/s per GPU beyond the model's bytes (5.6×)``; "" when either figure is missing. Below
+    the model's bytes (a reading that lags the steps, or an MBU model that counts too much) there is
+    no overhead to show: that is said, never a negative traffic."""
     if gbps is None or ratio is None:
         return ""
+    if gbps < 0:
+        return (f"none: the GPUs moved {ratio:.2f}× the model's bytes, less than a step must read (the DRAM "
+                "reading lags the steps, or the MBU model's inputs count too many bytes)")
     return f"{number(gbps)} GB/s per GPU beyond the model's bytes ({ratio:.1f}×)"
 
 

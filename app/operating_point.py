@@ -12,13 +12,12 @@ engine delivers is what kernels, communication and scheduling cost, stated as a 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.formatting import number, percent
+from app.formatting import minute, number, percent
 from core import roofline as roofs
 from core.mbu import StepModel
 from core.model_shape import ModelShape
@@ -56,8 +55,8 @@ def bench_text(benches: Sequence[BenchRun]) -> str:
     ``vllm bench serve of 2026-12-06 03:01 (c8.json; backend=vllm, max_concurrency=8): 1 level``."""
     parts = []
     for run in benches:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.run_at))
-        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))
+        when = minute(run.run_at)
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items(), key=str))
         sources = sorted({p.concurrency_source for p in run.points})
         parts.append(f"{run.tool} of {when} ({run.file_name}; {settings}): {len(run.points)} level(s), "
                      f"concurrency from {' and '.join(sources)}")  # fmt: skip

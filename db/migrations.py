@@ -434,6 +434,11 @@ def _ttft_slo_attainment(conn: Connection) -> None:
             conn.execute(text(statement))
 
 
+def _history_fill(conn: Connection) -> None:
+    # How far the demo's simulated week has come (db/history_fill.py); a fresh database got it from 0001.
+    schema.metadata.create_all(conn, tables=[schema.history_fill], checkfirst=True)
+
+
 def _verdicts(conn: Connection) -> None:
     # The evaluator's per-minute verdicts (db/verdicts.py). The minutes and hours views read them
     # instead of judging minutes in SQL: drop the views, the standing step makes them from the code.
@@ -563,6 +568,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0032_gateway_wait", _gateway_wait),
     ("0034_learned_sweet_spots", _learned_sweet_spots),
     ("0060_running_limit", _running_limit),
+    ("0065_history_fill", _history_fill),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

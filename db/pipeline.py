@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from collectors.catalogue import FINISHED_BY_REASON, sleep_state
+from core.settings import NO_CEILING
 from db import aggregate, derived, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
@@ -468,6 +469,9 @@ def window_from(
         ceiling_steps_per_s=bound,
         ceiling_share=None if tok is None or not bound else tok / bound,
         ceiling=ceiling,
+        # nothing missing beside a ceiling (`status --json` said "unknown: set …" with one); without one,
+        # the reader fills in what the target lacks
+        ceiling_missing="" if ceiling is not None else NO_CEILING,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
         up=False if stale is not None else _window_up(last, lo, f),

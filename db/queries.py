@@ -53,6 +53,7 @@ from db.sources import RAW
 
 if TYPE_CHECKING:
     from db.fleet import FleetFigures
+    from db.history_fill import FillProgress
     from db.notifications import NotificationEntry
     from db.peaks import DailyPeak
     from db.verdicts import StoredVerdict
@@ -238,6 +239,12 @@ class Reader:
         from db.sweeps import load_sweeps
 
         return self._run("reading sweeps", load_sweeps, limit)
+
+    def history_fill(self, target: str) -> FillProgress | None:
+        """How far the demo's simulated week has come (db/history_fill.py FillProgress), or None."""
+        from db.history_fill import load
+
+        return self._run("reading the history fill", load, target)
 
     def epochs(self, target: str, start: float | None = None, end: float | None = None) -> list[ConfigEpoch]:
         """``target``'s configuration epochs and restarts starting in [start, end), oldest first (db/epochs.py)."""

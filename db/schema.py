@@ -461,6 +461,21 @@ backfill_progress = Table(
     Column("updated_at", Integer, nullable=False),
 )
 
+# --- the demo's simulated week as it is written behind the live dashboard (db/history_fill.py) ----
+history_fill = Table(
+    "history_fill",
+    metadata,
+    Column("target", Text, primary_key=True),
+    Column("start_ts", Integer, nullable=False),  # the history written spans [start_ts, end_ts] (unix s)
+    Column("end_ts", Integer, nullable=False),
+    Column("days_total", Integer, nullable=False),
+    Column("days_done", Integer, nullable=False),  # written, rolled up and judged
+    Column("started_at", Float, nullable=False),  # when the fill began (unix s)
+    Column("updated_at", Float, nullable=False),
+    Column("eta_at", Float),  # when it should end (unix s); NULL until a first day was timed
+    Column("finished_at", Float),  # NULL while it runs
+)
+
 # --- the sweet-spot verdict of each minute (db/verdicts.py) ---------------------------------------
 # Written by the alert evaluator, one row per target and minute, with the target's effective rules
 # (overrides included); the query views, the digest and the Overview read it. Kept as long as the

@@ -107,7 +107,8 @@ def _with(caution: str) -> str:
 def _reason(found: SweetSpot, ordered: Sequence[SweepLevel]) -> str:
     """The one rule's reason, with what to do about it: the gateway limit to set, or where to sweep."""
     if found.sweet_spot is not None:
-        return (f"{found.reason.removesuffix('.')}: set the gateway limit to {found.sweet_spot} in-flight requests "
-                "and let extra requests queue at the gateway.")  # fmt: skip
+        # The knob to set (a gateway's limit or vLLM's --max-num-seqs) is named by the headline, which
+        # knows whether the target has a gateway (sweep/report.py format_verdict); the reason does not.
+        return f"{found.reason.removesuffix('.')}: hold in-flight requests at {found.sweet_spot}."
     lowest = ordered[0].concurrency if ordered else 0
     return f"{found.reason} Sweep concurrencies below {lowest}, or longer (--duration) where requests were few."

@@ -4,6 +4,7 @@ default rule and the lifecycle; when it goes pending, fires, keeps firing, resol
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -78,7 +79,8 @@ def test_pending_then_fires_after_for_then_keeps_firing_then_resolves(rule):
     states = replay(rule.name, ["good"] + ["bad"] * hold + ["good"] * clear)
     assert states[0] == (0, INACTIVE)
     fired = first(states, FIRING)
-    assert fired == EVERY + rule.for_s  # the first bad evaluation starts the `for` timer
+    # the first bad evaluation starts the `for` timer; it fires at the first evaluation past it
+    assert fired == EVERY + math.ceil(rule.for_s / EVERY) * EVERY
     if rule.for_s:
         assert states[1] == (EVERY, PENDING)
     assert all(s == FIRING for t, s in states if fired <= t < (1 + hold) * EVERY)
@@ -114,9 +116,10 @@ def test_pending_timer_is_dropped_by_a_healthy_evaluation():
     assert FIRING not in {s for _, s in states}
 
 
-def test_target_down_fires_after_a_minute_and_resolves_when_data_returns():
+def test_target_down_fires_after_its_for_and_resolves_when_data_returns():
+    # on the evaluations' clock (the spell of failed scrapes is the evaluator's: test_down_mail_e2e.py)
     states = replay("target_down", ["good", "down", "down", "down", "down", "down", "good"])
-    assert first(states, PENDING) == 15 and first(states, FIRING) == 75 and states[-1] == (90, RESOLVED)
+    assert first(states, PENDING) == 15 and first(states, FIRING) == 45 and states[-1] == (90, RESOLVED)
 
 
 def test_the_outcome_names_value_threshold_and_window():
@@ -193,7 +196,21 @@ def test_without_a_sweet_spot_the_concurrency_rule_is_not_evaluated_and_says_how
     assert "16" not in o.summary
     # a recommendation that names the sweet spot says it is unknown, never a number
     text = recommendation(by_name(DEFAULT_RULES, "ttft_p95"), names)
-    assert "sweet spot (unknown)" in text
+    assert "sweet spot (unknown: measure it with `python -m app sweep`, or set targets[].sweet_spot)" in text
+
+
+@pytest.mark.parametrize("rule_name", ["ttft_p95", "preemptions", "kv_cache", "kv_cache_critical", "concurrency",
+                                       "requests_aborted"])  # fmt: skip
+def test_advice_names_the_knob_the_target_has(rule_name):
+    # no gateway in front: "Lower the gateway concurrency limit" named a knob the target does not have
+    rule = by_name(DEFAULT_RULES, rule_name)
+    spot = SweetSpot(16, "configured", "configured")
+    bare = recommendation(rule, Names(window_names(window(queue_depth_max=None), SweetSpotSettings(), (), spot)))
+    gated = recommendation(rule, Names(window_names(window(), SweetSpotSettings(), (), spot)))
+    assert "gateway" not in bare.replace("no gateway is configured", "") and "--max-num-seqs" in bare
+    assert "gateway concurrency limit" in gated
+    if "{concurrency}" in rule.recommendation:
+        assert "(16)" in bare and "(16)" in gated
 
 
 def test_the_concurrency_rule_names_where_its_sweet_spot_came_from():

@@ -109,15 +109,23 @@ def test_a_child_a_test_left_running_ends_with_the_test(tmp_path):
         from pathlib import Path
         from tests.support.waiting import wait_until
 
+        HELD = []  # what a wider fixture's object would hold (a server a test restarted)
+
+        def gone(pid):
+            return not Path(f"/proc/{{pid}}").exists() or " Z " in Path(f"/proc/{{pid}}/stat").read_text()
+
         def test_leaves_a_child():
             proc = subprocess.Popen(["sleep", "600"])
             assert os.getpgid(proc.pid) == proc.pid  # a group of its own
             Path({str(pid_file)!r}).write_text(str(proc.pid))
+            HELD.append(subprocess.Popen(["sleep", "600"]))
 
-        def test_finds_it_gone():
+        def test_finds_it_gone_and_the_held_one_running():
             pid = int(Path({str(pid_file)!r}).read_text())
-            wait_until(lambda: not Path(f"/proc/{{pid}}").exists() or " Z " in Path(f"/proc/{{pid}}/stat").read_text(),
-                       "the first test's child to end", timeout=60)
+            wait_until(lambda: gone(pid), "the first test's child to end", timeout=60)
+            assert not gone(HELD[0].pid)  # held: its holder stops it
+            HELD[0].kill()
+            HELD[0].wait()
     '''))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.support.children", "-p", "no:xdist", "-p", "no:randomly",
                            "-q", "-o", "addopts=", "-p", "no:cacheprovider", "--rootdir", str(tmp_path / "inner"),

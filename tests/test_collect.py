@@ -164,6 +164,9 @@ def test_a_second_collector_on_the_database_stands_by_in_one_line(tmp_path, capl
             standby = [r for r in caplog.records if "another collector" in r.getMessage()]
             assert len(standby) == 1 and standby[0].levelname == "WARNING"
             assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+            # a second collector started on this database says it stands by, not "collecting t"
+            assert second.turn.start_line("collecting t").startswith("collector: another collector (")
+            assert first.turn.start_line("collecting t") == "collecting t"
             first.close()  # a clean stop hands the lease back: the standby writes from its next round
             assert "vLLM up" in second.collect_once()[0]
         finally:

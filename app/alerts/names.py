@@ -32,6 +32,7 @@ DERIVED: dict[str, str] = {
     "queue_growing": "1 when the gateway queue grew over the last queue_growth_s without draining",
     "queue_before": "gateway queue depth queue_growth_s ago (while growing)",
     "queue_now": "gateway queue depth now (while growing)",
+    "gateway": "1 when the target has a gateway source (a queue depth or a gateway wait in the window), else 0",
     "asleep": "1 when vLLM reports its engine asleep (sleep mode: weights offloaded or discarded), else 0",
     "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
     "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
@@ -75,6 +76,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         ttft_wait_note=wait_note(f),
         **_ttft_judgement(f),
         quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
+        gateway=1.0 if f.queue_depth_max is not None or f.gateway_wait_source is not None else 0.0,
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )

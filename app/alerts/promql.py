@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import yaml
 
 from app.alerts.names import THRESHOLDS
-from app.alerts.rules import Rule, fill, names_in, rule_set
+from app.alerts.rules import Rule, fill, limit_words, names_in, rule_set
 from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
@@ -310,6 +310,7 @@ def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
                    window=format_duration(rule.window_s))
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
     fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
+    fields.update(limit_words(None))
     return fill(template, fields)
 
 
@@ -339,9 +340,17 @@ def _alert_item(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: t
         item["for"] = format_duration(rule.for_s)
     if rule.keep_firing_for_s:
         item["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
-    item["labels"] = labels
-    item["annotations"] = {k: v for k, v in annotations.items() if v}
+    # Prometheus expands every label and annotation value of an alerting rule as a Go template: a
+    # target name holding "{{" would run as one (or fail the whole file's load)
+    item["labels"] = {k: go_template_literal(str(v)) for k, v in labels.items()}
+    item["annotations"] = {k: go_template_literal(v) for k, v in annotations.items() if v}
     return (f"{rule.name} for {targets[0]}: its own rule or thresholds" if targets else ""), item
+
+
+def go_template_literal(text: str) -> str:
+    """``text`` as a Go template that expands to ``text`` itself: each ``{{`` written as the action
+    ``{{ "{{" }}`` (what Go's text/template documents for a literal delimiter)."""
+    return text.replace("{{", '{{ "{{" }}')
 
 
 def alert_names(text: str) -> Iterator[str]:

@@ -121,8 +121,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         panel="ttft", title="TTFT P95",
         label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}", proof="ttft_slo_judgement",
-        recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
-        "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
+        recommendation="Lower {limit} toward the sweet spot ({concurrency}) so extra requests wait {wait_where}; "
+        "when requests still queue there, the demand is past this target's "
         "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "
         "not delay short requests' first token.",
     ),
@@ -130,21 +130,21 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "preemptions", "preemptions", ">", "0", CRITICAL,
         panel="preemptions", title="preemptions",
         label="preemptions over {window}",
-        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len, or cap in-flight requests "
-        "with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
+        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len{or_gateway_limit}. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
         panel="kv_cache", title="KV cache critical",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
-        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
-        "limit, now. " + _GPU_MEMORY_CAUTION,
+        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len{or_gateway_limit}, now. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
         panel="kv_cache", title="KV cache",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
-        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit, "
+        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len{or_gateway_limit}, "
         "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
@@ -152,8 +152,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency, {sweet_spot_source}",
         no_value="{sweet_spot_missing}",
-        recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
-        "--max-num-seqs no higher than the KV cache holds: past the knee throughput barely grows while latency doubles.",
+        recommendation="Set {limit} to the sweet-spot concurrency ({concurrency}){and_max_num_seqs}: past the knee "
+        "throughput barely grows while latency doubles.",
     ),
     Rule(
         "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
@@ -188,10 +188,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
         detail="more than 5 % of finished requests",
         recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
-        "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
+        "{limit} toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
-        "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
+        # for: counted in scrape time from the last good scrape (app/alerts/down_clock.py). 22 s lets a
+        # 20-s blip pass (4 failed 5-s scrapes: 20 s) and fires at the 5th (25 s), 2-3 s either side
+        # for the scrapes' jitter; sent without group_wait (app/notify/grouping.py): docs/alerts.md
+        "target_down", "no_data", ">", "0", CRITICAL, for_s=22.0, needs_data=False, show_values=False,
         title="target down",
         label="no data over {window}: {no_data_reason}",
         recommendation="Check that the collector reaches targets[].vllm_url (python -m app inspect URL) and that "
@@ -199,6 +202,10 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     ),
 )  # fmt: skip
 
+
+# The rules that watch the data itself: while one holds, every other rule of the target reads no data,
+# so its alert has nothing to gather and is sent without group_wait (app/notify/grouping.py).
+DATA_RULES = frozenset(rule.name for rule in DEFAULT_RULES if not rule.needs_data)
 
 # Rules retired from the defaults: an ``[[alerts.rules]]`` entry of that name brings one back as it was
 # (an old file that tuned it keeps it), changed by the entry's keys. The MBU floor fired at the
@@ -344,10 +351,31 @@ def fill(template: str, fields: Mapping[str, Any]) -> str:
     (a stray ``{`` or ``}``, ``{0}``, ``{a.b}``) is shown as written, so one rule's text can cost
     neither its evaluation, nor the others', nor `status`, `rules export` or an e-mail. The loader
     refuses such texts first (:func:`template_problem`); this is for what reaches it anyway."""
+    if _format_problem(template):
+        return template
     try:
         return string.Formatter().vformat(template, (), fields)
     except (ValueError, KeyError, IndexError, AttributeError, TypeError):
         return template
+
+
+MAX_FORMAT_WIDTH = 200  # a field's width or precision: "{window:>999999999}" made a 1 GB text at each fill
+
+
+def _format_problem(template: str) -> str:
+    """Why ``template``'s format specs would make bounded work unbounded, or "": a width or precision
+    over :data:`MAX_FORMAT_WIDTH`, a field nested in a spec. Judged on the parse, before any filling."""
+    try:
+        for _, field, spec, _ in string.Formatter().parse(template):
+            if field is None or not spec:
+                continue
+            if "{" in spec:
+                return "a field nested in a format spec"
+            if any(int(n) > MAX_FORMAT_WIDTH for n in re.findall(r"\d+", spec)):
+                return f"a format width or precision over {MAX_FORMAT_WIDTH} ({spec[:20]!r})"
+    except ValueError:
+        return ""  # not a template: the Formatter's own error says so
+    return ""
 
 
 def template_problem(template: str) -> str:
@@ -358,6 +386,9 @@ def template_problem(template: str) -> str:
         def __missing__(self, key: str) -> str:
             return "1"
 
+    problem = _format_problem(template)
+    if problem:
+        return problem
     try:
         string.Formatter().vformat(template, (), Every())
     except (ValueError, KeyError, IndexError, AttributeError, TypeError) as exc:
@@ -370,10 +401,33 @@ def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
     if "queue_growth_s" in names:
         out["queue_growth"] = format_duration(names["queue_growth_s"])
     if "concurrency" in names and names["concurrency"] is None:
-        out["concurrency"] = "unknown"  # no sweet spot yet: a recommendation says so, never a number
+        out["concurrency"] = UNKNOWN_SPOT  # no sweet spot yet: a recommendation says so and how, never a number
+    out.update(limit_words(bool(names.get("gateway"))))
     if "min_mbu" in names:
         out["min_mbu_pct"] = number(names["min_mbu"] * 100)
     return out
+
+
+UNKNOWN_SPOT = "unknown: measure it with `python -m app sweep`, or set targets[].sweet_spot"
+
+
+def limit_words(gateway: bool | None) -> dict[str, str]:
+    """The knob that caps in-flight requests, as the recommendations name it: the gateway's limit
+    where the target has a gateway, else vLLM's own ``--max-num-seqs`` (extra requests then wait in
+    vLLM's queue, which is where they wait without a gateway); both where it is not known (None:
+    the Prometheus rule export, which sees the engine's series only)."""
+    if gateway is None:
+        return {"limit": "the gateway concurrency limit (vLLM's --max-num-seqs without a gateway)",
+                "wait_where": "in the gateway (in vLLM's queue without one), not in vLLM's running batch",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    if gateway:
+        return {"limit": "the gateway concurrency limit", "wait_where": "in the gateway, not in vLLM",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    return {"limit": "vLLM's --max-num-seqs (no gateway is configured)",
+            "wait_where": "in vLLM's queue, not in its running batch", "or_gateway_limit": "",
+            "and_max_num_seqs": ", no higher than the KV cache holds"}  # fmt: skip
 
 
 class _Fields(dict[str, Any]):

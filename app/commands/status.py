@@ -38,7 +38,7 @@ from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
-from db.figures import shown_in_status
+from db.figures import MFU_OFF, shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
@@ -83,6 +83,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """
     data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
+    data["ceiling_missing"] = fig.ceiling_missing if fig.ceiling is None else None  # null: nothing is missing
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
     data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
@@ -139,6 +140,8 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
     if scale is None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     number = value * scale
+    if number == int(number) and abs(number) >= 10:  # a count: "524,288 tokens", not "524288.0 tokens"
+        return f"{number:,.0f} {unit}".rstrip()
     text = f"{number:.3f}" if abs(number) < 10 else f"{number:.1f}"
     return f"{text} {unit}".rstrip()
 
@@ -151,6 +154,7 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
                                                        else f"{_format(fig.gateway_wait_s, 's', 1.0)} ({fig.gateway_wait_source})"}
     return {
         **wait,
+        **_engine_traffic(fig),
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
         "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
@@ -160,10 +164,17 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     }
 
 
+def _engine_traffic(fig: WindowFigures) -> dict[str, str]:
+    """The engine's memory traffic where its byte counters stood still while it generated: why, not 0 GB/s."""
+    if fig.engine_bw_gbps is None and fig.engine_read_bytes_per_s is not None:
+        return {"engine_bw_gbps": f"no data: {MFU_OFF}"}
+    return {}
+
+
 def _overhead_line(fig: WindowFigures) -> str:
     """The overhead traffic with what causes it, or "" without both figures."""
     text = overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio)
-    return f"{text}: {OVERHEAD_CAUSES}" if text else ""
+    return f"{text}: {OVERHEAD_CAUSES}" if text and (fig.overhead_traffic_gbps or 0) >= 0 else text
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
@@ -188,7 +199,7 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
-    if fig.overhead_traffic_gbps is not None:
+    if fig.overhead_traffic_gbps is not None and fig.overhead_traffic_gbps >= 0:
         lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
     if fig.ceiling is not None:
         lines.append(f"  roofline                 {roofline_text(target_roofline(fig), fig)}")

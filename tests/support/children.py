@@ -10,9 +10,11 @@ in every pytest process, the xdist controller and each worker) wraps ``subproces
   ancestor pytest's token too), inherited by everything below it, also by what leaves the group
   (PostgreSQL's postmaster calls ``setsid``) or is forked without ``subprocess`` (multiprocessing);
 * each group is owned by what was running when it started: a fixture being set up (any scope), else
-  the test. The owner's end reaps it: after the fixture's teardown, after the test's teardown; a
-  group is killed (SIGKILL; a test that wanted a graceful stop has done it) only while a member still
-  carries the token, so a process that reused the number (pid_max is 32768 here) is left alone;
+  the test. The owner's end reaps it: after the fixture's teardown; after the test's teardown when
+  nobody holds its ``Popen`` any more (one that a wider fixture's object holds, a server the test
+  restarted, is that object's to stop). A group is killed (SIGKILL; a test that wanted a graceful stop
+  has done it) only while a member still carries the token, so a process that reused the number
+  (pid_max is 32768 here) is left alone; a member that leads its group takes the group with it;
 * SIGTERM and SIGHUP to a pytest process, and its exit, reap every group it started and then every
   process carrying its token (the controller's token is in its workers' environment: they go too);
 * a SIGKILL runs no handler: a watchdog process (:mod:`tests.support.reaper`), started at install,
@@ -28,12 +30,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import secrets
 import signal
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -46,7 +50,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _ORIGINAL_INIT = subprocess.Popen.__init__
 _lock = threading.Lock()
-_groups: dict[int, object] = {}  # pgid → its owner (a fixture definition, a test item, or SESSION)
+# pgid → its owner (a fixture definition, a test item, or SESSION) and its Popen (weakly: a Popen
+# nobody holds any more is a child nobody will stop)
+_groups: dict[int, tuple[object, weakref.ref[subprocess.Popen[Any]] | None]] = {}
 _owners: list[object] = []  # the stack of what is running: the innermost owns a child started now
 _token = ""
 _watchdog: Any = None  # the reaper's pipe (write end), kept open for the life of this process
@@ -77,13 +83,13 @@ def _popen_init(self: subprocess.Popen[Any], args: Any, *pargs: Any, **kwargs: A
         with contextlib.suppress(ProcessLookupError):
             pgid = os.getpgid(self.pid)
     if pgid is not None and pgid != os.getpgrp():
-        register(pgid)
+        register(pgid, self)
 
 
-def register(pgid: int) -> None:
+def register(pgid: int, proc: subprocess.Popen[Any] | None = None) -> None:
     """Own the process group ``pgid`` for the innermost owner running now, and tell the watchdog."""
     with _lock:
-        _groups[pgid] = _owners[-1] if _owners else SESSION
+        _groups[pgid] = (_owners[-1] if _owners else SESSION, None if proc is None else weakref.ref(proc))
         if _watchdog is not None:
             with contextlib.suppress(OSError):
                 _watchdog.write(f"{pgid}\n".encode())
@@ -139,13 +145,27 @@ def kill_carriers(tok: str, spare: set[int], sig: int = signal.SIGKILL) -> list[
     return [pid for pid, _ in hit]
 
 
-def reap(owner: object) -> None:
-    """Kill the groups ``owner`` started that still run (its teardown has stopped what it meant to)."""
+def _abandoned(ref: weakref.ref[subprocess.Popen[Any]] | None) -> bool:
+    """Whether nobody holds the Popen any more (CPython keeps one whose child still ran in
+    ``subprocess._active``, to reap it later: that one is abandoned too)."""
+    proc = None if ref is None else ref()
+    return proc is None or proc in getattr(subprocess, "_active", ())
+
+
+def reap(owner: object, held_too: bool = True) -> None:
+    """Kill the groups ``owner`` started that still run (its teardown has stopped what it meant to).
+    ``held_too`` False (a test's end): only those whose Popen nobody holds any more; one a wider
+    fixture's object still holds (a server the test restarted) is that object's to stop, and the
+    session's end, a signal or the watchdog reaps it all the same."""
     with _lock:
-        pgids = {g for g, o in _groups.items() if o is owner}
-        for g in pgids:
-            del _groups[g]
-    kill_groups(pgids, _token)
+        mine = {g: ref for g, (o, ref) in _groups.items() if o is owner}
+    if mine and not held_too:
+        gc.collect()  # a Popen in a reference cycle (a traceback's frames) is freed only by a collection
+        mine = {g: ref for g, ref in mine.items() if _abandoned(ref)}
+    with _lock:
+        for g in mine:
+            _groups.pop(g, None)
+    kill_groups(set(mine), _token)
 
 
 def reap_all() -> None:
@@ -220,9 +240,9 @@ def pytest_fixture_post_finalizer(fixturedef: pytest.FixtureDef[object], request
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
-    """A child the test started is ended after its teardown, whatever the test did."""
+    """A child the test started and nobody holds is ended after its teardown, whatever the test did."""
     try:
         with owned_by(item):
             return (yield)
     finally:
-        reap(item)
+        reap(item, held_too=False)
