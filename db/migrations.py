@@ -530,6 +530,13 @@ def _gateway_wait(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
 
 
+def _running_limit(conn: Connection) -> None:
+    # The engine's running limit (--max-num-seqs; vLLM does not expose it, targets[].max_num_seqs
+    # does): the planner never puts a knee above it (app/deployments.py).
+    if "max_num_seqs" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN max_num_seqs INTEGER"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -560,6 +567,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0031_config_epochs", _config_epochs),
     ("0032_gateway_wait", _gateway_wait),
     ("0034_learned_sweet_spots", _learned_sweet_spots),
+    ("0060_running_limit", _running_limit),
     ("0065_history_fill", _history_fill),
 ]
 

@@ -32,7 +32,7 @@ from core.errors import StorageError
 from core.settings import NO_CEILING
 from db import mbu_figures, schema
 from db.alerts import AlertBoard, Silence, board, end_silence, write_silence
-from db.ceiling import target_ceiling, target_ceiling_missing
+from db.ceiling import configured_bandwidths, target_ceiling, target_ceiling_missing
 from db.engine import open_reader
 from db.errors import HINT, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
@@ -335,6 +335,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 series_dropped=row.series_dropped or 0,
                 series_limit=row.series_limit,
                 stale_after_s=row.stale_after_s,
+                max_num_seqs=row.max_num_seqs,
             )
         )
     return out
@@ -387,8 +388,7 @@ def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], sp
         for i in range(min(groups, steps)):
             read = grid[i][~np.isnan(grid[i])]
             shares[i] = float(read.mean()) if read.size else None
-    peaks = [g.peak_bw_gbps for g in gpus if g.peak_bw_gbps]
-    peak = ceiling.bandwidth_gbps if ceiling is not None else (min(peaks) if peaks else None)
+    peak = mbu_figures.peak_gbps(ceiling, gpus, configured_bandwidths(conn, [target_id]).get(target_id))
     out: list[float | None] = []
     for i in range(steps):
         point = {k: cols[k][i] for k in MBU_INPUTS}
@@ -433,7 +433,8 @@ def _window(
     sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
     stale_after = None if row is None else row.stale_after_s
     wait_metric = "" if row is None else wait_metric_of(row.gateway_source)
-    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric)
+    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric,
+                        None if row is None else row.bandwidth_gbps)  # fmt: skip
     gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
     return dataclasses.replace(found, ceiling_missing=gap) if gap else found
 

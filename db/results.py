@@ -233,6 +233,7 @@ class TargetInfo:
     series_limit: int | None = None  # the max_series that page was read with
     stale_after_s: float | None = None  # seconds after the last scrape it reads stale (None: never)
     ceiling_missing: str = NO_CEILING  # without a ceiling: what it lacks, with the inputs set
+    max_num_seqs: int | None = None  # the engine's running limit as configured (targets[].max_num_seqs)
 
     def stale_age(self, now: float) -> float | None:
         """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""

@@ -115,6 +115,7 @@ targets = Table(
     Column("active_params_b", Float),
     Column("peak_tflops", Float),
     Column("compute_precision", Text),
+    Column("max_num_seqs", Integer),  # the engine's running limit (targets[].max_num_seqs); NULL: unknown
     Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
 )
 

@@ -105,6 +105,7 @@ class Writer:
             "peak_tflops": target.gpu.peak_tflops,
             "compute_precision": target.gpu.precision,
             "shape_source": shape_source,
+            "max_num_seqs": target.max_num_seqs,
         }
         try:
             with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer

@@ -71,7 +71,8 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     assert text.index("Ctrl-C stops everything") < text.index("history: 1 day of simulated history written")
     assert "stopped cleanly" in err and "simulator stopped" in err
     assert status["target"] == "demo" and status["up"] is True
-    assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == 180.0
+    # the weights from the model's shape (37.67 GB a step over TP 8 at 900 GB/s), not a typed 40 GB
+    assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == pytest.approx(191.15, abs=0.01)
     assert len(status["gpus"]) == 8
 
     second = start_run(db, "--no-ui")

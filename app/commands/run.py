@@ -23,7 +23,15 @@ from app import scheduler
 from core.durations import parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import DEMO_TARGET, REFERENCE_CEILING, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.settings import (
+    DEMO_TARGET,
+    REFERENCE_CEILING,
+    CeilingSettings,
+    GatewaySettings,
+    GpuSettings,
+    Settings,
+    TargetSettings,
+)
 
 if TYPE_CHECKING:
     from app.collection import CollectionService
@@ -44,19 +52,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_target(urls: dict[str, str]) -> TargetSettings:
-    """The target that watches the simulator: its vLLM, its gateway queue and its 8 dcgm GPUs."""
+    """The target that watches the simulator: its vLLM, its gateway queue and its 8 dcgm GPUs. Its
+    model's shape (Llama-3-70B AWQ g128, the table's row for the simulator's served name) gives the
+    weights a step reads (37.67 GB), the KV bytes a token and the active parameters: none is typed;
+    the collector reads them when the first page names the model (app/model_shapes.py)."""
     return TargetSettings(
         name=DEMO_TARGET,
         vllm_url=urls["vllm_metrics"],
         gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url=urls["gateway_metrics"],
                                 metric="sweetspot_gateway_queue_depth"),
         gpu=GpuSettings(source="dcgm", url=urls["dcgm_metrics"]),
-        # The reference deployment's inputs, configured here and nowhere else (a real target without them
-        # has no ceiling): 40 GB over TP 8; dcgm-exporter cannot tell peak bandwidth, the simulated
-        # V100s have the datasheet's 900 GB/s; KV bytes per token of a 70B Llama.
-        ceiling=REFERENCE_CEILING,
+        # The reference deployment's TP and bandwidth, configured here and nowhere else (a real target
+        # without them has no ceiling): dcgm-exporter cannot tell peak bandwidth, the simulated V100s
+        # have the datasheet's 900 GB/s. Weights, KV bytes a token and active parameters: the shape's.
+        ceiling=CeilingSettings(tensor_parallel=REFERENCE_CEILING.tensor_parallel, bandwidth_gbps=REFERENCE_CEILING.bandwidth_gbps),
+        max_num_seqs=_sim_max_num_seqs(),  # the simulator's engine runs at most this many (the report's fix: 32)
         reference=True,  # its sweet spot and curve are the report's (source "reference")
     )
+
+
+def _sim_max_num_seqs() -> int:
+    from simulator.options import SimOptions
+
+    return SimOptions.max_num_seqs
 
 
 def has_history(db_url: str, target: str) -> bool:
