@@ -16,7 +16,7 @@ from app.alerts.evaluator import Evaluator
 from app.alerts.model import FIRING, INACTIVE
 from app.alerts.model import NO_DATA as RULE_NO_DATA
 from app.cli import main
-from app.formatting import number, percent
+from app.formatting import percent
 from collectors.dcgm import parse_dcgm
 from collectors.records import GpuReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
@@ -284,6 +284,9 @@ def test_nvml_gpm_is_dram_bandwidth_beside_mbu_and_nvmls_peak_the_ceilings_bandw
     text = capsys.readouterr().out
     assert f"  MBU                      {percent(f.mbu)} (engine estimate, vLLM byte counters)\n" in text
     assert "  DRAM bandwidth           23 % of peak (NVML GPM)\n" in text
-    assert f"  overhead traffic         {number(f.overhead_traffic_gbps)} GB/s per GPU beyond the model's bytes" in text
+    # GPM's 23 % is under the model's bytes here: no overhead to show, said so, never a negative GB/s
+    assert f.overhead_traffic_gbps is not None and f.overhead_traffic_gbps < 0
+    assert f"  overhead traffic         none: the GPUs moved {f.overhead_ratio:.2f}× the model's bytes" in text
+    assert "-" not in text.split("overhead traffic", 1)[1].splitlines()[0]
     assert "at most 301 steps/s (the bandwidth bound: 16 GB ÷ TP 1 at 4,814 GB/s, nvml-formula)" in text
     assert "% of the step bound      638 % (tok/s ÷ steps/s bound)" in text  # 1,920 tok/s ÷ 300.9
