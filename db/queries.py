@@ -51,6 +51,7 @@ from db.results import BenchRun, ConfigEpoch, GpuFigures, GpuPoint, SeriesPoint,
 from db.sources import RAW
 
 if TYPE_CHECKING:
+    from db.delivery import StoredDelivery
     from db.fleet import FleetFigures
     from db.notifications import NotificationEntry
     from db.peaks import DailyPeak
@@ -245,6 +246,12 @@ class Reader:
         from db.benches import load_benches
 
         return self._run("reading imported benchmarks", load_benches, limit, target)
+
+    def delivery(self, now: float) -> StoredDelivery | None:
+        """Where the collector's notifications go, as it stored it (db/delivery.py; None: none stored yet)."""
+        from db.delivery import read
+
+        return self._run("reading the collector's delivery", read, now)
 
     def notifications(self, since: float, limit: int = 200) -> list[NotificationEntry]:
         """The e-mail notification log since ``since``, newest first (db/notifications.py)."""

@@ -29,9 +29,10 @@ from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.names import window_names
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.notify.grouping import delivery_channels, delivery_line
 from app.sweet_spot import SweetSpot, resolve
 from core.settings import Settings, effective_sweetspot
-from db import learned, verdicts
+from db import delivery, learned, verdicts
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
 from db.thresholds import thresholds_of
@@ -91,6 +92,7 @@ class Evaluator:
         self._names: dict[str, dict[str, Any]] = {}
         self._minute: int | None = None  # the last minute whose verdicts were stored
         self._spots: dict[str, tuple[int, SweetSpot]] = {}  # target → (when resolved, its sweet spot and curve)
+        self._delivery = (delivery_line(settings.alerts.email, settings.alerts), delivery_channels(settings.alerts))
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self, take: bool = True) -> str:
@@ -157,6 +159,8 @@ class Evaluator:
                   for t, d in derived.items()]  # fmt: skip
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
+            # where this process sends: status and the UI, run with other settings, show this row
+            delivery.write(conn, self.holder, at, self._delivery[0], self._delivery[1])
             if minute != self._minute:  # the minute's verdict: its first evaluation's
                 verdicts.write(conn, judged)
         self.derived, self._minute = derived, minute

@@ -26,7 +26,7 @@ from app.formatting import (
     slo_attainment_text,
     slo_bucket_warning,
 )
-from app.notify.grouping import delivery_line
+from app.notify.grouping import collector_delivery
 from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from app.verdict import NO_DATA, Verdict, evaluate
@@ -220,7 +220,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     reader = Reader(settings.db_url)
     if args.all:
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
-        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
+        email = _delivery_json(reader, settings)  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
         print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
                          allow_nan=False) if args.json else table(rows))  # fmt: skip
@@ -234,7 +234,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     info = next((t for t in reader.targets() if t.name == name), None)
     over = _series_json(info)
     if args.json:
-        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
+        email = _delivery_json(reader, settings)
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict),
                           "not_evaluated": not_evaluated(settings, fig, spot), **spot.as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
@@ -246,8 +246,19 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  {rule} rule: {why}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
-        print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
+        print(f"  alerts: {collector_delivery(reader.delivery(time.time()), settings.alerts, time.time())[0]}")
     return 0
+
+
+def _delivery_json(reader: Reader, settings: Settings) -> dict[str, Any]:
+    """``email``: where the collector's notifications go, as the collector stored it (db/delivery.py),
+    and ``delivery``: who stored it, when, whether it still evaluates (null: no collector yet)."""
+    now = time.time()
+    stored = reader.delivery(now)
+    line, sending = collector_delivery(stored, settings.alerts, now)
+    about = None if stored is None else {"channels": list(stored.channels), "holder": stored.holder,
+                                         "stored_at": stored.written_at, "collector_live": stored.live}  # fmt: skip
+    return {"email": line, "sending": sending, "delivery": about}
 
 
 def _series_json(info: TargetInfo | None) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from app.ui import auth, page, reads, time_range, url_params, welcome
 from app.ui.guard import guard
 from core.redact import masked
 
-st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
+# A file of our own, sent inline as a data: URL: a ":material/…:" page icon makes every visitor's browser
+# fetch the favicon from fonts.gstatic.com (docs/security.md: no page asks any other host for anything).
+ICON = Path(__file__).parent / "assets" / "icon.svg"
+st.set_page_config(page_title="Sweetspot", page_icon=str(ICON), layout="wide")
 settings = page.load(os.environ)  # the UI process's entry point: the one place that reads the environment
 
 if not auth.allowed(settings.ui_password):
