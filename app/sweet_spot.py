@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.operating_point import REFERENCE_LEVELS, find_knee, sweeps_of
-from core.knee import Learned, Limits, Sample, expected_at, learn
+from core.learner import Learned, Limits, Sample, expected_at, learn
 from core.settings import LearnerSettings, Settings, SweetSpotSettings, effective_sweetspot, is_reference
 from db.queries import Reader
 from db.results import SweepRun

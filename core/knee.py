@@ -1,113 +1,164 @@
-"""A target's own throughput curve and its knee, learned from its traffic (pure: no I/O, no clock).
+"""The one knee rule (DOMAIN.md §3): a throughput curve's knee, its SLO limit and the sweet spot.
 
-The input is one sample per stored step (a minute in production; a finer grain when the learner
-settings ask for it, each sample then weighing its share of a minute): the running requests
-(average), the output tok/s and the TTFT P95 of that step (the clients': app/sweet_spot.py reads
-``client_ttft_p95_s``, the engine's plus a gateway's wait). Samples are grouped by running
-concurrency rounded to a whole request (idle ones, under :data:`IDLE_RUNNING`, left out); a monotone
-(non-decreasing) least-squares fit of tok/s over the groups, weighted by their minutes
-(pool-adjacent violators), is the curve, and its
-highest value the plateau. The knee is the smallest concurrency where the curve reaches
-``share`` (90 %) of the plateau, interpolated between levels and rounded to a whole request, then
-stepped back below the first level from which the median TTFT P95 stays above the SLO.
+Every place that finds a sweet spot calls :func:`sweet_spot_of` with its measured levels: a load sweep
+(sweep/verdict.py), imported benchmark runs, the learner over a target's own traffic
+(core/learner.py), the planner's modelled curve and the Operating point page. Pure: no I/O, no clock.
 
-The learner refuses to guess, and says what it lacks, when the minutes are too few, the
-concurrency levels too few (both :class:`Limits`, the ``[learner]`` settings), or the curve has not flattened within the concurrencies seen (traffic
-that never went past the knee cannot show it): :attr:`Learned.knee` is then None and
-:attr:`Learned.reason` says how much more traffic, at which load, it needs.
+- **Curve**: output tok/s against running requests, the non-decreasing least-squares fit of the
+  measured levels (pool-adjacent violators, each level weighing its ``weight``: requests, minutes).
+- **Knee**: the field report's reasoning. 8 → 16 running bought +48 % tok/s, 16 → 32 only +15 %, so
+  16: the knee is the lowest measured level from which the next doubling of concurrency buys under
+  ``min_gain`` (+25 %) tok/s. By Little's law latency then grows more than 1.6× for what it buys.
+  *Between measured levels*: the doubled concurrency is read on the fitted curve, linear between the
+  two measured levels around it (16 → 24 on levels 8, 16, 32 reads 24 halfway between 16 and 32). A
+  level is judged only where its double is within the measured range (no extrapolation); when no
+  judged level's doubling falls under ``min_gain`` there is no knee yet, and ``knee_at_least`` is the
+  lowest measured level above the last one judged (the traffic or sweep must go higher to find it).
+  On a smooth curve tok/s = n ÷ (a + b·n) the rule lands at 1.5·a/b (the report's curve: ≈ 16).
+- **SLO limit**: the highest level whose client-seen TTFT P95 is within the SLO, over at least
+  ``min_requests`` requests (where counted), with an error rate of at most ``max_error_rate``. TTFT
+  from per-request times (sweeps, benchmark files) is compared directly; TTFT from a histogram
+  carries its bucket judgement (core/histogram_slo.py), and "cannot tell" is never "within". A level
+  with no TTFT figure at all counts as within while it sits below every level judged outside or
+  cannot-tell (TTFT grows with concurrency: nothing measured says it is broken); the reason says so.
+- **Sweet spot**: the highest measured level at or under both (the knee, or ``knee_at_least`` while
+  the knee is not found) that itself passes the SLO test above. None when no level does.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
 
-IDLE_RUNNING = 0.5  # a minute under half a running request decoded (almost) nothing
-MIN_MINUTES = 120  # busy minutes the learner needs before it says anything
-MIN_LEVELS = 4  # distinct concurrency levels, each of MIN_LEVEL_MINUTES at least
-MIN_LEVEL_MINUTES = 3
-TRIM = 0.05  # share of the busy minutes, at the highest concurrencies, left out of the fit
-SHARE = 0.9  # the knee: the smallest concurrency reaching this share of the plateau
-# The curve has flattened when its slope past the knee is under this share of its slope at the
-# lowest level (tok/s per added request): a curve still rising as steeply has no plateau yet.
-FLAT_SLOPE = 0.25
+from core.histogram_slo import CANNOT_TELL, OUTSIDE, WITHIN, QuantileJudgement
 
-
-@dataclass(frozen=True)
-class Limits:
-    """What the learner needs before it says anything: busy minutes in all, concurrency levels, and
-    minutes at each level. The defaults are production's; the ``[learner]`` settings change them."""
-
-    min_minutes: float = MIN_MINUTES
-    min_levels: int = MIN_LEVELS
-    min_level_minutes: float = MIN_LEVEL_MINUTES
-
-
-PRODUCTION = Limits()
+MIN_GAIN: Final = 0.25  # the next doubling must buy at least +25 % output tok/s
+MAX_ERROR_RATE: Final = 0.01
+# Under 20 requests a level's P95 is its slowest request: one slow request moves the verdict.
+MIN_REQUESTS: Final = 20
+NOT_MEASURED: Final = "not measured"
+FEW_REQUESTS: Final = "too few requests"
+ERRORS: Final = "errors"
 
 
 @dataclass(frozen=True)
-class Sample:
-    """One step: running requests (average), output tok/s, TTFT P95 in seconds (None: not known), and
-    the minutes it covers (1: a minute rollup; 5 s of per-scrape rows weigh 1/12)."""
+class MeasuredLevel:
+    """One measured concurrency level.
 
-    running: float
-    tokens_per_s: float
+    ``concurrency`` running (or in-flight) requests; ``tokens_per_s`` output tok/s (None or ≤ 0: not
+    on the curve); ``ttft_p95_s`` the clients' TTFT P95 in seconds from per-request times (None: not
+    measured); ``ttft_judgement`` the bucket judgement when the TTFT comes from a histogram (it
+    overrides ``ttft_p95_s`` for the SLO test); ``requests`` how many requests it measured (None: not
+    counted); ``error_rate`` the share (0-1) of ended requests that failed (None: not known);
+    ``weight`` its weight in the curve's fit (requests, minutes; 1 when all weigh alike).
+    """
+
+    concurrency: int
+    tokens_per_s: float | None
     ttft_p95_s: float | None = None
-    minutes: float = 1.0
+    ttft_judgement: QuantileJudgement | None = None
+    requests: float | None = None
+    error_rate: float | None = None
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
-class Level:
-    """The minutes at one concurrency: their mean tok/s, the fitted (monotone) tok/s, the median TTFT P95."""
+class Doubling:
+    """What doubling concurrency from one measured level buys on the fitted curve (tok/s)."""
 
     concurrency: int
     tokens_per_s: float
-    fitted: float
-    minutes: float
-    ttft_p95_s: float | None
+    doubled_tokens_per_s: float
+    gain: float  # relative: 0.48 is +48 %
+
+    @property
+    def text(self) -> str:
+        """``8→16 +48 % tok/s (85 → 126)``."""
+        return (f"{self.concurrency}→{2 * self.concurrency} {100 * self.gain:+.0f} % tok/s "
+                f"({_tps(self.tokens_per_s)} → {_tps(self.doubled_tokens_per_s)})")  # fmt: skip
+
+
+def _tps(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 @dataclass(frozen=True)
-class Learned:
-    """What the learner found: ``knee`` (None when it refuses), the levels it rests on, and why.
+class LevelSlo:
+    """A level's SLO test: ``state`` within / outside / cannot tell / not measured / too few requests /
+    errors, and ``detail`` the figures that decided it (one clause)."""
 
-    ``reason`` is one sentence: how the knee was found, or what is missing (for a refusal it ends
-    with the traffic that would let it learn: "N more hours at concurrency above C").
+    concurrency: int
+    state: str
+    detail: str
+
+    @property
+    def passes(self) -> bool:
+        return self.state in (WITHIN, NOT_MEASURED)
+
+
+@dataclass(frozen=True)
+class SweetSpot:
+    """What the one rule found over a set of measured levels (see the module docstring).
+
+    ``curve`` is (concurrency, fitted tok/s) of every level on it; ``doublings`` the judged levels in
+    order; ``slo`` every level's SLO test. ``bound_by`` names what set the sweet spot: "the knee",
+    "the TTFT SLO", "errors", "too few requests", "the highest level measured" (no knee yet), or None.
+    ``reason`` is the sentences every surface shows.
     """
 
+    sweet_spot: int | None
     knee: int | None
-    levels: tuple[Level, ...]
-    minutes: float
-    plateau: float | None
-    reason: str
-    more_hours: float | None = None  # refused: about how many more hours of traffic it needs
+    knee_at_least: int | None
+    slo_limit: int | None
+    slo_s: float | None
+    curve: tuple[tuple[int, float], ...]
+    doublings: tuple[Doubling, ...]
+    slo: tuple[LevelSlo, ...] = field(default=())
+    bound_by: str | None = None
+    reason: str = ""
 
     @property
-    def curve(self) -> tuple[tuple[float, float], ...]:
-        """(concurrency, fitted tok/s) of every level: the own curve the under-delivery rule reads."""
-        return tuple((float(lv.concurrency), lv.fitted) for lv in self.levels)
-
-    @property
-    def rests_on(self) -> str:
-        """``1,440 minutes at 12 concurrency levels``."""
-        return f"{_count(self.minutes)} minutes at {len(self.levels)} concurrency levels"
+    def knee_found(self) -> bool:
+        return self.knee is not None
 
 
-def levels_of(samples: Iterable[Sample]) -> list[Level]:
-    """Busy minutes grouped by whole running requests, with the monotone fit of their tok/s."""
-    groups: dict[int, list[Sample]] = {}
-    for s in samples:
-        if s.running >= IDLE_RUNNING and math.isfinite(s.running) and math.isfinite(s.tokens_per_s) and s.minutes > 0:
-            groups.setdefault(round(s.running), []).append(s)
-    keys = sorted(groups)
-    weights = [sum(s.minutes for s in groups[c]) for c in keys]
-    means = [sum(s.tokens_per_s * s.minutes for s in groups[c]) / w for c, w in zip(keys, weights, strict=True)]
-    fitted = monotone_fit(means, weights)
-    return [Level(c, m, f, w, _median([s.ttft_p95_s for s in groups[c]]))
-            for c, m, f, w in zip(keys, means, fitted, weights, strict=True)]  # fmt: skip
+def sweet_spot_of(
+    levels: Sequence[MeasuredLevel],
+    slo_s: float | None,
+    min_gain: float = MIN_GAIN,
+    max_error_rate: float = MAX_ERROR_RATE,
+    min_requests: float = MIN_REQUESTS,
+) -> SweetSpot:
+    """The knee, the SLO limit and the sweet spot of ``levels`` by the one rule (module docstring).
+
+    ``slo_s`` is the TTFT P95 SLO in seconds (None: no SLO, every level's TTFT passes). Levels of the
+    same concurrency are not merged: give one per concurrency. Never raises on empty or odd input:
+    no usable level gives a SweetSpot of Nones whose reason says so.
+    """
+    ordered = sorted(levels, key=lambda lv: lv.concurrency)
+    curve = fitted_curve(ordered)
+    doublings = doublings_of(curve)
+    knee = next((d.concurrency for d in doublings if d.gain < min_gain), None)
+    at_least = None if knee is not None else _first_unjudged(curve, doublings)
+    tests = tuple(_slo_tests(ordered, slo_s, max_error_rate, min_requests))
+    passing = [t.concurrency for t in tests if t.passes]
+    slo_limit = max(passing, default=None)
+    cap = knee if knee is not None else at_least
+    sweet = max((c for c in passing if cap is not None and c <= cap), default=None)
+    bound = _bound(tests, sweet, knee, at_least)
+    result = SweetSpot(sweet, knee, at_least, slo_limit, slo_s, curve, doublings, tests, bound)
+    return _with_reason(result, min_gain)
+
+
+def fitted_curve(levels: Sequence[MeasuredLevel]) -> tuple[tuple[int, float], ...]:
+    """(concurrency, fitted tok/s) of the levels with tok/s > 0: their non-decreasing weighted fit."""
+    usable = [lv for lv in sorted(levels, key=lambda lv: lv.concurrency)
+              if lv.tokens_per_s is not None and math.isfinite(lv.tokens_per_s) and lv.tokens_per_s > 0
+              and lv.concurrency > 0]  # fmt: skip
+    fitted = monotone_fit([lv.tokens_per_s or 0.0 for lv in usable], [max(lv.weight, 1e-9) for lv in usable])
+    return tuple((lv.concurrency, f) for lv, f in zip(usable, fitted, strict=True))
 
 
 def monotone_fit(values: Sequence[float], weights: Sequence[float]) -> list[float]:
@@ -121,117 +172,96 @@ def monotone_fit(values: Sequence[float], weights: Sequence[float]) -> list[floa
     return [m for m, _, n in blocks for _ in range(int(n))]
 
 
-def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE, limits: Limits = PRODUCTION) -> Learned:
-    """The knee of the curve the samples draw, or a refusal saying what more traffic is needed."""
-    all_levels = levels_of(samples)
-    minutes = sum(lv.minutes for lv in all_levels)
-    levels = tuple(lv for lv in _trimmed(all_levels) if lv.minutes >= limits.min_level_minutes)
-    if minutes < limits.min_minutes:
-        more = (limits.min_minutes - minutes) / 60
-        return Learned(None, levels, minutes, None, f"{_count(minutes)} busy minutes, it needs {_count(limits.min_minutes)}: "
-                       f"{_hours(more)} more hours of traffic", more)  # fmt: skip
-    if len(levels) < limits.min_levels:
-        more = (limits.min_levels - len(levels)) * limits.min_level_minutes / 60
-        return Learned(None, levels, minutes, None, f"{len(levels)} concurrency levels, it needs {limits.min_levels}: "
-                       f"{_hours(more)} more hours at other loads", more)  # fmt: skip
-    levels = _refit(levels)
-    top, first = levels[-1].concurrency, levels[0]
-    plateau = levels[-1].fitted
-    at = _reach(levels, share * plateau)
-    initial = first.fitted / first.concurrency
-    tail = (plateau - _fitted_at(levels, top / 2)) / (top / 2)  # the slope over the upper half seen
-    if at >= top or tail >= FLAT_SLOPE * initial:
-        more = limits.min_minutes / 60
-        return Learned(None, levels, minutes, plateau, f"the curve has not flattened up to concurrency {top} "
-                       f"({tail:.3g} tok/s per added request over its upper half against {initial:.3g} at "
-                       f"{first.concurrency}): {_hours(more)} more hours at concurrency above {top}", more)  # fmt: skip
-    knee = max(1, round(at))
-    reason = f"{share:.0%} of its plateau ({plateau:,.0f} tok/s) at {knee}"
-    breach = _breach(levels, slo_s)
-    if breach is not None and breach.concurrency <= knee:
-        below = [lv.concurrency for lv in levels if lv.concurrency < breach.concurrency]
-        if not below:
-            return Learned(None, levels, minutes, plateau, f"TTFT P95 passes the {slo_s:g} s SLO at every "
-                           f"concurrency seen (from {breach.concurrency})")  # fmt: skip
-        knee = below[-1]
-        reason += f", capped at {knee}: TTFT P95 {breach.ttft_p95_s:.3g} s at {breach.concurrency} > {slo_s:g} s SLO"
-    return Learned(knee, levels, minutes, plateau, reason)
-
-
-def _breach(levels: Sequence[Level], slo_s: float | None) -> Level | None:
-    """The lowest level from which the median TTFT P95 stays above the SLO at every level above it
-    (levels without a TTFT aside). A breach at a low level that higher levels do not share is not the
-    price of concurrency (a night of long prompts at two running, say) and does not cap the knee."""
-    if slo_s is None:
-        return None
-    found = None
-    for lv in reversed([lv for lv in levels if lv.ttft_p95_s is not None]):
-        if lv.ttft_p95_s is None or lv.ttft_p95_s <= slo_s:
+def doublings_of(curve: Sequence[tuple[int, float]]) -> tuple[Doubling, ...]:
+    """The gain of doubling concurrency from each level whose double lies within the curve's range."""
+    if not curve:
+        return ()
+    top = curve[-1][0]
+    out = []
+    for c, t in curve:
+        if 2 * c > top:
             break
-        found = lv
-    return found
+        doubled = _read(curve, 2.0 * c)
+        out.append(Doubling(c, t, doubled, doubled / t - 1))
+    return tuple(out)
 
 
-def _trimmed(levels: Sequence[Level]) -> list[Level]:
-    """``levels`` without the busiest :data:`TRIM` of their minutes: the highest concurrencies seen are
-    a few minutes of transitions and gauge noise, and the plateau must not rest on them."""
-    keep = sum(lv.minutes for lv in levels) * (1 - TRIM)
-    out: list[Level] = []
-    seen = 0.0
-    for lv in levels:
-        if seen >= keep:
-            break
-        out.append(lv)
-        seen += lv.minutes
+def _read(curve: Sequence[tuple[int, float]], concurrency: float) -> float:
+    """The curve at ``concurrency`` within its range, linear between the two levels around it."""
+    for (a, ta), (b, tb) in zip(curve, curve[1:], strict=False):
+        if a <= concurrency <= b:
+            return ta + (tb - ta) * (concurrency - a) / (b - a)
+    return curve[-1][1]
+
+
+def _first_unjudged(curve: Sequence[tuple[int, float]], doublings: Sequence[Doubling]) -> int | None:
+    judged = {d.concurrency for d in doublings}
+    return next((c for c, _ in curve if c not in judged), None)
+
+
+def _slo_tests(levels: Sequence[MeasuredLevel], slo_s: float | None, max_error_rate: float,
+               min_requests: float) -> list[LevelSlo]:  # fmt: skip
+    judged = [(lv, _ttft_state(lv, slo_s)) for lv in levels]
+    broken = min((lv.concurrency for lv, (state, _) in judged if state in (OUTSIDE, CANNOT_TELL)), default=math.inf)
+    out = []
+    for lv, (state, detail) in judged:
+        if lv.error_rate is not None and lv.error_rate > max_error_rate:
+            state, detail = ERRORS, f"errors {100 * lv.error_rate:.1f} % > {100 * max_error_rate:g} %"
+        elif lv.requests is not None and lv.requests < min_requests:
+            state, detail = FEW_REQUESTS, f"{lv.requests:,.0f} requests < {min_requests:,.0f}"
+        elif state == NOT_MEASURED and lv.concurrency > broken:
+            state, detail = CANNOT_TELL, f"TTFT not measured, above {broken:g} where the SLO does not hold"
+        out.append(LevelSlo(lv.concurrency, state, detail))
     return out
 
 
-def _refit(levels: Sequence[Level]) -> tuple[Level, ...]:
-    fitted = monotone_fit([lv.tokens_per_s for lv in levels], [float(lv.minutes) for lv in levels])
-    return tuple(dataclasses.replace(lv, fitted=f) for lv, f in zip(levels, fitted, strict=True))
+def _ttft_state(level: MeasuredLevel, slo_s: float | None) -> tuple[str, str]:
+    if slo_s is None:
+        return NOT_MEASURED, "no TTFT SLO"
+    if level.ttft_judgement is not None:
+        return level.ttft_judgement.state, f"TTFT P95 {level.ttft_judgement.text}"
+    if level.ttft_p95_s is None or not math.isfinite(level.ttft_p95_s):
+        return NOT_MEASURED, "TTFT not measured"
+    relation = "≤" if level.ttft_p95_s <= slo_s else ">"
+    return (WITHIN if relation == "≤" else OUTSIDE), f"TTFT P95 {level.ttft_p95_s:.2f} s {relation} {slo_s:g} s"
 
 
-def expected_at(curve: Sequence[tuple[float, float]], concurrency: float) -> float | None:
-    """tok/s the curve gives at ``concurrency``: linear between its points, through the origin below
-    the first, flat past the last (its plateau). None for an empty curve."""
-    points = sorted(curve)
-    if not points or concurrency < 0:
+def _bound(tests: Sequence[LevelSlo], sweet: int | None, knee: int | None, at_least: int | None) -> str | None:
+    """What set the sweet spot: the knee, or the first measured level above it that fails (and how)."""
+    if sweet is None:
         return None
-    c0, t0 = points[0]
-    if concurrency <= c0:
-        return t0 * concurrency / c0 if c0 > 0 else t0
-    for (a, ta), (b, tb) in zip(points, points[1:], strict=False):
-        if concurrency <= b:
-            return ta + (tb - ta) * (concurrency - a) / (b - a)
-    return points[-1][1]
+    cap = knee if knee is not None else at_least
+    blocker = next((t for t in tests if sweet < t.concurrency <= (cap or 0) and not t.passes), None)
+    if blocker is None:
+        return "the knee" if knee is not None else "the highest level measured"
+    return {ERRORS: "errors", FEW_REQUESTS: "too few requests"}.get(blocker.state, "the TTFT SLO")
 
 
-def _reach(levels: Sequence[Level], value: float) -> float:
-    """The concurrency where the fitted curve first reaches ``value`` (linear between levels)."""
-    prev_c, prev_t = 0.0, 0.0
-    for lv in levels:
-        if lv.fitted >= value:
-            if lv.fitted == prev_t:
-                return float(lv.concurrency)
-            return prev_c + (lv.concurrency - prev_c) * (value - prev_t) / (lv.fitted - prev_t)
-        prev_c, prev_t = float(lv.concurrency), lv.fitted
-    return float(levels[-1].concurrency)
+def _with_reason(found: SweetSpot, min_gain: float) -> SweetSpot:
+    return replace(found, reason=" ".join(reason_sentences(found, min_gain)))
 
 
-def _fitted_at(levels: Sequence[Level], concurrency: float) -> float:
-    value = expected_at([(float(lv.concurrency), lv.fitted) for lv in levels], concurrency)
-    return 0.0 if value is None else value
+def reason_sentences(found: SweetSpot, min_gain: float = MIN_GAIN) -> list[str]:
+    """The reason, sentence by sentence: the doublings, the SLO, the sweet spot and what bound it."""
+    out = [_knee_sentence(found, min_gain)]
+    failing = [t for t in found.slo if not t.passes and (found.sweet_spot is None or t.concurrency > found.sweet_spot)]
+    if found.slo_s is not None and failing:
+        first = failing[0]
+        out.append(f"At {first.concurrency}: {first.detail}.")
+    if found.sweet_spot is None:
+        out.append("No sweet spot: no measured level passes the SLO test at or under the knee.")
+    else:
+        out.append(f"Sweet spot {found.sweet_spot} (bound by {found.bound_by}).")
+    return out
 
 
-def _median(values: Sequence[float | None]) -> float | None:
-    seen = sorted(v for v in values if v is not None and math.isfinite(v))
-    return seen[len(seen) // 2] if seen else None
-
-
-def _count(minutes: float) -> str:
-    """``1,440`` / ``2.5``: whole minutes as integers, fractions (a finer grain) to one decimal."""
-    return f"{minutes:,.1f}".removesuffix(".0")
-
-
-def _hours(hours: float) -> str:
-    return f"{max(hours, 0.1):.1f}".removesuffix(".0")
+def _knee_sentence(found: SweetSpot, min_gain: float) -> str:
+    if not found.doublings:
+        return "No knee measured: no level's double lies within the measured levels."
+    if found.knee is None:
+        said = ", ".join(d.text for d in found.doublings[-3:])
+        return (f"Doubling still buys at least {100 * min_gain:+.0f} % ({said}): no knee within the measured "
+                f"levels, at least {found.knee_at_least}; measure higher to find it.")  # fmt: skip
+    upto = [d for d in found.doublings if d.concurrency <= found.knee][-2:]
+    said = ", ".join(d.text for d in upto)
+    return f"Knee {found.knee}: doubling from it buys under {100 * min_gain:+.0f} % tok/s ({said})."

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from core.knee import Learned, Level
+from core.learner import Learned, Level
 from db import schema
 
 

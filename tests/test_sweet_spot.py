@@ -18,7 +18,8 @@ from collectors.dcgm import parse_dcgm
 from collectors.gateway import queue_from_prometheus
 from collectors.records import GatewayReading, ScrapeRound, SourceResult
 from collectors.vllm import parse_vllm
-from core.knee import MIN_MINUTES, Sample, expected_at, learn, monotone_fit
+from core.knee import monotone_fit
+from core.learner import MIN_MINUTES, Sample, expected_at, learn
 from core.settings import Settings, SweetSpotSettings
 from db.engine import open_engine
 from db.queries import Reader
@@ -71,7 +72,7 @@ def test_a_low_level_breach_that_higher_levels_do_not_share_caps_nothing():
 
 
 def test_the_minimums_and_the_grain_are_settings_and_samples_weigh_their_minutes():
-    from core.knee import Limits
+    from core.learner import Limits
 
     # 5-s samples (a twelfth of a minute each): 20 s at each of five levels, 100 s in all
     fine = [Sample(float(c), saturating(c), 1.0, 5 / 60) for c in (2, 8, 16, 24, 32) for _ in range(4)]
