@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "epochs": "epochs",
     "plan": "plan",
+    "targets": "targets",
 }
 
 

@@ -497,6 +497,15 @@ def _cannot_tell(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE verdicts ADD COLUMN not_judged TEXT"))
 
 
+def _retired_targets(conn: Connection) -> None:
+    # targets.retired_at and dropped_at: a target the collector no longer reads, and one dropped from the
+    # lists (`targets drop --keep-history`); NULL in older rows: configured and listed.
+    have = _columns(conn, "targets")
+    for column in ("retired_at", "dropped_at"):
+        if column not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {column} INTEGER"))
+
+
 def _stale_after(conn: Connection) -> None:
     # targets.stale_after_s: how long after its last scrape a target reads stale (the collector writes
     # 2 × interval + scrape timeout); verdicts.thresholds: the thresholds each minute was judged by, so
@@ -570,6 +579,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0034_learned_sweet_spots", _learned_sweet_spots),
     ("0050_delivery_state", _delivery_state),
     ("0051_cannot_tell", _cannot_tell),
+    ("0052_retired_targets", _retired_targets),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -305,7 +305,9 @@ def _models(conn: Connection, target: str) -> list[str]:
 
 def _targets(conn: Connection) -> list[TargetInfo]:
     out = []
-    for row in conn.execute(select(schema.targets).order_by(schema.targets.c.name)):
+    # a target dropped from the lists (`targets drop --keep-history`) is in none: its rows stay for queries
+    t = schema.targets
+    for row in conn.execute(select(t).where(t.c.dropped_at.is_(None)).order_by(t.c.name)):
         last = _last_scrape(conn, row.id)
         out.append(
             TargetInfo(
@@ -330,6 +332,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 series_dropped=row.series_dropped or 0,
                 series_limit=row.series_limit,
                 stale_after_s=row.stale_after_s,
+                retired_at=row.retired_at,
             )
         )
     return out
@@ -428,7 +431,8 @@ def _window(
     wait_metric = "" if row is None else wait_metric_of(row.gateway_source)
     found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric)
     gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
-    return dataclasses.replace(found, ceiling_missing=gap) if gap else found
+    found = dataclasses.replace(found, ceiling_missing=gap) if gap else found
+    return dataclasses.replace(found, retired_at=row.retired_at) if row is not None and row.retired_at is not None else found
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

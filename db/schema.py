@@ -116,6 +116,12 @@ targets = Table(
     Column("peak_tflops", Float),
     Column("compute_precision", Text),
     Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
+    # no longer configured (0052_retired_targets): when the collector started without it in its settings
+    # (NULL: configured, or found by a [[prometheus]] source); shown as "not configured any more", then
+    # left out of the lists after retired_shown_s. dropped_at: `python -m app targets drop` kept its
+    # history but took it out of every list (NULL: listed)
+    Column("retired_at", Integer),
+    Column("dropped_at", Integer),
 )
 
 models = Table(

@@ -8,11 +8,13 @@ it; a rule whose value needs a None figure is in the state ``no_data`` (never "a
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.formatting import clock, mbu_source_text
 from core.durations import format_duration
+from core.histogram_slo import QuantileJudgement, judge_histogram_quantile
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -68,6 +70,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
         ttft_wait_note=wait_note(f),
         quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
+        bucket_judgements=bucket_judgements(f),  # what those buckets prove against the SLO (app/alerts/rules.py)
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )
@@ -97,6 +100,32 @@ def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
     out = dict(f.quantile_buckets)
     if "ttft_p95_s" in out and f.client_ttft_p95_s == f.ttft_p95_s:
         out["client_ttft_p95_s"] = out["ttft_p95_s"]
+    return out
+
+
+def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
+    """What vLLM's TTFT buckets prove about the P95 against the SLO they were counted at (within,
+    outside or cannot tell, with the bucket: core/histogram_slo.py); None without a request or an SLO."""
+    if f.ttft_slo_s is None or f.ttft_slo_attainment is None:
+        return None
+    if f.ttft_slo_bounds is None:  # the SLO is a bucket bound: the share at it is exact
+        share = f.ttft_slo_attainment
+        return judge_histogram_quantile([(f.ttft_slo_s, share), (math.inf, 1.0)], f.ttft_slo_s)
+    lower_le, lower, upper_le, upper = f.ttft_slo_bounds
+    bounds = [(lower_le, lower), (math.inf, 1.0)] + ([] if upper_le is None or math.isinf(upper_le) else [(upper_le, upper)])
+    return judge_histogram_quantile(bounds, f.ttft_slo_s)
+
+
+def bucket_judgements(f: WindowFigures) -> dict[str, QuantileJudgement]:
+    """Per quantile figure a rule may judge against the SLO, what the engine's buckets prove: the
+    engine's TTFT P95, and the clients' where it is the engine's (no gateway wait on top: a wait is
+    a measured or estimated time, not a bucket, and is judged as it is)."""
+    judged = ttft_judgement(f)
+    if judged is None:
+        return {}
+    out = {"ttft_p95_s": judged}
+    if f.client_ttft_p95_s is not None and f.client_ttft_p95_s == f.ttft_p95_s:
+        out["client_ttft_p95_s"] = judged
     return out
 
 
@@ -159,6 +188,8 @@ def _queued(waiting: float | None, queue: float | None) -> float | None:
 
 def no_data_reason(f: WindowFigures) -> str:
     """Why the window cannot be judged, or "" when it can."""
+    if f.retired_at is not None:  # never "down": nobody reads it any more, on purpose
+        return retired_text(f.target, f.retired_at)
     if f.up is None and f.last_scrape_at is None:
         return "the target has never been scraped (is the collector running? python -m app run)"
     if f.stale_s is not None:
@@ -174,6 +205,15 @@ def no_data_reason(f: WindowFigures) -> str:
     if f.tokens_per_s is None and f.running_max is None:
         return "scrapes succeed but expose no vLLM figures (see the Targets page for missing metrics)"
     return ""
+
+
+NOT_CONFIGURED = "not configured any more"
+
+
+def retired_text(target: str, retired_at: float) -> str:
+    """``not configured any more: the collector started without it at 14:02 …`` with how to drop it."""
+    return (f"{NOT_CONFIGURED}: the collector started without it at {clock(retired_at)} (its history is kept; "
+            f"`python -m app targets drop {target} --keep-history` takes it out of the lists now)")
 
 
 def queue_growth(recent: Sequence[SeriesPoint], end: float, growth_s: float) -> tuple[float, float] | None:

@@ -24,11 +24,16 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
 from core.durations import format_duration
+from core.histogram_slo import OUTSIDE as OUTSIDE_SLO
+from core.histogram_slo import QuantileJudgement
 from core.settings import ConfigError, RuleSettings, Settings
 from core.text import MAX_NAME, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
+# The buckets cannot settle it: a histogram quantile whose bucket holds the threshold (a TTFT P95 in
+# vLLM's (2.5, 5] s against a 3 s SLO). Neither breaks nor clears: the verdict says "cannot tell".
+CANNOT_TELL = "cannot tell"
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
@@ -80,7 +85,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One rule applied to one window: ``status`` HOLDS, CLEAR, NO_DATA or ERROR; values unscaled."""
+    """One rule applied to one window: ``status`` HOLDS, CLEAR, CANNOT_TELL, NO_DATA or ERROR; values unscaled."""
 
     status: str
     value: float | None = None
@@ -258,11 +263,27 @@ def outcome(rule: Rule, names: Names) -> Outcome:
         if value is None or threshold is None:
             return Outcome(NO_DATA, value, threshold, summary=f"no data for {rule.expr if value is None else rule.threshold}")
         holds = OPS[rule.op](value, threshold)
+        if (settled := _settled(rule, names, threshold)) is not None:
+            if settled.state == CANNOT_TELL:
+                label = wording(rule, names)[0]
+                spelled, _ = compared(value * rule.scale, threshold * rule.scale, rule.unit)
+                return Outcome(CANNOT_TELL, value, threshold, f"{label} {spelled}: {settled.text}")
+            holds = settled.state == OUTSIDE_SLO
     except _Missing as exc:
         return Outcome(NO_DATA, summary=f"no data for {exc}")
     except Exception as exc:  # a rule that cannot be computed is in error, and never stops the others
         return Outcome(ERROR, summary=f"{rule.name}: {type(exc).__name__}: {exc}")
     return Outcome(HOLDS if holds else CLEAR, value, threshold, summary(rule, names, value, threshold, holds))
+
+
+def _settled(rule: Rule, names: Names, threshold: float) -> QuantileJudgement | None:
+    """What the engine's buckets prove about ``rule``'s quantile against ``threshold`` (within, outside or
+    cannot tell), for a rule ``quantile > threshold`` whose quantile is the engine's histogram figure
+    judged against the SLO the buckets were counted at; None where the buckets have no say."""
+    judged = names.names.get("bucket_judgements", {}).get(rule.expr)
+    if judged is None or rule.op not in (">", ">=") or rule.scale != 1.0 or judged.slo_s != threshold:
+        return None
+    return judged
 
 
 class _Missing(Exception):

@@ -65,7 +65,8 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     run = read_bench(text, path.name)
     known = {t.name: t.vllm_url for t in settings.targets}
     try:  # discovered targets too; a database not made yet has none
-        known.update({t.name: t.vllm_url or "" for t in Reader(settings.db_url).targets() if t.name not in known})
+        known.update({t.name: t.vllm_url or "" for t in Reader(settings.db_url).targets()
+                      if t.name not in known and t.retired_at is None})  # not one the collector no longer reads
     except StorageError:
         pass
     run = replace(run, target=_target(run, args.target, known))

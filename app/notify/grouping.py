@@ -114,7 +114,7 @@ def collector_delivery(stored: StoredDelivery | None, alerts: AlertsSettings, no
 
 
 def _age(seconds: float) -> str:
-    return "just now" if seconds < 1 else f"{format_duration(seconds)} ago"
+    return "just now" if seconds < 1 else f"{format_duration(round(seconds))} ago"
 
 
 def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:

@@ -37,7 +37,9 @@ if _missing_sqlite_file(settings.db_url):
     st.stop()
 
 reader = guard("the database", reads.reader, settings.db_url)
-targets = guard("the targets", reader.targets)
+# configured targets first; one not configured any more stays listed retired_shown_s (docs/fleet.md)
+targets = sorted((t for t in guard("the targets", reader.targets) if t.listed(time_range.now(), settings.retired_shown_s)),
+                 key=lambda t: t.retired_at is not None)  # fmt: skip
 if not targets:
     welcome.render(settings, "no target has been scraped into this database")
     st.stop()
