@@ -301,7 +301,7 @@ def test_status_cli_json_and_table(db_url: str) -> None:
         table = _cli("status", "--db", db_url, "--window", "5m")
         assert table.returncode == 0 and "over 5m" in table.stdout and "tok/s" in table.stdout
         assert "ceiling                  unknown: set targets[].ceiling.weight_gb and tensor_parallel" in table.stdout
-        assert "concurrency rule: not evaluated: no sweet spot yet" in table.stdout
+        assert "concurrency rule not judged: no sweet spot yet" in table.stdout
         assert "sweet spot               unknown: no sweet spot yet" in table.stdout
         assert f"TTFT ({lower:g}, {upper:g}]" in table.stdout
 

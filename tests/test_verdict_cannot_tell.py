@@ -128,3 +128,11 @@ def test_the_stored_minute_has_the_same_state_and_reasons(tmp_path):
     assert stored.state == CANNOT_TELL
     assert stored.not_judged["concurrency"].startswith("no sweet spot yet")
     assert json.loads(json.dumps(stored.not_judged)) == stored.not_judged
+
+
+def test_the_digest_counts_the_minutes_it_could_not_tell_apart():
+    from app.notify import digest
+
+    target = digest.TargetDigest("demo", 0.5, 0.0, 2.0, 120.0, 150.0, 180.0, 0.0, (), outside=0.25, cannot_tell=0.25)
+    text = digest.render_text(digest.Digest(0.0, 86400.0, "UTC", (target,)))
+    assert "time in the sweet spot: 50 % (outside 25 %, cannot tell 25 %, no data 0 %)" in text

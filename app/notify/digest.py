@@ -173,8 +173,8 @@ def subject(digest: Digest) -> str:
 def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" (the report's ceiling: at most {number(d.ceiling_steps_per_s)} steps/s)" if d.ceiling_steps_per_s else ""
     lines = [
-        f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}, cannot tell "
-        f"{percent(d.cannot_tell)}, no data {percent(d.no_data)}"
+        f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}"
+        + (f", cannot tell {percent(d.cannot_tell)}" if d.cannot_tell else "") + f", no data {percent(d.no_data)}"
         + (f", not judged {percent(d.not_stored)})" if d.not_stored else ")"),
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",

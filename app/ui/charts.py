@@ -308,9 +308,10 @@ def ttft_chart(points: Sequence[SeriesPoint], frame: Frame, slo_s: float) -> Any
     if note:  # no zero on a log axis (a 0 s quantile is a step without requests)
         data.loc[data["value"] <= 0, "value"] = math.nan
     lines = _lines(data, frame, "seconds").encode(y=alt.Y("value:Q", title=None, scale=scale, axis=Y_AXIS))
-    judged = "the clients' P95 (gateway wait included)" if gateway else "P95"
-    title = (f"Time to first token, per {_step(frame)} (s{note}) · red dashes: SLO {number(slo_s)} s on {judged} · "
-             "queue P95: the part spent waiting in vLLM's queue")
+    # no longer than the engine-only title: the panel is as wide as the page at 1280 px
+    queue = "queue P95: time in vLLM's queue" if gateway else "queue P95: the part spent waiting in vLLM's queue"
+    judged = "the clients' P95" if gateway else "P95"
+    title = f"Time to first token, per {_step(frame)} (s{note}) · red dashes: SLO {number(slo_s)} s on {judged} · {queue}"
     return _panel(_layer(lines, hline(slo_s, frame)), title)
 
 
