@@ -15,12 +15,13 @@ RUN pip install -r requirements.txt
 
 COPY core ./core
 COPY app ./app
-COPY core ./core
 COPY collectors ./collectors
 COPY db ./db
 COPY simulator ./simulator
 COPY sweep ./sweep
 COPY deploy ./deploy
+# the documentation the messages cite (docs/alerts.md, docs/sweep.md, ...), and `rules docs` reads
+COPY docs ./docs
 
 RUN useradd --create-home --uid 10001 sweetspot \
     && mkdir -p /data && chown sweetspot /data

@@ -150,12 +150,12 @@ class CollectionService:
                 self.writer.register_target(filled, stale_after(self.settings), shape_source=shape.source)
 
     def rollup(self) -> str:
-        from db.rollup import rollup
+        from db.rollup import rollup, written_text
 
         if not self.turn.holding:
             return "rollup: another collector writes to this database"
         with self.write_lock:
-            return str(rollup(self.engine, self.clock()))
+            return f"rollups written: {written_text(rollup(self.engine, self.clock()))}"
 
     def retention(self) -> str:
         from db.rollup import apply_retention

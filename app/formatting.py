@@ -124,6 +124,11 @@ def tokens(n: float | None) -> str:
 
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 target``, ``3 targets``: a count with its noun in the number it takes (plural with an s)."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def series_limit_warning(dropped: int, limit: int | None) -> str | None:
     """What a target's last page left out over its ``max_series`` (Targets page, ``status``); None: nothing."""
     if not dropped:
@@ -147,9 +152,14 @@ def dram_text(dram: float | None, source: str | None, missing: str = "unknown (n
 
 
 def overhead_text(gbps: float | None, ratio: float | None) -> str:
-    """``3,060 GB/s per GPU beyond the model's bytes (5.6×)``; "" when either figure is missing."""
+    """``3,060 GB/s per GPU beyond the model's bytes (5.6×)``; "" when either figure is missing. Below
+    the model's bytes (a reading that lags the steps, or an MBU model that counts too much) there is
+    no overhead to show: that is said, never a negative traffic."""
     if gbps is None or ratio is None:
         return ""
+    if gbps < 0:
+        return (f"none: the GPUs moved {ratio:.2f}× the model's bytes, less than a step must read (the DRAM "
+                "reading lags the steps, or the MBU model's inputs count too many bytes)")
     return f"{number(gbps)} GB/s per GPU beyond the model's bytes ({ratio:.1f}×)"
 
 

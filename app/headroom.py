@@ -8,10 +8,15 @@ random walk with a drift, the state-space form of exponential smoothing with a t
 trend with its slope held), plus a fixed weekly pattern once two weeks are there. Logs make growth a
 rate ("+3 % a day"); the Kalman filter skips a missing day; its own prediction intervals give the range.
 
+A recent change of trend (flat for a month, growing for the last ten days) is what one drift over
+the whole history cannot see: :func:`recent_turn` fits the log peaks as a straight line, a line with
+a step, and a line that bends at some day, and where the bend wins clearly (BIC) the forecast is the
+bent line's, continued from the turn with its least-squares prediction range.
+
 What it says, in this order:
 - no sweet spot: unknown, no forecast;
+- a peak of the last 7 days at or above the sweet spot: already past it, whatever the history's length;
 - fewer than ``MIN_DAYS`` days with a peak: too short, and how many more days it needs;
-- a peak of the last 7 days at or above the sweet spot: already past it;
 - no trend when the drift is within ``Z`` standard errors of zero (the filter's own variance of the
   drift at the last day); falling when below;
 - else the first day the forecast's mean reaches the sweet spot (~N days, today is day 1) with a range:
@@ -63,12 +68,18 @@ class Headroom:
     in_days: int | None = None  # the forecast's crossing day (1: today)
     earliest: int | None = None  # the range: the upper bound's crossing day
     latest: int | None = None  # the lower bound's (None: beyond HORIZON_DAYS)
-    source: str = ""  # where the sweet spot came from (configured, sweep, learned, reference)
+    source: str = ""  # where the sweet spot came from (configured, sweep, benchmark, learned, reference)
+    turn_days: int | None = None  # the trend changed this many days ago, and the growth is since then
+    unreadable: str = ""  # why the history could not be read (state UNKNOWN)
 
     def text(self) -> str:
         """One line, as the Overview, the Fleet (its cell: :meth:`cell`), the digest and ``status`` write it."""
         cap = f"the sweet spot ({_n(self.capacity)} running{f', {self.source}' if self.source else ''})"
         rate = f"{100 * (self.growth or 0.0):+.1f} %/day ± {100 * (self.growth_se or 0.0):.1f}"
+        if self.turn_days is not None:
+            rate += f" since the trend changed {self.turn_days} days ago"
+        if self.unreadable:
+            return f"no forecast: could not read the history ({self.unreadable})"
         if self.state == UNKNOWN:
             return "no forecast: the sweet spot is unknown"
         if self.state == TOO_SHORT:
@@ -97,7 +108,8 @@ class Headroom:
     def as_json(self) -> dict[str, object]:
         return {"state": self.state, "text": self.text(), "capacity": self.capacity, "days": self.days,
                 "last_peak": self.last_peak, "growth_per_day": self.growth, "growth_se": self.growth_se,
-                "in_days": self.in_days, "earliest": self.earliest, "latest": self.latest}  # fmt: skip
+                "in_days": self.in_days, "earliest": self.earliest, "latest": self.latest,
+                "turn_days": self.turn_days}  # fmt: skip
 
 
 def forecast(peaks: Sequence[float | None], capacity: float | None, source: str = "") -> Headroom:
@@ -106,17 +118,22 @@ def forecast(peaks: Sequence[float | None], capacity: float | None, source: str 
     days = sum(p is not None for p in peaks)
     if capacity is None or capacity <= 0:
         return Headroom(UNKNOWN, None, days, source=source)
+    recent = [p for p in peaks[-RECENT_DAYS:] if p is not None]
+    last_peak = max(recent) if recent else None
+    if last_peak is not None and last_peak >= capacity:  # whatever the history's length: past is past
+        return Headroom(ABOVE, capacity, days, last_peak, source=source)
     if days < MIN_DAYS:
         return Headroom(TOO_SHORT, capacity, days, source=source)
     first = next(i for i, p in enumerate(peaks) if p is not None)
     series = np.log([max(p, FLOOR) if p is not None else math.nan for p in peaks[first:]])
-    recent = [p for p in peaks[-RECENT_DAYS:] if p is not None]
-    last_peak = max(recent) if recent else None
-    if last_peak is not None and last_peak >= capacity:
-        return Headroom(ABOVE, capacity, days, last_peak, source=source)
-    drift, se, mean, low, high = _fit(series, weekly=days >= WEEKLY_DAYS)
+    turn = recent_turn(series)
+    if turn is None:
+        drift, se, mean, low, high = _fit(series, weekly=days >= WEEKLY_DAYS)
+    else:
+        drift, se, mean, low, high = turn.drift, turn.se, turn.mean, turn.low, turn.high
     growth, growth_se = math.expm1(drift), math.exp(drift) * se
-    base = Headroom(NO_TREND, capacity, days, last_peak, growth, growth_se, source=source)
+    since = None if turn is None else len(series) - turn.day
+    base = Headroom(NO_TREND, capacity, days, last_peak, growth, growth_se, source=source, turn_days=since)
     if not abs(drift) > Z * se:
         return base
     if drift < 0:
@@ -140,6 +157,84 @@ def _fit(series: np.ndarray, weekly: bool) -> tuple[float, float, np.ndarray, np
     drift = float(result.filtered_state[1, -1])
     se = math.sqrt(max(float(result.filtered_state_cov[1, 1, -1]), 0.0))
     return drift, se, np.asarray(ahead.predicted_mean), np.asarray(bounds)[:, 0], np.asarray(bounds)[:, 1]
+
+
+# -- a recent change of trend -------------------------------------------------------------------------
+TURN_MIN_DAYS = 5  # days on each side of a turn, at the least
+TURN_BIC = 6.0  # the hinge model must beat both the straight and the step model by this much BIC
+Z_LEVEL = 1.2816  # the standard normal's 90th percentile: the LEVEL (80 %) two-sided range
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A recent change of trend: ``day`` the index it starts at, and the least-squares fit since then
+    (per day ahead, on logs): the forecast's mean and the LEVEL range, and the drift with its error."""
+
+    day: int
+    drift: float
+    se: float
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def recent_turn(series: np.ndarray) -> Turn | None:
+    """A change of trend the history shows, when one does: the log peaks fitted by least squares as a
+    straight line, a line with a step, and a line that bends (a hinge) at each day ``k`` with at least
+    :data:`TURN_MIN_DAYS` on each side, each with a day-of-week effect once two weeks are there. The
+    hinge is taken only when its best ``k`` beats both others by :data:`TURN_BIC` in BIC (a step change
+    is a level, not a growth); the forecast then continues the line since ``k``."""
+    t = np.flatnonzero(~np.isnan(series)).astype(float)
+    y = series[~np.isnan(series)]
+    n = len(y)
+    if n < 2 * TURN_MIN_DAYS + 2:
+        return None
+    weekly = n >= WEEKLY_DAYS
+    base = _design(t, weekly)
+    bic_line = _bic(base, y)
+    best: tuple[float, int] | None = None
+    bic_step = math.inf
+    for k in range(int(t[0]) + TURN_MIN_DAYS, int(t[-1]) - TURN_MIN_DAYS + 2):
+        hinge = np.column_stack([base, np.maximum(t - k, 0.0)])
+        step = np.column_stack([base, (t >= k).astype(float)])
+        bic_step = min(bic_step, _bic(step, y))
+        score = _bic(hinge, y)
+        if best is None or score < best[0]:
+            best = (score, k)
+    if best is None or not best[0] + TURN_BIC < min(bic_line, bic_step):
+        return None
+    return _continue(t, y, best[1], len(series), weekly)
+
+
+def _design(t: np.ndarray, weekly: bool) -> np.ndarray:
+    """Intercept, slope and (weekly) six day-of-week columns: the columns every candidate shares."""
+    cols = [np.ones_like(t), t]
+    if weekly:
+        cols += [(t.astype(int) % 7 == d).astype(float) for d in range(1, 7)]
+    return np.column_stack(cols)
+
+
+def _bic(x: np.ndarray, y: np.ndarray) -> float:
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    rss = float(np.sum((y - x @ coef) ** 2))
+    return len(y) * math.log(max(rss, 1e-12) / len(y)) + x.shape[1] * math.log(len(y))
+
+
+def _continue(t: np.ndarray, y: np.ndarray, k: int, length: int, weekly: bool) -> Turn:
+    """The hinge fit at ``k``, continued :data:`HORIZON_DAYS` ahead with its prediction range."""
+    x = np.column_stack([_design(t, weekly), np.maximum(t - k, 0.0)])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    sigma2 = float(resid @ resid) / max(len(y) - x.shape[1], 1)
+    cov = sigma2 * np.linalg.pinv(x.T @ x)
+    ahead = np.arange(length, length + HORIZON_DAYS, dtype=float)
+    xa = np.column_stack([_design(ahead, weekly), ahead - k])
+    mean = xa @ coef
+    spread = Z_LEVEL * np.sqrt(np.einsum("ij,jk,ik->i", xa, cov, xa) + sigma2)
+    gradient = np.zeros(x.shape[1])
+    gradient[1] = gradient[-1] = 1.0  # the drift since the turn: slope + bend
+    drift = float(coef[1] + coef[-1])
+    return Turn(k, drift, math.sqrt(max(float(gradient @ cov @ gradient), 0.0)), mean, mean - spread, mean + spread)
 
 
 def _first(reached: np.ndarray) -> int | None:
@@ -180,4 +275,9 @@ def line(reader: Reader, settings: Settings, target: str, now: float) -> str:
     try:
         return headroom(reader, settings, target, now).text()
     except Exception as exc:  # noqa: BLE001 - the forecast is one line among many; its failure is said there
-        return f"no forecast: could not read the history ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        return unreadable(exc).text()
+
+
+def unreadable(exc: Exception) -> Headroom:
+    """The forecast of a history that could not be read: its text says why."""
+    return Headroom(UNKNOWN, None, 0, unreadable=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.formatting import number
-from app.operating_point import find_knee, sweeps_of, target_roofline
+from app.operating_point import sweeps_of, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from core import roofline as roofs
 from core.errors import UsageError
+from core.knee import MeasuredLevel, sweet_spot_of
 from core.mbu import GB, StepModel
 from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
@@ -334,11 +335,10 @@ def kv_room(model: StepModel, memory_gb: float | None, context: float | None) ->
 
 
 def roofline_knee(roof: roofs.Roofline) -> int | None:
-    """The knee of ``roof``'s attainable tok/s by the sweep's rule (app/operating_point.py ``find_knee``):
-    the last of 1, 2, 4 … 4,096 running requests before doubling gains under 25 %; None: it never flattens."""
-    levels = [(c, roof.attainable_tok_s(c), None) for c in (2**i for i in range(13))]
-    knee = find_knee(levels, math.inf)
-    return None if knee is None or knee.concurrency == levels[-1][0] else knee.concurrency
+    """The knee of ``roof``'s attainable tok/s by the one knee rule (core/knee.py ``sweet_spot_of``) over
+    1, 2, 4 … 4,096 running requests: the first from which doubling buys under +25 %; None: it never flattens."""
+    found = sweet_spot_of([MeasuredLevel(c, roof.attainable_tok_s(c)) for c in (2**i for i in range(13))], None)
+    return found.knee
 
 
 def option(roof: roofs.Roofline, cal: Calibration, demand: float, knee_today: float, roof_knee_today: int | None,

@@ -36,16 +36,22 @@ class WriteTurn:
         self.engine, self.settings, self.clock, self.lock, self.holder = engine, settings, clock, lock, holder
         self.holding: bool | None = None  # None until the first take
 
-    def take(self) -> bool:
-        """Take or renew the lease; False (said once per spell) while another process writes."""
+    def take(self, say: bool = True) -> bool:
+        """Take or renew the lease; False (said once per spell, unless ``say`` is False: the caller
+        says it) while another process writes."""
         with self.lock:
             held = lease.acquire(self.engine, WRITER, self.holder, self.clock(), lease_s(self.settings))
-        if not held and self.holding is not False:
+        if not held and self.holding is not False and say:
             log.warning("%s", self.standby_line())
         elif held and self.holding is False:
             log.info("collector: the other writer stopped; this process (%s) writes to the database now", self.holder)
         self.holding = held
         return held
+
+    def start_line(self, collecting: str) -> str:
+        """A starting collector's first line: ``collecting`` when this process writes, else that it
+        stands by (a second `make run` on a database another collector writes said "collecting demo")."""
+        return collecting if self.take(say=False) else self.standby_line()
 
     def standby_line(self) -> str:
         other = lease.current_holder(self.engine, WRITER)

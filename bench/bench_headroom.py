@@ -9,6 +9,11 @@ forecast against a sweet spot of 16. The truth: the first day the pattern's dema
 or noise reaches 16. Prints, per growth, how often the forecast said what is true (flat: no trend;
 growth: a crossing whose range holds the true day), the median range relative to the true day, and
 the seconds per fit.
+
+Then the recent turn (issue 37): on ``--turn-seeds`` (20) seeds, a month flat at 8 that began growing
+5 %/day ten days ago must give a crossing whose range holds the true day, while a month flat (no
+weekend), the simulator's flat week (weekends at 60 %) and a step change (8, then 11 from day 15) must
+keep "no trend". Prints the counts (the goal: at least 15 of 20 and 18 of 20).
 """
 
 from __future__ import annotations
@@ -16,7 +21,11 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/…` as `make bench` runs it
 
 from app.headroom import CROSSING, NO_TREND, forecast
 from simulator.pattern import DAY_S, DailyPattern
@@ -47,10 +56,36 @@ def truth(pattern: DailyPattern, today: float) -> int:
     return 400
 
 
+def turn_counts(seeds: int = 20, days: int = 30) -> dict[str, int]:
+    """Per history kind, on ``seeds`` seeds: "turn" how often the crossing's range holds the true day;
+    the others how often the forecast says no trend (see the module docstring)."""
+    counts = {"turn": 0, "flat": 0, "weekly": 0, "step": 0}
+    for seed in range(seeds):
+        today = (20000 + 7 * seed) * DAY_S
+        first = today - days * DAY_S
+        rng = random.Random(seed)
+        turn = DailyPattern(seed, 8.0, 0.05, today - 10 * DAY_S)
+        room = forecast(observed(turn, first, days, rng), CAPACITY)
+        true_day = truth(turn, today)
+        counts["turn"] += room.state == CROSSING and (room.earliest or 0) <= true_day <= (room.latest or 10**9)
+        flat = [10.0 * rng.lognormvariate(0.0, 0.05) for _ in range(days)]
+        weekly = observed(DailyPattern(seed, 10.0), first, days, rng)
+        step = observed(DailyPattern(seed, 8.0), first, 15, rng) + observed(DailyPattern(seed, 11.0), first + 15 * DAY_S,
+                                                                         days - 15, rng)  # fmt: skip
+        for name, peaks in (("flat", flat), ("weekly", weekly), ("step", step)):
+            counts[name] += forecast(peaks, CAPACITY).state == NO_TREND
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--turn-seeds", type=int, default=20)
     args = parser.parse_args()
+    counts = turn_counts(args.turn_seeds)
+    print(f"recent turn (flat 8, +5 %/day from 10 days ago, against {CAPACITY:g}): crossing with the true day in "
+          f"range {counts['turn']}/{args.turn_seeds}; no trend kept: flat {counts['flat']}/{args.turn_seeds}, weekly "
+          f"{counts['weekly']}/{args.turn_seeds}, step {counts['step']}/{args.turn_seeds}")  # fmt: skip
     forecast([5.0 + d for d in range(14)], CAPACITY)  # statsmodels imported and warm
     rows: dict[float, list[tuple[bool, float | None, float]]] = {}
     states: dict[float, dict[str, int]] = {}

@@ -98,12 +98,21 @@ def judge_histogram_quantile(
         return None
     lower, at_lower = max(((le, c) for le, c in cumulative if le <= slo_s), default=(0.0, 0.0))
     upper, at_upper = min((le, c) for le, c in cumulative if le >= slo_s)
-    share_lower, share_upper = at_lower / total, at_upper / total
+    return judge_shares(at_lower / total, at_upper / total, (lower, upper), slo_s, total, quantile)
+
+
+def judge_shares(
+    share_lower: float, share_upper: float, bucket: tuple[float, float], slo_s: float, requests: float,
+    quantile: float = 0.95,
+) -> QuantileJudgement:
+    """The judgement from the shares (0-1) of ``requests`` at or under the bounds either side of
+    ``slo_s`` (``bucket`` = those bounds in seconds; equal shares where a bound is the SLO): the rule
+    of the module docstring, for callers that already hold the shares (summed over many steps, say)."""
     state: State
     if share_lower >= quantile:
         state = WITHIN
-    elif share_upper < quantile:  # never past the last bound: +Inf holds every request
+    elif share_upper < quantile:
         state = OUTSIDE
     else:
         state = CANNOT_TELL
-    return QuantileJudgement(state, quantile, slo_s, (lower, upper), share_lower, share_upper, total)
+    return QuantileJudgement(state, quantile, slo_s, bucket, share_lower, share_upper, requests)

@@ -7,14 +7,23 @@ Every place that finds a sweet spot calls :func:`sweet_spot_of` with its measure
 - **Curve**: output tok/s against running requests, the non-decreasing least-squares fit of the
   measured levels (pool-adjacent violators, each level weighing its ``weight``: requests, minutes).
 - **Knee**: the field report's reasoning. 8 → 16 running bought +48 % tok/s, 16 → 32 only +15 %, so
-  16: the knee is the lowest measured level from which the next doubling of concurrency buys under
-  ``min_gain`` (+25 %) tok/s. By Little's law latency then grows more than 1.6× for what it buys.
-  *Between measured levels*: the doubled concurrency is read on the fitted curve, linear between the
-  two measured levels around it (16 → 24 on levels 8, 16, 32 reads 24 halfway between 16 and 32). A
-  level is judged only where its double is within the measured range (no extrapolation); when no
-  judged level's doubling falls under ``min_gain`` there is no knee yet, and ``knee_at_least`` is the
-  lowest measured level above the last one judged (the traffic or sweep must go higher to find it).
-  On a smooth curve tok/s = n ÷ (a + b·n) the rule lands at 1.5·a/b (the report's curve: ≈ 16).
+  16: the knee is where the next doubling of concurrency stops buying ``min_gain`` (+25 %) tok/s (by
+  Little's law latency then grows more than 1.6× for what it buys). Each measured level ``c`` whose
+  double is within the measured range (no extrapolation) is judged: the gain of doubling from it,
+  the doubled concurrency read on the fitted curve, linear between the two measured levels around it.
+  *Between measured levels*: ``crossing`` is where that gain falls under ``min_gain``, linear in the
+  gain between the last judged level above it and the first under it (the first judged level itself
+  when it is already under). The report's two sentences place the knee within one doubling: the
+  doubling into it paid and the doubling out of it does not, so it lies in [crossing, 2 × crossing).
+  ``knee_at`` is the middle of that doubling on the log scale, √2 × crossing, and the **knee** is the
+  highest measured level in [crossing, knee_at] (where none lies there, levels a doubling apart, the
+  first measured level past the crossing: never one below it, from which doubling still pays). The report's points: the gain is +48 % at 8 and +15 % at 16,
+  the crossing 13.6, its middle 19.2, the knee 16. A dense curve measured at every concurrency lands
+  the same way (the simulated reference: crossing ≈ 12, middle ≈ 17, knee 16 or 17), where "the first
+  level whose doubling buys under +25 %" alone would flip between 12 and 14 with 1 % of noise; on a
+  smooth curve tok/s = n ÷ (a + b·n) the crossing is 1.5·a/b and the knee ≈ 2.1·a/b. When no judged
+  level's doubling falls under ``min_gain`` there is no knee yet, and ``knee_at_least`` is the lowest
+  measured level above the last one judged (the traffic or sweep must go higher to find it).
 - **SLO limit**: the highest level whose client-seen TTFT P95 is within the SLO, over at least
   ``min_requests`` requests (where counted), with an error rate of at most ``max_error_rate``. TTFT
   from per-request times (sweeps, benchmark files) is compared directly; TTFT from a histogram
@@ -118,6 +127,8 @@ class SweetSpot:
     slo: tuple[LevelSlo, ...] = field(default=())
     bound_by: str | None = None
     reason: str = ""
+    crossing: float | None = None  # the concurrency from which doubling first buys under min_gain
+    knee_at: float | None = None  # √2 × crossing: the middle of the doubling the knee lies in
 
     @property
     def knee_found(self) -> bool:
@@ -140,7 +151,9 @@ def sweet_spot_of(
     ordered = sorted(levels, key=lambda lv: lv.concurrency)
     curve = fitted_curve(ordered)
     doublings = doublings_of(curve)
-    knee = next((d.concurrency for d in doublings if d.gain < min_gain), None)
+    crossing = crossing_of(doublings, min_gain)
+    knee_at = None if crossing is None else math.sqrt(2.0) * crossing
+    knee = None if crossing is None or knee_at is None else _knee_level(curve, crossing, knee_at)
     at_least = None if knee is not None else _first_unjudged(curve, doublings)
     tests = tuple(_slo_tests(ordered, slo_s, max_error_rate, min_requests))
     passing = [t.concurrency for t in tests if t.passes]
@@ -148,7 +161,8 @@ def sweet_spot_of(
     cap = knee if knee is not None else at_least
     sweet = max((c for c in passing if cap is not None and c <= cap), default=None)
     bound = _bound(tests, sweet, knee, at_least)
-    result = SweetSpot(sweet, knee, at_least, slo_limit, slo_s, curve, doublings, tests, bound)
+    result = SweetSpot(sweet, knee, at_least, slo_limit, slo_s, curve, doublings, tests, bound, crossing=crossing,
+                       knee_at=knee_at)
     return _with_reason(result, min_gain)
 
 
@@ -184,6 +198,29 @@ def doublings_of(curve: Sequence[tuple[int, float]]) -> tuple[Doubling, ...]:
         doubled = _read(curve, 2.0 * c)
         out.append(Doubling(c, t, doubled, doubled / t - 1))
     return tuple(out)
+
+
+def _knee_level(curve: Sequence[tuple[int, float]], crossing: float, knee_at: float) -> int:
+    """The highest measured level in [crossing, √2 × crossing]; where none lies there (levels a
+    doubling apart, as 8, 16, 32), the first measured level past the crossing: never one below it,
+    from which doubling still pays."""
+    between = [c for c, _ in curve if crossing - 1e-9 <= c <= knee_at + 1e-9]
+    if between:
+        return max(between)
+    return min((c for c, _ in curve if c >= crossing - 1e-9), default=curve[-1][0])
+
+
+def crossing_of(doublings: Sequence[Doubling], min_gain: float = MIN_GAIN) -> float | None:
+    """Where the gain of doubling falls under ``min_gain``: linear in the gain between the last judged
+    level at or above it and the first under it; the first judged level when it is already under;
+    None when no judged level is under (module docstring)."""
+    for i, d in enumerate(doublings):
+        if d.gain < min_gain:
+            if i == 0 or not math.isfinite(doublings[i - 1].gain):
+                return float(d.concurrency)
+            p = doublings[i - 1]
+            return p.concurrency + (d.concurrency - p.concurrency) * (p.gain - min_gain) / (p.gain - d.gain)
+    return None
 
 
 def _read(curve: Sequence[tuple[int, float]], concurrency: float) -> float:
@@ -262,6 +299,17 @@ def _knee_sentence(found: SweetSpot, min_gain: float) -> str:
         said = ", ".join(d.text for d in found.doublings[-3:])
         return (f"Doubling still buys at least {100 * min_gain:+.0f} % ({said}): no knee within the measured "
                 f"levels, at least {found.knee_at_least}; measure higher to find it.")  # fmt: skip
-    upto = [d for d in found.doublings if d.concurrency <= found.knee][-2:]
-    said = ", ".join(d.text for d in upto)
-    return f"Knee {found.knee}: doubling from it buys under {100 * min_gain:+.0f} % tok/s ({said})."
+    crossing, knee_at = found.crossing or 0.0, found.knee_at or 0.0
+    return (f"Knee {found.knee}: {crossing_clause(found, min_gain)}; the knee lies in the doubling from "
+            f"{crossing:.3g} to {2 * crossing:.3g}, and {found.knee} is the highest level measured between "
+            f"{crossing:.3g} and its middle, {knee_at:.3g}.")
+
+
+def crossing_clause(found: SweetSpot, min_gain: float = MIN_GAIN) -> str:
+    """``doubling stops buying +25 % tok/s at 13.6 (8→16 +48 % tok/s (85 → 126), 16→32 +15 % …)``:
+    the crossing with the judged doublings either side of it."""
+    crossing = found.crossing or 0.0
+    upto = [d for d in found.doublings if d.concurrency <= crossing][-1:]
+    after = [d for d in found.doublings if d.concurrency > crossing][:1]
+    said = ", ".join(d.text for d in upto + after) or ", ".join(d.text for d in found.doublings[:1])
+    return f"doubling stops buying {100 * min_gain:+.0f} % tok/s at {crossing:.3g} ({said})"

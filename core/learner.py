@@ -1,19 +1,24 @@
-"""A target's own throughput curve and its knee, learned from its traffic (pure: no I/O, no clock).
+"""A target's own throughput curve and its sweet spot, learned from its traffic (pure: no I/O, no clock).
 
 The input is one sample per stored step (a minute in production; a finer grain when the learner
 settings ask for it, each sample then weighing its share of a minute): the running requests
-(average), the output tok/s and the TTFT P95 of that step (the clients': app/sweet_spot.py reads
-``client_ttft_p95_s``, the engine's plus a gateway's wait). Samples are grouped by running
-concurrency rounded to a whole request (idle ones, under :data:`IDLE_RUNNING`, left out); a monotone
-(non-decreasing) least-squares fit of tok/s over the groups, weighted by their minutes
-(pool-adjacent violators), is the curve, and its
-highest value the plateau. The knee is the smallest concurrency where the curve reaches
-``share`` (90 %) of the plateau, interpolated between levels and rounded to a whole request, then
-stepped back below the first level from which the median TTFT P95 stays above the SLO.
+(average), the output tok/s, and the clients' TTFT of that step (app/sweet_spot.py reads the
+engine's histogram with the gateway's wait added). Samples are grouped by running concurrency rounded
+to a whole request (idle ones, under :data:`IDLE_RUNNING`, left out), and the groups are handed to
+the one knee rule (core/knee.py ``sweet_spot_of``), as a sweep's levels are: the same levels give
+the same knee whichever source measured them.
 
-The learner refuses to guess, and says what it lacks, when the minutes are too few, the
-concurrency levels too few (both :class:`Limits`, the ``[learner]`` settings), or the curve has not flattened within the concurrencies seen (traffic
-that never went past the knee cannot show it): :attr:`Learned.knee` is then None and
+No judgement from inside a bucket: a level's TTFT is judged against the SLO from the shares of its
+requests at the histogram's bounds either side of the SLO, summed over the level's minutes
+(core/histogram_slo.py ``judge_shares``): "within" only where the bounds prove it, "outside" only
+where they prove that, else "cannot tell" with the bucket, which never makes a level the sweet spot.
+Where a step has no such shares (a test's synthetic samples, an engine without TTFT buckets) its
+median TTFT P95 is compared as it is.
+
+The learner refuses to guess, and says what it lacks, when the minutes are too few (it speaks from
+a quarter of the ``[learner]`` minimum, saying its confidence is low until the whole minimum), the
+concurrency levels too few, or the curve has not reached its knee within the concurrencies seen
+(traffic that never went past the knee cannot show it): :attr:`Learned.knee` is then None and
 :attr:`Learned.reason` says how much more traffic, at which load, it needs.
 """
 
@@ -24,17 +29,16 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from core.knee import monotone_fit
+from core.histogram_slo import QuantileJudgement, judge_shares
+from core.knee import MeasuredLevel, SweetSpot, crossing_clause, monotone_fit, sweet_spot_of
 
 IDLE_RUNNING = 0.5  # a minute under half a running request decoded (almost) nothing
 MIN_MINUTES = 120  # busy minutes the learner needs before it says anything
 MIN_LEVELS = 4  # distinct concurrency levels, each of MIN_LEVEL_MINUTES at least
 MIN_LEVEL_MINUTES = 3
 TRIM = 0.05  # share of the busy minutes, at the highest concurrencies, left out of the fit
-SHARE = 0.9  # the knee: the smallest concurrency reaching this share of the plateau
-# The curve has flattened when its slope past the knee is under this share of its slope at the
-# lowest level (tok/s per added request): a curve still rising as steeply has no plateau yet.
-FLAT_SLOPE = 0.25
+# The learner speaks from this share of its minimum busy minutes, its confidence said low until the whole.
+START_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,19 @@ class Sample:
     tokens_per_s: float
     ttft_p95_s: float | None = None
     minutes: float = 1.0
+    slo: StepSlo | None = None  # the step's requests against the SLO, from the histogram's bounds
+
+
+@dataclass(frozen=True)
+class StepSlo:
+    """One step's TTFT requests against the SLO from the histogram: ``requests`` counted, the shares
+    (0-1) at or under the bound below the SLO and the bound above it (equal where exact), and the
+    bucket ``(lower, upper)`` in seconds between them."""
+
+    requests: float
+    share_lower: float
+    share_upper: float
+    bucket: tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,7 @@ class Level:
     fitted: float
     minutes: float
     ttft_p95_s: float | None
+    judgement: QuantileJudgement | None = None  # its requests' TTFT against the SLO, from the buckets
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,8 @@ class Learned:
     plateau: float | None
     reason: str
     more_hours: float | None = None  # refused: about how many more hours of traffic it needs
+    found: SweetSpot | None = None  # what the one knee rule found over its levels
+    learned_at: float | None = None  # unix seconds it was learned (set where it is stored or read)
 
     @property
     def curve(self) -> tuple[tuple[float, float], ...]:
@@ -98,8 +118,9 @@ class Learned:
         return f"{_count(self.minutes)} minutes at {len(self.levels)} concurrency levels"
 
 
-def levels_of(samples: Iterable[Sample]) -> list[Level]:
-    """Busy minutes grouped by whole running requests, with the monotone fit of their tok/s."""
+def levels_of(samples: Iterable[Sample], slo_s: float | None = None) -> list[Level]:
+    """Busy minutes grouped by whole running requests, with the monotone fit of their tok/s and (with
+    ``slo_s``) their requests' TTFT judged against it from the buckets."""
     groups: dict[int, list[Sample]] = {}
     for s in samples:
         if s.running >= IDLE_RUNNING and math.isfinite(s.running) and math.isfinite(s.tokens_per_s) and s.minutes > 0:
@@ -108,59 +129,77 @@ def levels_of(samples: Iterable[Sample]) -> list[Level]:
     weights = [sum(s.minutes for s in groups[c]) for c in keys]
     means = [sum(s.tokens_per_s * s.minutes for s in groups[c]) / w for c, w in zip(keys, weights, strict=True)]
     fitted = monotone_fit(means, weights)
-    return [Level(c, m, f, w, _median([s.ttft_p95_s for s in groups[c]]))
+    return [Level(c, m, f, w, _median([s.ttft_p95_s for s in groups[c]]), _judged(groups[c], slo_s))
             for c, m, f, w in zip(keys, means, fitted, weights, strict=True)]  # fmt: skip
 
 
-def learn(samples: Iterable[Sample], slo_s: float | None, share: float = SHARE, limits: Limits = PRODUCTION) -> Learned:
-    """The knee of the curve the samples draw, or a refusal saying what more traffic is needed."""
-    all_levels = levels_of(samples)
+def _judged(samples: Sequence[Sample], slo_s: float | None) -> QuantileJudgement | None:
+    """The level's requests against the SLO: each step's counts at its bounds, summed. A step's bounds
+    may differ (the clients' threshold is the SLO less that step's gateway wait), and the sums still
+    bound the share within the SLO from below and above; the bucket named is the busiest step's."""
+    steps = [s.slo for s in samples if s.slo is not None and s.slo.requests > 0]
+    if slo_s is None or not steps:
+        return None
+    total = sum(st.requests for st in steps)
+    lower = sum(st.share_lower * st.requests for st in steps) / total
+    upper = sum(st.share_upper * st.requests for st in steps) / total
+    return judge_shares(lower, upper, max(steps, key=lambda st: st.requests).bucket, slo_s, total)
+
+
+def learn(samples: Iterable[Sample], slo_s: float | None, limits: Limits = PRODUCTION) -> Learned:
+    """The sweet spot of the curve the samples draw by the one knee rule, or a refusal saying what
+    more traffic is needed (module docstring)."""
+    all_levels = levels_of(samples, slo_s)
     minutes = sum(lv.minutes for lv in all_levels)
     levels = tuple(lv for lv in _trimmed(all_levels) if lv.minutes >= limits.min_level_minutes)
-    if minutes < limits.min_minutes:
+    start = limits.min_minutes * START_SHARE
+    if minutes < start:
         more = (limits.min_minutes - minutes) / 60
-        return Learned(None, levels, minutes, None, f"{_count(minutes)} busy minutes, it needs {_count(limits.min_minutes)}: "
-                       f"{_hours(more)} more hours of traffic", more)  # fmt: skip
+        return Learned(None, levels, minutes, None, f"{_count(minutes)} busy minutes, it needs {_count(start)} to "
+                       f"start and {_count(limits.min_minutes)} to be confident: {_hours(more)} more hours of traffic",
+                       more)  # fmt: skip
     if len(levels) < limits.min_levels:
         more = (limits.min_levels - len(levels)) * limits.min_level_minutes / 60
         return Learned(None, levels, minutes, None, f"{len(levels)} concurrency levels, it needs {limits.min_levels}: "
                        f"{_hours(more)} more hours at other loads", more)  # fmt: skip
     levels = _refit(levels)
-    top, first = levels[-1].concurrency, levels[0]
+    found = sweet_spot_of([_measured(lv) for lv in levels], slo_s)
     plateau = levels[-1].fitted
-    at = _reach(levels, share * plateau)
-    initial = first.fitted / first.concurrency
-    tail = (plateau - _fitted_at(levels, top / 2)) / (top / 2)  # the slope over the upper half seen
-    if at >= top or tail >= FLAT_SLOPE * initial:
+    if found.knee is None:
+        top = levels[-1].concurrency
         more = limits.min_minutes / 60
-        return Learned(None, levels, minutes, plateau, f"the curve has not flattened up to concurrency {top} "
-                       f"({tail:.3g} tok/s per added request over its upper half against {initial:.3g} at "
-                       f"{first.concurrency}): {_hours(more)} more hours at concurrency above {top}", more)  # fmt: skip
-    knee = max(1, round(at))
-    reason = f"{share:.0%} of its plateau ({plateau:,.0f} tok/s) at {knee}"
-    breach = _breach(levels, slo_s)
-    if breach is not None and breach.concurrency <= knee:
-        below = [lv.concurrency for lv in levels if lv.concurrency < breach.concurrency]
-        if not below:
-            return Learned(None, levels, minutes, plateau, f"TTFT P95 passes the {slo_s:g} s SLO at every "
-                           f"concurrency seen (from {breach.concurrency})")  # fmt: skip
-        knee = below[-1]
-        reason += f", capped at {knee}: TTFT P95 {breach.ttft_p95_s:.3g} s at {breach.concurrency} > {slo_s:g} s SLO"
-    return Learned(knee, levels, minutes, plateau, reason)
+        return Learned(None, levels, minutes, plateau, f"the curve has not reached its knee up to concurrency {top} "
+                       f"(doubling still buys at least +25 % tok/s up to {found.knee_at_least}): {_hours(more)} more "
+                       f"hours at concurrency above {top}", more, found)  # fmt: skip
+    if found.sweet_spot is None:
+        return Learned(None, levels, minutes, plateau, f"no concurrency seen passes the {slo_s:g} s SLO at or under "
+                       f"the knee {found.knee}: {_slo_clause(found)}", None, found)  # fmt: skip
+    reason = f"the knee of its own curve at {found.knee} ({_knee_clause(found)})"
+    if found.sweet_spot < found.knee:
+        reason += f", capped at {found.sweet_spot}: {_slo_clause(found)}"
+    if minutes < limits.min_minutes:
+        reason += (f"; low confidence: {_count(minutes)} of the {_count(limits.min_minutes)} busy minutes it wants "
+                   "(the number may move as traffic comes)")  # fmt: skip
+    return Learned(found.sweet_spot, levels, minutes, plateau, reason, None, found)
 
 
-def _breach(levels: Sequence[Level], slo_s: float | None) -> Level | None:
-    """The lowest level from which the median TTFT P95 stays above the SLO at every level above it
-    (levels without a TTFT aside). A breach at a low level that higher levels do not share is not the
-    price of concurrency (a night of long prompts at two running, say) and does not cap the knee."""
-    if slo_s is None:
-        return None
-    found = None
-    for lv in reversed([lv for lv in levels if lv.ttft_p95_s is not None]):
-        if lv.ttft_p95_s is None or lv.ttft_p95_s <= slo_s:
-            break
-        found = lv
-    return found
+def _measured(level: Level) -> MeasuredLevel:
+    """A level as the one rule reads it: its requests counted where the buckets counted them."""
+    requests = level.judgement.requests if level.judgement is not None else None
+    return MeasuredLevel(level.concurrency, level.tokens_per_s, level.ttft_p95_s, level.judgement, requests,
+                         weight=level.minutes)  # fmt: skip
+
+
+def _knee_clause(found: SweetSpot) -> str:
+    """``doubling stops buying +25 % tok/s at 11.8 (11→22 +28 % …, 12→24 +24 % …), its doubling's middle 16.7``."""
+    return f"{crossing_clause(found)}, its doubling's middle {found.knee_at or 0.0:.3g}"
+
+
+def _slo_clause(found: SweetSpot) -> str:
+    """The first level above the sweet spot that fails the SLO test, with its figures."""
+    above = found.sweet_spot or 0
+    failing = next((t for t in found.slo if t.concurrency > above and not t.passes), None)
+    return "no level passes" if failing is None else f"{failing.detail} at {failing.concurrency}"
 
 
 def _trimmed(levels: Sequence[Level]) -> list[Level]:
@@ -195,23 +234,6 @@ def expected_at(curve: Sequence[tuple[float, float]], concurrency: float) -> flo
         if concurrency <= b:
             return ta + (tb - ta) * (concurrency - a) / (b - a)
     return points[-1][1]
-
-
-def _reach(levels: Sequence[Level], value: float) -> float:
-    """The concurrency where the fitted curve first reaches ``value`` (linear between levels)."""
-    prev_c, prev_t = 0.0, 0.0
-    for lv in levels:
-        if lv.fitted >= value:
-            if lv.fitted == prev_t:
-                return float(lv.concurrency)
-            return prev_c + (lv.concurrency - prev_c) * (value - prev_t) / (lv.fitted - prev_t)
-        prev_c, prev_t = float(lv.concurrency), lv.fitted
-    return float(levels[-1].concurrency)
-
-
-def _fitted_at(levels: Sequence[Level], concurrency: float) -> float:
-    value = expected_at([(float(lv.concurrency), lv.fitted) for lv in levels], concurrency)
-    return 0.0 if value is None else value
 
 
 def _median(values: Sequence[float | None]) -> float | None:

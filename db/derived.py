@@ -3,7 +3,8 @@ vLLM 0.33 and SGLang: docs/metrics.md). Each takes the step arrays (rates and ra
 and returns the figure's, or None where its inputs were not read. NaN is "no data" (a gap), never zero.
 
 - ``engine_bw_gbps``: the engine's own estimate of memory traffic per GPU, (rate(read) + rate(write))
-  ÷ 1e9 (vLLM's docs give it so), from ``--enable-mfu-metrics``. Beside the measured bandwidth
+  ÷ 1e9 (vLLM's docs give it so), from ``--enable-mfu-metrics`` (without it the counters stay 0: no
+  data where tokens were generated). Beside the measured bandwidth
   (NVML GPM / DCGM) and the peak it tells whether the ceiling's assumption holds.
 - ``mean_context_tokens`` = mean prompt + half the mean output of the requests finished in the step
   (``vllm:request_prompt_tokens`` / ``request_generation_tokens`` sum ÷ count): the step model's context.
@@ -23,10 +24,17 @@ import numpy as np
 
 
 def engine_bw_gbps(f: dict[str, np.ndarray]) -> np.ndarray | None:
+    """GB/s per GPU; NaN (no data) in a step whose engine produced tokens while its byte counters
+    stood still: vLLM 0.32+ exposes them at 0 unless started with ``--enable-mfu-metrics``, and
+    "0 GB/s" beside tokens being generated is no figure."""
     read, write = f.get("engine_read_bytes_per_s"), f.get("engine_write_bytes_per_s")
     if read is None and write is None:
         return None
-    return _plus(read, write) / 1e9
+    gbps = _plus(read, write) / 1e9
+    tokens = f.get("tokens_per_s")
+    if tokens is None:
+        return gbps
+    return np.where((gbps == 0) & (np.nan_to_num(tokens) > 0), np.nan, gbps)
 
 
 def mean_context_tokens(f: dict[str, np.ndarray]) -> np.ndarray | None:

@@ -86,6 +86,8 @@ def _from_catalogue(
 _C = _from_catalogue
 _V32 = "vLLM ≥ 0.32"
 _MFU = "vLLM ≥ 0.32 with --enable-mfu-metrics"
+# vLLM 0.32+ exposes its byte counters whatever its flags, and they stay 0 without this one
+MFU_OFF = "vLLM's byte counters stay 0 without --enable-mfu-metrics: start vLLM with it to get this figure"
 _SPEC = "speculative decoding off"
 _PRESENTED: tuple[Figure, ...] = (
     # status's lines, in the order operators read them
@@ -147,7 +149,7 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("sleep_state", "record", scale=0.0, label="sleep state"),
     Figure("kv_capacity_tokens", "gauge_max", ("kv_capacity_tokens",), "max", "tokens", label="KV capacity",
            help="KV-cache capacity in tokens"),
-    Figure("engine_bw_gbps", "derived", ("engine_read_bytes", "engine_write_bytes", "covered_ms"),
+    Figure("engine_bw_gbps", "derived", ("engine_read_bytes", "engine_write_bytes", "covered_ms", "generation_tokens"),
            unit="GB/s per GPU", label="engine memory traffic",
            help="engine-estimated memory traffic per GPU, GB/s (vLLM ≥ 0.32 --enable-mfu-metrics)", fn=derived.engine_bw_gbps),
     _C("finished_abort_per_s", unit="req/s", label="aborted requests",

@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from collectors.catalogue import FINISHED_BY_REASON, sleep_state
+from core.settings import NO_CEILING
 from db import aggregate, derived, mbu_figures, sources
 from db.figures import FIGURES, record_fields
 from db.quantiles import attainment_matrix, holding_buckets, quantile_matrix
@@ -390,6 +391,9 @@ def _measured_share(out: dict[str, np.ndarray], name: str, parts: list[Any],
 
 
 _SHARE_PARTS = ("", "_lower_le", "_lower_share", "_upper_le", "_upper_share")  # db.quantiles.Attainment's order
+# A share's bounds either side of its threshold, per step (NaN where the threshold is a bound: exact):
+# what proves a step within or outside the SLO without reading inside a bucket (core/histogram_slo.py).
+SHARE_PART_KEYS = tuple(f.name + suffix for f in _SHARES for suffix in _SHARE_PARTS[1:])
 
 
 def _share_arrays(name: str, cells: int, parts: list[Any], thresholds: np.ndarray) -> dict[str, np.ndarray]:
@@ -412,12 +416,13 @@ def _nullable(values: np.ndarray) -> list[float | None]:
     return [None if v != v else v for v in values.tolist()]  # NaN != NaN
 
 
-def columns(f: dict[str, np.ndarray]) -> dict[str, list[float | None]]:
-    """Every SeriesPoint figure as a list per step; figures of steps with no successful scrape are None."""
+def columns(f: dict[str, np.ndarray], parts: Sequence[str] = ()) -> dict[str, list[float | None]]:
+    """Every SeriesPoint figure as a list per step, and the share parts named in ``parts`` (of
+    :data:`SHARE_PART_KEYS`); figures of steps with no successful scrape are None."""
     groups = len(f["scrapes"])
     down = f["up_scrapes"] <= 0
     out: dict[str, list[float | None]] = {}
-    for key in POINT_KEYS:
+    for key in (*POINT_KEYS, *parts):
         src = _REDUCED.get(key, key)
         if src not in f:
             out[key] = [None] * groups
@@ -463,6 +468,9 @@ def window_from(
         ceiling_steps_per_s=bound,
         ceiling_share=None if tok is None or not bound else tok / bound,
         ceiling=ceiling,
+        # nothing missing beside a ceiling (`status --json` said "unknown: set …" with one); without one,
+        # the reader fills in what the target lacks
+        ceiling_missing="" if ceiling is not None else NO_CEILING,
         gpus=gpus,
         last_scrape_at=None if last is None else float(last.ts),
         up=False if stale is not None else _window_up(last, lo, f),
@@ -478,6 +486,7 @@ def window_from(
         quantile_buckets=_holding(f),
         **mbu,
         ttft_slo_bounds=_slo_bounds(f),
+        client_ttft_slo_bounds=_slo_bounds(f, "client_ttft_slo_attainment"),
         ttft_slo_s=_first(f.get("ttft_slo_s")),
         gateway_wait_source=wait_source(point.get("queue_depth_avg"), point.get("gateway_wait_s"),
                                         _first(f.get("gateway_waits")), _first(f.get("gateway_wait_reads")),
@@ -520,10 +529,10 @@ def _first(values: np.ndarray | None) -> float | None:
     return None if values is None or values[0] != values[0] else float(values[0])  # NaN: none
 
 
-def _slo_bounds(f: dict[str, np.ndarray]) -> tuple[float, float, float, float] | None:
-    """(lower_le, lower_share, upper_le, upper_share) of a one-step window whose SLO falls between two
-    bucket bounds; None where it is a bound (exact) or there is no value."""
-    sides = [_first(f.get("ttft_slo_attainment" + suffix)) for suffix in _SHARE_PARTS[1:]]
+def _slo_bounds(f: dict[str, np.ndarray], name: str = "ttft_slo_attainment") -> tuple[float, float, float, float] | None:
+    """(lower_le, lower_share, upper_le, upper_share) of a one-step window whose threshold falls between
+    two bucket bounds for the share figure ``name``; None where it is a bound (exact) or there is no value."""
+    sides = [_first(f.get(name + suffix)) for suffix in _SHARE_PARTS[1:]]
     return None if None in sides else (sides[0], sides[1], sides[2], sides[3])  # type: ignore[return-value]
 
 

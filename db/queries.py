@@ -38,6 +38,7 @@ from db.errors import HINT, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
 from db.pipeline import (
     POINT_KEYS,
+    SHARE_PART_KEYS,
     columns,
     empty_figures,
     figures,
@@ -152,11 +153,15 @@ class Reader:
         *,
         fields: Sequence[str] | None = None,
         level: int | None = None,
+        ttft_slo_s: float | None = None,
     ) -> dict[str, list[Any]]:
         """:meth:`series` as columns (``ts`` plus every SeriesPoint field → list), for charts and
-        data frames; no per-point objects, so a day of minutes costs a few milliseconds.
+        data frames; no per-point objects, so a day of minutes costs a few milliseconds. ``fields`` may
+        name share parts (db/pipeline.py SHARE_PART_KEYS); ``ttft_slo_s``: the SLO the shares judge by
+        (None: the target's stored one).
         """
-        return self._run("reading a series", _series_columns, target, (start, end, step_s), model, level, fields)
+        return self._run("reading a series", _series_columns, target, (start, end, step_s), model, level, fields,
+                         ttft_slo_s)  # fmt: skip
 
     def daily_peaks(self, target: str, first_day: float, days: int) -> list[DailyPeak]:
         """``target``'s peak-hour demand (requests in the system) of each UTC day from ``first_day`` (a
@@ -345,19 +350,21 @@ def _series_columns(
     model: str | None,
     level: int | None,
     fields: Sequence[str] | None,
+    ttft_slo_s: float | None = None,
 ) -> dict[str, list[Any]]:
     start, end, step_s = span
     step = max(1, int(step_s))
     lo, hi = int(start) // step * step, int(math.ceil(end))
     row = _target_row(conn, target)
     if row is None or hi <= lo:
-        return {"ts": [], "mbu": [], "dram_bw_util": [], **{k: [] for k in POINT_KEYS}}
+        return {"ts": [], "mbu": [], "dram_bw_util": [], **{k: [] for k in (*POINT_KEYS, *(fields or ()))}}
     ids = [i for i, _ in _model_ids(conn, row.id, model)]
     with_mbu = fields is None or "mbu" in fields or "dram_bw_util" in fields
     want = None if fields is None else frozenset(fields) | (MBU_INPUTS if with_mbu else frozenset())
     level = level_for_step(step) if level is None else level
-    f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model))[row.id]
-    cols: dict[str, list[Any]] = columns(f)
+    slo = None if ttft_slo_s is None else {row.id: ttft_slo_s}
+    f = figures(conn, {row.id: ids}, (lo, hi, step), level, want, _everyone(conn, row.id, model), slo)[row.id]
+    cols: dict[str, list[Any]] = columns(f, [k for k in fields or () if k in SHARE_PART_KEYS])
     if with_mbu:
         cols["mbu"], cols["dram_bw_util"] = _series_mbu(conn, row.id, cols, (lo, hi, step), level)
     return {"ts": (np.arange(len(f["scrapes"]), dtype=np.float64) * step + lo).tolist(), **cols}

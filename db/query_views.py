@@ -157,7 +157,8 @@ def _verdict_columns(period: str) -> tuple[Col, ...]:
             Col("verdict", "", "in_sweet_spot, outside, cannot_tell (a rule could not be judged), no_data, or 'no verdict "
                 "stored' (no collector judged that minute:"
                 " none ran, or the data was backfilled)"),
-            Col("rules_held", "", "the rules that held that minute, comma-separated (NULL: no verdict stored)"),
+            Col("rules_broken", "", "the rules whose condition held that minute (what broke), comma-separated (NULL: no "
+                "verdict stored)"),
         )
     return (
         Col("in_sweet_spot", "1/0/NULL", "from the hour's minute verdicts: 0 when a minute was outside, 1 when "
@@ -230,8 +231,9 @@ VIEWS: tuple[View, ...] = (
             Col("ts", "unix s", "the minute's start (UTC)"),
             TIME,
             Col("state", "", "in_sweet_spot, outside, cannot_tell or no_data, as status says it"),
-            Col("rules_held", "", "the rules that held, comma-separated in rule order (empty: none)"),
-            Col("held_values", "JSON", "each rule that held → its value, unscaled (e.g. kv_cache_usage_max as 0–1)"),
+            Col("rules_broken", "", "the rules whose condition held (what broke), comma-separated in rule order "
+                "(empty: none)"),
+            Col("broken_values", "JSON", "each rule that broke → its value, unscaled (e.g. kv_cache_usage_max as 0–1)"),
             *_at("evaluated", "the evaluation that judged the minute: each rule's window ended then"),
             Col("not_judged", "JSON", "each rule that could not judge the minute → why (\"\": the window's own reason, an "
                 "outage inside it); NULL when every rule was judged, or stored before the verdict said so"),
@@ -496,7 +498,7 @@ FROM ({base}) b"""
     if step == 60:  # the minute's stored verdict: lookups by its key, made only for a query that reads them
         stored: Callable[[str], str] = lambda column: f"(SELECT v.{column} FROM verdicts v WHERE v.target = f.target AND v.ts = f.ts)"  # noqa: E731
         verdict = {"in_sweet_spot": _in_sweet_spot(stored("state")), "verdict": _verdict_text(stored("state")),
-                   "rules_held": stored("rules_held")}  # fmt: skip
+                   "rules_broken": stored("rules_held")}  # fmt: skip
         return f"SELECT {_select(names, verdict)}\nFROM ({figures}) f"
     # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
     count: Callable[[str], str] = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
@@ -541,7 +543,10 @@ SQL: dict[str, str] = {
     "hours": _figures_sql(3600),
     "gpu_minutes": _gpu_sql(60),
     "gpu_hours": _gpu_sql(3600),
-    "verdict_history": "SELECT target, ts, iso_time(ts) AS time, state, rules_held, held_values, evaluated_at,"
+    # "held" is the evaluator's word (a rule's condition holds: it fires); read as "kept", it said the
+    # opposite of what it lists, so the views say what broke
+    "verdict_history": "SELECT target, ts, iso_time(ts) AS time, state, rules_held AS rules_broken,"
+    " held_values AS broken_values, evaluated_at,"
     " iso_time(evaluated_at) AS evaluated_time, not_judged FROM verdicts",
     "alert_history": "SELECT id, rule, target, model, from_state, to_state, at AS changed_at,"
     " iso_time(at) AS changed_time, value, threshold, severity, summary, recommendation, labels FROM alert_transitions",

@@ -145,6 +145,9 @@ class WindowFigures(EngineFigures):
     # interpolated between the bounds either side: (lower_le, lower_share, upper_le, upper_share).
     ttft_slo_attainment: float | None = None
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
+    # the same for the clients' share (the SLO less the gateway wait; None also where the gateway's own
+    # wait histogram was convolved with the engine's: that share has no single pair of bounds)
+    client_ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_s: float | None = None  # the SLO it was judged against (the target's ttft_p95_slo_s)
     # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
     # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale
@@ -155,7 +158,8 @@ class WindowFigures(EngineFigures):
     # where gateway_wait_s comes from ("measured: ..." the gateway's histogram, "estimate: Little's law ..."
     # and why the histogram did not serve), or why it is unknown; None: no gateway
     gateway_wait_source: str | None = None
-    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing)
+    # without a ceiling: what the target lacks and which inputs it has (core.settings.ceiling_missing);
+    # "" where the ceiling is known
     ceiling_missing: str = NO_CEILING
 
     def ttft_slo_in_p95_bucket(self) -> tuple[float, float] | None:
@@ -241,6 +245,13 @@ class TargetInfo:
     def stale_age(self, now: float) -> float | None:
         """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""
         return stale_age(self.last_scrape_at, now, self.stale_after_s)
+
+    @property
+    def prefix_caching(self) -> bool | None:
+        """Whether the engine's config turns prefix caching on (vLLM's ``cache_config_info`` label
+        ``enable_prefix_caching``); None where the engine does not say."""
+        value = self.cache_config.get("enable_prefix_caching", "").strip().lower()
+        return {"true": True, "false": False}.get(value)
 
     def health(self, now: float) -> bool | None:
         """``up``, but False once stale: a target nobody has read lately is not known to be up."""

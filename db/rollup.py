@@ -29,6 +29,11 @@ GRACE_S = 30
 _SHIFT = 1 << 34  # packs (id, period start) into one int64 for grouping
 
 
+def written_text(written: dict[int, int]) -> str:
+    """``rollup``'s counts as people read them: ``100,800 one-minute rows, 1,680 hourly rows``."""
+    return f"{written.get(60, 0):,} one-minute rows, {written.get(3600, 0):,} hourly rows"
+
+
 def rollup(engine: Engine, now: float, since: int | None = None) -> dict[int, int]:
     """Fold minutes and hours that ended at least ``GRACE_S`` before ``now``; rows written per step.
 

@@ -188,7 +188,11 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         levels, storm_rates = slow if ts >= slow_from else (by_level, storm)
         rates = storm_rates if state.storm else _interpolate(levels, running_clients)
         noise = rng.lognormvariate(0.0, 0.06)
-        rates = [r * noise for r in rates]
+        # the noise is the counters' (work done varies); the gauges stay physical: no more running than
+        # the gateway admits, whatever the noise (issue 37: 17 running behind a limit of 16 fired `concurrency`)
+        gauges = rates[len(COUNTERS):]
+        gauges[0] = min(gauges[0], float(limit))
+        rates = [r * noise for r in rates[:len(COUNTERS)]] + gauges
         restarts = daily.restarts_between(prev, ts)
         if restarts:
             acc = _Accumulator(restarts[-1])

@@ -50,6 +50,9 @@ class ClosedLoopLoad:
         # time to first token from the moment it asked the gateway); its wait in the gateway included
         self._asked: dict[str, float] = {}
         self.measured: list[tuple[float, float]] = []
+        # and how that time split: (simulated time of its first token, its wait in the gateway, the
+        # engine's TTFT from its admission), the ground truth a gateway wait estimate is judged by
+        self.split: list[tuple[float, float, float]] = []
 
     def start(self) -> None:
         self._thread.start()
@@ -101,12 +104,19 @@ class ClosedLoopLoad:
         with self._lock:
             return [ttft for at, ttft in self.measured if start <= at < end]
 
+    def client_split(self, start: float, end: float) -> list[tuple[float, float]]:
+        """(gateway wait, engine TTFT) in simulated seconds of the requests whose first token came in
+        [start, end) (simulated unix seconds): the two terms of :meth:`client_ttfts`."""
+        with self._lock:
+            return [(wait, engine) for at, wait, engine in self.split if start <= at < end]
+
     def _token(self, seq: Sequence, new: int, now: float) -> None:
         if seq.generated == 1:  # its first token: what the client has waited for since it asked
             with self._lock:
                 asked = self._asked.pop(seq.req_id, None)
                 if asked is not None:
                     self.measured.append((now, now - asked))
+                    self.split.append((now, seq.arrival - asked, now - seq.arrival))
 
     def _finished(self, seq: Sequence, reason: str, now: float) -> None:
         with self._lock:

@@ -66,6 +66,19 @@ def parse_request(body: bytes, chat: bool, model: str, max_model_len: int) -> Pa
                          model)
 
 
+def tokenize(body: bytes, model: str, max_model_len: int) -> dict[str, Any]:
+    """vLLM's ``POST /tokenize``: the count of a ``prompt`` or of chat ``messages`` (template
+    included) in the simulator's tokenizer, with the served ``max_model_len``; raises ApiError."""
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError:
+        raise ApiError(400, "request body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    count = _chat_tokens(data) if "messages" in data else _prompt_tokens(data)
+    return {"count": count, "max_model_len": max_model_len, "tokens": list(range(count))}
+
+
 def _prompt_tokens(data: dict[str, Any]) -> int:
     prompt = data.get("prompt")
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):

@@ -24,7 +24,7 @@ from simulator.engine import Sequence
 from simulator.expo import _Families, gateway_families, vllm_families
 from simulator.gateway import Gateway
 from simulator.live import LiveEngine
-from simulator.openai import DONE, ApiError, ParsedRequest, ResponseBuilder, parse_request
+from simulator.openai import DONE, ApiError, ParsedRequest, ResponseBuilder, parse_request, tokenize
 from simulator.options import SimOptions
 from simulator.workload import SHORT_OUTPUT, answer_length, token_text
 
@@ -109,6 +109,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/admin/slowdown":
             self._slowdown()
             return
+        if route == "/tokenize":
+            self._tokenize(body)
+            return
         if route not in ("/v1/completions", "/v1/chat/completions"):
             self._json(404, {"error": {"message": f"no route {path}", "type": "NotFoundError", "param": None,
                                        "code": 404}})
@@ -136,6 +139,13 @@ class Handler(BaseHTTPRequestHandler):
             live.sleep(level)
         self._send(200, b"", "text/plain")
         return True
+
+    def _tokenize(self, body: bytes) -> None:
+        sim = self.server.sim
+        try:
+            self._json(200, tokenize(body, sim.options.model, sim.live.config.max_model_len))
+        except ApiError as exc:
+            self._send(exc.status, exc.body(), "application/json")
 
     def _slowdown(self) -> None:
         """POST /admin/slowdown?fraction=0.3: the fault knob, mid-run (0 ends the fault)."""

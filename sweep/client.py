@@ -192,8 +192,18 @@ def _snippet(text: str) -> str:
     return " ".join(text.split())[:_ERROR_BODY_CHARS]
 
 
-def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) -> str:
-    """Check that ``base_url`` answers and return the model to load: ``model``, or the first served one.
+@dataclass(frozen=True)
+class Served:
+    """What ``GET /models`` says of the model to load: its name and context (``max_model_len``
+    tokens, prompt and output together; None where the server does not say, as OpenAI's API)."""
+
+    model: str
+    max_model_len: int | None = None
+
+
+def discover_served(base_url: str, model: str | None, timeout_s: float = 10.0) -> Served:
+    """Check that ``base_url`` answers and return the model to load (``model``, or the first served
+    one) with its ``max_model_len`` when the model list gives it.
 
     Raises SweepError (one line, with the next step) when the server cannot be reached, or when it
     serves no model and none was given.
@@ -212,20 +222,48 @@ def discover_model(base_url: str, model: str | None, timeout_s: float = 10.0) ->
         raise SweepError(f"cannot reach {shown} (no answer within {timeout_s:g} s)", hint) from None
     except httpx.HTTPError as exc:
         raise SweepError(f"cannot reach {shown} ({masked(_reason(exc))})", hint) from None
-    if model:
-        return model  # the list is only a convenience once the server answers
+    cards = _cards(bytes(body)) if response.status_code == 200 else []
+    if model:  # the list is only a convenience once the server answers
+        return Served(model, next((_context(c) for c in cards if c.get("id") == model), None))
     if response.status_code != 200:
         more = "" if base_url.endswith("/v1") else f"; did you mean {masked(base_url)}/v1?"
         raise SweepError(f"{shown} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
-    return _first_model(bytes(body), shown)
+    if not cards or "id" not in cards[0]:
+        raise SweepError(f"{shown} lists no model", "Pass --model NAME")
+    return Served(str(cards[0]["id"])[:512], _context(cards[0]))
 
 
-def _first_model(body: bytes, url: str) -> str:
+def _cards(body: bytes) -> list[dict[str, Any]]:
     try:
         data = json.loads(body).get("data") or []
-        return str(data[0]["id"])[:512]
-    except (ValueError, AttributeError, LookupError, TypeError, RecursionError):
-        raise SweepError(f"{url} lists no model", "Pass --model NAME") from None
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    return [card for card in data if isinstance(card, dict)] if isinstance(data, list) else []
+
+
+def _context(card: dict[str, Any]) -> int | None:
+    """A model card's ``max_model_len`` (vLLM, SGLang), when it is a plausible count of tokens."""
+    value = card.get("max_model_len")
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_USAGE_TOKENS:
+        return value
+    return None
+
+
+def engine_tokens(base_url: str, api: str, model: str, prompt: str, timeout_s: float = 10.0) -> int | None:
+    """How many tokens the engine's own tokenizer makes of ``prompt`` sent as ``api`` (vLLM's
+    ``POST /tokenize`` beside ``/v1``, chat template included for ``chat``); None where the server
+    has no such endpoint or answers anything else."""
+    root = base_url.removesuffix("/v1")
+    body: dict[str, Any] = {"model": model}
+    body.update({"messages": [{"role": "user", "content": prompt}]} if api == "chat" else {"prompt": prompt})
+    try:
+        response = httpx.post(root + "/tokenize", json=body, timeout=timeout_s)
+        count = response.json().get("count") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError, RecursionError):
+        return None
+    if isinstance(count, int) and not isinstance(count, bool) and 0 < count <= MAX_USAGE_TOKENS:
+        return count
+    return None
 
 
 def _reason(exc: httpx.HTTPError) -> str:

@@ -67,14 +67,23 @@ def engine_json(engine: EngineLevel) -> dict[str, Any]:
     return doc
 
 
-def format_verdict(recommendation: dict[str, Any]) -> str:
-    """The verdict as a few lines of text."""
+def format_verdict(recommendation: dict[str, Any], gateway: bool | None = True) -> str:
+    """The verdict as a few lines of text. ``gateway``: whether a gateway stands in front of the
+    engine (None: not known), so the limit is set where the target has one: the gateway's, else
+    vLLM's own ``--max-num-seqs``."""
     sweet = recommendation.get("sweet_spot_concurrency")
-    head = (
-        f"Sweet spot: concurrency {sweet}, gateway limit {recommendation.get('gateway_limit')}"
-        if sweet
-        else ("Sweet spot: none in the swept range")
-    )
+    limit = recommendation.get("gateway_limit")
+    if not sweet:
+        head = "Sweet spot: none in the swept range"
+    elif gateway:
+        head = f"Sweet spot: concurrency {sweet}, gateway limit {limit}"
+    elif gateway is None:
+        head = (f"Sweet spot: concurrency {sweet}: set the gateway's concurrency limit to {limit}, or vLLM's "
+                f"--max-num-seqs {limit} where no gateway stands in front")
+    else:
+        head = (f"Sweet spot: concurrency {sweet}: no gateway in front of this target, so cap the engine itself with "
+                f"vLLM's --max-num-seqs {limit} (extra requests then wait in vLLM's queue); a gateway limited to "
+                f"{limit} would hold them outside")
     return f"{head}\n{recommendation.get('reason', '')}"
 
 

@@ -23,14 +23,14 @@ from db.results import SweepLevel
 from sweep.client import RequestRecord, request_body, stream_request
 from sweep.engine import EngineLevel, engine_level, metrics_url, read_engine
 from sweep.report import format_engine
-from sweep.stats import level_stats, rescale
+from sweep.stats import level_stats, measured, rescale
 from sweep.workload import RequestClass, client_rng, make_request
 
 _TICK_S = 0.5  # progress refresh period
 _CONNECT_TIMEOUT_S = 10.0
 
-# tick(elapsed_s, requests_ended, errors): progress of the running level.
-Tick = Callable[[float, int, int], None]
+# tick(elapsed_s, requests_ended, errors, in_flight): progress of the running level.
+Tick = Callable[[float, int, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,8 @@ async def _wait_until(
                 raise failure  # a bug in the client: server failures are recorded, never raised
         if tick is not None:
             ended = [r for r in records if r.end_s is not None]
-            tick(time.perf_counter() - t0, len(ended), sum(1 for r in ended if r.error))
+            errors = sum(1 for r in ended if r.error)
+            tick(time.perf_counter() - t0, len(ended), errors, len(records) - len(ended))
 
 
 async def run_level(
@@ -96,7 +97,7 @@ async def run_level(
     """Run one level of ``concurrency`` clients for ``config.level_s``, then drain it; return its
     figures (in the server's time), its records (in wall-clock seconds) and the engine's own figures
     over the same span (None where the server shows no vLLM metrics).
-    ``tick(elapsed_s, requests_ended, errors)`` is called about every half second."""
+    ``tick(elapsed_s, requests_ended, errors, in_flight)`` is called about every half second."""
     records: list[RequestRecord] = []
     url = metrics_url(config.base_url)
     before = await read_engine(client, url) if config.warmup_s == 0 else None
@@ -147,7 +148,10 @@ async def run_sweep(
         async with make_client(config) as client:
             level, records, figures = await run_level(client, config, concurrency, tick)
         if progress is not None:
-            progress.finish_level(index, level, error_kinds(records), format_engine(figures) if figures is not None else "")
+            counted = [r for r in measured(records, config.duration_s, config.warmup_s) if r.end_s is not None]
+            warmup = [r for r in records if r.start_s < config.warmup_s]
+            engine_line = format_engine(figures) if figures is not None else ""
+            progress.finish_level(index, level, error_kinds(counted), engine_line, error_kinds(warmup))
         levels.append(level)
         if engine is not None and figures is not None:
             engine.append(figures)
@@ -161,7 +165,7 @@ def error_kinds(records: Sequence[RequestRecord], top: int = 3) -> list[tuple[st
 
 
 def _ticker(progress: SweepProgress, index: int, concurrency: int) -> Tick:
-    def tick(elapsed_s: float, requests: int, errors: int) -> None:
-        progress.update(index, concurrency, elapsed_s, requests, errors)
+    def tick(elapsed_s: float, requests: int, errors: int, in_flight: int) -> None:
+        progress.update(index, concurrency, elapsed_s, requests, errors, in_flight)
 
     return tick

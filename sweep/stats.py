@@ -95,6 +95,12 @@ def span_end(records: Sequence[RequestRecord], window: Window) -> float:
     return max([window.end_s, *ends])
 
 
+def measured(records: Sequence[RequestRecord], window_s: float, warmup_s: float = 0.0) -> list[RequestRecord]:
+    """The level's measured requests: those sent inside its window (after the warm-up)."""
+    window = Window(warmup_s, warmup_s + window_s)
+    return [r for r in records if started(r, window)]
+
+
 def level_stats(
     records: Sequence[RequestRecord], concurrency: int, window_s: float, warmup_s: float = 0.0
 ) -> SweepLevel:
@@ -102,12 +108,12 @@ def level_stats(
     warm-up, over the span from the window's start to the last of them ended (``duration_s``)."""
     window = Window(warmup_s, warmup_s + window_s)
     span = Window(warmup_s, span_end(records, window))
-    measured = [r for r in records if started(r, window)]
-    done = [r for r in measured if r.end_s is not None]
+    sent = measured(records, window_s, warmup_s)
+    done = [r for r in sent if r.end_s is not None]
     failed = [r for r in done if r.error is not None]
     ok = [r for r in done if r.error is None]
     timed = [r for r in records if r.error is None]
-    ttfts = [r.chunk_times_s[0] - r.start_s for r in measured if r.error is None and r.chunk_times_s]
+    ttfts = [r.chunk_times_s[0] - r.start_s for r in sent if r.error is None and r.chunk_times_s]
     gaps = [g for r in timed for g in _gaps(r, span)]
     e2es = [r.end_s - r.start_s for r in ok if r.end_s is not None]
     tokens = sum(tokens_in_window(r, span) for r in records)

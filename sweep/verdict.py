@@ -1,18 +1,21 @@
 """The verdict of a sweep: the sweet-spot concurrency and the gateway limit to set.
 
-Rule (DOMAIN.md §2-3):
+The sweet spot is the one knee rule's (core/knee.py ``sweet_spot_of``, DOMAIN.md §3), the same
+function the learner, imported benchmarks, the planner and the Operating point page call:
 
-1. SLO: the highest level whose TTFT P95 meets the SLO (≤ ``ttft_slo_s``) with an error rate of at
-   most ``max_error_rate``. Above it users see the service "hang".
-2. Knee: for each step between consecutive levels, the elasticity = relative throughput gain ÷
-   relative concurrency gain (8 → 16 is +100 % concurrency; +48 % tok/s gives 0.48). The knee is
-   the lower level of the first step whose elasticity falls under ``knee_elasticity`` (default
-   0.25: doubling the clients buys less than +25 % tok/s, while latency keeps growing).
-3. Sweet spot = the highest level that meets the SLO and is not past the knee: the SLO caps it,
-   and going past the knee buys little throughput for a lot of latency. With no knee inside the sweep, the SLO level stands (and the
-   reason says to sweep higher). With no level meeting the SLO there is no sweet spot in the range.
+1. Knee: where the next doubling of concurrency stops buying +25 % output tok/s on the
+   non-decreasing fit of the levels (8 → 16 +48 %, 16 → 32 +15 %: the gain crosses +25 % at 13.6),
+   the knee being the highest swept level between it and the middle of that doubling (√2 × 13.6 =
+   19.2: 16); the doubled concurrency is read linearly between the two swept levels around it.
+2. SLO limit: the highest level whose TTFT P95 (the client's, per request) is within ``ttft_slo_s``,
+   over at least ``min_requests`` requests, with at most ``max_error_rate`` of them failed.
+3. Sweet spot = the highest swept level at or under both. With no knee inside the sweep, the knee is
+   at least the lowest level whose double was not swept, and the reason says to sweep higher.
 4. Gateway limit = the sweet spot: the gateway keeps that many requests in flight and queues the
    rest, which holds TTFT P95 under the SLO (the report's production fix).
+
+What is printed, stored with the run (its ``recommendation``) and shown by every surface is this one
+number: app/sweet_spot.py reads ``sweet_spot_concurrency`` back from the stored run.
 """
 
 from __future__ import annotations
@@ -20,12 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core.knee import MAX_ERROR_RATE, MIN_GAIN, MIN_REQUESTS, MeasuredLevel, SweetSpot, sweet_spot_of
 from db.results import SweepLevel
-
-KNEE_ELASTICITY = 0.25
-MAX_ERROR_RATE = 0.01
-# Under 20 requests a level's P95 is its slowest request: one slow request moves the verdict.
-MIN_REQUESTS = 20
 
 
 def sample_caution(levels: Sequence[SweepLevel], min_requests: int = MIN_REQUESTS) -> str:
@@ -37,8 +36,8 @@ def sample_caution(levels: Sequence[SweepLevel], min_requests: int = MIN_REQUEST
     named = ", ".join(f"{lv.concurrency} ({lv.requests} request{'s' if lv.requests != 1 else ''})" for lv in few)
     what = "the level" if len(few) == 1 else "levels"
     return (f"Caution, few requests: {what} {named} rest{'s' if len(few) == 1 else ''} on fewer than {min_requests} "
-            "measured requests, whose TTFT P95 is the slowest of them: the sweet spot and gateway limit may move. "
-            "Sweep again with a longer --duration")
+            "measured requests, whose TTFT P95 is the slowest of them: too few to prove the SLO, so they cannot be the "
+            "sweet spot. Sweep again with a longer --duration")
 
 
 def steps(levels: Sequence[SweepLevel]) -> list[dict[str, Any]]:
@@ -62,39 +61,42 @@ def steps(levels: Sequence[SweepLevel]) -> list[dict[str, Any]]:
     return out
 
 
-def meets_slo(level: SweepLevel, ttft_slo_s: float, max_error_rate: float = MAX_ERROR_RATE) -> bool:
-    """TTFT P95 known and ≤ the SLO, and errors no more than ``max_error_rate`` (0–1) of ended requests."""
-    if level.ttft_p95_s is None or level.ttft_p95_s > ttft_slo_s:
-        return False
-    return level.error_rate is None or level.error_rate <= max_error_rate
+def measured_levels(levels: Sequence[SweepLevel]) -> list[MeasuredLevel]:
+    """The sweep's levels as the one rule reads them: per-request TTFT P95, requests, error rate,
+    each weighing its requests in the curve's fit."""
+    return [MeasuredLevel(lv.concurrency, lv.tokens_per_s, lv.ttft_p95_s, requests=lv.requests,
+                          error_rate=lv.error_rate, weight=max(float(lv.requests), 1.0))
+            for lv in levels]  # fmt: skip
 
 
 def recommend(
     levels: Sequence[SweepLevel],
     ttft_slo_s: float,
-    knee_elasticity: float = KNEE_ELASTICITY,
+    min_gain: float = MIN_GAIN,
     max_error_rate: float = MAX_ERROR_RATE,
+    min_requests: int = MIN_REQUESTS,
 ) -> dict[str, Any]:
     """The recommendation dict stored with the run and written to the JSON file (module docstring)."""
     ordered = sorted(levels, key=lambda lv: lv.concurrency)
-    passing = [lv.concurrency for lv in ordered if meets_slo(lv, ttft_slo_s, max_error_rate)]
-    slo_max = max(passing) if passing else None
-    gains = steps(ordered)
-    knee = next((s["from"] for s in gains if s["elasticity"] < knee_elasticity), None)
-    # The highest level that meets the SLO and is not past the knee (a level can pass above the
-    # knee while one below it fails, e.g. on errors: never recommend a failing level).
-    sweet = max((c for c in passing if knee is None or c <= knee), default=None)
+    found = sweet_spot_of(measured_levels(ordered), ttft_slo_s, min_gain, max_error_rate, min_requests)
+    caution = sample_caution(ordered, min_requests)
     return {
-        "sweet_spot_concurrency": sweet,
-        "gateway_limit": sweet,
-        "knee_concurrency": knee,
-        "slo_max_concurrency": slo_max,
+        "sweet_spot_concurrency": found.sweet_spot,
+        "gateway_limit": found.sweet_spot,
+        "knee_concurrency": found.knee,
+        "knee_at_least": found.knee_at_least,
+        "slo_max_concurrency": found.slo_limit,
+        "bound_by": found.bound_by,
         "ttft_slo_s": ttft_slo_s,
-        "knee_elasticity": knee_elasticity,
+        "knee_min_gain": min_gain,
         "max_error_rate": max_error_rate,
-        "steps": gains,
-        "reason": _reason(ordered, ttft_slo_s, slo_max, knee, sweet, gains) + _with(sample_caution(ordered)),
-        "caution": sample_caution(ordered) or None,
+        "min_requests": min_requests,
+        "steps": steps(ordered),
+        "doublings": [{"from": d.concurrency, "to": 2 * d.concurrency, "tokens_per_s": round(d.tokens_per_s, 3),
+                       "doubled_tokens_per_s": round(d.doubled_tokens_per_s, 3), "gain_pct": round(100 * d.gain, 1)}
+                      for d in found.doublings],  # fmt: skip
+        "reason": _reason(found, ordered) + _with(caution),
+        "caution": caution or None,
     }
 
 
@@ -102,53 +104,11 @@ def _with(caution: str) -> str:
     return f" {caution}." if caution else ""
 
 
-def _reason(
-    ordered: Sequence[SweepLevel],
-    slo: float,
-    slo_max: int | None,
-    knee: int | None,
-    sweet: int | None,
-    gains: list[dict[str, Any]],
-) -> str:
-    parts = [_slo_sentence(ordered, slo, slo_max), _knee_sentence(gains, knee)]
-    if sweet is None:
-        lowest = ordered[0].concurrency if ordered else 0
-        parts.append(f"No sweet spot in this range: sweep concurrencies below {lowest}")
-    else:
-        why = _bound(ordered, slo_max, knee)
-        parts.append(
-            f"Sweet spot {sweet} (bound by {why}): set the gateway limit to {sweet} in-flight requests"
-            " and let extra requests queue at the gateway"
-        )
-    return ". ".join(parts) + "."
-
-
-def _bound(ordered: Sequence[SweepLevel], slo_max: int | None, knee: int | None) -> str:
-    """What limits the sweet spot, for the reason text."""
-    if knee is not None and knee < (slo_max or 0):
-        return "the knee"
-    if knee is None and slo_max == ordered[-1].concurrency:
-        return "the highest level swept"
-    return "the TTFT SLO"
-
-
-def _slo_sentence(ordered: Sequence[SweepLevel], slo: float, slo_max: int | None) -> str:
-    failing = [lv for lv in ordered if slo_max is None or lv.concurrency > slo_max]
-    text = (
-        f"TTFT P95 meets {slo:g} s up to concurrency {slo_max}" if slo_max else f"No level meets TTFT P95 ≤ {slo:g} s"
-    )
-    if failing:
-        first = failing[0]
-        shown = "no data" if first.ttft_p95_s is None else f"{first.ttft_p95_s:.2f} s"
-        errors = f", errors {100 * first.error_rate:.1f} %" if first.error_rate else ""
-        text += f" ({first.concurrency}: TTFT P95 {shown}{errors})"
-    return text
-
-
-def _knee_sentence(gains: list[dict[str, Any]], knee: int | None) -> str:
-    if not gains:
-        return "No knee measured (fewer than two levels with throughput)"
-    described = ", ".join(f"{s['from']}→{s['to']} {s['tokens_per_s_gain_pct']:+.0f} % tok/s" for s in gains)
-    if knee is None:
-        return f"Throughput still grows ({described}): no knee within the sweep, sweep higher to find it"
-    return f"Throughput {described}: the knee is at {knee}"
+def _reason(found: SweetSpot, ordered: Sequence[SweepLevel]) -> str:
+    """The one rule's reason, with what to do about it: the gateway limit to set, or where to sweep."""
+    if found.sweet_spot is not None:
+        # The knob to set (a gateway's limit or vLLM's --max-num-seqs) is named by the headline, which
+        # knows whether the target has a gateway (sweep/report.py format_verdict); the reason does not.
+        return f"{found.reason.removesuffix('.')}: hold in-flight requests at {found.sweet_spot}."
+    lowest = ordered[0].concurrency if ordered else 0
+    return f"{found.reason} Sweep concurrencies below {lowest}, or longer (--duration) where requests were few."

@@ -23,6 +23,7 @@ from typing import Any
 from app.commands.ui import ROOT, proxy_environment, streamlit_command
 from core.settings import Settings
 from tests.support.ports import free_port
+from tests.support.waiting import STEP_BOUND_S
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -58,7 +59,7 @@ def streamlit_server(db_url: str, env: dict[str, str] | None = None) -> Iterator
         log.close()
 
 
-def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], timeout: float = STEP_BOUND_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -102,8 +103,10 @@ RENDERED_JS = """(charts) => {
 }"""
 
 
-def wait_rendered(page: Any, charts: int, timeout_ms: float = 45000) -> None:
-    """Until the script finished running and ``charts`` Vega charts are drawn with a size."""
+def wait_rendered(page: Any, charts: int, timeout_ms: float = STEP_BOUND_S * 1000) -> None:
+    """Until the script finished running and ``charts`` Vega charts are drawn with a size (the bound:
+    tests/support/waiting.py's; 45 s ended every page of tests/test_ui_every_range.py in a run at
+    load average 30-68)."""
     page.wait_for_function(RENDERED_JS, arg=charts, timeout=timeout_ms, polling=50)
 
 

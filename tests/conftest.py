@@ -23,6 +23,13 @@ from pathlib import Path
 
 import pytest
 
+# every child ends with its test, also when the run is killed: these hooks own and reap them
+from tests.support.children import (  # noqa: F401
+    pytest_configure,
+    pytest_fixture_post_finalizer,
+    pytest_fixture_setup,
+    pytest_runtest_protocol,
+)
 from tests.support.ports import free_port
 
 PG_USER = "sweetspot"
@@ -134,7 +141,7 @@ LONGEST_FIRST = ("test_real_engine.py", "test_ui_every_range.py", "test_notify_e
 NEEDS_SERVER = (
     "tests.support.http_server", "tests.support.smtp_server", "tests.support.sources", "tests.support.collector_process",
     "tests.support.vllm_bench", "tests.support.tiny_llama", "tests.support.certificates", "tests.browser", "tests.vllm_engine", "tests.prometheus_server",
-    "tests.victoria_server",
+    "tests.victoria_server", "tests.support.children",
     "tests.alertmanager_server", "http.server", "socketserver", "subprocess", "multiprocessing", "aiosmtpd",
     "streamlit.testing", "playwright", "simulator.server", "simulator.api",
 )  # fmt: skip
@@ -194,3 +201,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.fast)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+

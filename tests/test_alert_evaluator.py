@@ -258,3 +258,23 @@ def test_the_references_experience_is_advised_only_on_gpus_like_its_own(db, db_u
     assert ("On the reference deployment (8× V100 32 GB" in s.recommendation) is reference
     assert ("--max-model-len 6144" in s.recommendation and "0.92 works" in s.recommendation) is reference
     assert "reference" not in state(engine, "ttft_p95").recommendation  # an inactive alert reads no GPUs
+
+
+def test_a_holder_whose_process_died_on_this_host_hands_its_lease_over_at_once(db):
+    # a collector killed (or stopped without its clean exit) held the database's turn for its whole lease
+    import subprocess
+    import sys
+
+    engine, _ = db
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ours = lease.holder_id()
+    host, _pid, token, namespace = ours.split(":")
+    corpse = f"{host}:{dead.pid}:{token}:{namespace}"
+    assert lease.acquire(engine, "collector", corpse, 1000.0, 60.0)
+    assert lease.gone(corpse) and not lease.gone(ours)
+    assert lease.acquire(engine, "collector", ours, 1001.0, 60.0)  # not 60 s later
+    assert lease.current_holder(engine, "collector").holder == ours
+    # a live holder of this host, or one of another host, keeps its lease until it expires
+    assert not lease.acquire(engine, "collector", f"{host}:1:x:{namespace}", 1002.0, 60.0)
+    assert not lease.gone(f"elsewhere:{dead.pid}:{token}:{namespace}") and not lease.gone("a")

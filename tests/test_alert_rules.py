@@ -187,12 +187,27 @@ def test_without_a_sweet_spot_the_concurrency_rule_is_not_evaluated_and_says_how
     names = Names(window_names(window(running_avg=40.0), SweetSpotSettings(), (), unknown))
     o = outcome(rule, names)
     assert o.status == NO_DATA
-    assert o.summary.startswith("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, "
-                                "or let it learn from 2 more hours at higher load)")
+    assert o.summary.startswith("not evaluated: no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`; "
+                                "import benchmark results: `python -m app bench import FILE --target NAME`; "
+                                "set targets[].sweet_spot; or let it learn from 2 more hours at higher load)")
     assert "16" not in o.summary
     # a recommendation that names the sweet spot says it is unknown, never a number
     text = recommendation(by_name(DEFAULT_RULES, "ttft_p95"), names)
-    assert "sweet spot (unknown)" in text
+    assert "sweet spot (unknown: measure it with `python -m app sweep`, or set targets[].sweet_spot)" in text
+
+
+@pytest.mark.parametrize("rule_name", ["ttft_p95", "preemptions", "kv_cache", "kv_cache_critical", "concurrency",
+                                       "requests_aborted"])  # fmt: skip
+def test_advice_names_the_knob_the_target_has(rule_name):
+    # no gateway in front: "Lower the gateway concurrency limit" named a knob the target does not have
+    rule = by_name(DEFAULT_RULES, rule_name)
+    spot = SweetSpot(16, "configured", "configured")
+    bare = recommendation(rule, Names(window_names(window(queue_depth_max=None), SweetSpotSettings(), (), spot)))
+    gated = recommendation(rule, Names(window_names(window(), SweetSpotSettings(), (), spot)))
+    assert "gateway" not in bare.replace("no gateway is configured", "") and "--max-num-seqs" in bare
+    assert "gateway concurrency limit" in gated
+    if "{concurrency}" in rule.recommendation:
+        assert "(16)" in bare and "(16)" in gated
 
 
 def test_the_concurrency_rule_names_where_its_sweet_spot_came_from():

@@ -48,3 +48,35 @@ def test_a_free_port_is_left_to_the_server():
     from app.commands.ui import refuse_taken_port
 
     refuse_taken_port("127.0.0.1", free_port(), "")  # no error: nothing listens there
+
+
+def test_the_port_suggested_is_free_itself():
+    # port + 1 was suggested whatever it was: here it is taken too, and the one after is offered
+    from app.commands.ui import port_taken, refuse_taken_port
+    from core.errors import UsageError
+
+    held = []
+    try:
+        for _ in range(20):  # two neighbouring ports held, as a second dashboard on 8502 would
+            first = socket.socket()
+            first.bind(("127.0.0.1", 0))
+            second = socket.socket()
+            try:
+                second.bind(("127.0.0.1", first.getsockname()[1] + 1))
+            except OSError:
+                first.close()
+                second.close()
+                continue
+            held = [first, second]
+            break
+        assert held, "no two neighbouring ports free on this machine"
+        for sock in held:
+            sock.listen()
+        port = held[0].getsockname()[1]
+        with pytest.raises(UsageError) as caught:
+            refuse_taken_port("127.0.0.1", port, "--port {port}")
+        suggested = int(caught.value.hint.rsplit("--port ", 1)[1])
+        assert suggested >= port + 2 and not port_taken("127.0.0.1", suggested)
+    finally:
+        for sock in held:
+            sock.close()

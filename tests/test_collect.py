@@ -8,9 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.collection import CollectionService
+from collectors.vllm import parse_vllm, total_figures
 from core.settings import Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
@@ -28,7 +30,9 @@ def app(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def sim():
     with start_simulator(SimOptions(port=0, load=6, speed=20.0, seed=3)) as running:
-        time.sleep(1.0)  # let the built-in load produce a few tokens
+        # the built-in load's first tokens (a condition: at load 20 a fixed second made none)
+        wait_until(lambda: total_figures(parse_vllm(httpx.get(running.urls["vllm_metrics"], timeout=10).text)).counters.get("generation_tokens", 0) > 0,
+                   "the simulator's first tokens")  # fmt: skip
         yield running
 
 
@@ -160,6 +164,9 @@ def test_a_second_collector_on_the_database_stands_by_in_one_line(tmp_path, capl
             standby = [r for r in caplog.records if "another collector" in r.getMessage()]
             assert len(standby) == 1 and standby[0].levelname == "WARNING"
             assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+            # a second collector started on this database says it stands by, not "collecting t"
+            assert second.turn.start_line("collecting t").startswith("collector: another collector (")
+            assert first.turn.start_line("collecting t") == "collecting t"
             first.close()  # a clean stop hands the lease back: the standby writes from its next round
             assert "vLLM up" in second.collect_once()[0]
         finally:

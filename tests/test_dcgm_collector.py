@@ -15,6 +15,7 @@ from collectors.bandwidth import bandwidth_figure
 from collectors.dcgm import parse_dcgm, scrape_dcgm
 from core.errors import ScrapeError
 from tests.support.http_server import closed_port_url, serve
+from tests.support.waiting import LOCAL_ANSWER_S
 
 PAYLOAD = (Path(__file__).parent / "data" / "dcgm-exporter-h200x2.txt").read_text()
 MIB = 1024 * 1024
@@ -23,7 +24,7 @@ PROM = "text/plain; version=0.0.4"
 
 def test_scrape_reads_both_gpus_with_units_converted():
     with serve({"/metrics": (200, PROM, PAYLOAD)}) as base:
-        busy, idle = scrape_dcgm(f"{base}/metrics", timeout_s=2.0)
+        busy, idle = scrape_dcgm(f"{base}/metrics", timeout_s=LOCAL_ANSWER_S)
     assert busy.uuid == "GPU-93415061-3c1d-ce23-e6f1-8b6218831ce1"
     assert (busy.index, busy.name, busy.host) == (0, "NVIDIA H200", "gpu-node-1")
     assert busy.memory_used_bytes == 4716 * MIB
@@ -80,14 +81,14 @@ def test_nan_is_missing_not_zero():
 def test_garbage_raises_scrape_error(body, message):
     with serve({"/metrics": (200, PROM, body)}) as base:
         with pytest.raises(ScrapeError, match=message) as info:
-            scrape_dcgm(f"{base}/metrics", timeout_s=2.0)
+            scrape_dcgm(f"{base}/metrics", timeout_s=LOCAL_ANSWER_S)
     assert base in str(info.value) and "targets[].gpu.url" in info.value.hint
 
 
 def test_http_500_and_unreachable_raise_scrape_error():
     with serve({"/metrics": (500, "text/plain", "boom")}) as base:
         with pytest.raises(ScrapeError, match="answered HTTP 500"):
-            scrape_dcgm(f"{base}/metrics", timeout_s=2.0)
+            scrape_dcgm(f"{base}/metrics", timeout_s=LOCAL_ANSWER_S)
     with pytest.raises(ScrapeError, match="cannot reach .*connection refused"):
         scrape_dcgm(closed_port_url(), timeout_s=2.0)
 

@@ -6,8 +6,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,10 +46,21 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     proc = start_run(db, "--no-ui", "--backfill", "6h")
     try:
         lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=240)
-        time.sleep(6)  # at least one live round after the backfill
+
+        def read_status() -> dict[str, Any]:
+            return json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
+                                             cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)  # fmt: skip
+
+        at_start = read_status().get("last_scrape_at") or 0.0
+
+        def live_status() -> dict[str, Any] | None:
+            """``status``, once it reads a round stored after the one it read at the start line: a live
+            round (a condition: at load 20 the fixed 6 s this slept held none)."""
+            got = read_status()
+            return got if got.get("up") and (got.get("last_scrape_at") or 0.0) > at_start else None
+
         # read while the collector runs: once it stops, the target reads stale after 2 intervals + the timeout
-        status = json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
-                                           cwd=ROOT, capture_output=True, text=True, timeout=60).stdout)
+        status = wait_until(live_status, "a live round after the backfill", watch=[proc])
     finally:
         code, err = stop(proc)
     assert code == 0, err
@@ -108,8 +122,8 @@ def test_first_start_says_nothing_false_and_the_seam_reads_the_live_rate(tmp_pat
     finally:
         code, err = stop(proc)
     assert code == 0, err
-    rollups = next(line for line in lines if line.startswith("rollups:"))
-    assert "another collector" not in rollups and "{60: " in rollups, rollups
+    rollups = next(line for line in lines if line.startswith("rollups written:"))
+    assert "one-minute rows, " in rollups and "{" not in rollups, rollups  # once printed raw: {60: 100800, ...}
     last_backfilled, seam = rows[len(rows) - len(live) - 2], rows[len(rows) - len(live) - 1]
     # the first live round's tokens came since the live simulator started (seconds before), not over the
     # half minute and more since the last backfilled sample (which read ~2.6 tok/s for a steady ~27)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import http.server
+import socketserver
+import threading
 import time
 from pathlib import Path
 
@@ -136,6 +139,34 @@ def test_ui_health_reports_a_dashboard_that_does_not_answer(capsys, tmp_path):
     config.write_text(f"[ui]\nport = {port}\n")
     assert main(["health", "--ui", "--config", str(config)]) == 1
     assert "does not answer" in capsys.readouterr().err
+
+
+def test_ui_health_checks_the_port_it_is_given(capsys):
+    # `run --port 8502` then `health --ui` checked 8501 only, and had no --port
+    from tests.support.http_server import closed_port_url
+
+    port = closed_port_url().split(":")[2].split("/")[0]
+    assert main(["health", "--ui", "--port", port]) == 1
+    assert f"127.0.0.1:{port}/_stcore/health" in capsys.readouterr().err
+    with socketserver.TCPServer(("127.0.0.1", 0), _Healthy) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            assert main(["health", "--ui", "--port", str(server.server_address[1])]) == 0
+        finally:
+            server.shutdown()
+    assert capsys.readouterr().out.startswith("healthy: the dashboard answers at")
+    assert main(["health", "--port", "8502"]) == 2  # the collector's health has no port
+
+
+class _Healthy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        self.send_response(200 if self.path == "/_stcore/health" else 404)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
 
 
 # every spelling of "all interfaces" getaddrinfo accepts, IPv4-mapped ones, and LAN addresses

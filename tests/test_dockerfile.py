@@ -33,3 +33,9 @@ def test_container_settings_load():
 
     settings = load_settings(ROOT / "deploy" / "container.toml", {})
     assert settings.ui.address == "0.0.0.0" and settings.db_url.endswith("/data/sweetspot.db")
+
+
+def test_each_source_is_copied_once_and_the_docs_the_messages_cite_are_in():
+    lines = [line.split()[1] for line in DOCKERFILE.splitlines() if line.startswith("COPY ")]
+    assert len(lines) == len(set(lines)), f"copied twice: {sorted({s for s in lines if lines.count(s) > 1})}"
+    assert "docs" in lines  # "see docs/alerts.md" in a message of the image must name a file it has

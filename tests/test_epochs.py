@@ -261,6 +261,8 @@ def test_every_time_chart_carries_the_marks_with_what_changed_on_hover():
             values = spec["datasets"][rule["data"]["name"]]
             assert [v["changed"] for v in values] == ["block_size 16 → 32"]  # the first seen is no change
             assert {t["title"] for t in rule["encoding"]["tooltip"]} == {"time", "epoch", "what changed"}
+            # under every other layer: drawn over them, a restart's rule crossed out a line's label
+            assert panel["layer"][0] is rule or panel["layer"].index(rule) == 0
 
 
 def test_the_worked_example_of_docs_plan_is_what_the_command_prints(tmp_path):

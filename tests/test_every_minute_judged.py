@@ -97,3 +97,55 @@ def test_the_digest_and_the_canned_queries_read_the_judged_minutes(history):
     (row,) = [dict(zip(result.columns, r, strict=True)) for r in result.rows]
     assert row["hours_without_data"] == pytest.approx(6.0)  # 00:00-06:00 had no history; 12:00-24:00 has not happened
     assert dataclasses.asdict(demo)["no_data"] == pytest.approx(0.0)
+
+
+def test_the_simulated_gauges_stay_physical_and_the_demo_never_trips_the_concurrency_rule(history):
+    # issue 37: noise multiplied into the gauges read 17 running behind a gateway limit of 16, and the
+    # `concurrency` rule fired 51 times over the demo's week
+    url, engine, settings, _ = history
+    reader = Reader(url)
+    steps = reader.series("demo", START, END, 30.0)
+    assert max(p.running_max for p in steps if p.running_max is not None) <= 16
+    replay = backtest(reader, settings, "demo", by_name(DEFAULT_RULES, "concurrency"), START, END, 60.0)
+    assert replay.evaluations > 0 and replay.fired == 0
+
+
+def test_replay_judges_concurrency_and_under_delivering_with_the_resolved_sweet_spot_as_backtest_does(tmp_path):
+    # A target without a configured sweet spot whose stored sweep puts it at 12: the stored minutes hold
+    # `concurrency` exactly where running passed 12 (before, the replay never evaluated it), and each
+    # firing of the backtest's replay of the rule began in such a minute.
+    from app.sweet_spot import resolve
+    from db.results import SweepLevel, SweepRun
+    from db.sweeps import store_sweep
+    from sweep.verdict import recommend
+
+    url = f"sqlite:///{tmp_path / 'prod.db'}"
+    engine = open_engine(url)
+    base = "http://127.0.0.1:1"
+    target = dataclasses.replace(demo_target({"vllm_metrics": f"{base}/metrics", "gateway_metrics": f"{base}/gateway/metrics",
+                                              "dcgm_metrics": f"{base}/dcgm/metrics"}), name="prod", reference=False)  # fmt: skip
+    settings = Settings(db_url=url, targets=(target,))
+    writer = Writer(engine)
+    writer.register_target(target)
+    start, end = START + 2 * 3600, START + 5 * 3600  # the day's busy hours
+    backfill(writer, target, start, end, 30.0, seed=0, stream=io.StringIO())
+    rollup(engine, end + 3600)
+    levels = tuple(SweepLevel(c, 600.0, 100, 0, tok, None, None, 1.0, None, None, None, None, 0.0)
+                   for c, tok in ((6, 60.0), (8, 80.0), (12, 110.0), (24, 120.0)))  # fmt: skip
+    sweep = SweepRun(start - 3600, f"{base}/v1", "sweetspot/sim-70b-awq", "mix", 3.0, levels, target="prod")
+    store_sweep(engine, dataclasses.replace(sweep, recommendation=recommend(levels, 3.0)))
+    assert resolve(Reader(url), settings, "prod", end).value == 12
+    assert judge_history(engine, settings, "prod", start, end) == (end - start) // 60
+    with engine.connect() as conn:
+        stored = verdicts.read(conn, "prod", start, end)
+    running = {int(p.ts): p.running_avg for p in Reader(url).series("prod", start, end, 60.0)}
+    held = {v.ts for v in stored if "concurrency" in v.held}
+    assert held and held == {ts for ts, r in running.items() if r is not None and r > 12}
+    replay = backtest(Reader(url), settings, "prod", by_name(DEFAULT_RULES, "concurrency"), start, end, 60.0)
+    assert replay.fired > 0
+    for t in replay.transitions:
+        if t.to_state == "firing":
+            assert t.at - 60 in held, t
+    under = backtest(Reader(url), settings, "prod", by_name(DEFAULT_RULES, "under_delivering"), start, end, 60.0)
+    assert under.fired == sum(1 for v in stored if "under_delivering" in v.held) == 0  # evaluated, and clean
+    engine.dispose()

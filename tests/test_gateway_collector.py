@@ -16,6 +16,7 @@ from collectors.gateway import queue_from_json, queue_from_prometheus, read_gate
 from core.errors import ScrapeError
 from core.settings import GATEWAY_PRESETS, ConfigError, GatewaySettings
 from tests.support.http_server import closed_port_url, serve
+from tests.support.waiting import LOCAL_ANSWER_S
 
 PROM = "text/plain; version=0.0.4"
 
@@ -66,14 +67,14 @@ def test_every_preset_is_covered():
 def test_prometheus_presets(preset):
     payload, expected = PRESET_PAYLOADS[preset]
     with serve({"/metrics": (200, PROM, payload)}) as base:
-        reading = read_gateway(GatewaySettings(preset=preset, url=f"{base}/metrics"), timeout_s=2.0)
+        reading = read_gateway(GatewaySettings(preset=preset, url=f"{base}/metrics"), timeout_s=LOCAL_ANSWER_S)
     assert reading.queue_depth == expected
     assert reading.source == f"{preset} {GATEWAY_PRESETS[preset]['metric']}"
 
 
 def test_litellm_json_preset_reads_health_backlog():
     with serve({"/health/backlog": (200, "application/json", json.dumps({"in_flight_requests": 47}))}) as base:
-        reading = read_gateway(GatewaySettings(preset="litellm-json", url=f"{base}/health/backlog"), timeout_s=2.0)
+        reading = read_gateway(GatewaySettings(preset="litellm-json", url=f"{base}/health/backlog"), timeout_s=LOCAL_ANSWER_S)
     assert reading.queue_depth == 47
 
 

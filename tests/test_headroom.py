@@ -10,6 +10,7 @@ digest carries the same line. The clock is the data's: ``TODAY`` is fixed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import time
 
@@ -153,3 +154,34 @@ def test_a_missing_day_is_skipped_not_zero():
     a, b = forecast(grown, 16.0), forecast(with_gap, 16.0)
     assert a.state == b.state == CROSSING and b.days == 20
     assert abs((a.in_days or 0) - (b.in_days or 0)) <= 1
+
+
+def test_already_past_comes_first_whatever_the_history_length():
+    # issue 37: the demo's first days are past its sweet spot (26 against 16), which "too short" hid
+    room = forecast([17.0, 26.0], 16.0, "reference")
+    assert (room.state, room.days) == (ABOVE, 2)
+    assert room.text().startswith("the peak is already past the sweet spot (16 running, reference): 26")
+    assert forecast([10.0, 11.0], 16.0).state == TOO_SHORT
+
+
+def test_status_json_of_the_demo_says_headroom_already_past(tmp_path, monkeypatch, capsys):
+    from app.cli import main
+    from app.commands import status
+
+    url = f"sqlite:///{tmp_path}/demo.db"
+    write_history(url, NOW, {"demo": (2, 28.0, 0.0, 0)})  # the demo's own load: 28 clients at the peak
+    (tmp_path / "demo.toml").write_text(f'db_url = "{url}"\n')  # no target: the demo's own status
+    monkeypatch.setattr(status.time, "time", lambda: float(NOW))  # the data's clock, not the wall's
+    assert main(["--config", str(tmp_path / "demo.toml"), "status", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sweet_spot"] == 16 and doc["headroom"]["state"] == ABOVE
+    assert doc["headroom"]["text"].startswith("the peak is already past the sweet spot (16 running, reference)")
+
+
+def test_a_recent_turn_is_seen_and_flat_weekly_and_step_histories_keep_no_trend():
+    # issue 37 item 4: a month flat at 8 that began growing 5 %/day ten days ago, 20 seeds (bench/bench_headroom.py)
+    from bench.bench_headroom import turn_counts
+
+    counts = turn_counts(20)
+    assert counts["turn"] >= 15, counts
+    assert min(counts["flat"], counts["weekly"], counts["step"]) >= 18, counts

@@ -47,21 +47,35 @@ def test_too_few_requests_never_prove_a_level():
     assert (found.sweet_spot, found.bound_by) == (8, "too few requests")
 
 
-def test_on_n_over_a_plus_bn_the_knee_is_one_and_a_half_a_over_b():
+def test_on_n_over_a_plus_bn_the_crossing_is_one_and_a_half_a_over_b_and_the_knee_the_middle_of_its_doubling():
     # tok/s = n / (a + b·n): doubling from n buys 2(a+bn)/(a+2bn) - 1, which is 25 % at n = 1.5·a/b.
-    # The knee is the first whole level past it (at it, the gain is +25 %, not under).
     for a, b in ((1.0, 0.07), (0.5, 0.02), (2.0, 0.11)):
-        levels = [MeasuredLevel(n, n / (a + b * n)) for n in range(1, 200)]
-        assert sweet_spot_of(levels, None).knee == math.floor(1.5 * a / b) + 1
+        found = sweet_spot_of([MeasuredLevel(n, n / (a + b * n)) for n in range(1, 200)], None)
+        assert abs(found.crossing - 1.5 * a / b) < 0.2
+        assert found.knee == math.floor(math.sqrt(2) * found.crossing)
+    # levels a doubling apart: the one past the crossing, never the one below it (from which doubling pays)
+    ladder = sweet_spot_of([MeasuredLevel(c, c / (1.0 + 0.15 * c)) for c in (1, 2, 4, 8, 16, 32, 64)], None)
+    assert 8 < ladder.crossing < 16 / math.sqrt(2) and ladder.knee == 16
 
 
-def test_between_measured_levels_the_doubled_point_is_read_linearly():
-    # 12 → 24 reads 24 halfway between 16 (126) and 32 (145): 135.5 against 12's 110, +23 %: the knee is 12.
+def test_between_measured_levels_the_doubled_point_is_read_linearly_and_the_crossing_too():
+    # 12 → 24 reads 24 halfway between 16 (126) and 32 (145): 135.5 against 12's 110, +23 %; 8 → 16 +48 %:
+    # the gain crosses +25 % at 8 + 4 × (48.2 - 25) / (48.2 - 23.2) = 11.7, the middle of its doubling 16.6
     levels = [MeasuredLevel(8, 85.0), MeasuredLevel(12, 110.0), MeasuredLevel(16, 126.0), MeasuredLevel(32, 145.0)]
     found = sweet_spot_of(levels, None)
     twelve = next(d for d in found.doublings if d.concurrency == 12)
     assert twelve.doubled_tokens_per_s == 135.5
-    assert found.knee == 12
+    assert round(found.crossing, 1) == 11.7 and round(found.knee_at, 1) == 16.6 and found.knee == 16
+
+
+def test_a_dense_curve_like_the_simulated_reference_lands_at_16_where_the_first_level_rule_flips():
+    # the simulator's closed-loop curve (simulator/calibrate.py, 1,200 s a level): 12 → 24 buys +25.3 %, just
+    # over; 1 % less at 24 would make "the first level whose doubling buys under +25 %" 12 instead of 14
+    curve = {2: 26.1, 4: 48.2, 6: 67.8, 8: 84.5, 10: 99.5, 12: 112.4, 14: 123.1, 16: 127.8, 20: 135.2, 24: 140.8,
+             28: 144.4, 32: 149.0}
+    for scale24 in (1.0, 0.99):
+        levels = [MeasuredLevel(c, t * (scale24 if c == 24 else 1.0)) for c, t in curve.items()]
+        assert sweet_spot_of(levels, None).knee == 16
 
 
 def test_no_knee_within_the_levels_says_at_least_and_to_go_higher():

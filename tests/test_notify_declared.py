@@ -100,3 +100,33 @@ def test_a_declared_title_with_control_characters_stays_one_line_in_the_subject(
     subject = message.subject(due, lambda s: rule)
     assert "\r" not in subject and "\n" not in subject and "\x1b" not in subject
     assert "Bcc: all@example.com" in subject  # shown as typed, on the subject's one line
+
+
+def test_only_a_firing_mail_says_how_to_silence_it(notifier):
+    # a RESOLVED mail ended "Silence it: python -m app alerts silence add": nothing is left to silence
+    fired = message.compose(Due("g", "prod-70b", ("ops@x",), (state("preemptions"),), ()), notifier.email, T0,
+                            lambda s: None, notifier.rule_of)  # fmt: skip
+    resolved = message.compose(Due("g", "prod-70b", ("ops@x",), (), (state("preemptions"),)), notifier.email, T0,
+                               lambda s: None, notifier.rule_of)  # fmt: skip
+    assert "Silence it" in fired.body_text and "Silence it" in fired.body_html
+    assert resolved.subject.startswith("[RESOLVED]")
+    assert "Silence it" not in resolved.body_text and "Silence it" not in resolved.body_html
+    assert resolved.body_text.rstrip().endswith("Sent by Sweetspot.")
+
+
+@pytest.mark.parametrize("panel", ["ttft", "kv_cache", "concurrency", "throughput"])
+def test_the_mail_chart_is_drawn_at_the_width_it_is_shown(panel):
+    # drawn 1,050 px wide (its plot 560 + axes + legend, × 1.5) and shown at 560: labels of 6-9 px
+    import struct
+
+    from app.ui import charts
+    from core.settings import SweetSpotSettings
+    from tests.builders import END, point
+
+    points = [point(END - 30 * (120 - i)) for i in range(120)]
+    frame = charts.Frame(END - 3600, END, 30.0)
+    chart = charts.PANELS[panel].draw(points, frame, charts.Against(SweetSpotSettings(concurrency=16), None, for_alert=True))
+    png = images.png(images.sized(chart))
+    width = struct.unpack(">II", png[16:24])[0]  # the PNG header's IHDR width
+    assert width == pytest.approx(images.WIDTH * images.SCALE, abs=2)
+    assert f"width='{images.WIDTH}'" in message._html(state("preemptions"), "x", False, "", "chart1")

@@ -17,7 +17,7 @@ FRAME = charts.Frame(END - 300, END, 60.0)
 SPOT = SweetSpot(16, "sweep", "the knee of a sweep", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), "sweep")
 # the demo's gateway: the engine's P95 3.25 s, its median 0.9 s, the wait's P95 6.05 s: the clients' 6.95 s
 GATEWAY = {"ttft_p95_s": 3.25, "ttft_p50_s": 0.9, "client_ttft_p95_s": 6.95, "gateway_wait_s": 2.24,
-           "gateway_wait_p95_s": 6.05, "gateway_wait_source": LITTLE}  # fmt: skip
+           "gateway_wait_p95_s": 6.05, "gateway_wait_source": LITTLE, "client_ttft_slo_attainment": 0.6}  # fmt: skip
 
 
 def _series(spec: dict) -> set[str]:

@@ -6,7 +6,6 @@ from app.operating_point import (
     Level,
     RequestSpeed,
     concurrency_reach,
-    find_knee,
     gap_text,
     measured_levels,
     per_request_text,
@@ -16,35 +15,16 @@ from app.operating_point import (
     roofline_gaps,
     roofline_inputs_text,
 )
+from app.sweet_spot import reference_spot
 from core.mbu import StepModel
 from tests.builders import END, point
 
 
-def test_reference_knee_is_16_with_its_figures():
-    knee = find_knee(REFERENCE_LEVELS, slo_s=3.0)
-    assert knee is not None
-    assert knee.concurrency == 16
-    assert knee.reasons == (
-        "8→16: +48 % tok/s (85 → 126)",
-        "16→32: +15 % tok/s (126 → 145) only",
-        "TTFT P95 4.8 s at 32 > 3 s SLO",
-    )
-
-
-def test_knee_steps_back_when_its_latency_breaks_the_slo():
-    levels = [(8, 85.0, 1.5), (16, 126.0, 3.5), (32, 145.0, 4.8)]
-    knee = find_knee(levels, slo_s=3.0)
-    assert knee is not None and knee.concurrency == 8
-    assert "TTFT P95 3.5 s at 16 > 3 s SLO" in knee.reasons
-
-
-def test_still_scaling_means_the_last_level():
-    knee = find_knee([(4, 40.0, 1.0), (8, 80.0, 1.2)], slo_s=3.0)
-    assert knee is not None and knee.concurrency == 8
-
-
-def test_too_few_levels():
-    assert find_knee([(8, 85.0, 1.5), (16, None, None)], slo_s=3.0) is None
+def test_the_reference_sweet_spot_is_the_one_rules_16_with_its_figures():
+    spot = reference_spot()
+    assert (spot.value, spot.source, spot.found.knee) == (16, "reference", 16)
+    assert "8→16 +48 % tok/s (85 → 126), 16→32 +15 % tok/s (126 → 145)" in spot.found.reason
+    assert [(float(c), t) for c, t, _ in REFERENCE_LEVELS] == list(spot.curve)
 
 
 # The reference inputs (DOMAIN.md §1): 40 GB over TP 8, 900 GB/s per GPU, a 70B Llama's KV cache

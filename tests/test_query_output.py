@@ -53,6 +53,10 @@ def test_time_and_numeric_columns_drive_the_chart():
     assert query_output.time_columns(RESULT) == ["time"]
     assert query_page.numeric_columns(RESULT) == ["tokens_per_s", "n"]
     spec = query_page.chart(RESULT, "time", "tokens_per_s", "target").to_dict()  # validates the spec
+    # the 24-hour clock of every other chart, not Vega's default "03 PM" on this page only
+    from app.ui import charts
+
+    assert spec["encoding"]["x"]["axis"]["format"] == charts.TIME_FORMAT and "%H" in charts.TIME_FORMAT
     assert spec["encoding"]["x"]["type"] == "temporal" and spec["encoding"]["color"]["field"] == "target"
     # ticks in significant digits, trailing zeros trimmed: "0", never "0.000000"
     assert spec["encoding"]["y"]["axis"]["format"] == ",.6~r"

@@ -197,14 +197,14 @@ def test_each_minutes_verdict_is_the_stored_one(url, judged):
     stored = {(r["target"], r["ts"]): r for r in rows(url, "SELECT * FROM verdict_history")}
     assert {r["state"] for r in stored.values()} >= {IN_SWEET_SPOT, OUTSIDE, NO_DATA}, "thresholds that split the minutes"
     states = {IN_SWEET_SPOT: 1, OUTSIDE: 0, NO_DATA: None, CANNOT_TELL: None}
-    got = rows(url, "SELECT target, ts, in_sweet_spot, verdict, rules_held FROM minutes")
+    got = rows(url, "SELECT target, ts, in_sweet_spot, verdict, rules_broken FROM minutes")
     assert got
     for r in got:
         v = stored.get((r["target"], r["ts"]))
         if v is None:
-            assert (r["in_sweet_spot"], r["verdict"], r["rules_held"]) == (None, NOT_STORED, None), r
+            assert (r["in_sweet_spot"], r["verdict"], r["rules_broken"]) == (None, NOT_STORED, None), r
         else:
-            assert (r["in_sweet_spot"], r["verdict"], r["rules_held"]) == (states[v["state"]], v["state"], v["rules_held"]), r
+            assert (r["in_sweet_spot"], r["verdict"], r["rules_broken"]) == (states[v["state"]], v["state"], v["rules_broken"]), r
     assert any(r["ts"] < first + 600 and r["verdict"] == NOT_STORED for r in got)
     for r in rows(url, "SELECT target, ts, in_sweet_spot, verdict FROM hours"):
         minutes = [v["state"] for (t, ts), v in stored.items() if t == r["target"] and r["ts"] <= ts < r["ts"] + 3600]

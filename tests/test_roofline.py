@@ -159,7 +159,10 @@ def test_configured_inputs_reach_status_through_the_database(tmp_path, capsys):
     f = Reader(url).window("h200", start + 10, 60)
     assert f.ceiling is not None and (f.ceiling.active_params_b, f.ceiling.compute_precision) == (8.0, "fp8_tensor")
     assert main(["status", "--db", url, "--target", "h200", "--window", "1m", "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)["roofline"]
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ceiling"] is not None and doc["ceiling_missing"] is None  # once set beside a ceiling
+    assert f.ceiling_missing == ""
+    got = doc["roofline"]
     assert (got["compute_tflops"], got["compute_source"]) == (1979, "datasheet: H200, fp8_tensor")
     assert got["compute_tok_s"] == pytest.approx(1979e12 / 16e9)
     assert main(["status", "--db", url, "--target", "h200", "--window", "1m"]) == 0

@@ -8,16 +8,27 @@ import httpx
 
 from collectors.vllm import parse_vllm, total_figures
 from simulator import SimOptions, start_simulator
+from tests.support.waiting import wait_until
 
 
 def _page(sim) -> str:
     return httpx.get(sim.urls["vllm_metrics"], timeout=10).text
 
 
+def _busy_page(sim, running: int) -> str:
+    """The engine's page once its clients all run and it has made tokens (a condition: a loaded
+    machine takes longer than the 1.5 s this slept)."""
+    def busy() -> str | None:
+        text = _page(sim)
+        total = total_figures(parse_vllm(text))
+        return text if total.counters.get("generation_tokens", 0) > 0 and total.gauges.get("requests_running") == running else None
+
+    return wait_until(busy, f"{running} requests running and tokens made")
+
+
 def test_sglang_names_read_as_the_same_figures():
     with start_simulator(SimOptions(engine="sglang", load=4, speed=20)) as sim:
-        time.sleep(1.5)
-        text = _page(sim)
+        text = _busy_page(sim, 4)
     scrape = parse_vllm(text)
     assert scrape.engine == "sglang" and "vllm:" not in text
     assert scrape.metric_names_used["preemptions"] == "sglang:num_retracted_requests_total"
@@ -29,7 +40,7 @@ def test_sglang_names_read_as_the_same_figures():
 
 def test_0_33_families_and_sleep_state():
     with start_simulator(SimOptions(load=4, speed=20)) as sim:
-        time.sleep(1.5)
+        _busy_page(sim, 4)
         base = sim.urls["vllm_metrics"].removesuffix("/metrics")
         assert httpx.post(f"{base}/sleep?level=2", timeout=10).status_code == 200
         asleep = total_figures(parse_vllm(_page(sim)))

@@ -210,3 +210,9 @@ def test_a_database_of_a_newer_sweetspot_is_refused_never_up_to_date(tmp_path: P
         assert err.rstrip().endswith("Upgrade Sweetspot to the version that wrote it (or point --db / db_url at another database)")
     with open_engine(url, migrate=False).connect() as conn:
         assert conn.execute(select(schema.scrapes.c.ts)).first() is None  # the collector wrote nothing
+
+
+def test_rollup_counts_are_spelled_for_people():
+    from db.rollup import written_text
+
+    assert written_text({60: 100800, 3600: 1680}) == "100,800 one-minute rows, 1,680 hourly rows"

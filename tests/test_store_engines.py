@@ -172,3 +172,18 @@ def test_migration_0012_adds_the_columns_and_keeps_old_rows(db_url):
     writer.write_rounds([_round(T, page), _round(T + 10, _later(page, 1.5))])
     fig = Reader(db_url).window("t", T + 10, 20)
     assert fig.engine == "vllm" and math.isclose(fig.kv_capacity_tokens or 0, 966_720)
+
+
+def test_byte_counters_that_stand_still_while_tokens_flow_are_no_figure(db_url):
+    # vLLM 0.32 exposes estimated_read/write_bytes at 0 unless started with --enable-mfu-metrics:
+    # `status` printed "engine memory traffic 0.000 GB/s per GPU" as a figure, and nothing named the flag
+    from app.commands.status import render
+    from db.figures import MFU_OFF
+
+    page = parse_vllm((DATA / "vllm_real_0_32.txt").read_text(encoding="utf-8"))
+    assert page.models and all(f.counters.get("engine_read_bytes") == 0 for f in page.models.values())
+    fig = _store(db_url, [page, _later(page, 1.5)]).window("t", T + 10, 20)
+    assert fig.tokens_per_s and fig.tokens_per_s > 0
+    assert fig.engine_bw_gbps is None
+    line = next(line for line in render(fig).splitlines() if "engine memory traffic" in line)
+    assert line.split(None, 3)[-1] == f"no data: {MFU_OFF}" and "--enable-mfu-metrics" in line

@@ -290,7 +290,7 @@ def test_status_cli_json_and_table(db_url: str) -> None:
     assert not any("efficiency" in r or "MBU" in r for r in data["reasons"])  # no MBU floor among the defaults
     # no sweet spot configured, swept or learned (5 minutes of traffic): unknown, never the report's 16
     assert data["sweet_spot"] is None and data["sweet_spot_source"] is None
-    assert data["not_evaluated"]["concurrency"].startswith("no sweet spot yet (run `python -m app sweep`")
+    assert data["not_evaluated"]["concurrency"].startswith("no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`")
     assert data["not_evaluated"]["under_delivering"].startswith("no curve yet")
     # so the verdict cannot tell, and says what it could not judge (never "every rule holds")
     assert data["state"] == "cannot_tell" and {"rule": "concurrency", "reason": data["not_evaluated"]["concurrency"]} in data["not_judged"]

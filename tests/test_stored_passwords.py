@@ -197,9 +197,9 @@ def test_migration_0027_masks_query_values_user_tokens_and_slashed_passwords(db_
 
 def test_a_sweeps_error_never_shows_the_urls_password() -> None:
     from core.errors import SweetspotError
-    from sweep.client import discover_model
+    from sweep.client import discover_served
 
     url = with_user(closed_port_url().removesuffix("/metrics"), "sweeppw5") + "/v1"
     with pytest.raises(SweetspotError) as caught:
-        discover_model(url, None, timeout_s=2.0)
+        discover_served(url, None, timeout_s=2.0)
     assert "user:***@127.0.0.1" in caught.value.one_line() and "sweeppw5" not in caught.value.one_line()

@@ -6,6 +6,7 @@ tests/test_sweep_e2e.py.
 """
 
 import asyncio
+import io
 import json
 import subprocess
 import sys
@@ -19,8 +20,9 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from sweep.client import RequestRecord, SweepError, discover_model, request_body, stream_request
-from sweep.runner import SweepConfig, make_client, run_level
+from core.progress import SweepProgress
+from sweep.client import RequestRecord, Served, SweepError, discover_served, request_body, stream_request
+from sweep.runner import SweepConfig, make_client, run_level, run_sweep
 from sweep.workload import RequestSpec, parse_mix
 from tests.support.ports import refused_port
 
@@ -143,14 +145,28 @@ def test_closed_loop_counts_errors_without_stopping(stub):
 
 
 def test_model_discovery(stub):
-    assert discover_model(stub, None) == "stub-70b"
-    assert discover_model(stub, "mine") == "mine"
+    assert discover_served(stub, None) == Served("stub-70b", None)  # an OpenAI-like card: no context said
+    assert discover_served(stub, "mine").model == "mine"
+
+
+def test_the_error_lines_add_up_to_the_levels_error_count(stub):
+    # "5 requests, 0 errors" once printed beside "5 × HTTP 400": the error kinds counted the warm-up's
+    # requests too. Now the kinds under the line are the measured requests' and the warm-up's are apart.
+    config = SweepConfig(stub, "stub-70b", (3,), 1.5, parse_mix("short:1"), error_pause_s=0.01, warmup_s=1.0)
+    out = io.StringIO()
+    levels = asyncio.run(run_sweep(config, SweepProgress(1, config.level_s, stream=out, tty=False)))
+    lines = out.getvalue().splitlines()
+    done = next(line for line in lines if " done: " in line)
+    assert done.endswith(f"{levels[0].requests} requests, {levels[0].errors} errors")
+    counted = [line for line in lines if line.startswith("  ") and " × " in line and "warm-up" not in line]
+    assert sum(int(line.split(" × ")[0]) for line in counted) == levels[0].errors > 0  # 3 kinds at most: the stub's 3
+    assert any(line.startswith("  warm-up, left out of the figures: ") for line in lines)
 
 
 def test_unreachable_url_is_one_line_error_with_next_step(tmp_path):
     url = f"http://127.0.0.1:{refused_port()}/v1"
     with pytest.raises(SweepError, match="connection refused"):
-        discover_model(url, None, timeout_s=2)
+        discover_served(url, None, timeout_s=2)
     done = subprocess.run(
         [sys.executable, "-m", "app", "sweep", "--url", url, "--duration", "1", "--db", f"sqlite:///{tmp_path}/x.db"],
         capture_output=True,

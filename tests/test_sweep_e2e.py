@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from app.commands.sweep import sweep_target
+from app.commands.sweep import has_gateway, sweep_target
 from core.errors import UsageError
-from core.settings import Settings, TargetSettings
+from core.settings import GatewaySettings, Settings, TargetSettings
 from db.queries import Reader
 from simulator import SimOptions, start_simulator
 
@@ -97,6 +97,15 @@ def test_sweep_target_resolves_the_target_a_sweep_measures():
         sweep_target(settings, None, "nope")
     with pytest.raises(UsageError, match="--url is required without --target"):
         sweep_target(settings, None, None)
+
+
+def test_the_sweep_knows_whether_a_gateway_stands_in_front(tmp_path):
+    gated = TargetSettings(name="gated", vllm_url="http://10.0.0.5:8000/metrics",
+                           gateway=GatewaySettings(kind="prometheus", url="http://10.0.0.5:4000/metrics", metric="q"))
+    bare = TargetSettings(name="bare", vllm_url="http://10.0.0.6:8000/metrics")
+    settings = Settings(targets=(gated, bare), db_url=f"sqlite:///{tmp_path}/none.db")
+    assert (has_gateway(settings, "gated"), has_gateway(settings, "bare"), has_gateway(settings, None)) == (True, False, None)
+    assert has_gateway(settings, "stored-elsewhere") is None  # neither configured nor stored
 
 
 def test_a_sweep_of_a_stored_target_keeps_its_name_when_no_config_names_it(sim, tmp_path):

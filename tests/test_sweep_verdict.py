@@ -1,6 +1,6 @@
 from db.results import SweepLevel
-from sweep.report import format_table
-from sweep.verdict import meets_slo, recommend, steps
+from sweep.report import format_table, format_verdict
+from sweep.verdict import recommend, steps
 
 
 def level(concurrency, tok_s, ttft_p95, e2e_mean=None, qps=None, error_rate=0.0):
@@ -31,8 +31,12 @@ def test_report_numbers_give_sweet_spot_16():
     assert verdict["gateway_limit"] == 16
     assert verdict["knee_concurrency"] == 16
     assert verdict["slo_max_concurrency"] == 16
-    assert "knee is at 16" in verdict["reason"]
-    assert "32: TTFT P95 4.80 s" in verdict["reason"]
+    assert ("Knee 16: doubling stops buying +25 % tok/s at 13.6 (8→16 +48 % tok/s (85 → 126), 16→32 +15 % tok/s "
+            "(126 → 145)); the knee lies in the doubling from 13.6 to 27.2, and 16 is the highest level measured "
+            "between 13.6 and its middle, 19.2.") in verdict["reason"]
+    assert "At 32: TTFT P95 4.80 s > 3 s." in verdict["reason"]
+    assert verdict["bound_by"] == "the knee"
+    assert [d["gain_pct"] for d in verdict["doublings"]] == [48.2, 15.1]
 
 
 def test_steps_on_report_numbers():
@@ -57,13 +61,23 @@ def test_slo_caps_below_the_knee():
     assert "bound by the TTFT SLO" in verdict["reason"]
 
 
-def test_no_knee_inside_the_sweep_keeps_the_slo_level():
+def test_no_knee_inside_the_sweep_stops_at_the_first_level_whose_double_was_not_swept():
+    # 16 → 32 still bought +87 %: the knee is past 16, at least at 32, whose double was not swept.
     linear = [level(8, 80, 1.0), level(16, 150, 1.5), level(32, 280, 2.5)]
     verdict = recommend(linear, ttft_slo_s=3.0)
-    assert verdict["knee_concurrency"] is None
+    assert (verdict["knee_concurrency"], verdict["knee_at_least"]) == (None, 32)
     assert verdict["sweet_spot_concurrency"] == 32
-    assert "sweep higher" in verdict["reason"]
-    assert "bound by the highest level swept" in verdict["reason"]
+    assert "no knee within the measured levels, at least 32; measure higher" in verdict["reason"]
+    assert "bound by the highest level measured" in verdict["reason"]
+
+
+def test_a_real_vllm_sweep_at_1_2_4_8_prints_stores_and_means_one_number():
+    # Issue 37: "Sweet spot: concurrency 4 … no knee within the sweep" was printed while every other
+    # surface said 8. Here the number printed is the one stored, and 8 (at least the knee) is it.
+    levels = [level(1, 30, 0.1), level(2, 58, 0.12), level(4, 110, 0.15), level(8, 190, 0.3)]
+    verdict = recommend(levels, ttft_slo_s=3.0)
+    assert (verdict["sweet_spot_concurrency"], verdict["knee_at_least"]) == (8, 8)
+    assert format_verdict(verdict).startswith("Sweet spot: concurrency 8, gateway limit 8")
 
 
 def test_no_level_meets_the_slo():
@@ -76,13 +90,17 @@ def test_no_level_meets_the_slo():
 def test_errors_disqualify_a_level_and_throughput_drop_is_a_knee():
     storm = [level(8, 85, 1.5), level(16, 126, 2.0, error_rate=0.05), level(32, 100, 2.5)]
     verdict = recommend(storm, ttft_slo_s=3.0)
-    assert not meets_slo(storm[1], 3.0)
+    # 32 under 16: the fit pools them (113 each); 8 → 16 buys +33 %, 16 → 32 nothing: the crossing is 9.9,
+    # its middle 14; no level lies between, so the first past the crossing, 16, is the knee
     assert verdict["knee_concurrency"] == 16
     assert verdict["slo_max_concurrency"] == 32
     assert verdict["sweet_spot_concurrency"] == 8  # 32 meets the SLO but is past the knee; 16 fails
+    errors = recommend([level(8, 85, 1.5), level(16, 126, 2.0, error_rate=0.05), level(32, 145, 2.5)], ttft_slo_s=3.0)
+    assert (errors["knee_concurrency"], errors["sweet_spot_concurrency"]) == (16, 8)
+    assert errors["bound_by"] == "errors" and "At 16: errors 5.0 % > 1 %" in errors["reason"]  # errors decide
     missing = recommend([level(8, None, None)], ttft_slo_s=3.0)
     assert missing["sweet_spot_concurrency"] is None
-    assert "fewer than two levels" in missing["reason"]
+    assert "No knee measured" in missing["reason"]
 
 
 def test_table_has_the_report_columns_and_units():
@@ -100,7 +118,8 @@ def test_a_verdict_on_few_requests_says_so():
 
     few = [dataclasses.replace(lv, requests=n) for lv, n in zip(REPORT, (5, 3, 40), strict=True)]
     verdict = recommend(few, ttft_slo_s=3.0)
-    assert verdict["sweet_spot_concurrency"] == 16  # the verdict stands, with its caution
+    assert verdict["sweet_spot_concurrency"] is None  # 5 and 3 requests prove no P95
+    assert verdict["bound_by"] is None and "At 8: 5 requests < 20." in verdict["reason"]
     assert verdict["caution"].startswith("Caution, few requests: levels 8 (5 requests), 16 (3 requests) rest on fewer than 20")
     assert verdict["reason"].endswith("Sweep again with a longer --duration.")
     assert recommend(REPORT, ttft_slo_s=3.0)["caution"] is None  # 100 requests a level: nothing to say

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -281,6 +282,23 @@ def test_a_prefix_cache_panel_without_data_says_why():
     assert "no data, the engine exposes no prefix-cache counters" in blank["title"]
     drawn = charts.prefix_cache_chart([point(END - 60, prefix_cache_hit_rate=0.4)], FRAME).to_dict()
     assert "no data" not in drawn["title"]
+    # vLLM exposes the counters with prefix caching off too (they stay 0): the reason is read from its config
+    off = charts.prefix_cache_chart([point(END - 60)], FRAME, prefix_caching=False).to_dict()
+    assert off["title"].endswith("no data, prefix caching is off in the engine's config (--enable-prefix-caching)")
+    stacked = charts.overview_chart([point(END - 60)], FRAME, [point(END - 60)], FRAME, SweetSpotSettings(), None,
+                                    prefix_caching=False).to_dict()  # fmt: skip
+    assert "prefix caching is off" in json.dumps(stacked)
+
+
+def test_the_engine_config_says_whether_prefix_caching_is_on():
+    from db.results import TargetInfo
+
+    fields = {f.name: None for f in dataclasses.fields(TargetInfo) if f.default is dataclasses.MISSING
+              and f.default_factory is dataclasses.MISSING}  # fmt: skip
+    info = TargetInfo(**fields)
+    assert info.prefix_caching is None  # the engine does not say
+    assert dataclasses.replace(info, cache_config={"enable_prefix_caching": "False"}).prefix_caching is False
+    assert dataclasses.replace(info, cache_config={"enable_prefix_caching": "True"}).prefix_caching is True
 
 
 def test_mbu_panel_names_its_source_and_the_threshold_and_says_why_it_is_empty():
@@ -351,3 +369,6 @@ def test_the_alerts_timeline_says_its_span_in_words_with_few_time_labels():
     axis = spec["encoding"]["x"]["axis"]
     assert axis["tickCount"] <= 12 and axis["labelOverlap"] and axis["labelSeparation"] >= 40
     assert axis["format"] == charts.TIME_FORMAT  # one clock: Vega's own wrote "08:58", "09 AM", "09:02"
+    # with two rows of bars (40 px) the states' legend beside them was cut: it sits above, in a row
+    legend = spec["encoding"]["color"]["legend"]
+    assert (legend["orient"], legend["direction"]) == ("top", "horizontal")

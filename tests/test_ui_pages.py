@@ -149,7 +149,7 @@ def test_custom_range_from_the_url_is_a_fixed_picture(app):
     at.query_params.update({"range": "custom", "start": "2026-11-29T10:00", "end": "2026-11-29T16:00"})
     at.run()
     assert not at.exception
-    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 1m" in texts(at)
+    assert "Charts: 2026-11-29 10:00:00 → 2026-11-29 16:00:00, one point per 5m" in texts(at)  # 72 on the Overview
 
 
 def test_tiles_are_escaped_and_keep_their_help():

@@ -253,5 +253,5 @@ def test_the_running_tile_names_the_targets_own_sweet_spot_and_its_source():
     assert learned.context == "max 16 · sweet spot 17 (learned)" and "from 1,440 minutes" in learned.help
     unknown = running(SweetSpot(None, None, "unknown"))
     assert unknown.context == "max 16 · sweet spot unknown" and "16" not in unknown.help
-    assert "run `python -m app sweep`, set targets[].sweet_spot" in unknown.help
+    assert "run a load sweep: `python -m app sweep --target NAME`; import benchmark results" in unknown.help
     assert running(None, RULES).context == "max 16 · sweet spot 16 (configured)"

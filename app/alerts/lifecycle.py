@@ -5,8 +5,7 @@ a condition that holds starts the ``for`` timer (pending; a rule with ``for`` 0 
 a pending alert whose condition clears goes back to inactive (flapping inside ``for`` never fires);
 a firing alert whose condition clears stays firing ``keep_firing_for`` and then resolves.
 ``no_data`` and ``error`` are states of their own: never OK, and a firing alert stays firing
-through them (only a cleared condition resolves it); so does one whose quantile's bucket cannot
-settle it (``cannot tell``), which otherwise starts nothing. Times are whole unix seconds.
+through them (only a cleared condition resolves it). Times are whole unix seconds.
 """
 
 from __future__ import annotations
@@ -28,9 +27,9 @@ def new_state(rule: Rule, target: str, model: str, now: int) -> AlertState:
 def advance(prev: AlertState, rule: Rule, out: Outcome, now: int, recommendation: str = "") -> tuple[AlertState, Transition | None]:
     """The state after evaluating ``rule`` at ``now`` with outcome ``out``, and the transition if any."""
     s = dataclasses.replace(prev, last_eval_at=now, severity=rule.severity, labels=dict(rule.labels))
-    if out.status in (HOLDS, CLEAR, CANNOT_TELL):
+    if out.status in (HOLDS, CLEAR):
         s = dataclasses.replace(s, value=out.value, threshold=out.threshold)
-    if out.summary and (out.status in (HOLDS, CLEAR, CANNOT_TELL) or prev.state != FIRING):  # a firing alert keeps why it fired
+    if out.summary and (out.status in (HOLDS, CLEAR) or prev.state != FIRING):  # a firing alert keeps why it fired
         s = dataclasses.replace(s, summary=out.summary)
     if recommendation:
         s = dataclasses.replace(s, recommendation=recommendation)
@@ -49,9 +48,10 @@ def _next(s: AlertState, rule: Rule, status: str, now: int) -> AlertState:
         if now - since >= rule.for_s:
             return dataclasses.replace(s, state=FIRING, pending_since=since, firing_since=now, cleared_since=None, resolved_at=None)
         return dataclasses.replace(s, state=PENDING, pending_since=since)
-    if status in (CLEAR, CANNOT_TELL):
-        # A resolved alert stays resolved (it says when) until the condition holds again; one the
-        # buckets cannot settle neither starts a timer nor fires (nothing proves it broken).
+    if status == CANNOT_TELL:
+        return s  # the buckets prove neither: nothing starts, nothing clears, the pending timer waits
+    if status == CLEAR:
+        # A resolved alert stays resolved (it says when) until the condition holds again.
         return dataclasses.replace(s, state=RESOLVED if s.state == RESOLVED else INACTIVE, pending_since=None)
     # no_data / error: the pending timer is dropped; the rule cannot be judged, which is not OK.
     return dataclasses.replace(s, state=NO_DATA if status == NO_DATA else ERROR, pending_since=None)
@@ -61,7 +61,7 @@ def _firing(s: AlertState, rule: Rule, status: str, now: int) -> AlertState:
     if status == HOLDS:
         return dataclasses.replace(s, cleared_since=None)
     if status != CLEAR:
-        return s  # no data, an error or a bucket that cannot tell never resolves a firing alert on its own
+        return s  # no data or an error never resolves a firing alert on its own
     cleared = s.cleared_since if s.cleared_since is not None else now
     if now - cleared >= rule.keep_firing_for_s:
         return dataclasses.replace(s, state=RESOLVED, resolved_at=now, cleared_since=cleared, pending_since=None)

@@ -8,13 +8,13 @@ it; a rule whose value needs a None figure is in the state ``no_data`` (never "a
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.formatting import clock, mbu_source_text
+from app.sweet_spot import NO_SWEET_SPOT
 from core.durations import format_duration
-from core.histogram_slo import QuantileJudgement, judge_histogram_quantile
+from core.histogram_slo import QuantileJudgement, judge_shares
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -32,6 +32,7 @@ DERIVED: dict[str, str] = {
     "queue_growing": "1 when the gateway queue grew over the last queue_growth_s without draining",
     "queue_before": "gateway queue depth queue_growth_s ago (while growing)",
     "queue_now": "gateway queue depth now (while growing)",
+    "gateway": "1 when the target has a gateway source (a queue depth or a gateway wait in the window), else 0",
     "asleep": "1 when vLLM reports its engine asleep (sleep mode: weights offloaded or discarded), else 0",
     "sleep_state": "awake, weights_offloaded, discard_all, or empty where not exposed (text, for labels)",
     "errors_exposed": "1 when the engine exposes finished_error_per_s (vLLM 0.33), else 0",
@@ -39,12 +40,16 @@ DERIVED: dict[str, str] = {
     "mbu_source": "where mbu came from: engine estimate (vLLM byte counters) or modelled (text, for labels)",
     "dram_bw_source": "where dram_bw_util came from: NVML GPM or DCGM DRAM active; empty without a reading (text, for labels)",
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
+    "ttft_slo_judgement": "the clients' TTFT P95 against ttft_p95_slo_s as the histogram's bucket bounds prove it: "
+    "within, outside or cannot tell; empty without a share (text; core/histogram_slo.py)",
+    "ttft_slo_judgement_text": "the judgement with its figures, the bucket where it cannot tell: "
+    "cannot tell against 3 s: P95 in (2.5, 5] s (…) (text)",
     "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
     "reference) gives at running_avg; none without a curve",
     "curve_share": "tokens_per_s ÷ expected_tokens_per_s: what the target delivers against its own curve",
     "curve_source": "where the own curve came from: sweep, learned or reference (text, for labels)",
     "curve_missing": "why there is no own curve (text; empty when there is one)",
-    "sweet_spot_source": "where the concurrency threshold came from: configured, sweep, learned or reference (text)",
+    "sweet_spot_source": "where the concurrency threshold came from: configured, sweep, benchmark, learned or reference (text)",
     "sweet_spot_missing": "why there is no sweet spot (text; empty when there is one)",
 }
 THRESHOLDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SweetSpotSettings))
@@ -69,8 +74,9 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
         no_data_reason=reason,
         ttft_p95_note="at least: P95 beyond the largest finite bucket" if f.ttft_p95_in_inf_bucket else "",
         ttft_wait_note=wait_note(f),
+        **_ttft_judgement(f),
         quantile_buckets=_buckets(f),  # where each quantile lies in the engine's buckets (summaries)
-        bucket_judgements=bucket_judgements(f),  # what those buckets prove against the SLO (app/alerts/rules.py)
+        gateway=1.0 if f.queue_depth_max is not None or f.gateway_wait_source is not None else 0.0,
         asleep=1.0 if f.sleep_state in ("weights_offloaded", "discard_all") else 0.0,
         sleep_state=f.sleep_state or "",
     )
@@ -81,8 +87,7 @@ def window_names(f: WindowFigures, sweetspot: SweetSpotSettings, recent: Sequenc
     return names
 
 
-NO_SPOT = ("not evaluated: no sweet spot yet (run `python -m app sweep`, set targets[].sweet_spot, or let it learn "
-           "from its traffic at higher load)")
+NO_SPOT = NO_SWEET_SPOT + "or let it learn from its traffic at higher load)"
 
 
 def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | None) -> dict[str, Any]:
@@ -95,37 +100,34 @@ def _own_curve(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot |
     expected = spot.expected(f.running_avg)
     share = None if expected is None or not expected or f.tokens_per_s is None else f.tokens_per_s / expected
     return {"expected_tokens_per_s": expected, "curve_share": share, **spot.names()}
+def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
+    """The clients' TTFT P95 against the window's SLO from the bucket bounds (core/histogram_slo.py):
+    the clients' share where a gateway was read, else the engine's; exact where a bound is the
+    threshold or the gateway's own wait histogram was convolved. None without a share or an SLO."""
+    client = f.client_ttft_slo_attainment is not None
+    share = f.client_ttft_slo_attainment if client else f.ttft_slo_attainment
+    bounds = f.client_ttft_slo_bounds if client else f.ttft_slo_bounds
+    if share is None or f.ttft_slo_s is None:
+        return None
+    rate = f.requests_started_per_s if f.requests_started_per_s is not None else f.requests_per_s
+    requests = (rate or 0.0) * f.window_s
+    if bounds is None:
+        return judge_shares(share, share, (f.ttft_slo_s, f.ttft_slo_s), f.ttft_slo_s, requests)
+    lower_le, lower_share, upper_le, upper_share = bounds
+    return judge_shares(lower_share, upper_share, (lower_le, upper_le), f.ttft_slo_s, requests)
+
+
+def _ttft_judgement(f: WindowFigures) -> dict[str, str]:
+    judged = ttft_judgement(f)
+    return {"ttft_slo_judgement": "" if judged is None else judged.state,
+            "ttft_slo_judgement_text": "" if judged is None else judged.text}
+
+
 def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
     """Each quantile's engine bucket; the client-seen TTFT P95's too where it is the engine's (no wait)."""
     out = dict(f.quantile_buckets)
     if "ttft_p95_s" in out and f.client_ttft_p95_s == f.ttft_p95_s:
         out["client_ttft_p95_s"] = out["ttft_p95_s"]
-    return out
-
-
-def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
-    """What vLLM's TTFT buckets prove about the P95 against the SLO they were counted at (within,
-    outside or cannot tell, with the bucket: core/histogram_slo.py); None without a request or an SLO."""
-    if f.ttft_slo_s is None or f.ttft_slo_attainment is None:
-        return None
-    if f.ttft_slo_bounds is None:  # the SLO is a bucket bound: the share at it is exact
-        share = f.ttft_slo_attainment
-        return judge_histogram_quantile([(f.ttft_slo_s, share), (math.inf, 1.0)], f.ttft_slo_s)
-    lower_le, lower, upper_le, upper = f.ttft_slo_bounds
-    bounds = [(lower_le, lower), (math.inf, 1.0)] + ([] if upper_le is None or math.isinf(upper_le) else [(upper_le, upper)])
-    return judge_histogram_quantile(bounds, f.ttft_slo_s)
-
-
-def bucket_judgements(f: WindowFigures) -> dict[str, QuantileJudgement]:
-    """Per quantile figure a rule may judge against the SLO, what the engine's buckets prove: the
-    engine's TTFT P95, and the clients' where it is the engine's (no gateway wait on top: a wait is
-    a measured or estimated time, not a bucket, and is judged as it is)."""
-    judged = ttft_judgement(f)
-    if judged is None:
-        return {}
-    out = {"ttft_p95_s": judged}
-    if f.client_ttft_p95_s is not None and f.client_ttft_p95_s == f.ttft_p95_s:
-        out["client_ttft_p95_s"] = judged
     return out
 
 

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import yaml
 
 from app.alerts.names import THRESHOLDS
-from app.alerts.rules import Rule, fill, names_in, rule_set
+from app.alerts.rules import Rule, fill, limit_words, names_in, rule_set
 from collectors.catalogue import CATALOGUE, MetricSpec
 from core.durations import format_duration
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
@@ -310,6 +310,7 @@ def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
                    window=format_duration(rule.window_s))
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
     fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
+    fields.update(limit_words(None))
     return fill(template, fields)
 
 

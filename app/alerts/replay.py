@@ -4,7 +4,9 @@ simulated week), replayed once by the evaluator's rules through the backtest's c
 Live, the evaluator stores each minute's verdict as it evaluates (app/alerts/evaluator.py). History
 written at once never met it: :func:`judge_history` gives each of its minutes the verdict the same
 rules give the minute's figures (a series step of one minute read as the window it covers,
-``step_window``, as ``alerts backtest`` replays a rule), with the thresholds it judged by. A minute
+``step_window``, as ``alerts backtest`` replays a rule, with the target's resolved sweet spot and own
+curve as the backtest resolves them: ``concurrency`` and ``under_delivering`` judged alike), with the
+thresholds it judged by. A minute
 that already has a verdict keeps it (the live evaluator's is the truth), so a second replay writes
 nothing: it is idempotent. Minutes not yet over are never judged.
 """

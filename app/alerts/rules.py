@@ -24,16 +24,15 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
 from core.durations import format_duration
-from core.histogram_slo import OUTSIDE as OUTSIDE_SLO
-from core.histogram_slo import QuantileJudgement
+from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
 from core.settings import ConfigError, RuleSettings, Settings
 from core.text import MAX_NAME, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
-# The buckets cannot settle it: a histogram quantile whose bucket holds the threshold (a TTFT P95 in
-# vLLM's (2.5, 5] s against a 3 s SLO). Neither breaks nor clears: the verdict says "cannot tell".
-CANNOT_TELL = "cannot tell"
+# The bucket bounds neither prove the rule's figure within its threshold nor past it (core/histogram_slo.py):
+# the rule neither fires nor clears on it, and says the bucket.
+CANNOT_TELL = CANNOT_TELL_STATE
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
@@ -81,11 +80,15 @@ class Rule:
     source: str = DEFAULT_SOURCE
     panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
     title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
+    # a name holding the bucket bounds' judgement of ``expr`` against its threshold (within / outside /
+    # cannot tell: app/alerts/names.py), and ``{proof}_text`` its words: "cannot tell" is the outcome
+    # CANNOT_TELL, never HOLDS or CLEAR from a value interpolated inside the bucket ("": no proof read)
+    proof: str = ""
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """One rule applied to one window: ``status`` HOLDS, CLEAR, CANNOT_TELL, NO_DATA or ERROR; values unscaled."""
+    """One rule applied to one window: ``status`` HOLDS, CLEAR, NO_DATA or ERROR; values unscaled."""
 
     status: str
     value: float | None = None
@@ -117,9 +120,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule(
         "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
         panel="ttft", title="TTFT P95",
-        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}",
-        recommendation="Lower the gateway concurrency limit toward the sweet spot ({concurrency}) so extra requests "
-        "wait in the gateway, not in vLLM; when requests still queue there, the demand is past this target's "
+        label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}", proof="ttft_slo_judgement",
+        recommendation="Lower {limit} toward the sweet spot ({concurrency}) so extra requests wait {wait_where}; "
+        "when requests still queue there, the demand is past this target's "
         "capacity: add a replica or more GPUs. Keep chunked prefill on (--enable-chunked-prefill) so long prompts do "
         "not delay short requests' first token.",
     ),
@@ -127,21 +130,21 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "preemptions", "preemptions", ">", "0", CRITICAL,
         panel="preemptions", title="preemptions",
         label="preemptions over {window}",
-        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len, or cap in-flight requests "
-        "with the gateway concurrency limit. " + _GPU_MEMORY_CAUTION,
+        recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len{or_gateway_limit}. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
         panel="kv_cache", title="KV cache critical",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
-        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len, or the gateway concurrency "
-        "limit, now. " + _GPU_MEMORY_CAUTION,
+        recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len{or_gateway_limit}, now. "
+        + _GPU_MEMORY_CAUTION,
     ),
     Rule(
         "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
         panel="kv_cache", title="KV cache",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
-        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len, or the gateway concurrency limit, "
+        recommendation="Close to preemption: lower --max-num-seqs or --max-model-len{or_gateway_limit}, "
         "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
@@ -149,8 +152,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency, {sweet_spot_source}",
         no_value="{sweet_spot_missing}",
-        recommendation="Set the gateway concurrency limit to the sweet-spot concurrency ({concurrency}) and "
-        "--max-num-seqs no higher than the KV cache holds: past the knee throughput barely grows while latency doubles.",
+        recommendation="Set {limit} to the sweet-spot concurrency ({concurrency}){and_max_num_seqs}: past the knee "
+        "throughput barely grows while latency doubles.",
     ),
     Rule(
         "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
@@ -185,7 +188,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         when="aborts_exposed", label="aborted requests over {window}", unit="req/s",
         detail="more than 5 % of finished requests",
         recommendation="Clients give up before their answer: compare their timeout with the TTFT and E2E P95; lower "
-        "the gateway concurrency limit toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
+        "{limit} toward the sweet spot ({concurrency}) so requests wait less in vLLM.",
     ),
     Rule(
         "target_down", "no_data", ">", "0", CRITICAL, for_s=60.0, needs_data=False, show_values=False,
@@ -263,27 +266,14 @@ def outcome(rule: Rule, names: Names) -> Outcome:
         if value is None or threshold is None:
             return Outcome(NO_DATA, value, threshold, summary=f"no data for {rule.expr if value is None else rule.threshold}")
         holds = OPS[rule.op](value, threshold)
-        if (settled := _settled(rule, names, threshold)) is not None:
-            if settled.state == CANNOT_TELL:
-                label = wording(rule, names)[0]
-                spelled, _ = compared(value * rule.scale, threshold * rule.scale, rule.unit)
-                return Outcome(CANNOT_TELL, value, threshold, f"{label} {spelled}: {settled.text}")
-            holds = settled.state == OUTSIDE_SLO
+        if rule.proof and names.names.get(rule.proof) == CANNOT_TELL:
+            label = wording(rule, names)[0]
+            return Outcome(CANNOT_TELL, value, threshold, f"{label}: {names.names.get(rule.proof + '_text') or CANNOT_TELL}")
     except _Missing as exc:
         return Outcome(NO_DATA, summary=f"no data for {exc}")
     except Exception as exc:  # a rule that cannot be computed is in error, and never stops the others
         return Outcome(ERROR, summary=f"{rule.name}: {type(exc).__name__}: {exc}")
     return Outcome(HOLDS if holds else CLEAR, value, threshold, summary(rule, names, value, threshold, holds))
-
-
-def _settled(rule: Rule, names: Names, threshold: float) -> QuantileJudgement | None:
-    """What the engine's buckets prove about ``rule``'s quantile against ``threshold`` (within, outside or
-    cannot tell), for a rule ``quantile > threshold`` whose quantile is the engine's histogram figure
-    judged against the SLO the buckets were counted at; None where the buckets have no say."""
-    judged = names.names.get("bucket_judgements", {}).get(rule.expr)
-    if judged is None or rule.op not in (">", ">=") or rule.scale != 1.0 or judged.slo_s != threshold:
-        return None
-    return judged
 
 
 class _Missing(Exception):
@@ -380,10 +370,33 @@ def _spelled(names: Mapping[str, Any]) -> dict[str, Any]:
     if "queue_growth_s" in names:
         out["queue_growth"] = format_duration(names["queue_growth_s"])
     if "concurrency" in names and names["concurrency"] is None:
-        out["concurrency"] = "unknown"  # no sweet spot yet: a recommendation says so, never a number
+        out["concurrency"] = UNKNOWN_SPOT  # no sweet spot yet: a recommendation says so and how, never a number
+    out.update(limit_words(bool(names.get("gateway"))))
     if "min_mbu" in names:
         out["min_mbu_pct"] = number(names["min_mbu"] * 100)
     return out
+
+
+UNKNOWN_SPOT = "unknown: measure it with `python -m app sweep`, or set targets[].sweet_spot"
+
+
+def limit_words(gateway: bool | None) -> dict[str, str]:
+    """The knob that caps in-flight requests, as the recommendations name it: the gateway's limit
+    where the target has a gateway, else vLLM's own ``--max-num-seqs`` (extra requests then wait in
+    vLLM's queue, which is where they wait without a gateway); both where it is not known (None:
+    the Prometheus rule export, which sees the engine's series only)."""
+    if gateway is None:
+        return {"limit": "the gateway concurrency limit (vLLM's --max-num-seqs without a gateway)",
+                "wait_where": "in the gateway (in vLLM's queue without one), not in vLLM's running batch",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    if gateway:
+        return {"limit": "the gateway concurrency limit", "wait_where": "in the gateway, not in vLLM",
+                "or_gateway_limit": ", or the gateway concurrency limit",
+                "and_max_num_seqs": " and --max-num-seqs no higher than the KV cache holds"}  # fmt: skip
+    return {"limit": "vLLM's --max-num-seqs (no gateway is configured)",
+            "wait_where": "in vLLM's queue, not in its running batch", "or_gateway_limit": "",
+            "and_max_num_seqs": ", no higher than the KV cache holds"}  # fmt: skip
 
 
 class _Fields(dict[str, Any]):

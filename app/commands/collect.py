@@ -143,7 +143,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # a SIGTERM from now on stops after the round in flight
         sources = f" and {len(settings.prometheus)} Prometheus source(s)" if settings.prometheus else ""
-        print(f"collecting {len(settings.targets)} target(s){sources} every {settings.interval_s:g} s into {masked(settings.db_url)}")
+        print(service.turn.start_line(f"collecting {len(settings.targets)} target(s){sources} every "
+                                      f"{settings.interval_s:g} s into {masked(settings.db_url)}"), flush=True)
         with _logs_name(flags):
             service.run_forever(stop)
     finally:

@@ -15,7 +15,7 @@ from db import schema
 from db.engine import normalize_url, open_engine
 from db.errors import storage_error
 from db.migrations import MIGRATIONS, applied, upgrade
-from db.rollup import apply_retention, rollup
+from db.rollup import apply_retention, rollup, written_text
 
 HELP = "database upkeep: migrate the schema, fold rollups, prune old rows, or print table sizes"
 
@@ -35,7 +35,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             print(f"added {len(done.standing)}: {', '.join(done.standing)}")
     elif args.action == "rollup":
         written = rollup(open_engine(settings.db_url), now)
-        print(f"rollups written: {written[60]} one-minute rows, {written[3600]} hourly rows")
+        print(f"rollups written: {written_text(written)}")
     elif args.action == "prune":
         deleted = apply_retention(open_engine(settings.db_url), now, settings)
         for table, n in deleted.items():

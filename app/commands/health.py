@@ -12,6 +12,7 @@ import time
 
 from app.formatting import elapsed
 from core.durations import format_duration
+from core.errors import UsageError
 from core.redact import masked
 from core.settings import Settings
 
@@ -22,6 +23,9 @@ INTERVALS = 3
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url / SWEETSPOT_DB_URL)")
     parser.add_argument("--ui", action="store_true", help="check the dashboard on 127.0.0.1:ui.port instead")
+    parser.add_argument(
+        "--port", type=int, help="with --ui: the dashboard's port, as given to `ui --port` or `run --port` (default ui.port)"
+    )
 
 
 def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
@@ -48,11 +52,11 @@ def collector_health(settings: Settings, now: float) -> tuple[bool, str]:
     return True, f"the latest round is {elapsed(age)} old (limit {format_duration(limit)})"
 
 
-def ui_health(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:
-    """(healthy, reason) from Streamlit's ``/_stcore/health`` on this machine."""
+def ui_health(settings: Settings, timeout_s: float = 3.0, port: int | None = None) -> tuple[bool, str]:
+    """(healthy, reason) from Streamlit's ``/_stcore/health`` on this machine, at ``port`` (default ui.port)."""
     import httpx
 
-    url = f"http://127.0.0.1:{settings.ui.port}/_stcore/health"
+    url = f"http://127.0.0.1:{settings.ui.port if port is None else port}/_stcore/health"
     try:
         answer = httpx.get(url, timeout=timeout_s)
     except httpx.HTTPError as exc:
@@ -63,6 +67,10 @@ def ui_health(settings: Settings, timeout_s: float = 3.0) -> tuple[bool, str]:
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
-    healthy, reason = ui_health(settings) if args.ui else collector_health(settings, time.time())
+    if args.port is not None and not args.ui:
+        raise UsageError("--port: only with --ui (the collector's health is read from the database)")
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise UsageError(f"--port: {args.port} is not a TCP port", "give 1 to 65535")
+    healthy, reason = ui_health(settings, port=args.port) if args.ui else collector_health(settings, time.time())
     print(("healthy: " if healthy else "UNHEALTHY: ") + reason, file=sys.stdout if healthy else sys.stderr)
     return 0 if healthy else 1

@@ -73,8 +73,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
         refuse_open_public(settings, settings.ui.address)
         port = args.port or settings.ui.port
-        refuse_taken_port(settings.ui.address, port,
-                          f"PORT={port + 1} make run, --port {port + 1}, or ui.port in the config file")
+        refuse_taken_port(settings.ui.address, port, "PORT={port} make run, --port {port}, or ui.port in the config file")
     sim = None
     if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
         sim = _start_simulator(settings, args.seed)
@@ -88,8 +87,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             ui = _start_ui(args, settings)
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
-        print(f"collecting {', '.join(t.name for t in settings.targets)} every {settings.interval_s:g} s "
-              f"into {masked(settings.db_url)}; Ctrl-C stops everything", flush=True)
+        print(service.turn.start_line(f"collecting {', '.join(t.name for t in settings.targets)} every "
+                                      f"{settings.interval_s:g} s into {masked(settings.db_url)}; Ctrl-C stops everything"),
+              flush=True)  # fmt: skip
         service.run_forever(stop)
     finally:
         _stop_ui(ui)
@@ -127,7 +127,7 @@ def _backfill_once(service: CollectionService, settings: Settings, span_s: float
           f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
     backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
     service.turn.take()  # renewed: a week's backfill outlasts the lease
-    print(f"rollups: {service.rollup()}", flush=True)
+    print(service.rollup(), flush=True)
     from app.alerts.replay import judge_history
 
     # every minute of the week judged once, as the evaluator would have (the digest and the views read them)

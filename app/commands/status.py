@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from app.alerts.names import ttft_judgement
 from app.alerts.rules import rule_set
 from app.fleet import FleetRow, fleet, table
 from app.formatting import (
@@ -23,6 +24,7 @@ from app.formatting import (
     series_limit_warning,
     slo_attainment_text,
 )
+from app.headroom import Headroom, headroom_of, unreadable
 from app.notify.grouping import collector_delivery
 from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
@@ -34,7 +36,7 @@ from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
 from core.settings import Settings, effective_sweetspot
 from core.text import terminal, visible
-from db.figures import shown_in_status
+from db.figures import MFU_OFF, shown_in_status
 from db.mbu_figures import missing_reason, peak_gbps
 from db.queries import Reader
 from db.results import TargetInfo, WindowFigures
@@ -79,6 +81,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
     """
     data = _finite(dataclasses.asdict(fig))
     data["window"] = format_duration(fig.window_s)
+    data["ceiling_missing"] = fig.ceiling_missing if fig.ceiling is None else None  # null: nothing is missing
     # the figures as status prints them: MBU with its source, the ceiling with its inputs or what to set
     data["mbu_text"] = mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig))
     data["dram_bw_text"] = dram_text(fig.dram_bw_util, fig.dram_bw_source)
@@ -92,6 +95,10 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
         data[name.removesuffix("_s") + "_bucket"] = buckets.get(name)
     # the TTFT P95's bucket holds the SLO: the buckets cannot tell whether the P95 meets it
     data["ttft_slo_in_p95_bucket"] = fig.ttft_slo_in_p95_bucket() is not None
+    # the clients' TTFT P95 against the SLO as the bucket bounds prove it (within / outside / cannot tell)
+    judged = ttft_judgement(fig)
+    data["ttft_slo_judgement"] = None if judged is None else {"state": judged.state, "text": judged.text,
+                                                              "bucket": _finite(list(judged.bucket))}
     return data
 
 
@@ -99,6 +106,7 @@ def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, An
     """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
              **not_judged_json(r.state.unjudged), "discovered_by": r.discovered_by,
+             "headroom": r.headroom.as_json() if r.headroom else None,
              **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
 
@@ -130,6 +138,8 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
     if scale is None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     number = value * scale
+    if number == int(number) and abs(number) >= 10:  # a count: "524,288 tokens", not "524288.0 tokens"
+        return f"{number:,.0f} {unit}".rstrip()
     text = f"{number:.3f}" if abs(number) < 10 else f"{number:.1f}"
     return f"{text} {unit}".rstrip()
 
@@ -142,6 +152,7 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
                                                        else f"{_format(fig.gateway_wait_s, 's', 1.0)} ({fig.gateway_wait_source})"}
     return {
         **wait,
+        **_engine_traffic(fig),
         "mbu": mbu_text(fig.mbu, fig.mbu_source, _mbu_missing(fig)).removeprefix("MBU "),
         "dram_bw_util": dram_text(fig.dram_bw_util, fig.dram_bw_source).removeprefix("DRAM "),
         "overhead_traffic_gbps": overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio) or "no data",
@@ -151,10 +162,17 @@ def _spelled(fig: WindowFigures) -> dict[str, str]:
     }
 
 
+def _engine_traffic(fig: WindowFigures) -> dict[str, str]:
+    """The engine's memory traffic where its byte counters stood still while it generated: why, not 0 GB/s."""
+    if fig.engine_bw_gbps is None and fig.engine_read_bytes_per_s is not None:
+        return {"engine_bw_gbps": f"no data: {MFU_OFF}"}
+    return {}
+
+
 def _overhead_line(fig: WindowFigures) -> str:
     """The overhead traffic with what causes it, or "" without both figures."""
     text = overhead_text(fig.overhead_traffic_gbps, fig.overhead_ratio)
-    return f"{text}: {OVERHEAD_CAUSES}" if text else ""
+    return f"{text}: {OVERHEAD_CAUSES}" if text and (fig.overhead_traffic_gbps or 0) >= 0 else text
 
 
 def _mbu_missing(fig: WindowFigures) -> str:
@@ -182,7 +200,7 @@ def render(fig: WindowFigures, verdict: Verdict | None = None) -> str:
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")
     if fig.step_bound_breach is not None:
         lines.append(f"  WARNING: {fig.step_bound_breach.message()}")
-    if fig.overhead_traffic_gbps is not None:
+    if fig.overhead_traffic_gbps is not None and fig.overhead_traffic_gbps >= 0:
         lines.append(f"  (overhead traffic: {OVERHEAD_CAUSES})")
     if fig.ceiling is not None:
         lines.append(f"  roofline                 {roofline_text(target_roofline(fig), fig)}")
@@ -192,6 +210,8 @@ def render(fig: WindowFigures, verdict: Verdict | None = None) -> str:
         lines.append("  (TTFT P95 fell in the +Inf bucket: the value is the largest finite bound)")
     if text := slo_attainment_text(fig.ttft_slo_s, fig.ttft_slo_attainment, fig.ttft_slo_bounds):
         lines.append(f"  TTFT SLO                 {text}")
+    if judged := ttft_judgement(fig):
+        lines.append(f"  TTFT P95 vs SLO          {judged.text} (the bucket bounds' proof, clients' TTFT)")
     if verdict is not None and (warning := slo_note(fig, verdict)):  # in the verdict's words (app/verdict.py)
         lines.append(f"  warning: {warning}")
     if fig.ceiling:
@@ -219,7 +239,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--window must be longer than 0")
     reader = Reader(settings.db_url)
     if args.all:
-        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings)
+        rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings, headroom=args.json)
         email = _delivery_json(reader, settings)  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
         print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
@@ -236,11 +256,13 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         email = _delivery_json(reader, settings)
         print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **not_judged_json(verdict.unjudged), **spot.as_json(),
+                          "headroom": _headroom(reader, name, now, spot).as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
         print(render(fig, verdict))
         print(f"  {'sweet spot':24} {spot.line()}")
+        print(f"  {'headroom':24} {_headroom(reader, name, now, spot).text()}")
         for u in verdict.unjudged:  # what the verdict could not judge: "every rule holds" only without any
             print(f"  {f'{u.rule} rule' if u.rule else 'window'} not judged: {u.reason}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
@@ -258,6 +280,15 @@ def _delivery_json(reader: Reader, settings: Settings) -> dict[str, Any]:
     about = None if stored is None else {"channels": list(stored.channels), "holder": stored.holder,
                                          "stored_at": stored.written_at, "collector_live": stored.live}  # fmt: skip
     return {"email": line, "sending": sending, "delivery": about}
+
+
+def _headroom(reader: Reader, name: str, now: float, spot: SweetSpot) -> Headroom:
+    """The peak-hour demand's forecast against the sweet spot (app/headroom.py); a failed read of the
+    history is its own line ("no forecast: …"), never the command's failure."""
+    try:
+        return headroom_of(reader, name, now, None if spot.value is None else float(spot.value), spot.source or "")
+    except Exception as exc:  # noqa: BLE001 - one line among many
+        return unreadable(exc)
 
 
 def _series_json(info: TargetInfo | None) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from core.redact import masked
 from core.settings import Settings
 from core.text import visible
 from db.results import SweepLevel, SweepRun
-from sweep.client import API_PATHS, discover_model
+from sweep.client import API_PATHS, discover_served
 from sweep.engine import EngineLevel
+from sweep.fit import Context, Sized, engine_context, fit_mix, sized_note
 from sweep.report import CLIENT_VS_ENGINE, engine_json, format_engine, format_table, format_verdict, to_json
 from sweep.runner import SweepConfig, run_sweep
 from sweep.verdict import recommend
@@ -129,6 +130,24 @@ def watched_by(db_url: str, url: str) -> str | None:
     return next((t.name for t in targets if t.vllm_url and _server(t.vllm_url) == _server(url)), None)
 
 
+def has_gateway(settings: Settings, target: str | None) -> bool | None:
+    """Whether a gateway stands in front of ``target`` (its settings, else what the collector stored
+    of it); None where no target is known: the verdict then names both limits."""
+    if target is None:
+        return None
+    configured = next((t for t in settings.targets if t.name == target), None)
+    if configured is not None:
+        return configured.gateway.kind != "none"
+    from core.errors import StorageError
+    from db.queries import Reader
+
+    try:
+        stored = next((t for t in Reader(settings.db_url).targets() if t.name == target), None)
+    except StorageError:
+        return None
+    return None if stored is None else stored.gateway_source not in ("", "none")
+
+
 def _server(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
@@ -162,21 +181,29 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if target is None and not args.no_store:
         target = watched_by(settings.db_url, args.url)
     _config(args, "?")  # validate every argument before touching the network
-    config = _config(args, discover_model(args.url, args.model))
+    served = discover_served(args.url, args.model)
+    config = _config(args, served.model)
+    context = engine_context(config.base_url, config.api, served, config.mix)
+    mix, sized = fit_mix(config.mix, context)  # refused here, before any load, when a class cannot fit
+    config = dataclasses.replace(config, mix=mix)
     total = format_duration(round(config.level_s * len(config.concurrencies)))
     print(
         f"sweeping {masked(config.base_url)} ({f'target {visible(target)}' if target else 'no configured target'}) "
         f"model {visible(config.model)}: concurrency {args.concurrency}, "
         f"{format_duration(config.warmup_s)} warm-up + {format_duration(config.duration_s)} each "
-        f"({total} in all, plus each level's drain: the requests in flight at a window's end run to their end, "
-        f"up to --request-timeout; the time left counts the drains measured), mix {mix_label(config.mix)}",
+        f"({total} of load, plus each level's drain: the requests in flight at a window's end run to their end, "
+        f"up to --request-timeout; the time left is estimated once the first level has drained), "
+        f"mix {mix_label(config.mix)}{_context_words(context)}",
         file=sys.stderr,
     )
+    if sized:
+        print(sized_note(sized, context), file=sys.stderr)
     started_at = time.time()
     engine: list[EngineLevel] = []
     levels = _measure(config, engine)
     run = dataclasses.replace(_make_run(started_at, config, slo, levels, engine), target=target)
-    _print_result(run, engine)
+    run.recommendation.update(_fit_json(context, sized))
+    _print_result(run, engine, has_gateway(settings, target))
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
@@ -188,7 +215,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 def _measure(config: SweepConfig, engine: list[EngineLevel]) -> list[SweepLevel]:
     levels: list[SweepLevel] = []
     try:
-        asyncio.run(run_sweep(config, SweepProgress(len(config.concurrencies), config.level_s), levels, engine))
+        progress = SweepProgress(len(config.concurrencies), config.level_s, concurrencies=config.concurrencies)
+        asyncio.run(run_sweep(config, progress, levels, engine))
     except KeyboardInterrupt:
         if levels:  # ten minutes a level: never lose the levels already measured
             print(f"interrupted after {len(levels)} of {len(config.concurrencies)} levels (not stored):")
@@ -211,14 +239,27 @@ def _make_run(
     return SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, tuple(levels), verdict)
 
 
-def _print_result(run: SweepRun, engine: list[EngineLevel]) -> None:
+def _context_words(context: Context) -> str:
+    return "" if context.max_model_len is None else f", the engine's max_model_len {context.max_model_len:,}"
+
+
+def _fit_json(context: Context, sized: list[Sized]) -> dict[str, object]:
+    """What the run's prompts were fitted to, stored with its verdict (docs/sweep.md)."""
+    return {
+        "max_model_len": context.max_model_len,
+        "engine_tokens_per_prompt_token": round(context.ratio, 3),
+        "sized_classes": {s.name: {"asked": list(s.asked), "sent": list(s.sent)} for s in sized},
+    }
+
+
+def _print_result(run: SweepRun, engine: list[EngineLevel], gateway: bool | None) -> None:
     print(format_table(run.levels))
     for figures in engine:
         print(format_engine(figures))
     if engine:
         print(CLIENT_VS_ENGINE)
     print()
-    print(format_verdict(run.recommendation))
+    print(format_verdict(run.recommendation, gateway))
 
 
 def _store(run: SweepRun, db_url: str) -> int:

@@ -109,12 +109,27 @@ def refuse_taken_port(address: str, port: int, how: str) -> None:
     Streamlit finds the port taken only after this process has printed the URL, then logs "Port … is
     not available" while the rest keeps running. Binding each address ``address`` resolves to (with
     SO_REUSEADDR, as the server binds) tells first; a port freed in between is the server's to take.
+    ``how`` says how to pick another, ``{port}`` standing for the next port found free (port + 1
+    may be taken too: suggesting it sent people from one taken port to the next).
     """
+    if not port_taken(address, port):
+        return
+    free = next((p for p in range(port + 1, min(port + _TRIES, 65535) + 1) if not port_taken(address, p)), None)
+    hint = f"pick another: {how.format(port=free)}" if free else "pick another: a free port with --port"
+    raise UsageError(f"port {port} is taken by another program (on {address or 'every interface'})", hint)
+
+
+_TRIES = 100  # ports tried after a taken one for the suggestion
+
+
+def port_taken(address: str, port: int) -> bool:
+    """Whether another program holds ``port`` on an address ``address`` resolves to (False where the
+    name does not resolve: the server reports that in its own words)."""
     host = address.strip().removeprefix("[").removesuffix("]") or None
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError):
-        return  # the server reports a name it cannot bind in its own words
+        return False
     for family, kind, proto, _name, sockaddr in infos:
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,8 +137,8 @@ def refuse_taken_port(address: str, port: int, how: str) -> None:
                 probe.bind(sockaddr)
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise UsageError(f"port {port} is taken by another program (on {address or 'every interface'})",
-                                     f"pick another: {how}") from None
+                    return True
+    return False
 
 
 def child_environment(args: argparse.Namespace, settings: Settings, environ: dict[str, str]) -> dict[str, str]:
@@ -140,7 +155,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     port = args.port or settings.ui.port
     address = settings.ui.address if args.address is None else args.address  # "" is every interface
     refuse_open_public(settings, address)
-    refuse_taken_port(address, port, f"--port {port + 1} (or ui.port in the config file)")
+    refuse_taken_port(address, port, "--port {port} (or ui.port in the config file)")
     env = child_environment(args, settings, dict(os.environ))
     # A TERM sent to this process (a service manager, `timeout`) must not orphan the server. The
     # handler only notes it: raised as an exception it could land inside Popen (a library's thread

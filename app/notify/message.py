@@ -24,6 +24,7 @@ from urllib.parse import urlencode
 from app.alerts.model import AlertState
 from app.alerts.rules import Rule
 from app.notify.grouping import Due
+from app.notify.images import WIDTH
 from app.notify.outbox import Notification, Outgoing
 from core.settings import EmailSettings
 from core.text import header, visible
@@ -87,7 +88,8 @@ def compose(due: Due, email: EmailSettings, now: float, chart: Chart, rule_of: R
             name = title(state, rule_of)
             text.extend(_text(state, name, heading == "Resolved", link))
             blocks.append(_html(state, name, heading == "Resolved", link, cid))
-    footer = "Sent by Sweetspot. Silence it: python -m app alerts silence add (docs/alerts.md)."
+    # nothing to silence in an e-mail that only says alerts resolved
+    footer = "Sent by Sweetspot." + (" Silence it: python -m app alerts silence add (docs/alerts.md)." if due.firing else "")
     head = subject(due, rule_of)
     body_text = "\n".join([head, "", *text, footer]) + "\n"
     body_html = (
@@ -126,7 +128,7 @@ def _html(state: AlertState, name: str, resolved: bool, link: str, cid: str) -> 
     if state.recommendation and not resolved:
         parts.append(f"<p><b>What to do:</b> {e(visible(state.recommendation, SUMMARY_LIMIT))}</p>")
     if cid:
-        parts.append(f"<p><img src='cid:{cid}' alt='{e(name)}, last hour' width='560'></p>")
+        parts.append(f"<p><img src='cid:{cid}' alt='{e(name)}, last hour' width='{WIDTH}'></p>")
     if link:
         parts.append(f"<p><a href='{e(link)}'>Open the dashboard at this incident</a></p>")
     return "".join(parts) + "</div>"

@@ -71,7 +71,9 @@ def timeline_chart(rows: pd.DataFrame, start: float, end: float) -> alt.Chart:
     # The time as the other charts write it: Vega's own mixes clocks ("08:58", "09 AM", "09:02").
     x = alt.X("start:T", title=None, scale=alt.Scale(domain=[start * 1000, end * 1000]),
               axis=alt.Axis(format=TIME_FORMAT, tickCount=10, labelOverlap=True, labelSeparation=40, labelFlush=True))
-    color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())))
+    # the legend above the bars, in a row: beside two rows of bars (40 px) its column of states was cut
+    color = alt.Color("state:N", scale=alt.Scale(domain=list(STATE_COLORS), range=list(STATE_COLORS.values())),
+                      legend=alt.Legend(orient="top", direction="horizontal", title=None))
     chart: alt.Chart = (
         alt.Chart(rows)
         .mark_bar(height=14)

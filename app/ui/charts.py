@@ -460,13 +460,14 @@ def kv_chart(points: Sequence[SeriesPoint], frame: Frame, warning: float, critic
 def overview_chart(
     points: Sequence[SeriesPoint], frame: Frame, ttft: Sequence[SeriesPoint], ttft_frame: Frame,
     sweetspot: SweetSpotSettings, ceiling: CeilingInfo | None, mbu_source: str = "", spot_source: str = "",
-    epochs: Sequence[ConfigEpoch] = (),
+    epochs: Sequence[ConfigEpoch] = (), prefix_caching: bool | None = None,
 ) -> alt.VConcatChart:  # fmt: skip
     """The Overview's eight panels (:data:`OVERVIEW`, drawn from :data:`PANELS`) on one time axis;
     TTFT and the finished requests may have a coarser step (``ttft_frame``: at least a minute, a
     count per 5 s is zero or one request). ``mbu_source``: the window's MBU source, or why it has none;
-    ``spot_source``: where the sweet spot came from. ``epochs``: marked on every panel (:func:`with_epochs`)."""
-    against = Against(sweetspot, ceiling, mbu_source, spot_source)
+    ``spot_source``: where the sweet spot came from. ``epochs``: marked on every panel (:func:`with_epochs`).
+    ``prefix_caching``: the engine's config (TargetInfo.prefix_caching), for the prefix-cache panel's reason."""
+    against = Against(sweetspot, ceiling, mbu_source, spot_source, prefix_caching=prefix_caching)
     coarse = {"ttft", "outcomes"}
     return stack_marked(epochs, frame, *(
         PANELS[name].draw(*((ttft, ttft_frame) if name in coarse else (points, frame)), against) for name in OVERVIEW
@@ -499,14 +500,17 @@ def outcomes_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
 
 
 PREFIX_CACHE_LINES = {"prefix_cache_hit_rate": "hit rate"} | table_lines("prefix_cache")
+PREFIX_CACHING_OFF = "no data, prefix caching is off in the engine's config (--enable-prefix-caching)"
 
 
-def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame) -> AnyChart:
+def prefix_cache_chart(points: Sequence[SeriesPoint], frame: Frame, prefix_caching: bool | None = None) -> AnyChart:
+    """``prefix_caching``: whether the engine's config turns it on (None: not said), for a blank panel's reason."""
     lines = _lines(long_rows(points, PREFIX_CACHE_LINES, frame.step_s, 100), frame, "%")
     lines = lines.encode(y=alt.Y("value:Q", title=None, scale=zero_scale(100.0), axis=Y_AXIS))
     what = "prompt tokens found in the cache ÷ looked up"
-    if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel says why (one line: a longer
-        what = "no data, the engine exposes no prefix-cache counters"  # title widens the chart past its canvas)
+    if all(p.prefix_cache_hit_rate is None for p in points):  # a blank panel says why, read from the engine's
+        what = (PREFIX_CACHING_OFF if prefix_caching is False  # config (one line: a longer title widens the chart)
+                else "no data, the engine exposes no prefix-cache counters")
     title = f"Prefix-cache hit rate per {_step(frame)} (%): {what}"
     return _panel(lines, title)
 
@@ -521,6 +525,7 @@ class Against:
     mbu_source: str = ""
     spot_source: str = ""  # where the sweet spot came from (app/sweet_spot.py)
     for_alert: bool = False  # an alert's e-mail: a user's MBU rule draws its floor (no default rule has one)
+    prefix_caching: bool | None = None  # the engine's config turns prefix caching on (None: not said)
 
 
 @dataclass(frozen=True)
@@ -551,7 +556,7 @@ PANELS: dict[str, Panel] = {
     "concurrency": Panel(CONCURRENCY_LINES, lambda p, f, a: concurrency_chart(p, f, a.sweetspot.concurrency, a.spot_source),
                          threshold="concurrency"),
     "kv_cache": Panel(KV_LINES, lambda p, f, a: kv_chart(p, f, a.sweetspot.kv_warning, a.sweetspot.kv_critical)),
-    "prefix_cache": Panel(PREFIX_CACHE_LINES, lambda p, f, a: prefix_cache_chart(p, f)),
+    "prefix_cache": Panel(PREFIX_CACHE_LINES, lambda p, f, a: prefix_cache_chart(p, f, a.prefix_caching)),
     "outcomes": Panel(OUTCOMES, lambda p, f, a: outcomes_chart(p, f)),
 }  # fmt: skip
 OVERVIEW = ("ttft", "throughput", "mbu", "preemptions", "concurrency", "kv_cache", "prefix_cache", "outcomes")
@@ -610,8 +615,8 @@ def gpu_chart(
     what = f"{label} (line), min–max (band)" if pick is None else label
     if not estimate.empty:
         what += f", {ENGINE_NAME} (dotted)"
-    if epochs:
-        layers.append(epoch_layer(epochs, frame))
+    if epochs:  # under the lines and labels: drawn over them, a restart's rule crossed "total memory 31.7 GiB"
+        layers.insert(0, epoch_layer(epochs, frame))
     # what the lines are goes under the title, in smaller type: one line of both was cut with "…" on a
     # half-width chart at 1440 and 1280 px
     return _finish(_layer(*layers), alt.TitleParams(text=title, subtitle=what))
@@ -967,5 +972,6 @@ def with_epochs(panel: AnyChart, epochs: Sequence[ConfigEpoch], frame: Frame) ->
     title, height = panel.title, panel.height
     inner = panel.copy(deep=False)  # the title and height move to the layer that holds both
     inner.title, inner.height = alt.Undefined, alt.Undefined
-    marked: AnyChart = _with(_layer(inner, epoch_layer(epochs, frame)), title=title, height=height)
+    # the rules under the panel's lines and labels, which they would otherwise cross out
+    marked: AnyChart = _with(_layer(epoch_layer(epochs, frame), inner), title=title, height=height)
     return marked

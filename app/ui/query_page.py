@@ -18,6 +18,7 @@ import altair as alt
 import streamlit as st
 
 from app import query_output
+from app.ui import charts
 from core.errors import QueryError, SweetspotError
 from core.settings import Settings, query_db_url
 from core.text import markdown
@@ -101,7 +102,10 @@ def chart(result: query_runner.Result, x: str, y: str, colour: str | None, now: 
     # ",.6~r": six significant digits with trailing zeros trimmed: a tick reads "0", not "0.000000"
     number_axis = alt.Axis(format=",.6~r")
     # 16 px inside the plot at each end: the last point (today's, in progress) no longer sits on the edge
-    x_enc = alt.X(x, type="temporal", title=x, scale=alt.Scale(padding=16)) if temporal else alt.X(x, type="quantitative", title=x, axis=number_axis)
+    # the time labels of every other chart (24-hour clock): Vega's own default reads "03 PM"
+    time_axis = alt.Axis(format=charts.TIME_FORMAT, labelFlush=True)
+    x_enc = (alt.X(x, type="temporal", title=x, scale=alt.Scale(padding=16), axis=time_axis) if temporal
+             else alt.X(x, type="quantitative", title=x, axis=number_axis))  # fmt: skip
     enc: dict[str, Any] = {"x": x_enc,
                            "y": alt.Y(y, type="quantitative", title=y, axis=number_axis), "tooltip": [alt.Tooltip(c, type="nominal") for c in result.columns]}  # fmt: skip
     if colour:

@@ -28,6 +28,10 @@ DEFAULT_WINDOW = "5m"
 # Points per series at most. 500 still puts a point every 2-3 pixels of a full-width chart, and the
 # browser's work grows with the points: 1,000 cost the Overview ~0.3 s more (docs/benchmarks.md).
 MAX_POINTS = 500
+# The Overview's eight panels are one Vega view: its first paint grows with all their points, and at
+# 500 a series it took 2.6× a one-chart page here. 150 still puts a point every ~9 px of a full-width
+# panel (docs/benchmarks.md, "The Overview's first paint").
+OVERVIEW_POINTS = 150
 # Steps a series may use: round numbers people read on an axis, and multiples of the 1-minute and
 # hourly rollups once a step reaches them (so the facade can serve it from rollups).
 STEPS = (5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)

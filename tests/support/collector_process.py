@@ -1,12 +1,15 @@
-"""``python -m app collect`` as a process on a config file of two targets, and waiting on a condition."""
+"""``python -m app collect`` as a process on a config file of two targets (``wait_until`` is
+:mod:`tests.support.waiting`'s, kept here for the tests that import it from here)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from tests.support.waiting import wait_until
+
+__all__ = ["collector", "first_line", "two_targets", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,14 +27,6 @@ def collector(config: Path, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, "-m", "app", "--config", str(config), "collect"], cwd=ROOT,
                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 120.0) -> None:
-    """Poll ``condition`` until it holds (the timeout only ends a test that would wait for good)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
 
 
 def first_line(env: dict[str, str], *argv: str) -> str:

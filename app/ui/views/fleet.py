@@ -7,14 +7,14 @@ from typing import Any
 import streamlit as st
 
 from app.fleet import STATE_LABELS, FleetRow, by_model, overview_link
-from app.formatting import clock, number, percent, with_unit
+from app.formatting import clock, counted, number, percent, with_unit
 from app.ui import page, time_range, widgets
 from core.text import markdown
 
 # Words, not emoji: Debian's Chromium has no emoji font and drew the circles as boxes.
 ctx = page.context()
 window_s = ctx.view.window_s
-st.header(f"Fleet · {len(ctx.targets)} targets")
+st.header(f"Fleet · {counted(len(ctx.targets), 'target')}")
 
 
 def _table(rows: list[FleetRow]) -> dict[str, list[Any]]:

@@ -12,7 +12,6 @@ from app.operating_point import (
     bench_text,
     concurrency_reach,
     context_per_request,
-    find_knee,
     per_request_text,
     request_speeds,
     roofline,
@@ -20,7 +19,7 @@ from app.operating_point import (
     sweeps_of,
     target_roofline,
 )
-from app.sweet_spot import REFERENCE, REFERENCE_REPORT, OwnCurves, own_curves
+from app.sweet_spot import REFERENCE, OwnCurves, own_curves
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
 from core.durations import format_duration
@@ -50,11 +49,10 @@ elif reference:
     levels = REFERENCE_LEVELS
 else:
     levels = [(lv.concurrency, lv.fitted, lv.ttft_p95_s) for lv in spot.learned.levels] if spot.learned else []
-knee = find_knee(levels, rules.ttft_p95_slo_s) if latest or reference else None
-source = f"the latest load sweep ({charts.sweep_source(latest)})" if latest else REFERENCE_REPORT
+knee = spot.found  # the one knee rule's finding behind the sweet spot (None: configured or unknown)
 marks = [(float(spot.value), f"sweet spot {spot.value} ({spot.source})")] if spot.value is not None else []
-if knee and knee.concurrency != spot.value:
-    marks.append((float(knee.concurrency), f"knee {knee.concurrency}"))
+if knee and knee.knee is not None and knee.knee != spot.value:
+    marks.append((float(knee.knee), f"knee {knee.knee}"))
 curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_TTFT_P95)
 
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
@@ -65,7 +63,8 @@ roofs = target_roofline(figures)  # both roofs: compute (datasheet or configured
 compute_roof = roofs.compute_tok_s if roofs else None
 st.markdown(f"**Sweet spot**: {spot.line()}")
 if knee:
-    st.markdown(f"**Knee at concurrency {knee.concurrency}** from {source}: " + "; ".join(knee.reasons) + ".")
+    head = f"Knee at concurrency {knee.knee}" if knee.knee is not None else "No knee measured yet"
+    st.markdown(f"**{head}** ({spot.source}: {markdown(spot.detail, limit=300)}): " + markdown(knee.reason, limit=2000))
 st.caption(
     f"Dots: one per {format_duration(step)} over the chosen range (running = average), coloured by time. "
     f"Grey dashes: {curves.caption}."

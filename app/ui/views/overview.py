@@ -29,8 +29,9 @@ def live() -> None:
     figures = ctx.verdict_window(span)
     # The queue-growth rule needs the last minutes step by step, not one window figure.
     recent = ctx.series(span.at - sweetspot.queue_growth_s - 30, span.at, 30.0, fields=QUEUE)
-    points, frame = ctx.series_drawn(span, OTHERS)
-    ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=60.0)
+    step = max(span.step_s, time_range.nice_step(span.end - span.start, time_range.OVERVIEW_POINTS))
+    points, frame = ctx.series_drawn(span, OTHERS, minimum=step)
+    ttft, ttft_frame = ctx.series_drawn(span, TTFT, minimum=max(step, 60.0))
     spot = ctx.sweet_spot(now)  # its own sweet spot and curve, with their sources (app/sweet_spot.py)
     thresholds = spot.thresholds(sweetspot)
     verdict = evaluate(figures, sweetspot, recent, ctx.alert_rules, spot)
@@ -57,12 +58,13 @@ def live() -> None:
     st.caption(
         f"Tiles (hover one for what it measures) and verdict: {over.removeprefix('over ')}"
         f"{f' up to {clock(span.at)}' if span.live else ''}. Charts: {clock(span.start)} → {clock(span.end)}, "
-        f"{widgets.step_text(points, frame, span.step_s, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(span.step_s, 60.0), TTFT)}). "
+        f"{widgets.step_text(points, frame, step, OTHERS)} (TTFT and finished requests: {widgets.step_text(ttft, ttft_frame, max(step, 60.0), TTFT)}). "
         "Drag to pan, scroll to zoom, double-click to reset."
     )
     epochs = guard("the configuration epochs", ctx.reader.epochs, view.target)
     chart_cache.show_chart(charts.overview_chart, points, frame, ttft, ttft_frame, thresholds, figures.ceiling,
-                     figures.mbu_source or "", spot.source or "", epochs, height="content")
+                     figures.mbu_source or "", spot.source or "", epochs, info.prefix_caching if info else None,
+                     height="content")
     widgets.chart_downloads(points, ttft, OTHERS, TTFT)
     shown = [c for c in guard("the epochs' figures", comparisons, ctx.reader, view.target, epochs, 3600.0, now)
              if span.start <= c.epoch.ts <= span.end]  # fmt: skip
