@@ -73,6 +73,10 @@ def _json(text: str, name: str) -> Any:
     except json.JSONDecodeError as exc:
         raise BenchFileError(f"{name} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
                              _FORMATS) from None  # fmt: skip
+    except RecursionError:
+        raise BenchFileError(f"{name} nests lists or objects deeper than the JSON reader follows", _FORMATS) from None
+    except ValueError as exc:  # an integer of 4,300+ digits: Python will not convert it
+        raise BenchFileError(f"{name} holds a number no benchmark has ({str(exc).split(':')[0]})", _FORMATS) from None
 
 
 # --- vllm bench serve -------------------------------------------------------------------------------

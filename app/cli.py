@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from app.loader import load_settings
-from core.errors import SweetspotError
+from core.errors import SweetspotError, refusal
 from core.settings import ENV_CONFIG
 from core.text import LogFormatter, TerminalWriter, escaped
+
+log = logging.getLogger(__name__)
 
 # command name → module under app.commands (documented in docs/commands.md; a test checks it).
 COMMANDS: dict[str, str] = {
@@ -36,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "epochs": "epochs",
     "plan": "plan",
     "targets": "targets",
+    "scenarios": "scenarios",
 }
 
 
@@ -90,9 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = None
     stdout = sys.stdout
     module = _load(args.command)
-    if not getattr(module, "DATA_OUTPUT", False):
-        # what a command prints for a terminal holds text from outside (model names, answers): each
-        # control character shown as an escape, each line bounded (core/text.py TerminalWriter)
+    # One writer per destination: JSON (`--json`, whose json.dumps escapes every control character
+    # itself) and data commands (query, rules export) write as they are, never cut; what a command
+    # prints for a terminal holds text from outside (model names, answers): each control character
+    # shown as an escape, each line bounded (core/text.py TerminalWriter)
+    if not (getattr(module, "DATA_OUTPUT", False) or getattr(args, "json", None) is True):
         sys.stdout = TerminalWriter(stdout)
     try:
         overrides = {"db_url": getattr(args, "db", None)}
@@ -107,13 +112,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # translated here, once for every command, as the others translate theirs
         from sqlalchemy.exc import SQLAlchemyError
 
-        if not isinstance(exc, SQLAlchemyError):
-            raise
-        from db.errors import storage_error
-
         sub = getattr(args, f"{args.command}_command", None)
-        error = storage_error(f"running `{args.command}{' ' + sub if sub else ''}`", exc, settings.db_url if settings else None)
-        print(f"ERROR: {escaped(error.one_line())}", file=sys.stderr)
+        doing = f"`{args.command}{' ' + sub if sub else ''}`"
+        if isinstance(exc, SQLAlchemyError):
+            from db.errors import storage_error
+
+            error = storage_error(f"running {doing}", exc, settings.db_url if settings else None)
+            print(f"ERROR: {escaped(error.one_line())}", file=sys.stderr)
+            return 2
+        # the error boundary of every command: anything else (a hostile input no module foresaw) is
+        # one line naming what was refused; the traceback only with --verbose (core/errors.py refusal)
+        log.debug("the traceback of %s", doing, exc_info=True)
+        print(f"ERROR: {refusal(exc, doing)}" + ("" if args.verbose else " (--verbose shows the traceback)"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

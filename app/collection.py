@@ -37,8 +37,10 @@ log = logging.getLogger(__name__)
 def _prometheus_jobs(settings: Settings, writer: Writer, engine: Engine, lock: threading.Lock,
                      clock: Callable[[], float], observe: Callable[[Any], object]) -> list[PrometheusJob]:  # fmt: skip
     from app.prometheus_source import PrometheusJob, PrometheusSource
+    from core.text import NameClaims
 
-    return [PrometheusJob(PrometheusSource(settings, s, clock), writer, engine, lock, observe) for s in settings.prometheus]
+    claims = NameClaims([t.name for t in settings.targets])  # one for all sources: one instance, one target
+    return [PrometheusJob(PrometheusSource(settings, s, clock, claims), writer, engine, lock, observe) for s in settings.prometheus]
 
 ROLLUP_EVERY_S = 60.0
 RETENTION_EVERY_S = 3600.0
@@ -94,7 +96,14 @@ class CollectionService:
 
         self.turn = WriteTurn(self.engine, settings, clock, self.write_lock, self.evaluator.holder)
         self.collected = threading.Event()  # set once a round was stored: alerts wait for it
+        # An evaluation and a notification run also right after a round that found a target down (or
+        # back): the scheduled job and that one never run at once (each loads and saves every state).
+        self._evaluating, self._notifying = threading.Lock(), threading.Lock()
+        self._up: dict[str, bool] = {}  # target → whether its last stored round's vLLM scrape succeeded
+        # set by a round that found a target down, or back up: the stamp (unix s) the evaluation must reach
+        self._urgent = 0.0
         self.stored = threading.Event()  # set once this process wrote a round (not a standby round)
+        self.history_filling = threading.Event()  # set while the demo's week is written behind the live rounds
         from app.notify.notifier import Notifier
 
         # silences and mute windows hold notifications back; the lease holder alone delivers
@@ -126,6 +135,7 @@ class CollectionService:
                 failure = failure or exc
                 continue
             self.telemetry.observe_round(round_)
+            self._note_health(round_.target, round_.vllm_status.ok, round_.ts)
             self._shape(round_)
             if describe:
                 lines[round_.target] = describe_round(round_)
@@ -162,6 +172,8 @@ class CollectionService:
 
         if not self.turn.holding:
             return "retention: another collector writes to this database"
+        if self.history_filling.is_set():  # its days are rolled up from raw rows older than raw_retention_s
+            return "retention: waits for the simulated history to be written (app/history_fill.py)"
         with self.write_lock:
             return str(apply_retention(self.engine, self.clock(), self.settings))
 
@@ -179,7 +191,8 @@ class CollectionService:
 
     def notify(self) -> str:
         """Queue and send the alert e-mails the stored states call for (app/notify); never raises for SMTP."""
-        return self.notifier.run_once()
+        with self._notifying:  # two plans over the same group logs at once would send an e-mail twice
+            return self.notifier.run_once()
 
     def digest(self) -> str:
         from app.notify.notifier import digest_once
@@ -199,6 +212,13 @@ class CollectionService:
         held = lease.current_holder(self.engine, lease.EVALUATOR)
         return held is not None and held.holder == self.evaluator.holder and held.expires_at > self.clock()
 
+    def _note_health(self, target: str, up: bool, ts: float) -> None:
+        if not up or self._up.get(target, True) != up:
+            # rows are stamped to the nearest whole second, evaluations at the whole second before
+            # their clock: the evaluation must not run before the second this round is stamped with
+            self._urgent = max(self._urgent or 0.0, float(round(ts)))
+        self._up[target] = up
+
     def _collect_logged(self) -> None:
         # The description is formatted only when someone reads it (-v): this runs every interval.
         try:
@@ -208,16 +228,36 @@ class CollectionService:
             self.collected.set()
             if self.turn.holding:
                 self.stored.set()
+        if self._urgent:
+            self.judge_now(self._urgent)
+
+    def judge_now(self, stamped: float = 0.0) -> None:
+        """Evaluate now, and send what that fires, instead of at the jobs' next turns: a round found a
+        target down (or back). ``target_down`` fires on the round that takes its spell of failed
+        scrapes past ``for``; waiting for the 15-s evaluation and the 5-s notification turns would
+        cost up to 20 s of the 30 s between the last good scrape and the e-mail (docs/alerts.md)."""
+        self._urgent = 0.0
+        time.sleep(max(0.0, stamped - self.clock()))  # half a second at most: see _note_health
+        log.debug("%s", self.evaluate())
+        # in a thread of its own: an SMTP server that hangs holds its delivery up to its timeout, never the rounds
+        threading.Thread(target=self._notify_logged, name="sweetspot-notify-now", daemon=True).start()
+
+    def _notify_logged(self) -> None:
+        try:
+            log.debug("%s", self.notify())
+        except Exception:  # the scheduled job tries again within NOTIFY_EVERY_S
+            log.exception("sending the notifications after a round failed")
 
     def evaluate(self) -> str:
         """The alerts job: evaluates once this process's first round is in, so a start does not store
         a "never scraped" no_data spell for every rule (the jobs all start at once)."""
         if not self.collected.is_set():
             return "alert evaluator: waiting for the first round"
-        self.evaluator.last_duration_s = None
-        # Until this process writes, it takes the lease from nobody: after a takeover, evaluating before
-        # its first round would judge the handover's gap as a stale target and reset pending timers.
-        line = self.evaluator.run(take=self.stored.is_set())
+        with self._evaluating:
+            self.evaluator.last_duration_s = None
+            # Until this process writes, it takes the lease from nobody: after a takeover, evaluating before
+            # its first round would judge the handover's gap as a stale target and reset pending timers.
+            line = self.evaluator.run(take=self.stored.is_set())
         if self.evaluator.last_duration_s is not None:
             self.telemetry.observe_evaluation(self.evaluator.last_duration_s)
         return line

@@ -11,15 +11,17 @@ engine delivers is what kernels, communication and scheduling cost, stated as a 
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from app.formatting import number, percent
+from app.formatting import minute, number, percent
 from core import roofline as roofs
 from core.mbu import StepModel
+from core.model_shape import ModelShape
+from core.model_shape import resolve as resolve_shape
 from db.results import BenchRun, SeriesPoint, SweepRun, TargetInfo, WindowFigures
 
 # The reference deployment of DOMAIN.md §2: (concurrency, output tok/s, TTFT P95 s or None).
@@ -53,8 +55,8 @@ def bench_text(benches: Sequence[BenchRun]) -> str:
     ``vllm bench serve of 2026-12-06 03:01 (c8.json; backend=vllm, max_concurrency=8): 1 level``."""
     parts = []
     for run in benches:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.run_at))
-        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items()))
+        when = minute(run.run_at)
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(run.settings.items(), key=str))
         sources = sorted({p.concurrency_source for p in run.points})
         parts.append(f"{run.tool} of {when} ({run.file_name}; {settings}): {len(run.points)} level(s), "
                      f"concurrency from {' and '.join(sources)}")  # fmt: skip
@@ -67,6 +69,9 @@ ROOFLINE_POINTS = 48  # enough for a smooth curve on a half-page chart
 # Steps whose average running is under half a request decoded (almost) nothing: no concurrency to judge.
 IDLE_RUNNING = 0.5
 GAP_CAUSES = "the rest goes to compute, communication and scheduling"
+# with both roofs known, the gap is what neither roof explains: kernels under their peaks and overheads
+ATTAINABLE_CAUSES = ("the lower of the bandwidth roof and the compute roof with prefill at the mix; the rest is kernels "
+                     "reaching less than their peaks and fixed costs a step (launches, all-reduce, scheduling)")
 
 
 def roofline_curve(model: StepModel, mean_context: float | None, up_to: float,
@@ -110,22 +115,26 @@ class RooflineGap:
         return self.tokens_per_s / self.roofline_tokens_per_s
 
 
-def roofline_gaps(model: StepModel, mean_context: float | None, levels: Sequence[Level]) -> list[RooflineGap]:
-    """Each measured level against the roofline at its concurrency."""
-    return [
-        RooflineGap(lv.concurrency, lv.tokens_per_s, model.roofline_tokens_per_s(lv.concurrency, mean_context), lv.steps)
-        for lv in levels
-    ]
+def roofline_gaps(model: StepModel, mean_context: float | None, levels: Sequence[Level],
+                  both: roofs.Roofline | None = None) -> list[RooflineGap]:  # fmt: skip
+    """Each measured level against the roofline at its concurrency: the attainable (the lower of the
+    bandwidth roof and the compute roof with prefill) where ``both`` knows the compute roof, else the
+    bandwidth roof alone."""
+    bound = both.attainable_tok_s if both is not None and both.compute_tok_s is not None else \
+        (lambda c: model.roofline_tokens_per_s(c, mean_context))  # fmt: skip
+    return [RooflineGap(lv.concurrency, lv.tokens_per_s, bound(lv.concurrency), lv.steps) for lv in levels]
 
 
-def gap_text(gaps: Sequence[RooflineGap]) -> str:
+def gap_text(gaps: Sequence[RooflineGap], attainable: bool = False) -> str:
     """``the engine delivers 4 % of the roofline at 32: the rest goes to compute, communication and
-    scheduling`` at the concurrency it ran at most, then the other levels (``; 6 % at 16, 9 % at 8``)."""
+    scheduling`` (the bandwidth roof alone) or ``… 15 % of the attainable at 32 …`` (both roofs) at the
+    concurrency it ran at most, then the other levels (``; 6 % at 16, 9 % at 8``)."""
     if not gaps:
         return ""
     main = max(gaps, key=lambda g: (g.steps, g.concurrency))
     others = sorted((g for g in gaps if g is not main), key=lambda g: -g.steps)[:4]
-    text = f"the engine delivers {_share(main.share)} of the roofline at {main.concurrency}: {GAP_CAUSES}"
+    what, causes = ("the attainable", ATTAINABLE_CAUSES) if attainable else ("the roofline", GAP_CAUSES)
+    text = f"the engine delivers {_share(main.share)} of {what} at {main.concurrency}: {causes}"
     if others:
         text += "; " + ", ".join(f"{_share(g.share)} at {g.concurrency}" for g in others)
     return text
@@ -160,17 +169,42 @@ def context_per_request(figures: WindowFigures) -> float | None:
     return figures.mean_context_tokens
 
 
-def target_roofline(figures: WindowFigures) -> roofs.Roofline | None:
-    """The roofline of a window's target with its compute roof: peak FLOP/s configured
-    (targets[].gpu.peak_tflops) or from the datasheet table by the window's GPU names, active
-    parameters configured (targets[].ceiling.active_params_b), as the target's stored ceiling
-    carries them; None without a step model."""
+def prompt_per_output(figures: WindowFigures) -> float | None:
+    """Prompt tokens prefilled per output token over the window (None: no output, or no prompt count)."""
+    tok, prompt = figures.tokens_per_s, figures.prompt_tokens_per_s
+    return prompt / tok if tok and prompt is not None and tok > 0 else None
+
+
+def served_shape(figures: WindowFigures, models: Sequence[str] = ()) -> ModelShape | None:
+    """The served model's shape from the table of well-known architectures, by the window's model name
+    or the first of ``models`` (the target's served names) that it knows; None: unknown."""
+    if figures.ceiling is None:
+        return None
+    for name in (figures.model, *models):
+        found = resolve_shape(name, figures.ceiling.tensor_parallel, None, None)[0] if name else None
+        if found is not None:
+            return found
+    return None
+
+
+def target_roofline(figures: WindowFigures, shape: ModelShape | None = None) -> roofs.Roofline | None:
+    """The roofline of a window's target with its compute roof, prefill at the window's mix: peaks
+    configured (targets[].gpu.peak_tflops) or the datasheet's for the GPUs' kernels (AWQ on sm70:
+    decode on CUDA cores, prefill on tensor cores; core/roofline.py ``kernel_peaks``); active
+    parameters configured, else the served model's shape (``shape``, else the table by its name);
+    None without a step model."""
     c = figures.ceiling
     if c is None:
         return None
-    peak = roofs.peak_compute(c.peak_tflops, tuple(g.name for g in figures.gpus), c.compute_precision or roofs.DEFAULT_PRECISION)
-    params = None if c.active_params_b is None else c.active_params_b * 1e9
-    return roofs.roofline(c.model(), context_per_request(figures), peak, params)
+    shape = shape or served_shape(figures)
+    quant = shape.quantization if shape is not None else None
+    decode, prefill = roofs.target_peaks(c.peak_tflops, tuple(g.name for g in figures.gpus),
+                                         c.compute_precision or roofs.DEFAULT_PRECISION, quant)  # fmt: skip
+    params = c.active_params_b * 1e9 if c.active_params_b is not None else (shape.active_params if shape else None)
+    model = c.model()
+    if model.kv_bytes_per_token is None and shape is not None:
+        model = dataclasses.replace(model, kv_bytes_per_token=shape.kv_bytes_per_token)
+    return roofs.roofline(model, context_per_request(figures), decode, params, prefill, prompt_per_output(figures))
 
 
 def roofline_json(roof: roofs.Roofline | None, figures: WindowFigures) -> dict[str, Any] | None:
@@ -186,6 +220,10 @@ def roofline_json(roof: roofs.Roofline | None, figures: WindowFigures) -> dict[s
         "compute_source": None if roof.compute is None else roof.compute.source,
         "active_params": roof.active_params,
         "compute_tok_s": roof.compute_tok_s,
+        "decode_compute_tok_s": roof.decode_compute_tok_s,
+        "prefill_tflops": None if roof.prefill_peak is None else roof.prefill_peak.tflops,
+        "prefill_source": None if roof.prefill_peak is None else roof.prefill_peak.source,
+        "prompt_per_output": roof.prompt_per_output,
         "bandwidth_gbps": roof.model.peak_gbps,
         "bandwidth_tok_s": None if c is None or c <= 0 else roof.bandwidth_tok_s(c),
         "crossover_batch": roof.crossover_batch,
@@ -208,7 +246,11 @@ def roofline_text(roof: roofs.Roofline | None, figures: WindowFigures) -> str:
         compute = roof.note
     else:
         assert roof.compute is not None
-        compute = f"compute roof {number(roof.compute_tok_s)} tok/s ({roof.compute.source}, {number(roof.compute.tflops)} TFLOP/s)"
+        compute = f"compute roof {number(roof.compute_tok_s)} tok/s ({roof.compute.source}, {number(roof.compute.tflops)} TFLOP/s"
+        if roof.prefill_peak is not None and roof.prefill_peak != roof.compute:
+            compute += f"; prefill {roof.prefill_peak.source}, {number(roof.prefill_peak.tflops)} TFLOP/s"
+        compute += (f"; prefill at {number(roof.prompt_per_output)} prompt tokens an output token, decode alone "
+                    f"{number(roof.decode_compute_tok_s)})" if roof.prompt_per_output else "; decode only: no prompt count)")
     parts = [compute]
     if data.get("concurrency"):
         parts.append(f"bandwidth roof {number(data['bandwidth_tok_s'])} tok/s at {number(data['concurrency'])} running")
@@ -265,30 +307,34 @@ class Roofline:
     gaps: list[RooflineGap]
     single_request_tokens_per_s: float
     inputs: str
+    attainable: bool = False  # the gaps are against both roofs (the compute roof known)
 
     def text(self) -> str:
         """What the page says of it: the gap as a ratio, or that no measured level was there to judge."""
-        gap = gap_text(self.gaps)
+        gap = gap_text(self.gaps, self.attainable)
         return (gap[0].upper() + gap[1:] + ".") if gap else "No measured step with running requests in this range."
 
     def caption(self) -> str:
         return (f"Pink line: the bandwidth roofline, the most aggregate decode tok/s each concurrency c allows if every "
                 f"step read at peak bandwidth: {self.inputs}. The context is the range's KV tokens resident per running "
-                "request (else the request-length histograms' mean). Grey dashes: the compute roof, peak FLOP/s × TP ÷ "
-                "(2 × active parameters); the attainable tok/s is the lower of the two.")  # fmt: skip
+                "request (else the request-length histograms' mean). Grey dashes: the compute roof, each output token's "
+                "decode FLOPs (2 × active parameters) plus its share of the prompts' prefill FLOPs at the range's mix, "
+                "over peak FLOP/s × TP; the attainable tok/s is the lower of the two.")  # fmt: skip
 
 
 def roofline(model: StepModel | None, mean_context: float | None, points: Sequence[SeriesPoint],
-             up_to: float) -> Roofline | None:  # fmt: skip
+             up_to: float, both: roofs.Roofline | None = None) -> Roofline | None:  # fmt: skip
     """The roofline of ``model`` from 1 to ``up_to`` running requests with the measured ``points`` against
-    it; None without a model (no ceiling inputs: :data:`NO_ROOFLINE` says which setting adds it)."""
+    it (against the attainable where ``both`` knows the compute roof); None without a model (no ceiling
+    inputs: :data:`NO_ROOFLINE` says which setting adds it)."""
     if model is None:
         return None
     return Roofline(
         curve=roofline_curve(model, mean_context, up_to),
-        gaps=roofline_gaps(model, mean_context, measured_levels(points)),
+        gaps=roofline_gaps(model, mean_context, measured_levels(points), both),
         single_request_tokens_per_s=model.single_request_tokens_per_s(mean_context),
         inputs=roofline_inputs_text(model, mean_context),
+        attainable=both is not None and both.compute_tok_s is not None,
     )
 
 

@@ -1,17 +1,12 @@
 """Capacity what-if (docs/plan.md "Capacity what-if"): how many replicas of today's deployment hold a
 demand inside the sweet spot, and what another GPU or tensor-parallel size would give.
 
-Every figure of another deployment is the roofline (core/roofline.py: the bandwidth roof of the step
-model and the compute roof) scaled by this target's own measured ratio to its own roofline:
-
-    ratio           = median over calibration samples of measured tok/s ÷ attainable tok/s(c, context)
-    predicted(c)    = ratio × attainable tok/s(c) of the deployment asked about
-    its range       = the lowest and highest per-level median ratio × attainable tok/s(c)
-
-Calibration samples are the target's stored production minutes (running requests, output tok/s and the
-context each request holds) or the levels of its latest stored load sweep. The knee of another
-deployment moves with its roofs' crossover (the batch where a step stops riding free on the weight
-read); its KV cache must hold the knee's requests beside the weights.
+Every figure comes from the step model with both phases (core/step_model.py): a decode step costs
+max(bytes ÷ bandwidth, decode FLOPs ÷ compute) plus a fixed overhead, and each output token its share
+of the prompts' prefill FLOPs ÷ compute. Its three efficiencies (bandwidth, compute, overhead) are
+fitted on this target's own levels: its stored production minutes (running requests, output tok/s,
+the context each request holds and the prompt tokens per output token), else its latest stored load
+sweep, else its imported benchmarks. Other deployments keep that structure (app/deployments.py).
 
 :func:`plan` reads through the query facade (db/queries.py Reader) and app/sweet_spot.py; the rest are
 pure functions of numbers.
@@ -27,26 +22,27 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app import deployments as deps
+from app.deployments import Deployment, Option, deployment, find_gpu  # noqa: F401 - the command's names
 from app.formatting import number
-from app.operating_point import sweeps_of, target_roofline
+from app.operating_point import served_shape, sweeps_of, target_roofline
 from app.sweet_spot import SweetSpot, resolve
 from core import roofline as roofs
+from core import step_model as step
+from core.efficiency_priors import prior_for
 from core.errors import UsageError
-from core.knee import MeasuredLevel, sweet_spot_of
-from core.mbu import GB, StepModel
+from core.model_shape import ModelShape
 from core.settings import Settings, effective_sweetspot
 from db.queries import Reader
-from db.results import SweepRun, WindowFigures
+from db.results import SweepRun, TargetInfo
 
 SPAN_S = 7 * 86400.0  # the history read: the last 7 days
 MINUTE_S, HOUR_S = 60.0, 3600.0
 MIN_MINUTES = 30  # production minutes with running requests a calibration on minutes needs
 IDLE_RUNNING = 0.5  # a minute with fewer running requests decoded (almost) nothing
-MINUTES, SWEEP = "minutes", "sweep"
-TP_SIZES = (1, 2, 4, 8)
+MINUTES, SWEEP, BENCH = "minutes", "sweep", "bench"
 # The deployments asked about when none is named: the same model on each, at the smallest TP that fits.
 CANDIDATES = ("A100 80GB SXM", "H100 SXM", "H200", "B200")
-MEMORY_SHARE = 0.9  # of a GPU's memory for weights and KV cache (vLLM's default gpu_memory_utilization)
 CURVE_AT = (1, 2, 4, 8, 16, 32, 64, 128)
 NO_CEILING_FIX = (
     "Set targets[].ceiling.weight_gb and tensor_parallel (and bandwidth_gbps where no NVML reading gives the "
@@ -54,96 +50,88 @@ NO_CEILING_FIX = (
 )
 
 
-# --- Calibration ----------------------------------------------------------------------------------
+# --- Calibration: the step model fitted on the target's levels -------------------------------------
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One measurement: running requests and output tok/s of one engine, and each request's context."""
+    """One measurement of one engine: running requests, output tok/s, each request's context and the
+    prompt tokens prefilled per output token (None: the roofline's own)."""
 
     concurrency: float
     tokens_per_s: float
     context: float | None = None
+    prompt_per_output: float | None = None
 
 
 @dataclass(frozen=True)
-class LevelRatio:
-    """The median measured ÷ attainable ratio of the samples at one concurrency (rounded)."""
+class LevelFit:
+    """One calibration level: the median measured tok/s of one engine and what the best fit gives there."""
 
     concurrency: int
-    ratio: float
+    tokens_per_s: float
+    predicted: float
     samples: int
-    tokens_per_s: float | None = None  # the median measured tok/s of one engine there
+
+    @property
+    def error(self) -> float:
+        """Predicted ÷ measured − 1."""
+        return self.predicted / self.tokens_per_s - 1.0
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """This target's measured share of its own roofline, with its spread across levels."""
+    """The step model's efficiencies fitted on this target's levels, with their spread."""
 
-    kind: str  # minutes or sweep
+    kind: str  # minutes, sweep or bench
     source: str  # "1,234 production minutes" / "the sweep of 2026-12-06 03:01"
-    ratio: float
-    levels: tuple[LevelRatio, ...]
+    fit: step.Fit
+    levels: tuple[LevelFit, ...]
     samples: int
-
-    @property
-    def low(self) -> float:
-        return min(lv.ratio for lv in self.levels)
-
-    @property
-    def high(self) -> float:
-        return max(lv.ratio for lv in self.levels)
 
     @property
     def span(self) -> tuple[int, int]:
         return self.levels[0].concurrency, self.levels[-1].concurrency
 
     def words(self) -> str:
-        """``7.1 % of its roofline (median of 1,234 production minutes at 1–8 running; 6.5 % to 7.8 % across 8
-        levels)``: the ratio and how far it moved, which is the uncertainty every prediction carries."""
+        """``fitted on 1,234 production minutes at 1–40 running: bandwidth 31 % (…), compute …, overhead …;
+        the fit is within 4 % of every level (RMS 2 %)``."""
         lo, hi = self.span
         at = f"{lo}" if lo == hi else f"{lo}–{hi}"
-        spread = ("one level only: no spread measured" if len(self.levels) == 1
-                  else f"{_pct(self.low)} to {_pct(self.high)} across {len(self.levels)} levels")  # fmt: skip
-        return f"{_pct(self.ratio)} of its roofline (median of {self.source} at {at} running; {spread})"
+        worst = max(abs(lv.error) for lv in self.levels)
+        return (f"fitted on {self.source} at {at} running ({len(self.levels)} levels): {self.fit.words()}; the fit is "
+                f"within {_pct(worst)} of every level (RMS {_pct(self.fit.error)})")  # fmt: skip
+
+
+def levels_of(samples: Iterable[Sample], within: tuple[float, float] | None = None) -> list[step.Level]:
+    """Samples grouped by running requests rounded: the median tok/s, context and mix of each level."""
+    groups: dict[int, list[Sample]] = {}
+    for s in samples:
+        if s.concurrency < IDLE_RUNNING or not s.tokens_per_s > 0 or not math.isfinite(s.tokens_per_s):
+            continue
+        if within is not None and not within[0] <= s.concurrency <= within[1]:
+            continue
+        groups.setdefault(round(s.concurrency), []).append(s)
+    return [step.Level(float(c), statistics.median(s.tokens_per_s for s in group), _median(s.context for s in group),
+                       _median(s.prompt_per_output for s in group), len(group)) for c, group in sorted(groups.items())]  # fmt: skip
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    seen = [v for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(seen) if seen else None
 
 
 def calibrate(roof: roofs.Roofline, samples: Iterable[Sample], kind: str, source: str,
               levels: tuple[float, float] | None = None) -> Calibration | None:  # fmt: skip
-    """The ratio of ``samples`` (within ``levels``, inclusive) to ``roof``'s attainable tok/s at each
-    one's concurrency and context; None without a usable sample."""
-    by_level: dict[int, list[float]] = {}
-    measured: dict[int, list[float]] = {}
-    for s in samples:
-        if s.concurrency < IDLE_RUNNING or not s.tokens_per_s > 0 or not math.isfinite(s.tokens_per_s):
-            continue
-        if levels is not None and not levels[0] <= s.concurrency <= levels[1]:
-            continue
-        at = roof if s.context is None else dataclasses.replace(roof, mean_context=s.context)
-        attainable = at.attainable_tok_s(s.concurrency)
-        if attainable > 0:
-            by_level.setdefault(round(s.concurrency), []).append(s.tokens_per_s / attainable)
-            measured.setdefault(round(s.concurrency), []).append(s.tokens_per_s)
-    if not by_level:
+    """The step model's efficiencies fitted on ``samples`` (within ``levels``, inclusive); None without
+    a usable sample."""
+    found = levels_of(samples, levels)
+    fit = step.fit(roof, found, source)
+    if fit is None:
         return None
-    every = [r for ratios in by_level.values() for r in ratios]
-    rows = tuple(LevelRatio(c, statistics.median(r), len(r), statistics.median(measured[c])) for c, r in sorted(by_level.items()))
-    return Calibration(kind, source, statistics.median(every), rows, len(every))
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """tok/s predicted (the median ratio) and its range (the lowest and highest level's ratio)."""
-
-    tokens_per_s: float
-    low: float
-    high: float
-
-
-def predict(roof: roofs.Roofline, cal: Calibration, concurrency: float, engines: int = 1) -> Prediction:
-    """What ``engines`` engines of ``roof`` deliver at ``concurrency`` running requests each, scaled by ``cal``."""
-    attainable = roof.attainable_tok_s(concurrency) * engines
-    return Prediction(cal.ratio * attainable, cal.low * attainable, cal.high * attainable)
+    rows = tuple(LevelFit(round(lv.concurrency), lv.tokens_per_s,
+                          step.tokens_per_s(step.at_level(roof, lv), fit.best, lv.concurrency), lv.samples) for lv in found)  # fmt: skip
+    return Calibration(kind, source, fit, rows, sum(lv.samples for lv in found))
 
 
 def parse_levels(text: str | None) -> tuple[float, float] | None:
@@ -163,15 +151,32 @@ def parse_levels(text: str | None) -> tuple[float, float] | None:
 def mix_context(mix: str) -> float | None:
     """The context a running request of a sweep's mix holds on average: each class's prompt plus half its
     output, weighted by its share × its output (a request runs as long as it decodes)."""
-    from sweep.workload import parse_mix
-
-    try:
-        classes = parse_mix(mix)
-    except UsageError:
+    classes = _classes(mix)
+    if classes is None:
         return None
     weights = [(share * sum(c.max_tokens) / 2, sum(c.input_tokens) / 2 + sum(c.max_tokens) / 4) for c, share in classes]
     total = sum(w for w, _ in weights)
     return sum(w * ctx for w, ctx in weights) / total if total else None
+
+
+def mix_ratio(mix: str) -> float | None:
+    """Prompt tokens per output token of a sweep's mix: the mean prompt ÷ the mean ``max_tokens`` (a
+    request that stops early prefills more per output token: a lower bound)."""
+    classes = _classes(mix)
+    if not classes:
+        return None
+    prompt = sum(share * sum(c.input_tokens) / 2 for c, share in classes)
+    output = sum(share * sum(c.max_tokens) / 2 for c, share in classes)
+    return prompt / output if output else None
+
+
+def _classes(mix: str) -> Any:
+    from sweep.workload import parse_mix
+
+    try:
+        return parse_mix(mix)
+    except UsageError:
+        return None
 
 
 # --- Demand ----------------------------------------------------------------------------------------
@@ -247,165 +252,6 @@ def demand_of(seen: Observed, rps: float | None, tps: float | None) -> Demand:
                   f"the peak hour of the last 7 days ({when})")  # fmt: skip
 
 
-# --- Deployments -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """One replica: ``gpus`` GPUs of ``spec`` as ``gpus ÷ tp`` engines of tensor-parallel size ``tp``."""
-
-    spec: roofs.GpuSpec
-    gpus: int
-    tp: int
-
-    @property
-    def engines(self) -> int:
-        return max(self.gpus // self.tp, 1)
-
-    @property
-    def label(self) -> str:
-        per = f", {self.engines} engines of TP {self.tp}" if self.engines > 1 else f", TP {self.tp}"
-        return f"{self.gpus}× {self.spec.name}{per}"
-
-
-def find_gpu(name: str) -> roofs.GpuSpec:
-    """The datasheet row named ``name`` (its name, case-insensitive, or what its pattern matches)."""
-    exact = next((s for s in roofs.gpu_specs() if s.name.lower() == name.strip().lower()), None)
-    found = exact or roofs.match_gpu(name)
-    if found is None or not found.memory_gbps:
-        known = ", ".join(s.name for s in roofs.gpu_specs())
-        raise UsageError(f"--gpu {name!r} is not a GPU of core/gpu_specs.json", f"Name one of: {known}")
-    return found
-
-
-def deployment(spec: roofs.GpuSpec, gpus: int | None, tp: int | None) -> Deployment:
-    """``--gpu``/``--gpus``/``--tp`` as a deployment (TP defaults to the GPUs, the GPUs to TP)."""
-    for value, flag in ((gpus, "--gpus"), (tp, "--tp")):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} {value} must be 1 or more", f"e.g. {flag} 2")
-    tp = tp or gpus or 1
-    gpus = gpus or tp
-    if gpus % tp:
-        raise UsageError(f"--gpus {gpus} is not a whole number of engines of --tp {tp}", "make --gpus a multiple of --tp")
-    return Deployment(spec, gpus, tp)
-
-
-@dataclass(frozen=True)
-class Option:
-    """What one deployment would give: its roofs, its knee and the replicas the demand needs."""
-
-    label: str
-    today: bool
-    steps_bound_per_s: float  # one engine's decode steps/s at most (the weights' read)
-    compute_tok_s: float | None  # per replica
-    crossover: float | None  # running requests per engine where the roofs meet
-    knee: float  # running requests per engine
-    knee_note: str
-    attainable_tok_s: float  # the roofline per replica at the knee
-    predicted: Prediction  # per replica at the knee, scaled by the calibration
-    replicas: int | None  # None: it does not fit
-    replicas_range: tuple[int, int] | None
-    memory_note: str = ""
-    measured_tok_s: float | None = None  # today's own curve at the sweet spot (per replica)
-
-    @property
-    def capacity(self) -> float:
-        """tok/s one replica holds at its knee: today's own curve where measured, else the prediction."""
-        return self.measured_tok_s if self.measured_tok_s else self.predicted.tokens_per_s
-
-
-def replicas_for(demand: float, prediction: Prediction, capacity: float) -> tuple[int, tuple[int, int]]:
-    """Replicas at ``capacity`` tok/s each, and the range the calibration's spread gives."""
-    need = lambda per: max(1, math.ceil(demand / per - 1e-9)) if per > 0 else 0  # noqa: E731
-    return need(capacity), (need(prediction.high), need(prediction.low))
-
-
-def kv_room(model: StepModel, memory_gb: float | None, context: float | None) -> tuple[float | None, str]:
-    """How many requests of ``context`` tokens one engine's KV cache holds beside its weights (None:
-    unknown), and a note when the weights alone do not fit."""
-    if not memory_gb:
-        return None, ""
-    free = memory_gb * GB * MEMORY_SHARE - model.weight_bytes_per_gpu
-    if free <= 0:
-        return 0.0, (f"does not fit: {number(model.weight_bytes_per_gpu / GB)} GB of weights a GPU over "
-                     f"{number(memory_gb * MEMORY_SHARE)} GB usable ({MEMORY_SHARE:.0%} of {number(memory_gb)} GB)")
-    if not model.kv_bytes_per_token or not context:
-        return None, ""
-    return free / (context * model.kv_bytes_per_token / max(model.tensor_parallel, 1)), ""
-
-
-def roofline_knee(roof: roofs.Roofline) -> int | None:
-    """The knee of ``roof``'s attainable tok/s by the one knee rule (core/knee.py ``sweet_spot_of``) over
-    1, 2, 4 … 4,096 running requests: the first from which doubling buys under +25 %; None: it never flattens."""
-    found = sweet_spot_of([MeasuredLevel(c, roof.attainable_tok_s(c)) for c in (2**i for i in range(13))], None)
-    return found.knee
-
-
-def option(roof: roofs.Roofline, cal: Calibration, demand: float, knee_today: float, roof_knee_today: int | None,
-           dep: Deployment | None = None, measured: float | None = None, engines: int = 1) -> Option:  # fmt: skip
-    """``roof`` (one engine) as a replica of ``dep`` (None: today's deployment of ``engines`` engines,
-    ``knee_today`` its sweet spot per engine, ``measured`` its own curve there): its knee, the roofline
-    there, the prediction and the replicas ``demand`` needs. Another deployment's knee is today's moved
-    as its roofline's knee moves (``roof_knee_today``: today's roofline's), then capped by its KV cache."""
-    engines = engines if dep is None else dep.engines
-    knee, note = knee_today, "the sweet spot"
-    if dep is not None:
-        alt = roofline_knee(roof)
-        if alt is not None and roof_knee_today:
-            knee = knee_today * alt / roof_knee_today
-            note = f"today's sweet spot × {alt} ÷ {roof_knee_today} (its roofline's knee ÷ today's roofline's)"
-        else:
-            note = "today's sweet spot (a roofline knee missing to move it by)"
-    room, fit_note = (None, "") if dep is None else kv_room(roof.model, dep.spec.memory_gb, roof.mean_context)
-    if room is not None and 0 < room < knee:
-        knee, note = room, f"what the KV cache holds ({number(room)} requests of {number(roof.mean_context)} tokens)"
-    knee = max(knee, 1.0)
-    prediction = predict(roof, cal, knee, engines)
-    fits = room is None or room >= 1.0
-    capacity = measured if measured else prediction.tokens_per_s
-    replicas, spread = replicas_for(demand, prediction, capacity) if fits else (None, None)
-    compute = roof.compute_tok_s
-    return Option(
-        label="today's deployment" if dep is None else dep.label,
-        today=dep is None,
-        steps_bound_per_s=roof.model.step_bound_per_s,
-        compute_tok_s=None if compute is None else compute * engines,
-        crossover=roof.crossover_batch,
-        knee=knee,
-        knee_note=note,
-        attainable_tok_s=roof.attainable_tok_s(knee) * engines,
-        predicted=prediction,
-        replicas=replicas,
-        replicas_range=spread,
-        memory_note=fit_note or ("" if fits else "its KV cache holds no request of this context beside the weights"),
-        measured_tok_s=measured,
-    )
-
-
-def other_roof(today: roofs.Roofline, dep: Deployment, precision: str) -> roofs.Roofline:
-    """The same model on ``dep``'s GPUs (one engine of TP ``dep.tp``): its bandwidth, its datasheet peak."""
-    model = StepModel(today.model.weight_gb, dep.tp, float(dep.spec.memory_gbps or 0.0), today.model.kv_bytes_per_token)
-    return roofs.roofline(model, today.mean_context, spec_peak(dep.spec, precision), today.active_params)
-
-
-def spec_peak(spec: roofs.GpuSpec, precision: str) -> roofs.PeakCompute | None:
-    """``spec``'s datasheet peak at ``precision`` (today's), else its bf16 then fp16 tensor peak."""
-    for key in dict.fromkeys((precision, "bf16_tensor", "fp16_tensor")):
-        if spec.tflops.get(key):
-            return roofs.PeakCompute(float(spec.tflops[key] or 0.0), f"datasheet: {spec.name}, {key}")
-    return None
-
-
-def smallest_fit(spec: roofs.GpuSpec, today: roofs.Roofline, precision: str) -> Deployment:
-    """``spec`` at the smallest TP whose memory holds the weights and one request's KV cache."""
-    for tp in TP_SIZES:
-        dep = Deployment(spec, tp, tp)
-        room, _ = kv_room(other_roof(today, dep, precision).model, spec.memory_gb, today.mean_context)
-        if room is None or room >= 1.0:
-            return dep
-    return Deployment(spec, TP_SIZES[-1], TP_SIZES[-1])
-
-
 # --- The plan --------------------------------------------------------------------------------------
 
 
@@ -420,42 +266,54 @@ class Plan:
     slo_s: float
     ttft_at_knee_s: float | None
     context: float | None
+    prompt_per_output: float | None
     engines: int
     today: Option
     others: tuple[Option, ...]
-    curve: tuple[tuple[int, Prediction], ...]  # today's deployment (all engines) at CURVE_AT running each
+    curve: tuple[tuple[int, step.Prediction], ...]  # one engine of today's deployment at CURVE_AT running
+    roofs_text: str  # today's roofs in words
+    running_limit: str  # the running limit and where it came from, or why none
+    priors_used: tuple[str, ...] = ()  # the full source of every prior a row took
 
     def uncertainty(self) -> str:
-        """The uncertainty in words and numbers."""
-        lo, hi = self.calibration.span
-        return (f"Measured at {self.calibration.words()}. Each prediction's range is that spread; outside "
-                f"{lo}–{hi} running it extrapolates the roofline's shape, and another GPU's row assumes its kernels "
-                "reach the same share of their roofline as today's do (tensor cores, int4 paths and attention "
-                "kernels differ between generations): read those as the roofline's scaling of today's "
-                "efficiency, not a measurement. TTFT is measured only on today's deployment: another's knee is "
-                "its roofline's, moved as today's sweet spot sits against today's roofline, within its KV cache.")
+        """Where every range comes from, in words and numbers."""
+        priors = f" Priors: {'; '.join(self.priors_used)}." if self.priors_used else ""
+        return (f"Today's step model is {self.calibration.words()}. Each range holds every parameter set within 5 points "
+                "of the best fit's error (a prior's: its low to high), widened on another GPU by the error a transfer "
+                f"was measured to make; TTFT is measured only on today's deployment.{priors}")  # fmt: skip
+
+    def answer(self) -> str:
+        """The buyer's question in one line: which deployments hold the demand with one replica."""
+        one = [f"{o.label} ({tok_s_text(o.predicted)} tok/s)" for o in self.others if o.replicas == 1]
+        if not one:
+            return "no other deployment asked holds it with one replica"
+        sure = [o.label for o in self.others if o.replicas == 1 and o.replicas_range == (1, 1)]
+        tail = f"; at the low end of its range too: {', '.join(sure)}" if sure else "; none at the low end of its range"
+        return f"one replica holds it: {'; '.join(one)}{tail}"
 
     def lines(self) -> list[str]:
         t = self.today
         ttft = f", TTFT P95 {number(self.ttft_at_knee_s)} s there" if self.ttft_at_knee_s is not None else ""
-        held = "its own curve" if t.measured_tok_s else "the calibrated roofline"
+        held = "its own curve" if t.measured_tok_s else "the fitted step model"
         out = [
             f"{self.target}: demand {self.demand.text()}",
-            f"sweet spot {self.sweet_spot}{ttft} (TTFT P95 SLO {number(self.slo_s)} s)",
-            f"today: {_replicas(t)} of today's deployment hold it: {number(t.capacity)} tok/s a replica at "
-            f"{number(t.knee * self.engines)} running ({held}); the roofline there {number(t.attainable_tok_s)} tok/s, "
-            f"calibrated {_range(t.predicted)} tok/s",
+            f"sweet spot {self.sweet_spot}{ttft} (TTFT P95 SLO {number(self.slo_s)} s); running limit {self.running_limit}",
+            f"today: {replicas_text(t)} of today's deployment hold it: {tok_s_text(t.predicted)} tok/s a replica at "
+            f"{number(t.knee * self.engines)} running ({held})",
+            f"roofs: {self.roofs_text}",
+            self.answer(),
             self.uncertainty(),
             "",
             f"{'deployment':<34} {'steps/s bound':>13} {'compute roof':>13} {'knee':>6} {'tok/s at knee':>22} {'replicas':>9}",
         ]
         for o in (t, *self.others):
             compute = "unknown" if o.compute_tok_s is None else number(o.compute_tok_s)
-            reps = o.memory_note if o.replicas is None else _replicas(o)
-            tok = _range(o.predicted)
-            out.append(f"{o.label[:34]:<34} {number(o.steps_bound_per_s):>13} {compute:>13} {number(o.knee):>6} {tok:>22} {reps:>9}")
-        notes = sorted({f"{o.label}: knee = {o.knee_note}" for o in self.others})
-        out += ["", *notes] if notes else []
+            reps = o.memory_note if o.replicas is None else replicas_text(o)
+            out.append(f"{o.label[:34]:<34} {number(o.steps_bound_per_s):>13} {compute:>13} {number(o.knee):>6} "
+                       f"{tok_s_text(o.predicted):>22} {reps:>9}")  # fmt: skip
+        out += ["", "Each row: today's model, context and mix on its GPUs; its efficiencies, knee and GPUs:"]
+        for o in self.others:
+            out.append(f"{o.label}: {o.evidence}; knee = {o.knee_note}; {o.assumes}")
         return out
 
     def as_json(self) -> dict[str, Any]:
@@ -464,16 +322,23 @@ class Plan:
             d["capacity_tok_s"] = o.capacity
             return d
 
+        cal = self.calibration
         return {
             "target": self.target,
             "demand": dataclasses.asdict(self.demand),
-            "calibration": {**dataclasses.asdict(self.calibration), "low": self.calibration.low,
-                            "high": self.calibration.high, "words": self.calibration.words()},  # fmt: skip
+            "calibration": {"kind": cal.kind, "source": cal.source, "samples": cal.samples, "words": cal.words(),
+                            "efficiency": dataclasses.asdict(cal.fit.best),
+                            "spread": {f: cal.fit.spread(f) for f in ("bandwidth", "compute", "overhead_s")},
+                            "rms_error": cal.fit.error, "levels": [dataclasses.asdict(lv) for lv in cal.levels]},  # fmt: skip
             "sweet_spot": self.sweet_spot,
             "ttft_p95_slo_s": self.slo_s,
             "ttft_at_knee_s": self.ttft_at_knee_s,
             "context_tokens": self.context,
+            "prompt_per_output": self.prompt_per_output,
             "engines": self.engines,
+            "roofs": self.roofs_text,
+            "answer": self.answer(),
+            "running_limit": self.running_limit,
             "today": opt(self.today),
             "others": [opt(o) for o in self.others],
             "curve": [{"concurrency": c, **dataclasses.asdict(p)} for c, p in self.curve],
@@ -485,15 +350,29 @@ def _pct(fraction: float) -> str:
     return f"{number(fraction * 100)} %"
 
 
-def _range(p: Prediction) -> str:
+def tok_s_text(p: step.Prediction) -> str:
+    """``126 (113–141)``: the one figure and its range."""
     return f"{number(p.tokens_per_s)} ({number(p.low)}–{number(p.high)})"
 
 
-def _replicas(o: Option) -> str:
+def replicas_text(o: Option) -> str:
+    """``2 (1–2)``: the replicas and the range the figure's range gives."""
     if o.replicas is None:
         return "—"
     lo, hi = o.replicas_range or (o.replicas, o.replicas)
     return str(o.replicas) if lo == hi == o.replicas else f"{o.replicas} ({min(lo, o.replicas)}–{max(hi, o.replicas)})"
+
+
+def roofs_text(roof: roofs.Roofline) -> str:
+    """``compute roof with prefill at 3.6 prompt tokens an output token 935 tok/s (decode alone 1,780: …)``."""
+    if roof.compute_tok_s is None:
+        return f"{roof.note}; bandwidth roof {number(roof.bandwidth_tok_s(1))} tok/s at 1 running"
+    assert roof.compute is not None
+    peaks = " / ".join(dict.fromkeys(f"{p.source}, {number(p.tflops)} TFLOP/s" for p in (roof.compute, roof.prefill_peak) if p))
+    mix = f"prefill at {number(roof.prompt_per_output)} prompt tokens an output token" if roof.prompt_per_output else "no prefill counted (mix unknown)"
+    cross = f"; the roofs cross at {number(roof.crossover_batch)} running" if roof.crossover_batch else ""
+    return (f"compute roof {number(roof.compute_tok_s)} tok/s an engine with {mix} (decode alone "
+            f"{number(roof.decode_compute_tok_s)}; {peaks}){cross}")
 
 
 Say = Callable[[str], None]
@@ -503,76 +382,136 @@ def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: fl
          tps: float | None = None, asked: Sequence[Deployment] = (), source: str | None = None,
          levels: tuple[float, float] | None = None, say: Say = lambda _: None) -> Plan:  # fmt: skip
     """The what-if of ``target`` at ``now``; ``asked``: the deployments named (none: :data:`CANDIDATES`).
-    ``source``: calibrate on ``minutes`` or the ``sweep`` (None: minutes when there are enough).
-    Every missing input is a UsageError naming its fix."""
+    ``source``: calibrate on ``minutes``, the ``sweep`` or imported benchmarks (``bench``; None: the
+    first there is). Every missing input is a UsageError naming its fix."""
     rps, tps = positive(rps, "--demand-rps"), positive(tps, "--demand-tps")
-    if target not in {t.name for t in reader.targets()}:
+    info = next((t for t in reader.targets() if t.name == target), None)
+    if info is None:
         raise UsageError(f"no target {target!r} in the database", "`python -m app status --all` lists them")
     say(f"reading {target}'s last 7 days (its window, hourly peak and minutes)")
     figures = reader.window(target, now, SPAN_S, level=int(HOUR_S))
-    roof = target_roofline(figures)
+    shape = served_shape(figures, info.models)
+    roof = target_roofline(figures, shape)
     if roof is None:
         raise UsageError(f"{target} has no ceiling inputs, so no roofline to scale", NO_CEILING_FIX)
     engines = max(int(figures.engines_max or 1), 1)
-    cal, sweep = _calibration(reader, target, now, roof, figures, engines, source, levels, say)
-    if roof.mean_context is None and sweep is not None:
-        roof = dataclasses.replace(roof, mean_context=mix_context(sweep.mix))
     hours = reader.series_columns(target, now - SPAN_S, now, HOUR_S,
                                   fields=("tokens_per_s", "requests_per_s", "prompt_tokens_per_s"))  # fmt: skip
-    demand = demand_of(observed(hours), rps, tps)
+    seen = observed(hours)
+    sweep = _latest_sweep(reader, target)
+    roof = _with_mix(roof, seen, sweep)
+    cal = _calibration(reader, target, now, roof, engines, source, levels, sweep, say)
+    demand = demand_of(seen, rps, tps)
     say("resolving the sweet spot (its sweep, else what it learned from its minutes)")
     spot = resolve(reader, settings, target, now)
     slo = effective_sweetspot(settings, target).ttft_p95_slo_s
-    knee_total, spot_text = _knee(spot, roof, engines)
-    measured = spot.expected(knee_total) if spot.curve else None
-    cross = roofline_knee(roof)
-    today = option(roof, cal, demand.tokens_per_s, knee_total / engines, cross, None, measured, engines)
+    limit, limit_text = _running_limit(settings, info)
+    today_ev = deps.Evidence(cal.fit, "today's fit", 0.0)
+    knee_total, spot_text = _knee(spot, roof, today_ev, engines, limit)
+    today = _today(roof, cal, demand.tokens_per_s, knee_total, engines, spot.expected(knee_total) if spot.curve else None)
     precision = (figures.ceiling.compute_precision if figures.ceiling else None) or roofs.DEFAULT_PRECISION
-    deps = list(asked) or [smallest_fit(find_gpu(name), roof, precision) for name in CANDIDATES]
-    others = tuple(option(other_roof(roof, d, precision), cal, demand.tokens_per_s, today.knee, cross, d) for d in deps)
-    curve = tuple((c, predict(roof, cal, c, 1)) for c in CURVE_AT)
-    return Plan(target, demand, cal, spot_text, slo, _ttft_at(spot, sweep, knee_total), roof.mean_context, engines,
-                today, others, curve)  # fmt: skip
+    if precision == "fp16_cuda_core":  # today's kernels' column; another GPU's kernels follow kernel_peaks
+        precision = roofs.DEFAULT_PRECISION
+    quant = shape.quantization if shape else None
+    today_spec = roofs.match_gpu(figures.gpus[0].name) if figures.gpus else None
+    wanted = list(asked) or deps.candidates(CANDIDATES, roof, precision, quant)
+    others = tuple(_other(d, roof, cal.fit, today, today_spec, engines, precision, shape, demand.tokens_per_s, limit)
+                   for d in wanted)  # fmt: skip
+    curve = tuple((c, cal.fit.predict(roof, c)) for c in CURVE_AT)
+    used = tuple(dict.fromkeys(p.source for d, o in zip(wanted, others, strict=True) if o.evidence.startswith("priors")
+                               for p in (prior_for(d.spec.arch),)))  # fmt: skip
+    return Plan(target, demand, cal, spot_text, slo, _ttft_at(spot, sweep, knee_total), roof.mean_context,
+                roof.prompt_per_output, engines, today, others, curve, roofs_text(roof), limit_text, used)  # fmt: skip
 
 
-def _calibration(reader: Reader, target: str, now: float, roof: roofs.Roofline, figures: WindowFigures, engines: int,
-                 source: str | None, levels: tuple[float, float] | None, say: Say) -> tuple[Calibration, SweepRun | None]:  # fmt: skip
-    sweep = _latest_sweep(reader, target)
+def _with_mix(roof: roofs.Roofline, seen: Observed, sweep: SweepRun | None) -> roofs.Roofline:
+    """``roof`` with the 7 days' mix and, where the window lacks them, the sweep's context and mix."""
+    ratio = seen.prompt_tokens / seen.output_tokens if seen.prompt_tokens and seen.output_tokens else None
+    ratio = ratio or roof.prompt_per_output or (mix_ratio(sweep.mix) if sweep is not None else None)
+    context = roof.mean_context or (mix_context(sweep.mix) if sweep is not None else None)
+    return dataclasses.replace(roof, prompt_per_output=ratio, mean_context=context)
+
+
+def _today(roof: roofs.Roofline, cal: Calibration, demand: float, knee_total: float, engines: int,
+           measured: float | None) -> Option:  # fmt: skip
+    """Today's row: the fitted step model at the sweet spot, its own curve there where measured."""
+    predicted = cal.fit.predict(roof, knee_total / engines).scaled(engines)
+    if measured:
+        predicted = step.Prediction(measured, min(predicted.low, measured), max(predicted.high, measured))
+    replicas, spread = deps.replicas_for(demand, predicted)
+    compute = roof.compute_tok_s
+    return Option(label="today's deployment", today=True, evidence="today's own curve" if measured else "today's fit",
+                  assumes="", steps_bound_per_s=roof.model.step_bound_per_s,
+                  compute_tok_s=None if compute is None else compute * engines, knee=knee_total / engines,
+                  knee_note="the sweet spot", predicted=predicted, replicas=replicas, replicas_range=spread,
+                  measured_tok_s=measured)  # fmt: skip
+
+
+def _other(dep: Deployment, roof: roofs.Roofline, fit: step.Fit, today: Option, today_spec: roofs.GpuSpec | None,
+           engines: int, precision: str, shape: ModelShape | None, demand: float, limit: float | None) -> Option:  # fmt: skip
+    if deps.same_hardware(dep, today_spec, roof, engines):
+        return deps.as_asked(today, dep)
+    other = deps.other_roof(roof, dep, precision, shape.quantization if shape else None)
+    ev = deps.evidence_for(fit, today_spec, roof, dep.spec, other, shape.layers if shape else None)
+    return deps.option(other, ev, dep, demand, limit)
+
+
+def _running_limit(settings: Settings, info: TargetInfo) -> tuple[float | None, str]:
+    """The engine's running limit (``--max-num-seqs``): vLLM's /metrics does not expose it, so the
+    setting (this configuration's, else the one stored when the collector registered the target)."""
+    found = next((t.max_num_seqs for t in settings.targets if t.name == info.name and t.max_num_seqs), None)
+    found = found or info.max_num_seqs
+    if found:
+        return float(found), f"{found} running (targets[].max_num_seqs)"
+    return None, "unknown (vLLM does not expose --max-num-seqs: set targets[].max_num_seqs)"
+
+
+def _calibration(reader: Reader, target: str, now: float, roof: roofs.Roofline, engines: int, source: str | None,
+                 levels: tuple[float, float] | None, sweep: SweepRun | None, say: Say) -> Calibration:  # fmt: skip
     cal = None
     if source in (None, MINUTES):
         say(f"reading {target}'s production minutes")
         cols = reader.series_columns(target, now - SPAN_S, now, MINUTE_S,
-                                     fields=("running_avg", "tokens_per_s", "kv_resident_tokens_avg", "mean_context_tokens"))  # fmt: skip
+                                     fields=("running_avg", "tokens_per_s", "kv_resident_tokens_avg", "mean_context_tokens",
+                                             "prompt_tokens_per_s"))  # fmt: skip
         samples = minute_samples(cols, engines, roof.mean_context)
         if len(samples) >= MIN_MINUTES or source == MINUTES:
             cal = calibrate(roof, samples, MINUTES, f"{len(samples):,} production minutes", levels)
     if cal is None and source in (None, SWEEP) and sweep is not None:
-        context = mix_context(sweep.mix) or roof.mean_context  # the context its levels ran at
-        samples = [Sample(lv.concurrency / engines, lv.tokens_per_s / engines, context) for lv in sweep.levels
+        context, ratio = mix_context(sweep.mix) or roof.mean_context, mix_ratio(sweep.mix)  # what its levels ran at
+        samples = [Sample(lv.concurrency / engines, lv.tokens_per_s / engines, context, ratio) for lv in sweep.levels
                    if lv.tokens_per_s]  # fmt: skip
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(sweep.started_at))
         cal = calibrate(roof, samples, SWEEP, f"the sweep of {when}", levels)
+    if cal is None and source in (None, BENCH):
+        runs = reader.bench_runs(20, target)
+        samples = [Sample(p.concurrency / engines, p.tokens_per_s / engines) for run in runs for p in run.points]
+        cal = calibrate(roof, samples, BENCH, f"{len(runs)} imported benchmark(s)", levels) if runs else None
     if cal is None:
         within = "" if levels is None else f" within --levels {number(levels[0])}-{number(levels[1])}"
         what = {MINUTES: f"fewer than {MIN_MINUTES} stored minutes with running requests in the last 7 days",
-                SWEEP: "no stored load sweep of it",
-                None: f"fewer than {MIN_MINUTES} stored minutes with running requests in the last 7 days and no stored load sweep"}  # fmt: skip
+                SWEEP: "no stored load sweep of it", BENCH: "no imported benchmark of it",
+                None: f"fewer than {MIN_MINUTES} stored minutes with running requests in the last 7 days, no stored "
+                      "load sweep and no imported benchmark"}  # fmt: skip
         raise UsageError(f"{target}: nothing to calibrate on{within}: {what[source]}",
                          f"Run `python -m app sweep --target {target} --concurrency 1,2,4,8,16,32 --duration 2m`, "
                          "or let the collector store an hour of traffic")  # fmt: skip
-    return cal, sweep
+    return cal
 
 
 def minute_samples(cols: dict[str, list[Any]], engines: int, context: float | None) -> list[Sample]:
     """Production minutes as samples of one engine: running and tok/s ÷ engines, each minute's context
-    (KV tokens resident per running request, else the request lengths' mean, else the window's)."""
+    (KV tokens resident per running request, else the request lengths' mean, else the window's) and
+    its prompt tokens per output token."""
     out = []
-    for running, tok, resident, mean in zip(cols["running_avg"], cols["tokens_per_s"], cols["kv_resident_tokens_avg"],
-                                            cols["mean_context_tokens"], strict=True):  # fmt: skip
+    prompts = cols.get("prompt_tokens_per_s") or [None] * len(cols["running_avg"])
+    for running, tok, resident, mean, prompt in zip(cols["running_avg"], cols["tokens_per_s"], cols["kv_resident_tokens_avg"],
+                                                    cols["mean_context_tokens"], prompts, strict=True):  # fmt: skip
         if running is None or tok is None or running < IDLE_RUNNING:
             continue
         ctx = resident / running if resident is not None else (mean if mean is not None else context)
-        out.append(Sample(running / engines, tok / engines, ctx))
+        ratio = prompt / tok if prompt is not None and tok > 0 else None
+        out.append(Sample(running / engines, tok / engines, ctx, ratio))
     return out
 
 
@@ -582,15 +521,14 @@ def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
     return next((run for run in mine if any(lv.tokens_per_s for lv in run.levels)), None)
 
 
-def _knee(spot: SweetSpot, roof: roofs.Roofline, engines: int) -> tuple[float, str]:
-    """Today's knee (running requests, all engines) and how the plan says it."""
+def _knee(spot: SweetSpot, roof: roofs.Roofline, ev: deps.Evidence, engines: int,
+          limit: float | None) -> tuple[float, str]:  # fmt: skip
+    """Today's knee (running requests, all engines) and how the plan says it: the sweet spot, else the
+    one knee rule on the fitted curve (within the running limit)."""
     if spot.value is not None:
         return float(spot.value), spot.line()
-    cross = roof.crossover_batch
-    if cross is not None:
-        return max(cross, 1.0) * engines, f"unknown, so the roofs' crossover ({number(cross)} running an engine) stands in ({spot.line()})"
-    raise UsageError("no sweet spot and no compute roof to stand in for it: " + spot.line().removeprefix("unknown: "),
-                     "Run `python -m app sweep`, set targets[].sweet_spot, or set targets[].ceiling.active_params_b")  # fmt: skip
+    knee, note = deps.knee_at(roof, ev, None if limit is None else limit / engines)
+    return knee * engines, f"unknown, so {note} stands in: {number(knee * engines)} running ({spot.line()})"
 
 
 def _ttft_at(spot: SweetSpot, sweep: SweepRun | None, knee: float) -> float | None:

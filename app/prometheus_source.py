@@ -29,7 +29,7 @@ from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceRe
 from collectors.vllm import parse_vllm
 from core.errors import ScrapeError
 from core.settings import GatewaySettings, PrometheusSettings, Settings, TargetSettings
-from core.text import name_problem
+from core.text import NameClaims, name_problem, visible
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from db.writer import Writer
 
 log = logging.getLogger(__name__)
+# Targets one source may register: 20,000 discovered targets stalled the collector's round.
+MAX_TARGETS_PER_SOURCE = 2000
 FUTURE_SKEW_S = 60.0  # how far ahead of this machine's clock a sample's time may be (clocks drift)
 _refused_names: set[str] = set()  # each discovered name a target cannot have, logged once per process
 
@@ -80,10 +82,13 @@ def with_names_form(scrape: VllmScrape, page: TargetPage) -> VllmScrape:
 class PrometheusSource:
     """Reads one ``[[prometheus]]`` source into rounds (no database access: the job writes them)."""
 
-    def __init__(self, settings: Settings, source: PrometheusSettings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: Settings, source: PrometheusSettings, clock: Callable[[], float] = time.time,
+                 claims: NameClaims | None = None) -> None:
         self.source = source
         self.clock = clock
-        self.configured = {t.name for t in settings.targets}  # names a discovered target may not take
+        # who holds each name (shared by the collector's sources): a configured name, another source's,
+        # or a look-alike of one is not taken
+        self.claims = claims if claims is not None else NameClaims([t.name for t in settings.targets])
         self.client = PrometheusClient(source, settings.scrape_timeout_s)
         self.max_series = settings.max_series  # the targets it finds have no table of their own
         self.known: set[str] = set()
@@ -116,10 +121,9 @@ class PrometheusSource:
         gpus, gpu_status = self._gpus()
         duration = time.perf_counter() - started
         for target, page in answer.pages.items():
-            if target in self.configured:
-                self._refuse(target)
-                continue
-            if not usable_name(target, self.name):
+            # a name is judged once (a known one is this source's; a refused one stays refused): the
+            # claim's normalising costs ~20 µs a name, every round for thousands of targets
+            if target in self.refused or (target not in self.known and not self._takes(target)):
                 continue
             self.seen[target] = now
             if target not in self.known:
@@ -154,12 +158,24 @@ class PrometheusSource:
             log.warning("%s: %d series have no label %s and are left out (e.g. %s); narrow prometheus[].selector",
                         where, answer.unlabelled_count, label, answer.unlabelled[0])
 
-    def _refuse(self, target: str) -> None:
-        if target not in self.refused:
+    def _takes(self, target: str) -> bool:
+        """Whether a target this source has not registered yet may be: a usable name, not held by
+        another owner (:class:`core.text.NameClaims`), within MAX_TARGETS_PER_SOURCE."""
+        if not usable_name(target, self.name):
+            return False
+        if len(self.known) >= MAX_TARGETS_PER_SOURCE:
+            self._refuse(target, f"past the {MAX_TARGETS_PER_SOURCE:,} targets one source may register")
+            return False
+        problem = self.claims.claim(target, self.name)
+        if problem:
+            self._refuse(target, problem)
+        return not problem
+
+    def _refuse(self, target: str, why: str) -> None:
+        if target not in self.refused and len(self.refused) < MAX_TARGETS_PER_SOURCE:  # logged once each, and not without end
             self.refused.add(target)
-            log.warning("%s: a target named %r is %s: its series are left out (rename it in Prometheus by "
-                        "relabelling, or rename the configured target)", self.name, target,
-                        "a configured target's name" if target.strip() else "a blank name")  # fmt: skip
+            log.warning("%s: a target named %s %s: its series are left out (rename it in Prometheus by "
+                        "relabelling, or rename the configured target)", self.name, f"'{visible(target)}'", why)  # fmt: skip
 
     def _round(self, target: str, page: TargetPage, duration_s: float, now: float) -> ScrapeRound | None:
         """The target's round, None when Prometheus has not scraped it since the last one. A page
@@ -183,6 +199,8 @@ class PrometheusSource:
         now = self.clock()
         for target, (stored, up) in last_rounds.items():
             ts = min(float(stored), now)  # a round stored in the future (an older version let one in) holds nothing back
+            if self.claims.claim(target, self.name):
+                continue  # another owner's now (a configured target of that name, another source's)
             self.known.add(target)
             self.seen.setdefault(target, ts)
             self.last_ts[target] = max(self.last_ts.get(target, 0.0), ts)

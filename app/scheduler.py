@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from core.errors import SweetspotError
+from core.errors import SweetspotError, refusal
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,9 @@ def _guarded(job: Job, started: dict[str, float]) -> Callable[[], None]:
             job.func()
         except SweetspotError as exc:  # a known failure (storage, a source) says itself in one line
             log.warning("job %s failed: %s; it runs again in %g s", job.name, exc.one_line(), job.every_s)
-        except Exception:
-            log.exception("job %s failed; it runs again in %g s", job.name, job.every_s)
+        except Exception as exc:  # the job's error boundary: one line (core/errors.py refusal), the traceback at DEBUG
+            log.error("job %s failed: %s; it runs again in %g s", job.name, refusal(exc, f"the {job.name} job"), job.every_s)
+            log.debug("the traceback of job %s", job.name, exc_info=True)
         finally:
             _running[job.name] -= 1
 

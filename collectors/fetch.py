@@ -19,21 +19,22 @@ import socket
 import ssl
 import threading
 import time
-import zlib
+import urllib.parse
 from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 import httpx
 
-from core.errors import ScrapeError, SweetspotError
-from core.redact import masked
+from core.bounded import BodyError, read_body, read_file
+from core.errors import ScrapeError
+from core.redact import PLACEHOLDER_PASSWORDS, masked
 from core.settings import HttpSettings
 from core.text import visible
 
 # Ask for the classic text format: some servers answer OpenMetrics when the client allows it.
 ACCEPT_TEXT = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 USER_AGENT = "sweetspot-collector"
-MAX_BODY_BYTES = 32 * 1024 * 1024  # of a page, decompressed (docs/security.md)
+MAX_BODY_BYTES = 32 * 1024 * 1024  # of a page, decompressed (docs/security.md; read by core/bounded.py)
 # The codings decoded here, each bounded as it inflates (httpx's own decoders inflate a chunk whole,
 # layer after layer: 2 KB of stacked gzip became 4 GB); asked for by name so no other comes.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -47,64 +48,7 @@ DEADLINE_GRACE_S = 1.0
 _LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_S)
 
 
-class BodyError(SweetspotError):
-    """An answer refused while it was read: larger than allowed once decoded, or encoded in a way not decoded here."""
-
-
-class Inflater:
-    """Decodes a body's ``Content-Encoding`` (none, ``gzip`` or ``deflate``, one layer) as it arrives,
-    never holding more than ``limit`` decoded bytes: each step asks zlib for at most what is left.
-    Stacked codings (``gzip, gzip``) and others are refused: no server needs them, a bomb does."""
-
-    def __init__(self, encoding: str, limit: int, what: str) -> None:
-        codings = [c.strip().lower() for c in encoding.split(",") if c.strip() and c.strip().lower() != "identity"]
-        self.limit, self.what, self.size = limit, what, 0
-        if len(codings) > 1:
-            raise BodyError(f"{what}: the answer is encoded {len(codings)} times over ({', '.join(codings)}): refused, "
-                            "a server compresses once")  # fmt: skip
-        if codings and codings[0] not in ("gzip", "x-gzip", "deflate"):
-            raise BodyError(f"{what}: the answer is encoded as {codings[0]!r}, which is not read here (gzip and deflate are)")
-        self.coding = codings[0] if codings else ""
-        # gzip: its header; deflate: a zlib stream (or, from servers that get it wrong, raw deflate: tried on failure)
-        self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if self.coding != "deflate" else zlib.MAX_WBITS) if self.coding else None
-        self._raw_tried = False
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The decoded bytes of ``chunk``; raises :class:`BodyError` past the limit or on a corrupt stream."""
-        if self._zlib is None:
-            return self._count(chunk)
-        out = bytearray()
-        data = chunk
-        while data:
-            try:
-                piece = self._zlib.decompress(data, self.limit - self.size + 1)
-            except zlib.error as exc:
-                if self.coding == "deflate" and not self._raw_tried and self.size == 0:
-                    self._raw_tried, self._zlib = True, zlib.decompressobj(-zlib.MAX_WBITS)
-                    continue
-                raise BodyError(f"{self.what}: the {self.coding} answer is corrupt ({exc})") from None
-            out += self._count(piece)
-            data = self._zlib.unconsumed_tail
-            if self._zlib.eof:
-                break  # what follows a gzip member (padding, a second member) is not read
-        return bytes(out)
-
-    def _count(self, piece: bytes) -> bytes:
-        self.size += len(piece)
-        if self.size > self.limit:
-            raise BodyError(f"{self.what}: the answer is larger than the {self.limit} bytes allowed"
-                            + (f" once decoded ({self.coding})" if self.coding else ""))
-        return piece
-
-
-async def read_bounded(response: httpx.Response, limit: int, what: str) -> bytes:
-    """The body of a streamed ``response``, decoded (:class:`Inflater`) and at most ``limit`` bytes,
-    else :class:`BodyError`. The caller's deadline bounds the time (a trickle)."""
-    inflater = Inflater(response.headers.get("Content-Encoding", ""), limit, what)
-    body = bytearray()
-    async for chunk in response.aiter_raw():
-        body += inflater.feed(chunk)
-    return bytes(body)
+read_bounded = read_body  # the name its callers know (collectors/prometheus.py, sweep/engine.py)
 
 
 def split_userinfo(url: str) -> tuple[str, httpx.BasicAuth | None]:
@@ -260,10 +204,10 @@ class Fetcher:
         context = self._contexts.get(http.ca_file)
         if context is None:  # the system's store (SSL_CERT_FILE included) unless a CA file is given
             try:
-                context = ssl.create_default_context(cafile=http.ca_file or None)
-            except (OSError, ssl.SSLError, ValueError) as exc:
+                context = ca_context(http.ca_file)
+            except (OSError, ssl.SSLError, ValueError, BodyError) as exc:
                 what = f"http.ca_file {visible(http.ca_file)!r}" if http.ca_file else "this machine's CA store"
-                raise ScrapeError(f"cannot use {what}: {_ca_reason(exc)}",
+                raise ScrapeError(f"cannot use {what}: {ca_reason(exc)}",
                                   "Check the target's http.ca_file: a readable PEM file of the CA that signed the "
                                   "server's certificate") from None
             self._contexts[http.ca_file] = context
@@ -279,6 +223,22 @@ class Fetcher:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
         self._loop.close()
+
+
+MAX_CA_BYTES = 4 * 1024 * 1024  # a CA bundle (Debian's whole store is ~220 KB)
+
+
+def ca_context(ca_file: str) -> ssl.SSLContext:
+    """A TLS context trusting ``ca_file`` (PEM), or this machine's store when "". The file is read
+    through :func:`core.bounded.read_file`: a regular file only, opened without blocking (a FIFO
+    given as the CA once stopped every target's round), 4 MiB at most. Raises OSError, ssl.SSLError,
+    ValueError or :class:`core.bounded.TooLarge`."""
+    if not ca_file:
+        return ssl.create_default_context()
+    pem = read_file(ca_file, MAX_CA_BYTES, "it").decode("ascii", errors="replace")
+    if "-----BEGIN CERTIFICATE-----" not in pem:  # as cafile= says of it (cadata= takes "" as no CA at all)
+        raise ssl.SSLError(0, "no certificate or crl found")
+    return ssl.create_default_context(cadata=pem)
 
 
 def origin(url: httpx.URL) -> tuple[str, str, int | None]:
@@ -330,7 +290,7 @@ def _transport_error(url: str, exc: BaseException, get: Get) -> ScrapeError:
     return ScrapeError(f"cannot reach {url} ({_reason(cause, get.http)})", get.hint)
 
 
-def _ca_reason(exc: BaseException) -> str:
+def ca_reason(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return "no such file"
     if isinstance(exc, PermissionError):
@@ -338,7 +298,10 @@ def _ca_reason(exc: BaseException) -> str:
     if isinstance(exc, IsADirectoryError):
         return "a directory, not a file"
     if isinstance(exc, ssl.SSLError):
-        return f"not a PEM file of certificates ({exc.reason or exc.__class__.__name__})"
+        return f"not a PEM file of certificates ({getattr(exc, 'reason', None) or exc.__class__.__name__})"
+    if isinstance(exc, BodyError):  # not a regular file ("it is a FIFO, not a regular file: ..."), or too large
+        text = str(exc).removeprefix("it is ")
+        return "a directory, not a file" if text.startswith("a directory") else visible(text, 200)
     return visible(str(exc) or type(exc).__name__, 200)
 
 
@@ -352,12 +315,26 @@ def _reason(exc: BaseException, http: HttpSettings | None = None) -> str:
     return scrubbed(masked((str(exc) or type(exc).__name__).splitlines()[0][:200]), http)
 
 
-def scrubbed(text: str, http: HttpSettings | None) -> str:
-    """``text`` with every header value and the bearer token of ``http`` replaced by ``***``: as
-    written, as Python quotes it (``b'...\\n'``) and each line of it."""
-    if http is None:
-        return text
-    for secret in sorted((http.bearer_token, *http.headers.values()), key=len, reverse=True):
+def url_secrets(url: str) -> tuple[str, ...]:
+    """The secrets a URL carries, each as written and percent-decoded: its userinfo's password, its
+    user when that is the token (no password, an empty or a placeholder one), and every value of
+    its query; what a server may echo back in an error body."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password, user = parts.password, parts.username or ""
+    except ValueError:  # not a URL: it carries nothing to look for
+        return ()
+    found = [password or "", user if not password or password.lower() in PLACEHOLDER_PASSWORDS else "",
+             *(part.split("=", 1)[-1] for part in parts.query.replace(";", "&").split("&"))]  # fmt: skip
+    return tuple({s for raw in found for s in (raw, urllib.parse.unquote(raw), urllib.parse.unquote_plus(raw)) if s})
+
+
+def scrubbed(text: str, http: HttpSettings | None, url: str = "") -> str:
+    """``text`` with every header value and the bearer token of ``http``, and every secret of
+    ``url`` (:func:`url_secrets`: a server that echoes the credentials in its error body), replaced
+    by ``***``: as written, as Python quotes it (``b'...\\n'``) and each line of it."""
+    secrets = (*((http.bearer_token, *http.headers.values()) if http is not None else ()), *url_secrets(url))
+    for secret in sorted(secrets, key=len, reverse=True):
         spellings = {secret, secret.strip(), repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1],
                      *(line.strip() for line in secret.splitlines())}
         for spelling in sorted(spellings, key=len, reverse=True):

@@ -30,6 +30,7 @@ import asyncio
 import logging
 import math
 import re
+import ssl
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,8 @@ from collectors.fetch import (
     ACCEPT_ENCODING,
     MAX_REDIRECTS,
     BodyError,
+    ca_context,
+    ca_reason,
     read_bounded,
     redirect_target,
     scrubbed,
@@ -48,6 +51,7 @@ from collectors.fetch import (
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
+from core.text import visible
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +301,13 @@ class PrometheusClient:
         headers = {"Accept-Encoding": ACCEPT_ENCODING, **source.http.headers}
         if source.http.bearer_token:
             headers["Authorization"] = f"Bearer {source.http.bearer_token}"
-        verify: Any = source.http.ca_file or True
+        verify: Any = True
+        self._ca_problem = ""  # a CA file that cannot be used: each read fails saying so (read without blocking)
+        if source.http.tls_verify and source.http.ca_file:
+            try:
+                verify = ca_context(source.http.ca_file)
+            except (OSError, ssl.SSLError, ValueError, BodyError) as exc:
+                self._ca_problem = f"cannot use prometheus[].http.ca_file {visible(source.http.ca_file)!r}: {ca_reason(exc)}"
         if not source.http.tls_verify:
             verify = False
             log.warning("prometheus %s: TLS certificates are not verified (http.tls_verify = false)", shown_url(source.url))
@@ -398,6 +408,9 @@ class PrometheusClient:
         return data
 
     def _get(self, path: str, params: Mapping[str, str], allow_missing: bool = False) -> httpx.Response | None:
+        if self._ca_problem:
+            raise PrometheusError(self._ca_problem, "Check prometheus[].http.ca_file: a readable PEM file of the CA "
+                                  "that signed the server's certificate")  # fmt: skip
         url = self.base + path
         try:
             answer = self._loop.run(self._send(self.client.build_request("GET", url, params=params)))
@@ -425,7 +438,7 @@ class PrometheusClient:
             return None
         if answer.status_code == 200:
             return answer
-        raise _status_error(masked(url), answer)
+        raise _status_error(masked(url), answer, self.source)
 
 
     async def _send(self, request: httpx.Request) -> httpx.Response:
@@ -474,8 +487,9 @@ def _reason(exc: Exception) -> str:
     return masked(str(exc)) or type(exc).__name__
 
 
-def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
-    detail = _error_text(answer)
+def _status_error(url: str, answer: httpx.Response, source: PrometheusSettings) -> PrometheusError:
+    # a server may echo the credentials it was sent (the URL's, a header, the token): scrubbed
+    detail = visible(masked(scrubbed(_error_text(answer), source.http, source.url)), 200)
     code = answer.status_code
     if code in (401, 403):
         return PrometheusError(f"{url} answered {code} ({detail})",
@@ -492,11 +506,14 @@ def _status_error(url: str, answer: httpx.Response) -> PrometheusError:
 
 
 def _error_text(answer: httpx.Response) -> str:
+    """What an error answer says: its JSON ``error``, else its text; any body (a list, a 10^5-digit
+    number, nesting past the parser's depth, bytes that are not UTF-8) gives a text, never an error."""
     try:
         body = answer.json()
-        return str(body.get("error") or body)[:200]
-    except ValueError:
-        return answer.text.strip()[:200] or answer.reason_phrase
+    except (ValueError, RecursionError):
+        return answer.content[:400].decode("utf-8", errors="replace").strip()[:200] or answer.reason_phrase
+    error = body.get("error") if isinstance(body, dict) else None
+    return (str(error) if error else repr(body)[:200])[:200]
 
 
 def matrix_rows(result: list[dict[str, Any]], target_label: str) -> Iterator[tuple[str, str, str, list[list[Any]]]]:

@@ -103,7 +103,9 @@ LIMITS: dict[str, Limit] = {
     **{f"alerts.{channel}.{k}": _seconds(above=False) for channel in _CHANNELS
        for k in ("group_wait_s", "group_interval_s")},
     **{f"alerts.{channel}.{k}": _seconds() for channel in _CHANNELS
-       for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s", "timeout_s")},
+       for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
+    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
+    **{f"alerts.{channel}.timeout_s": _seconds(0, 600) for channel in _CHANNELS},
     "query.timeout_s": _seconds(0, 3600),
     "query.max_timeout_s": _seconds(0, 3600),
     "query.row_limit": Limit(1, 10_000_000),
@@ -210,6 +212,13 @@ def _shown(key: str, value: float) -> str:
     return LIMITS[key].show(value) if key in LIMITS else f"{value:g}"
 
 
+# The largest integer a setting may be written as: past it a float cannot hold it exactly, and a
+# 400-digit one ended `config` in OverflowError.
+MAX_SETTING_INT = 2**53
+
+
 def finite_problem(value: float) -> str:
-    """Why a number read from the file cannot be a setting (NaN, ±inf), or ""."""
+    """Why a number read from the file cannot be a setting (NaN, ±inf, an integer past 2^53), or ""."""
+    if isinstance(value, int):
+        return "" if abs(value) <= MAX_SETTING_INT else f"a {len(str(abs(value)))}-digit integer is too large for any setting"
     return "" if math.isfinite(value) else f"{value} is not a finite number"

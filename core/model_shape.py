@@ -46,6 +46,8 @@ class ModelShape:
     params: float
     active_params: float
     source: str
+    quantization: str | None = None  # the weights' quant_method (awq, gptq, fp8); None: the model's dtype
+    layers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +138,9 @@ def shape_of(config: Mapping[str, Any], tensor_parallel: int = 1, kv_cache_dtype
     norms = (2 * int(c["num_hidden_layers"]) + 1) * h
     weights += norms * dtype
     step = weights - (0.0 if tied else embed)
+    method = str(_get(quant, "quant_method", "")).lower() if quant else None
     return ModelShape(weights, step, kv_bytes_per_token(c, tensor_parallel, kv_cache_dtype, dtype), params + norms,
-                      active + norms, source)  # fmt: skip
+                      active + norms, source, method or None, int(c["num_hidden_layers"]))  # fmt: skip
 
 
 def kv_bytes_per_token(c: Mapping[str, Any], tensor_parallel: int, kv_cache_dtype: str, dtype: float) -> float:

@@ -40,6 +40,13 @@ _DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "sqlite", "mariadb", "or
 # A parameter of a query string: after "?" or "&" (or ";", an old separator some servers honour).
 _QUERY_PARAMETER = re.compile(r"([?&;])([^=&;#?\s]+)=([^&;#\s'\"]*)")
 _WORD = re.compile(r"[-_.]")
+# The parts of a URL's query: ``name=value`` or a bare ``value``, split at "&" and ";".
+_QUERY_PART = re.compile(r"([^=&;]*)(=?)([^&;]*)")
+# A ``;name=value`` parameter of a URL's path (``/x;jsessionid=…``).
+_PATH_PARAMETER = re.compile(r"(;)([^=;/?#\s]+)=([^;/?#\s]*)")
+# Passwords that say "the user name is the token" (GitHub's, Bitbucket's): with one, or with an
+# empty password, the user name is masked too.
+PLACEHOLDER_PASSWORDS = frozenset({"", "x-oauth-basic", "x-token-auth", "x-oauth-token"})
 
 
 def secret_parameter(name: str) -> bool:
@@ -65,21 +72,44 @@ def masked(text: str) -> str:
 
 
 def _mask_url(url: str) -> str:
-    """One URL (``url`` holds no other): userinfo masked up to its last ``@``, every query value masked."""
+    """One URL (``url`` holds no other), masked by its structure: the userinfo up to its last ``@``
+    (:func:`_mask_userinfo`); in the path, the value of each ``;name=value`` parameter; in the query,
+    every part (``name=***``, a bare value ``***``); the fragment whole (``#***``: an OAuth implicit
+    grant's ``#access_token=``, never needed to tell which server)."""
     if "@" in url:
         url = _USERINFO.sub(_mask_userinfo, url, count=1)
-    scheme_end = url.find("://")
+    scheme_end = url.find("://") + 3
+    fragment = url.find("#", scheme_end)
+    if fragment >= 0:
+        url = url[:fragment] + (f"#{MASK}" if url[fragment + 1 :] not in ("", MASK) else url[fragment:])
     query = url.find("?", scheme_end)
+    path = url[:query] if query >= 0 else url.split("#", 1)[0]
+    if ";" in path:
+        url = _PATH_PARAMETER.sub(_mask_parameter, path) + url[len(path) :]
+        query = url.find("?", scheme_end)
     if query >= 0:
-        url = url[:query] + _QUERY_PARAMETER.sub(_mask_parameter, url[query:])
+        end = url.find("#", query)
+        end = len(url) if end < 0 else end
+        url = url[: query + 1] + _QUERY_PART.sub(_mask_query_part, url[query + 1 : end]) + url[end:]
     return url
+
+
+def _mask_query_part(match: re.Match[str]) -> str:
+    name, equals, value = match.groups()
+    if not equals:  # a bare value (``?ghp_…``): the whole part may be the credential
+        return name if name in ("", MASK) else MASK
+    return f"{name}={MASK}" if value else match[0]
 
 
 def _mask_userinfo(match: re.Match[str]) -> str:
     scheme, user, password = match.groups()
+    database = scheme.lower().split("+")[0].rstrip(":/") in _DATABASE_SCHEMES  # its user name is a role, not a secret
     if password is not None:
+        if password[1:].lower() in PLACEHOLDER_PASSWORDS and user and not database:
+            # the user is the token (``ghp_…:x-oauth-basic@``, ``tok:@``): both are masked
+            return f"{scheme}{MASK}:{MASK}@"
         return f"{scheme}{user}:{MASK}@"
-    if not user or scheme.lower().split("+")[0].rstrip(":/") in _DATABASE_SCHEMES:
+    if not user or database:
         return match[0]
     return f"{scheme}{MASK}@"
 

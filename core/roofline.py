@@ -3,8 +3,13 @@ running requests is bounded by bandwidth (every step reads the weights and the K
 and by compute (each token costs about 2 × active parameters FLOPs):
 
     bandwidth roof(c) = c × BW ÷ (W/TP + c × ctx × kv/TP)          tok/s
-    compute roof      = peak dense FLOP/s per GPU × TP ÷ (2 × active parameters)   tok/s
+    compute roof      = TP ÷ (2 × active params × (1 ÷ decode peak + prompt÷output ÷ prefill peak))   tok/s
     attainable(c)     = min(compute roof, bandwidth roof(c))
+
+The compute roof counts prefill: the same GPUs prefill every prompt, prompt ÷ output tokens of it for
+each output token (~3.6 in the reference mix, which takes its CUDA-core roof from 1,794 to ~390 tok/s).
+Decode and prefill may run on different units (:func:`kernel_peaks`): AWQ on sm70 (stock vLLM refuses
+AWQ below sm75) decodes on the CUDA cores and prefills dequantised on the tensor cores.
 
 The crossover batch is where the two meet: below it a step is bound by memory, above it by compute.
 Peak FLOP/s come from the configured value (``targets[].gpu.peak_tflops``), else the datasheet table
@@ -41,13 +46,15 @@ class GpuSpec:
     memory_gbps: float | None
     tflops: dict[str, float | None]
     memory_gb: float | None = None  # memory per GPU (decimal GB): what weights and the KV cache must fit in
+    arch: str | None = None  # the compute capability ("sm70", "sm90"): kernel families follow it
 
 
 @cache
 def gpu_specs() -> tuple[GpuSpec, ...]:
     """The datasheet table, in matching order."""
     rows = json.loads(SPECS.read_text())["gpus"]
-    return tuple(GpuSpec(r["name"], r["match"], r.get("memory_gbps"), {p: r.get(p) for p in PRECISIONS}, r.get("memory_gb")) for r in rows)
+    return tuple(GpuSpec(r["name"], r["match"], r.get("memory_gbps"), {p: r.get(p) for p in PRECISIONS}, r.get("memory_gb"),
+                         r.get("arch")) for r in rows)  # fmt: skip
 
 
 def match_gpu(name: str | None) -> GpuSpec | None:
@@ -86,22 +93,90 @@ def peak_compute(configured: float | None, gpu_names: tuple[str | None, ...],
     return PeakCompute(float(tflops or 0.0), source)
 
 
+# Weight-only int4 kernels (AWQ, GPTQ) below sm75 have no tensor-core path: they decode on the CUDA
+# cores and prefill dequantised onto the tensor cores (stock vLLM refuses AWQ below sm75; a V100 build
+# that serves it does so this way).
+INT4_TENSOR_CORES_FROM = 75
+INT4_METHODS = ("awq", "gptq", "awq_marlin", "gptq_marlin", "compressed-tensors")
+
+
+def sm(spec: GpuSpec | None) -> int | None:
+    """The compute capability of ``spec`` as a number (70 for "sm70"); None: unknown or not NVIDIA."""
+    if spec is None or not spec.arch or not spec.arch.startswith("sm"):
+        return None
+    return int(spec.arch[2:])
+
+
+def kernel_peaks(spec: GpuSpec, precision: str, quantization: str | None) -> tuple[PeakCompute | None, PeakCompute | None]:
+    """The datasheet peaks decode and prefill run at on ``spec``: ``precision``'s column for both (bf16
+    falls back to fp16 tensor), except int4 weights below sm75: decode on fp16 CUDA cores, prefill on
+    fp16 tensor cores (dequantised)."""
+    capability = sm(spec)
+    if quantization in INT4_METHODS and capability is not None and capability < INT4_TENSOR_CORES_FROM:
+        return _column(spec, "fp16_cuda_core", f"{quantization} on sm{capability}: decode on CUDA cores"), \
+            _column(spec, "fp16_tensor", f"{quantization} on sm{capability}: prefill dequantised on tensor cores")  # fmt: skip
+    key = precision if spec.tflops.get(precision) else ("fp16_tensor" if precision == "bf16_tensor" else precision)
+    one = _column(spec, key, "")
+    return one, one
+
+
+def _column(spec: GpuSpec, key: str, why: str) -> PeakCompute | None:
+    value = spec.tflops.get(key)
+    if not value:
+        return None
+    return PeakCompute(float(value), f"datasheet: {spec.name}, {key}" + (f" ({why})" if why else ""))
+
+
+def target_peaks(configured: float | None, gpu_names: tuple[str | None, ...], precision: str = DEFAULT_PRECISION,
+                 quantization: str | None = None) -> tuple[PeakCompute | None, PeakCompute | None]:  # fmt: skip
+    """Decode and prefill peaks of a target: the configured peak for both, else each GPU's datasheet
+    peaks for its kernels (:func:`kernel_peaks`; the slowest GPU's: a step waits for it); (None, None)
+    where any GPU is unknown."""
+    if configured is not None and configured > 0:
+        peak = PeakCompute(configured, "config")
+        return peak, peak
+    specs = [match_gpu(n) for n in gpu_names]
+    if not specs or any(s is None for s in specs):
+        return None, None
+    found = [kernel_peaks(s, precision, quantization) for s in specs if s is not None]
+    if any(d is None or p is None for d, p in found):
+        return None, None
+    return min(found, key=lambda f: f[0].tflops if f[0] else math.inf)
+
+
 @dataclass(frozen=True, slots=True)
 class Roofline:
-    """Both roofs of one target. ``compute_tok_s`` None: unknown (``note`` says which setting adds it)."""
+    """Both roofs of one target. ``compute_tok_s`` None: unknown (``note`` says which setting adds it).
+    ``compute``: the decode peak; ``prefill_peak``: the prefill's where it differs (None: the same);
+    ``prompt_per_output``: prompt tokens prefilled per output token (None: unknown, decode only)."""
 
     model: StepModel
     mean_context: float | None
     compute: PeakCompute | None
     active_params: float | None  # parameters a token passes through (all of them, or an MoE's active ones)
     note: str = ""
+    prefill_peak: PeakCompute | None = None
+    prompt_per_output: float | None = None
 
     @property
-    def compute_tok_s(self) -> float | None:
-        """Peak FLOP/s × TP ÷ (2 × active parameters): the most tok/s compute allows at any batch."""
+    def decode_compute_tok_s(self) -> float | None:
+        """Decode peak FLOP/s × TP ÷ (2 × active parameters): the roof were there no prefill."""
         if self.compute is None or not self.active_params:
             return None
         return self.compute.tflops * TFLOP * max(self.model.tensor_parallel, 1) / (2.0 * self.active_params)
+
+    @property
+    def compute_tok_s(self) -> float | None:
+        """The most output tok/s compute allows at any batch, each output token paying its decode
+        FLOPs and its share of the prompts' prefill FLOPs at the target's mix."""
+        decode = self.decode_compute_tok_s
+        if decode is None:
+            return None
+        ratio = self.prompt_per_output or 0.0
+        prefill = (self.prefill_peak or self.compute)
+        assert prefill is not None and self.active_params
+        prefill_tok_s = prefill.tflops * TFLOP * max(self.model.tensor_parallel, 1) / (2.0 * self.active_params)
+        return 1.0 / (1.0 / decode + ratio / prefill_tok_s)
 
     def bandwidth_tok_s(self, concurrency: float) -> float:
         return self.model.roofline_tokens_per_s(concurrency, self.mean_context)
@@ -129,7 +204,8 @@ class Roofline:
 
 
 def roofline(model: StepModel, mean_context: float | None, compute: PeakCompute | None,
-             active_params: float | None) -> Roofline:  # fmt: skip
+             active_params: float | None, prefill_peak: PeakCompute | None = None,
+             prompt_per_output: float | None = None) -> Roofline:  # fmt: skip
     """The roofline of ``model``; its note says which input the compute roof lacks, if any."""
     note = NO_PEAK if compute is None else (NO_PARAMS if not active_params else "")
-    return Roofline(model, mean_context, compute, active_params, note)
+    return Roofline(model, mean_context, compute, active_params, note, prefill_peak, prompt_per_output)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
@@ -111,6 +112,36 @@ def name_key(name: str) -> str:
     """What two names that read the same share: NFKC-normalised (full-width letters, ligatures, a
     no-break space), stripped, look-alike letters of other scripts as their Latin twins."""
     return unicodedata.normalize("NFKC", name).strip().translate(_LOOKALIKE)
+
+
+SETTINGS_OWNER = "the settings"
+
+
+class NameClaims:
+    """Who holds each target name, by :func:`name_key` (two names that read the same are one): a
+    configured target's name is the settings', a discovered one the first source's that reported
+    it. Two sources reporting one instance, or a source reporting a look-alike of a name held,
+    must not write into one target: :meth:`claim` says why not. Safe to share between threads."""
+
+    def __init__(self, configured: tuple[str, ...] | list[str] = ()) -> None:
+        self._owners: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+        for name in configured:
+            self.claim(name, SETTINGS_OWNER)
+
+    def claim(self, name: str, owner: str) -> str:
+        """"" when ``name`` is ``owner``'s (claimed now or before), else why it is not."""
+        key = name_key(name)
+        with self._lock:
+            held = self._owners.setdefault(key, (owner, name))
+        if held == (owner, name):
+            return ""
+        if held[0] == SETTINGS_OWNER:
+            same = "a configured target's name" if held[1] == name else f"reads the same as the configured target {visible(held[1])!r}"
+            return same
+        if held[0] != owner:
+            return f"is reported by {held[0]} too (it writes that target)"
+        return f"reads the same as {visible(held[1])!r}, a target of this source"
 
 
 def _escape(match: re.Match[str]) -> str:

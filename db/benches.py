@@ -36,6 +36,16 @@ def _point_row(run_id: int, position: int, point: BenchPoint) -> dict[str, Any]:
     return {"run_id": run_id, "position": position, **asdict(point)}
 
 
+def _settings(stored: str | None) -> dict[str, Any]:
+    """A run's stored settings, read as untrusted (an older version's row, a hand-edited database):
+    what is not a JSON object of them reads as none, never an error on the page that shows it."""
+    try:
+        value = json.loads(stored or "{}")
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def load_benches(conn: Connection, limit: int = 20, target: str | None = None) -> list[BenchRun]:
     """The ``limit`` newest runs (by the time they ran), of ``target`` when given, with their points in order."""
     r, p = schema.bench_runs, schema.bench_points
@@ -48,7 +58,7 @@ def load_benches(conn: Connection, limit: int = 20, target: str | None = None) -
         rows = conn.execute(select(p).where(p.c.run_id == run.id).order_by(p.c.position))
         out.append(
             BenchRun(
-                tool=run.tool, run_at=run.run_at, model=run.model, settings=json.loads(run.settings),
+                tool=run.tool, run_at=run.run_at, model=run.model, settings=_settings(run.settings),
                 points=tuple(BenchPoint(**{k: getattr(row, k) for k in names}) for row in rows),
                 file_name=run.file_name, target=run.target, imported_at=run.imported_at, id=int(run.id),
             )  # fmt: skip

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, func, select
 
+from core.bandwidth import peak_bandwidth
 from core.mbu import kv_bytes_per_token
 from core.settings import ceiling_missing
 from db import schema
@@ -31,12 +32,10 @@ def compute_ceiling(
     roof's configured (active parameters in billions, peak TFLOP/s, precision)."""
     if weight_gb is None or not tensor_parallel or weight_gb <= 0:
         return None
-    if bandwidth_gbps is not None:
-        bw, source = bandwidth_gbps, "config"
-    elif nvml_peak_gbps is not None:
-        bw, source = nvml_peak_gbps, "nvml-formula"
-    else:
+    peak = peak_bandwidth(bandwidth_gbps, [nvml_peak_gbps])  # the one rule (core/bandwidth.py)
+    if peak is None:
         return None
+    bw, source = peak.gbps, peak.source
     per_gpu_gb = weight_gb / max(tensor_parallel, 1)
     return CeilingInfo(
         steps_per_s=bw / per_gpu_gb,
@@ -107,6 +106,16 @@ def ceiling_gaps(conn: Connection, target_ids: Sequence[int] | None = None) -> d
         stmt = stmt.where(t.c.id.in_(list(target_ids)))
     return {row.id: ceiling_missing(row.weight_gb, row.tensor_parallel, row.bandwidth_gbps, row.gpu_source)
             for row in conn.execute(stmt) if found.get(row.id) is None}
+
+
+def configured_bandwidths(conn: Connection, target_ids: Sequence[int] | None = None) -> dict[int, float | None]:
+    """Each stored target's configured peak bandwidth (targets[].ceiling.bandwidth_gbps; None: unset): an
+    MBU route needs it for the engine's byte counters even where the target has no weights, so no ceiling."""
+    t = schema.targets
+    stmt = select(t.c.id, t.c.bandwidth_gbps)
+    if target_ids is not None:
+        stmt = stmt.where(t.c.id.in_(list(target_ids)))
+    return {row.id: row.bandwidth_gbps for row in conn.execute(stmt)}
 
 
 def target_ceiling_missing(conn: Connection, target_id: int) -> str:

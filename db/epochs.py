@@ -52,8 +52,9 @@ def changes_between(before: Mapping[str, str], after: Mapping[str, str]) -> list
 class EpochTracker:
     """Per target, the configuration and process start last stored; read from the database once."""
 
-    def __init__(self) -> None:
+    def __init__(self, stored: bool = True) -> None:
         self._seen: dict[int, tuple[dict[str, str], float | None] | None] = {}
+        self.stored = stored  # False: what was stored before is not this writer's past (db.writer history mode)
 
     def forget(self) -> None:
         self._seen.clear()
@@ -61,7 +62,7 @@ class EpochTracker:
     def observe(self, conn: Connection, target_id: int, ts: int, scrape: VllmScrape) -> ConfigEpoch | None:
         """Store an epoch when ``scrape`` starts one; return it (None: nothing changed)."""
         if target_id not in self._seen:
-            self._seen[target_id] = _latest(conn, target_id)
+            self._seen[target_id] = _latest(conn, target_id) if self.stored else None
         config, start = config_of(scrape), scrape.process_start_time_s
         seen = self._seen[target_id]
         if seen is None:

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from db import pipeline, schema
-from db.ceiling import ceilings
+from db.ceiling import ceilings, configured_bandwidths
 from db.errors import storage_error
 from db.gpu_reads import gpu_figures_of
 from db.results import WindowFigures
@@ -96,7 +96,7 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
     step = max(1, int(s_step))
     s_lo, s_hi = int(s_start) // step * step, int(math.ceil(s_end))
     steps = pipeline.figures(conn, models, (s_lo, s_hi, step), pipeline.level_for_step(step), frozenset(fields))
-    last, targets_ceiling = _last_scrapes(conn, end), ceilings(conn)
+    last, targets_ceiling, configured = _last_scrapes(conn, end), ceilings(conn), configured_bandwidths(conn)
     # every target's GPUs in one read: their bandwidth share is the measured MBU of each window
     g = schema.gpus
     gpu_rows = list(conn.execute(select(g).order_by(g.c.target_id, g.c.gpu_index, g.c.uuid)))
@@ -107,7 +107,7 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
         # the sleep state is one index look-up per target, at the window's last raw row
         sleep = pipeline.sleep_state_at(conn, models[tid], lo, hi) if models[tid] else None
         window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), targets_ceiling.get(tid), gpus.get(tid, ()),
-                               row.engine, sleep, row.stale_after_s)  # fmt: skip
+                               row.engine, sleep, row.stale_after_s, configured_peak_gbps=configured.get(tid))  # fmt: skip
         if row.retired_at is not None:
             window = dataclasses.replace(window, retired_at=float(row.retired_at))
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()

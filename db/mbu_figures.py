@@ -17,16 +17,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from core import mbu as model
+from core.bandwidth import peak_bandwidth
 from core.settings import NO_CEILING
 from db.results import CeilingInfo, GpuFigures
 
 
-def peak_gbps(ceiling: CeilingInfo | None, gpus: Sequence[GpuFigures]) -> float | None:
-    """Peak bandwidth per GPU: the ceiling's, else the slowest GPU's stored peak; None when unknown."""
-    if ceiling is not None:
-        return ceiling.bandwidth_gbps
-    peaks = [g.peak_bw_gbps for g in gpus if g.peak_bw_gbps]
-    return min(peaks) if peaks else None
+def peak_gbps(ceiling: CeilingInfo | None, gpus: Sequence[GpuFigures], configured: float | None = None) -> float | None:
+    """Peak bandwidth per GPU by the one rule (core/bandwidth.py ``peak_bandwidth``): the configured value
+    (the ceiling's, else ``configured``: a target with no weights still has its bandwidth_gbps), else the
+    GPUs' stored peaks (their own reading, or the value configured on their source), else the datasheet
+    by their names; None when unknown."""
+    found = peak_bandwidth(ceiling.bandwidth_gbps if ceiling is not None else configured,
+                           [g.peak_bw_gbps for g in gpus], [g.name for g in gpus])  # fmt: skip
+    return None if found is None else found.gbps
 
 
 # whether every GPU's reading is DCGM's → the DRAM reading's source (GPM where any reads it)

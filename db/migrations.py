@@ -434,6 +434,11 @@ def _ttft_slo_attainment(conn: Connection) -> None:
             conn.execute(text(statement))
 
 
+def _history_fill(conn: Connection) -> None:
+    # How far the demo's simulated week has come (db/history_fill.py); a fresh database got it from 0001.
+    schema.metadata.create_all(conn, tables=[schema.history_fill], checkfirst=True)
+
+
 def _verdicts(conn: Connection) -> None:
     # The evaluator's per-minute verdicts (db/verdicts.py). The minutes and hours views read them
     # instead of judging minutes in SQL: drop the views, the standing step makes them from the code.
@@ -547,6 +552,13 @@ def _gateway_wait(conn: Connection) -> None:
                 conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
 
 
+def _running_limit(conn: Connection) -> None:
+    # The engine's running limit (--max-num-seqs; vLLM does not expose it, targets[].max_num_seqs
+    # does): the planner never puts a knee above it (app/deployments.py).
+    if "max_num_seqs" not in _columns(conn, "targets"):
+        conn.execute(text("ALTER TABLE targets ADD COLUMN max_num_seqs INTEGER"))
+
+
 # One line each, numbers ascending (checked below); a new one takes the next free number.
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("0001_initial_schema", _initial),
@@ -580,6 +592,8 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0050_delivery_state", _delivery_state),
     ("0051_cannot_tell", _cannot_tell),
     ("0052_retired_targets", _retired_targets),
+    ("0060_running_limit", _running_limit),
+    ("0065_history_fill", _history_fill),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

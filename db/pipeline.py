@@ -444,6 +444,7 @@ def window_from(
     target: str, model: str | None, end: float, window_s: float, lo: int,
     f: dict[str, np.ndarray], last: Any, ceiling: CeilingInfo | None, gpus: tuple[GpuFigures, ...],
     engine: str | None = None, sleep: str | None = None, stale_after_s: float | None = None, wait_metric: str = "",
+    configured_peak_gbps: float | None = None,
 ) -> WindowFigures:  # fmt: skip
     """The WindowFigures of one window's arrays (one step), its last scrape (ts, up, error), ceiling,
     engine and sleep state (also used by db/fleet.py, which reads every target's arrays at once).
@@ -453,7 +454,7 @@ def window_from(
     rejections = point["admission_rejections_per_s"]
     tok = point["tokens_per_s"]
     bound = ceiling.steps_per_s if ceiling else None
-    peak = mbu_figures.peak_gbps(ceiling, gpus)
+    peak = mbu_figures.peak_gbps(ceiling, gpus, configured_peak_gbps)  # the one rule, configured first
     share = mbu_figures.gpu_share_pct(gpus)
     mbu = mbu_figures.mbu_of(point, ceiling, peak, share, mbu_figures.dram_source(gpus))
     stale = stale_age(None if last is None else float(last.ts), end, stale_after_s)

@@ -32,7 +32,7 @@ from core.errors import StorageError
 from core.settings import NO_CEILING
 from db import mbu_figures, schema
 from db.alerts import AlertBoard, Silence, board, end_silence, write_silence
-from db.ceiling import target_ceiling, target_ceiling_missing
+from db.ceiling import configured_bandwidths, target_ceiling, target_ceiling_missing
 from db.engine import open_reader
 from db.errors import HINT, storage_error
 from db.gpu_reads import as_figure, bw_gbps, gpu_figures_of, gpu_grid
@@ -54,6 +54,7 @@ from db.sources import RAW
 if TYPE_CHECKING:
     from db.delivery import StoredDelivery
     from db.fleet import FleetFigures
+    from db.history_fill import FillProgress
     from db.notifications import NotificationEntry
     from db.peaks import DailyPeak
     from db.verdicts import StoredVerdict
@@ -240,6 +241,12 @@ class Reader:
 
         return self._run("reading sweeps", load_sweeps, limit)
 
+    def history_fill(self, target: str) -> FillProgress | None:
+        """How far the demo's simulated week has come (db/history_fill.py FillProgress), or None."""
+        from db.history_fill import load
+
+        return self._run("reading the history fill", load, target)
+
     def epochs(self, target: str, start: float | None = None, end: float | None = None) -> list[ConfigEpoch]:
         """``target``'s configuration epochs and restarts starting in [start, end), oldest first (db/epochs.py)."""
         from db.epochs import load_epochs
@@ -338,6 +345,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 series_limit=row.series_limit,
                 stale_after_s=row.stale_after_s,
                 retired_at=row.retired_at,
+                max_num_seqs=row.max_num_seqs,
             )
         )
     return out
@@ -390,8 +398,7 @@ def _series_mbu(conn: Connection, target_id: int, cols: dict[str, list[Any]], sp
         for i in range(min(groups, steps)):
             read = grid[i][~np.isnan(grid[i])]
             shares[i] = float(read.mean()) if read.size else None
-    peaks = [g.peak_bw_gbps for g in gpus if g.peak_bw_gbps]
-    peak = ceiling.bandwidth_gbps if ceiling is not None else (min(peaks) if peaks else None)
+    peak = mbu_figures.peak_gbps(ceiling, gpus, configured_bandwidths(conn, [target_id]).get(target_id))
     out: list[float | None] = []
     for i in range(steps):
         point = {k: cols[k][i] for k in MBU_INPUTS}
@@ -436,7 +443,8 @@ def _window(
     sleep = None if row is None else sleep_state_at(conn, [i for i, _ in _model_ids(conn, row.id, model)], lo, hi)
     stale_after = None if row is None else row.stale_after_s
     wait_metric = "" if row is None else wait_metric_of(row.gateway_source)
-    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric)
+    found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric,
+                        None if row is None else row.bandwidth_gbps)  # fmt: skip
     gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
     found = dataclasses.replace(found, ceiling_missing=gap) if gap else found
     return dataclasses.replace(found, retired_at=row.retired_at) if row is not None and row.retired_at is not None else found

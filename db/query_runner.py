@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.bounded import Budget, value_size
 from core.errors import QueryError
 from core.redact import masked
 from db import query_functions, query_guard
@@ -44,6 +45,10 @@ MAX_VALUE_BYTES = 10_000_000  # a text or blob bigger than this is an error, not
 # returning 300 MB took the dashboard to 3.4 GB and past Streamlit's message size. docs/security.md.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
 FETCH_BATCH = 500
+# What a query's process may map beyond what it had when the query began: the result it may send
+# (16 MiB) many times over, SQLite's page cache, libpq's buffers; a 1 GB PostgreSQL value is refused.
+MAX_QUERY_MEMORY_BYTES = 1024 * 1024 * 1024
+_MEMORY_LIMITED = False
 PROGRESS_EVERY = 1000  # SQLite virtual-machine steps between two looks at the clock
 KILL_GRACE_S = 0.5  # after the time limit, a query still inside one long function call is killed
 STARTUP_S = 30.0  # the most a spawned query process may take to start (imports, on a loaded machine)
@@ -97,24 +102,49 @@ class Result:
 
 def row_size(row: tuple[Any, ...]) -> int:
     """A row's size as the byte limit counts it: characters of texts, bytes of blobs, 8 a number or NULL."""
-    return sum(len(v) if isinstance(v, (str, bytes, bytearray, memoryview)) else 8 for v in row) + 8
+    return sum(value_size(v) for v in row) + 8
 
 
 def fetch_bounded(cursor: Any, limits: Limits) -> tuple[list[tuple[Any, ...]], bool]:
-    """Up to ``row_limit + 1`` rows (the one more says that more exist), fetched in batches and
-    stopped before their size passes ``byte_limit``: (rows, stopped by size)."""
+    """Up to ``row_limit + 1`` rows (the one more says that more exist), stopped before their size
+    passes ``byte_limit`` (:class:`core.bounded.Budget`): (rows, stopped by size).
+
+    Bytes are counted as the rows stream, not after a batch: a batch holds as many rows as the
+    bytes left allow at the size of the largest row seen so far (the first batch one row), so 500
+    rows of 10 MB are never asked for at once. What one row may hold is bounded by the value cap
+    (SQLite) and by the query process's memory limit (:func:`limit_memory`)."""
     rows: list[tuple[Any, ...]] = []
-    size = 0
+    budget, largest = Budget(limits.byte_limit), 0
     while len(rows) <= limits.row_limit:
-        batch = cursor.fetchmany(min(FETCH_BATCH, limits.row_limit + 1 - len(rows)))
+        wanted = 1 if not largest else max(1, (limits.byte_limit - budget.size) // largest)
+        batch = cursor.fetchmany(min(FETCH_BATCH, wanted, limits.row_limit + 1 - len(rows)))
         if not batch:
             break
         for row in batch:
-            size += row_size(row)
-            if size > limits.byte_limit:
+            largest = max(largest, row_size(row))
+            if not budget.take(row):
                 return rows, True
             rows.append(row)
     return rows, False
+
+
+def limit_memory(extra_bytes: int = MAX_QUERY_MEMORY_BYTES) -> None:
+    """Cap this process's address space at what it uses now plus ``extra_bytes``: a query's process
+    (never the dashboard's or the CLI's own) that a hostile result would grow gets MemoryError (or
+    the allocator's failure, translated to "out of memory?") instead of taking the machine. Once per
+    process; where the platform has no such limit, nothing is done."""
+    global _MEMORY_LIMITED
+    if _MEMORY_LIMITED:
+        return
+    _MEMORY_LIMITED = True
+    try:
+        import resource
+
+        with open("/proc/self/statm", "rb") as statm:  # noqa: PTH123 - a proc file, its first field the pages mapped
+            mapped = int(statm.read(64).split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + extra_bytes, resource.RLIM_INFINITY))
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] | None = None, *,
@@ -133,10 +163,13 @@ def run_query(db_url: str, sql: str, limits: Limits, params: Mapping[str, Any] |
     statement = query_guard.check(sql, dialect)
     started = time.monotonic()
     if dialect == "sqlite":
-        columns, rows, by_bytes = _sqlite(Path(str(url.database)), statement, limits, dict(params or {}))
+        path = Path(str(url.database))
+        if not path.exists():
+            raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
+        source: Source = path
     else:
-        columns, rows, by_bytes = _postgres(url.set(drivername="postgresql").render_as_string(hide_password=False),
-                                            statement, limits, params, any_role)  # fmt: skip
+        source = (url.set(drivername="postgresql").render_as_string(hide_password=False), any_role)
+    columns, rows, by_bytes = _in_child(source, statement, limits, dict(params or {}))
     truncated = len(rows) > limits.row_limit or by_bytes
     rows = rows[: limits.row_limit]
     return Result(tuple(columns), rows, truncated, time.monotonic() - started, limits.row_limit, by_bytes,
@@ -165,17 +198,18 @@ def _authorizer(denied: list[str]) -> Any:
 
 
 Fetched = tuple[list[str], list[tuple[Any, ...]], bool]  # columns, rows, stopped by the byte limit
+Source = Path | tuple[str, bool]  # a SQLite file, or a PostgreSQL conninfo and whether any role may run it
 
 
-def _sqlite(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched:
-    """The query in a process of its own, killed ``KILL_GRACE_S`` after the time limit: the progress
-    handler stops a query between virtual-machine steps, but one function call can do all its work
-    in a single step (``printf('%.*c', 2147483647, 'x')`` took 31 s, ``instr`` and ``replace`` of two
-    long texts grow with the square of their lengths) and only the process's end stops that."""
-    if not path.exists():
-        raise QueryError(f"no database at {path}", "Check db_url / --db / SWEETSPOT_DB_URL", "database")
+def _in_child(source: Source, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched:
+    """The query in a process of its own, under a memory limit (:func:`limit_memory`) and killed
+    ``KILL_GRACE_S`` after the time limit: the progress handler stops a query between virtual-machine
+    steps, but one function call can do all its work in a single step (``printf('%.*c', 2147483647,
+    'x')`` took 31 s, ``instr`` and ``replace`` of two long texts grow with the square of their
+    lengths) and only the process's end stops that; a PostgreSQL value has no size cap of its own
+    (one ``repeat('x', 10^9)`` took the dashboard to 3.6 GB) and only the child's memory limit stops it."""
     run = _forked if threading.active_count() == 1 else _spawned
-    answer: Fetched | QueryError = run(path, sql, limits, params)
+    answer: Fetched | QueryError = run(source, sql, limits, params)
     if isinstance(answer, QueryError):
         raise answer
     return answer
@@ -186,10 +220,10 @@ def _ended() -> QueryError:  # the process died without answering: out of memory
                       "Narrow the query: fewer rows, smaller values", "sql-error")  # fmt: skip
 
 
-def _forked(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
+def _forked(source: Source, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
     processes = multiprocessing.get_context("fork")
     receive, send = processes.Pipe(duplex=False)
-    child = processes.Process(target=_sqlite_child, args=(send, path, sql, limits, params), daemon=True)
+    child = processes.Process(target=_sqlite_child, args=(send, source, sql, limits, params), daemon=True)
     child.start()
     send.close()
     try:
@@ -223,7 +257,7 @@ class _Worker:
             self._started = os.read(self.process.stdout.fileno(), 1) == _HELLO
         return self._started
 
-    def ask(self, request: tuple[Path, str, Limits, dict[str, Any]], limit_s: float) -> Any:
+    def ask(self, request: tuple[Source, str, Limits, dict[str, Any]], limit_s: float) -> Any:
         """The answer to one query. Raises the time-limit error when the worker has not answered
         ``limit_s`` after it began the query (``STARTUP_S`` for it to start and begin), or _ended()."""
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -291,7 +325,7 @@ class _Pool:
         self._idle: list[_Worker] = []
         atexit.register(self.close)
 
-    def run(self, request: tuple[Path, str, Limits, dict[str, Any]], limit_s: float) -> Any:
+    def run(self, request: tuple[Source, str, Limits, dict[str, Any]], limit_s: float) -> Any:
         worker = self._take()
         answered = False
         try:
@@ -349,9 +383,9 @@ def warm(db_url: str) -> None:
         _POOL.fill()
 
 
-def _spawned(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
+def _spawned(source: Source, sql: str, limits: Limits, params: dict[str, Any]) -> Any:
     try:
-        return _POOL.run((path, sql, limits, params), limits.timeout_s + KILL_GRACE_S)
+        return _POOL.run((source, sql, limits, params), limits.timeout_s + KILL_GRACE_S)
     except _Late:
         raise _timeout(limits) from None
 
@@ -367,24 +401,32 @@ def _serve() -> None:
     out.write(_HELLO)
     out.flush()
     while len(head := read(_SIZE)) == _SIZE:
-        path, sql, limits, params = pickle.loads(read(int.from_bytes(head, "big")))  # noqa: S301 - from the parent process
+        source, sql, limits, params = pickle.loads(read(int.from_bytes(head, "big")))  # noqa: S301 - from the parent process
         out.write(_READY)
         out.flush()
-        try:
-            answer: Any = _sqlite_in_process(path, sql, limits, params)
-        except QueryError as exc:
-            answer = exc
+        answer = _answer(source, sql, limits, params)
         out.write(_framed(pickle.dumps(answer)))
         out.flush()
 
 
-def _sqlite_child(send: Any, path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> None:
-    try:
-        answer: Any = _sqlite_in_process(path, sql, limits, params)
-    except QueryError as exc:
-        answer = exc
-    send.send(answer)
+def _sqlite_child(send: Any, source: Source, sql: str, limits: Limits, params: dict[str, Any]) -> None:
+    send.send(_answer(source, sql, limits, params))
     send.close()
+
+
+def _answer(source: Source, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched | QueryError:
+    """The answer a query's process sends back: the rows, or the one-line error (never a traceback)."""
+    limit_memory()
+    try:
+        if isinstance(source, Path):
+            return _sqlite_in_process(source, sql, limits, params)
+        return _postgres(source[0], sql, limits, params, source[1])
+    except QueryError as exc:
+        return exc
+    except MemoryError:
+        return QueryError(f"the query needed more than the {MAX_QUERY_MEMORY_BYTES // 2**20} MiB of memory a query may use",
+                          "Narrow the query: fewer rows, smaller values (a value of hundreds of MB cannot be shown)",
+                          "memory-limit")  # fmt: skip
 
 
 def _sqlite_in_process(path: Path, sql: str, limits: Limits, params: dict[str, Any]) -> Fetched:

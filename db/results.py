@@ -236,6 +236,7 @@ class TargetInfo:
     series_limit: int | None = None  # the max_series that page was read with
     stale_after_s: float | None = None  # seconds after the last scrape it reads stale (None: never)
     ceiling_missing: str = NO_CEILING  # without a ceiling: what it lacks, with the inputs set
+    max_num_seqs: int | None = None  # the engine's running limit as configured (targets[].max_num_seqs)
     retired_at: float | None = None  # when the collector stopped having it in its settings (None: configured)
 
     def listed(self, now: float, shown_s: float) -> bool:

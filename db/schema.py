@@ -115,6 +115,7 @@ targets = Table(
     Column("active_params_b", Float),
     Column("peak_tflops", Float),
     Column("compute_precision", Text),
+    Column("max_num_seqs", Integer),  # the engine's running limit (targets[].max_num_seqs); NULL: unknown
     Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
     # no longer configured (0052_retired_targets): when the collector started without it in its settings
     # (NULL: configured, or found by a [[prometheus]] source); shown as "not configured any more", then
@@ -464,6 +465,21 @@ backfill_progress = Table(
     Column("source", Text, primary_key=True),  # "<server URL> <selector>"
     Column("done_until", Integer, nullable=False),  # every step before it is imported
     Column("updated_at", Integer, nullable=False),
+)
+
+# --- the demo's simulated week as it is written behind the live dashboard (db/history_fill.py) ----
+history_fill = Table(
+    "history_fill",
+    metadata,
+    Column("target", Text, primary_key=True),
+    Column("start_ts", Integer, nullable=False),  # the history written spans [start_ts, end_ts] (unix s)
+    Column("end_ts", Integer, nullable=False),
+    Column("days_total", Integer, nullable=False),
+    Column("days_done", Integer, nullable=False),  # written, rolled up and judged
+    Column("started_at", Float, nullable=False),  # when the fill began (unix s)
+    Column("updated_at", Float, nullable=False),
+    Column("eta_at", Float),  # when it should end (unix s); NULL until a first day was timed
+    Column("finished_at", Float),  # NULL while it runs
 )
 
 # --- the sweet-spot verdict of each minute (db/verdicts.py) ---------------------------------------

@@ -57,9 +57,14 @@ class Writer:
     counter state between rounds; all of it is forgotten when a transaction rolls back.
     """
 
-    def __init__(self, engine: Engine, max_gap_s: float = 600.0) -> None:
+    def __init__(self, engine: Engine, max_gap_s: float = 600.0, history: bool = False) -> None:
         self.engine = engine
         self.max_gap_s = max_gap_s
+        # History mode (app/history_fill.py: the demo's week written beside the live rounds): rounds
+        # older than what the database holds, in a span nothing else writes. Nothing stored before is
+        # this writer's past (its latest round, counter states and epoch start afresh), and it saves no
+        # counter state (series_state is the live writer's, to resume from after a restart).
+        self.history = history
         self._targets: dict[str, int] = {}
         self._models: dict[tuple[int, str], int] = {}
         self._gpus: dict[tuple[int, str], tuple[int, tuple[Any, ...]]] = {}  # (target, uuid) → (id, meta stored)
@@ -77,7 +82,7 @@ class Writer:
         self._too_wide_seen: set[tuple[int, str]] = set()  # (model, histogram) warned of once
         self.rows_written = dict.fromkeys(_TABLES, 0)  # rows committed per table since start (the collector's /metrics)
         self._skipped: dict[int, int] = {}  # target → rounds skipped in a row (already stored)
-        self._epochs = EpochTracker()
+        self._epochs = EpochTracker(stored=not history)
         # target → the cumulative values of its gateway's wait histogram, last read (kept in memory: the
         # first read after a start is a baseline, as a model's after a gap)
         self._gateway_states: dict[int, SeriesState] = {}
@@ -106,6 +111,7 @@ class Writer:
             "shape_source": shape_source,
             "retired_at": None,  # configured (again): listed as any other
             "dropped_at": None,
+            "max_num_seqs": target.max_num_seqs,
         }
         try:
             with write_transaction(self.engine) as conn:  # reads first: a second collector starts beside the writer
@@ -187,6 +193,8 @@ class Writer:
         """
         target_id = self._target_id(conn, round_.target)
         ts = int(round(round_.ts))
+        if target_id not in self._last_ts and self.history:
+            self._last_ts[target_id], self._last_up[target_id] = 0, None
         if target_id not in self._last_ts:
             s, m = schema.scrapes, schema.models
             last = conn.execute(select(func.max(s.c.ts)).where(s.c.target_id == target_id)).scalar()
@@ -336,6 +344,8 @@ class Writer:
 
     def _state(self, conn: Connection, model_id: int) -> SeriesState:
         state = self._states.get(model_id)
+        if state is None and self.history:
+            state = self._states[model_id] = SeriesState()
         if state is None:
             text = conn.execute(
                 select(schema.series_state.c.state).where(schema.series_state.c.model_id == model_id)
@@ -345,6 +355,9 @@ class Writer:
         return state
 
     def _save_states(self, conn: Connection) -> None:
+        if self.history:
+            self._dirty.clear()
+            return
         st = schema.series_state
         for model_id in sorted(self._dirty):
             state = self._states[model_id]

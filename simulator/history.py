@@ -34,7 +34,7 @@ from simulator.gpus import Load, gpu_views
 from simulator.params import EngineConfig
 from simulator.pattern import STORM_CLIENTS, STORM_LIMIT, DailyPattern
 from simulator.stats import HISTOGRAM_BOUNDS, EngineStats, Hist
-from simulator.workload import answer_length, sample_request
+from simulator.workload import SHORT_SHARE, answer_length, sample_request
 
 LEVELS = (1, 2, 4, 8, 12, 16, 24, 32)
 PROFILE_WARMUP_S = 60.0
@@ -56,8 +56,9 @@ class HistorySample:
     dcgm: str
 
 
-def _profile(clients: int, config: EngineConfig, seed: int) -> list[float]:
-    """Steady-state rates of ``clients`` closed-loop clients, as a flat vector (see COUNTERS/GAUGES)."""
+def _profile(clients: int, config: EngineConfig, seed: int, short_share: float = SHORT_SHARE) -> list[float]:
+    """Steady-state rates of ``clients`` closed-loop clients, as a flat vector (see COUNTERS/GAUGES);
+    ``short_share``: the request mix's share of short requests (the rest are long summaries)."""
     engine = Engine(config, started_at=0.0)
     rng = random.Random(f"profile:{seed}:{clients}")
 
@@ -65,7 +66,7 @@ def _profile(clients: int, config: EngineConfig, seed: int) -> list[float]:
         submit(now)
 
     def submit(now: float) -> None:
-        spec = sample_request(rng)
+        spec = sample_request(rng, short_share)
         target, reason = answer_length(rng, spec.max_tokens)
         engine.submit(Sequence("p", spec.prompt_tokens, target, reason, now, None, finished))
 
@@ -111,12 +112,13 @@ def _profiles(config: EngineConfig, seed: int) -> tuple[dict[int, list[float]], 
 
 
 def _interpolate(by_level: dict[int, list[float]], clients: float) -> list[float]:
-    if clients <= LEVELS[0]:
-        return [v * max(0.0, clients) / LEVELS[0] for v in by_level[LEVELS[0]]]
-    if clients >= LEVELS[-1]:
-        return by_level[LEVELS[-1]]
-    i = bisect.bisect_right(LEVELS, clients)
-    low, high = LEVELS[i - 1], LEVELS[i]
+    levels = sorted(by_level)  # the profiled levels (the scenarios profile two more, simulator/scenario.py)
+    if clients <= levels[0]:
+        return [v * max(0.0, clients) / levels[0] for v in by_level[levels[0]]]
+    if clients >= levels[-1]:
+        return by_level[levels[-1]]
+    i = bisect.bisect_right(levels, clients)
+    low, high = levels[i - 1], levels[i]
     w = (clients - low) / (high - low)
     return [a + (b - a) * w for a, b in zip(by_level[low], by_level[high], strict=True)]
 
@@ -190,8 +192,11 @@ def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed:
         noise = rng.lognormvariate(0.0, 0.06)
         # the noise is the counters' (work done varies); the gauges stay physical: no more running than
         # the gateway admits, whatever the noise (issue 37: 17 running behind a limit of 16 fired `concurrency`)
+        # The KV cache's usage varies as the counters do (the view clips it at 1: a storm's cache reads
+        # full); running and waiting are counts the gateway bounds, never scaled.
         gauges = rates[len(COUNTERS):]
         gauges[0] = min(gauges[0], float(limit))
+        gauges[2] *= noise
         rates = [r * noise for r in rates[:len(COUNTERS)]] + gauges
         restarts = daily.restarts_between(prev, ts)
         if restarts:

@@ -57,6 +57,13 @@ class EngineParams:
     # deliver this share less work per second, every step lasting 1 ÷ (1 − slowdown) times as long,
     # as a throttled GPU or a degraded engine would (the under_delivering rule's test, docs/alerts.md).
     slowdown: float = 0.0
+    # The scenario library's knobs (app/scenarios, docs/scenarios.md). ``rank_slowdown``: one
+    # tensor-parallel rank this share slower (a throttled GPU): every step ends at the all-reduce,
+    # which waits for the slowest rank, so the whole step lasts 1 ÷ (1 − rank_slowdown) as long.
+    # ``prefix_hit_share``: prefix caching on, this share of prompt tokens is found in the cache
+    # and not computed (0: caching off, the simulator's default).
+    rank_slowdown: float = 0.0
+    prefix_hit_share: float = 0.0
 
     def step_model(self) -> StepModel:
         """The decode step model of this deployment (core/mbu.py): bytes per step, the steps/s bound."""
@@ -104,8 +111,10 @@ class EngineParams:
         """
         gemm_s = max(self.gemm_floor_s, decode_seqs * self.gemm_s_per_seq)
         kv_s = max(0.0, read_bytes - self.weight_bytes_per_gpu) / self.bandwidth_bytes_s
-        compute_s = decode_seqs * self.decode_s_per_seq + prefill_tokens * self.prefill_s_per_token
-        return (self.step_overhead_s + gemm_s + kv_s + compute_s) / (1.0 - self.slowdown)
+        prefill_s = prefill_tokens * self.prefill_s_per_token * (1.0 - self.prefix_hit_share)
+        compute_s = decode_seqs * self.decode_s_per_seq + prefill_s
+        slowest = max(self.slowdown, self.rank_slowdown)  # the step waits for its slowest rank
+        return (self.step_overhead_s + gemm_s + kv_s + compute_s) / (1.0 - slowest)
 
 
 @dataclass(frozen=True)

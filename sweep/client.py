@@ -8,6 +8,7 @@ the :class:`RequestRecord`, never raised: a sweep counts errors, it does not sto
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from core.bounded import TooLarge, body_chunks, read_body, read_head
 from core.errors import SweetspotError
 from core.redact import masked
 from sweep.workload import RequestSpec
@@ -79,7 +81,7 @@ async def stream_request(
         async with client.stream("POST", base_url + API_PATHS[api], json=body) as response:
             if response.status_code != 200:
                 head = await read_head(response, _ERROR_BODY_CHARS * 4)
-                record.error = f"HTTP {response.status_code}: {_snippet(head)}"
+                record.error = f"HTTP {response.status_code}: {_snippet(head.decode('utf-8', errors='replace'))}"
             else:
                 await _read_events(response, record, t0)
     except httpx.TimeoutException:
@@ -90,35 +92,19 @@ async def stream_request(
     record.end_s = time.perf_counter() - t0
 
 
-async def read_head(response: httpx.Response, limit: int) -> str:
-    """The first ``limit`` bytes of an answer (the rest is not read)."""
-    data = bytearray()
-    async for chunk in response.aiter_bytes():
-        data += chunk[: limit - len(data)]
-        if len(data) >= limit:
-            break
-    return data.decode("utf-8", errors="replace")
-
-
-class _TooLong(Exception):
-    pass
-
-
 async def bounded_lines(response: httpx.Response) -> Any:
-    """The answer's lines (``\n``, ``\r\n`` or ``\r`` ended), none over MAX_LINE_BYTES and all of
-    them under MAX_STREAM_BYTES together; past either, :class:`_TooLong` (httpx's ``aiter_lines``
-    holds a line whatever its length)."""
-    pending, total = b"", 0
-    async for chunk in response.aiter_bytes():
-        total += len(chunk)
-        if total > MAX_STREAM_BYTES:
-            raise _TooLong(f"the stream passed {MAX_STREAM_BYTES // 2**20} MiB")
+    """The answer's lines (``\n``, ``\r\n`` or ``\r`` ended), decoded by :mod:`core.bounded` (one
+    layer of gzip or deflate), none over MAX_LINE_BYTES and all of them under MAX_STREAM_BYTES
+    together; past either, :class:`core.bounded.TooLarge` (httpx's ``aiter_lines`` holds a line
+    whatever its length, and its decoders inflate stacked gzip whole)."""
+    pending = b""
+    async for chunk in body_chunks(response, MAX_STREAM_BYTES, "the stream"):
         pending += chunk
         *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         for line in lines:
             yield line.decode("utf-8", errors="replace")
         if len(pending) > MAX_LINE_BYTES:
-            raise _TooLong(f"a stream line passed {MAX_LINE_BYTES // 2**20} MiB")
+            raise TooLarge(f"a stream line passed {MAX_LINE_BYTES // 2**20} MiB")
     if pending:
         yield pending.decode("utf-8", errors="replace")
 
@@ -126,7 +112,7 @@ async def bounded_lines(response: httpx.Response) -> Any:
 async def _read_events(response: httpx.Response, record: RequestRecord, t0: float) -> None:
     try:
         await _events(response, record, t0)
-    except _TooLong as exc:
+    except TooLarge as exc:
         record.error = f"bad stream: {exc}"
 
 
@@ -212,25 +198,30 @@ def discover_served(base_url: str, model: str | None, timeout_s: float = 10.0) -
     shown = masked(url)  # --url may carry a user:password
     hint = "Is the server running? Check --url (an OpenAI-compatible base such as http://127.0.0.1:8000/v1)"
     try:
-        with httpx.stream("GET", url, timeout=timeout_s) as response:
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_LINE_BYTES:
-                    raise SweepError(f"{shown} answered more than {MAX_LINE_BYTES // 2**20} MiB for its model list", hint)
-    except httpx.TimeoutException:
+        status, body = asyncio.run(_model_list(url, timeout_s, shown))
+    except TooLarge as exc:
+        raise SweepError(str(exc), hint) from None
+    except (TimeoutError, httpx.TimeoutException):
         raise SweepError(f"cannot reach {shown} (no answer within {timeout_s:g} s)", hint) from None
     except httpx.HTTPError as exc:
         raise SweepError(f"cannot reach {shown} ({masked(_reason(exc))})", hint) from None
-    cards = _cards(bytes(body)) if response.status_code == 200 else []
+    cards = _cards(body) if status == 200 else []
     if model:  # the list is only a convenience once the server answers
         return Served(model, next((_context(c) for c in cards if c.get("id") == model), None))
-    if response.status_code != 200:
+    if status != 200:
         more = "" if base_url.endswith("/v1") else f"; did you mean {masked(base_url)}/v1?"
-        raise SweepError(f"{shown} answered HTTP {response.status_code}", f"Pass --model NAME{more}")
+        raise SweepError(f"{shown} answered HTTP {status}", f"Pass --model NAME{more}")
     if not cards or "id" not in cards[0]:
         raise SweepError(f"{shown} lists no model", "Pass --model NAME")
     return Served(str(cards[0]["id"])[:512], _context(cards[0]))
+
+
+async def _model_list(url: str, timeout_s: float, shown: str) -> tuple[int, bytes]:
+    """(status, body) of the model list, the whole of it (lookup to last byte) within ``timeout_s``:
+    a server trickling its list defeats httpx's per-read timeout."""
+    async with asyncio.timeout(timeout_s), httpx.AsyncClient(timeout=timeout_s) as client, \
+            client.stream("GET", url) as response:
+        return response.status_code, await read_body(response, MAX_LINE_BYTES, f"{shown} (its model list)")
 
 
 def _cards(body: bytes) -> list[dict[str, Any]]:
@@ -267,7 +258,10 @@ def engine_tokens(base_url: str, api: str, model: str, prompt: str, timeout_s: f
 
 
 def _reason(exc: httpx.HTTPError) -> str:
+    cause: BaseException = exc
+    while cause.__cause__ is not None or cause.__context__ is not None:  # the async transport's cause is the OS error
+        cause = cause.__cause__ or cause.__context__  # type: ignore[assignment]
     text = str(exc) or type(exc).__name__
-    if "refused" in text.lower():
+    if "refused" in text.lower() or isinstance(cause, ConnectionRefusedError):
         return "connection refused"
     return text.splitlines()[0][:200]

@@ -43,9 +43,9 @@ def require_alertmanager() -> str:
 class AlertmanagerServer(LocalServer):
     name = "alertmanager"
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, config: str = CONFIG) -> None:
         binary = require_alertmanager()
-        (work / "alertmanager.yml").write_text(CONFIG)
+        (work / "alertmanager.yml").write_text(config)
         self.work = work
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log = (work / "alertmanager.log").open("wb")

@@ -4,6 +4,7 @@ target are read all the same (the fetcher against real servers on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +50,17 @@ def _truncated(tmp: Path, cert: tuple[str, str]) -> str:
     return str(tmp / "cut.pem")
 
 
-@pytest.mark.parametrize("make", [_missing, _directory, _empty, _garbage, _a_key, _truncated])
+def _fifo(tmp: Path, cert: tuple[str, str]) -> str:
+    os.mkfifo(tmp / "ca.fifo")  # its open waited for a writer, in the event loop every GET shares
+    return str(tmp / "ca.fifo")
+
+
+def _device(tmp: Path, cert: tuple[str, str]) -> str:
+    (tmp / "ca.pem").symlink_to("/dev/zero")  # size 0 by stat, and no end
+    return str(tmp / "ca.pem")
+
+
+@pytest.mark.parametrize("make", [_missing, _directory, _empty, _garbage, _a_key, _truncated, _fifo, _device])
 def test_an_unusable_ca_file_names_the_setting_and_costs_only_its_tls_sources(
         tmp_path, certificate, make: Callable[[Path, tuple[str, str]], str]) -> None:
     bad = HttpSettings(ca_file=make(tmp_path, certificate))

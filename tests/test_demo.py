@@ -46,6 +46,8 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
     proc = start_run(db, "--no-ui", "--backfill", "6h")
     try:
         lines = wait_for_line(proc, "Ctrl-C stops everything", timeout=240)
+        # the history fills in behind the live rounds, which begin before it ends
+        lines += wait_for_line(proc, "of simulated history written, rolled up and judged", timeout=240)
 
         def read_status() -> dict[str, Any]:
             return json.loads(subprocess.run([sys.executable, "-m", "app", "status", "--db", db, "--window", "6h", "--json"],
@@ -65,12 +67,12 @@ def test_demo_backfills_once_collects_live_and_stops_on_ctrl_c(tmp_path):
         code, err = stop(proc)
     assert code == 0, err
     text = "".join(lines)
-    assert "first start: backfilling" in text and "serving http://127.0.0.1:" in text
-    assert "backfill done: 720 rounds" in err  # 6 h at one sample per 30 s
+    assert "first start: 6h of simulated history" in text and "serving http://127.0.0.1:" in text
+    assert text.index("Ctrl-C stops everything") < text.index("history: 1 day of simulated history written")
     assert "stopped cleanly" in err and "simulator stopped" in err
-    assert "verdicts: " in text and "minutes of the history judged" in text
     assert status["target"] == "demo" and status["up"] is True
-    assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == 180.0
+    # the weights from the model's shape (37.67 GB a step over TP 8 at 900 GB/s), not a typed 40 GB
+    assert status["tokens_per_s"] > 10 and status["ceiling_steps_per_s"] == pytest.approx(191.15, abs=0.01)
     assert len(status["gpus"]) == 8
 
     second = start_run(db, "--no-ui")
@@ -120,10 +122,11 @@ def test_first_start_says_nothing_false_and_the_seam_reads_the_live_rate(tmp_pat
             assert time.time() < deadline, rows[-5:]
             time.sleep(0.5)
     finally:
-        code, err = stop(proc)
-    assert code == 0, err
-    rollups = next(line for line in lines if line.startswith("rollups written:"))
-    assert "one-minute rows, " in rollups and "{" not in rollups, rollups  # once printed raw: {60: 100800, ...}
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    text = "".join(lines) + out
+    assert "another collector" not in text and "history: 1 day of simulated history written, rolled up and judged" in text
     last_backfilled, seam = rows[len(rows) - len(live) - 2], rows[len(rows) - len(live) - 1]
     # the first live round's tokens came since the live simulator started (seconds before), not over the
     # half minute and more since the last backfilled sample (which read ~2.6 tok/s for a steady ~27)

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors import fetch
-from collectors.fetch import MAX_BODY_BYTES, BodyError, Fetcher, Inflater
+from collectors.fetch import MAX_BODY_BYTES, BodyError, Fetcher
+from core.bounded import Inflater
 from core.errors import ScrapeError
 from tests.support.http_server import serving
 

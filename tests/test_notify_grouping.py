@@ -43,6 +43,16 @@ def test_group_wait_gathers_alerts_that_fire_together_into_one_mail():
     assert log.step(T0 + 60, a, b).due == []  # nothing new: no second mail
 
 
+def test_target_down_waits_for_no_group_wait_and_takes_a_waiting_group_with_it():
+    # while a target is down its other rules read no data: nothing to gather (docs/alerts.md)
+    (due,) = Log().step(T0, state("target_down")).due
+    assert [s.rule for s in due.firing] == ["target_down"]
+    log = Log()
+    assert log.step(T0 + 5, state("ttft_p95")).due == []  # waits its group_wait (30 s)
+    (due,) = log.step(T0 + 10, state("ttft_p95"), state("target_down", since=T0 + 10)).due
+    assert {s.rule for s in due.firing} == {"ttft_p95", "target_down"}
+
+
 def test_new_alert_waits_for_group_interval_and_repeat_after_repeat_interval():
     log = Log()
     a = state("preemptions")

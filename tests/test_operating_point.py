@@ -94,3 +94,16 @@ def test_per_request_text_reads_the_busiest_concurrency_against_one_requests_bou
                                                  "running: 4.5 tok/s per request (tok/s ÷ running), 4 tok/s at the slow end "
                                                  "(1 ÷ ITL P95).")  # fmt: skip
     assert per_request_text([], None) == "No single-request bound (no ceiling inputs)."
+
+
+def test_with_both_roofs_the_gap_is_against_the_attainable_not_mbu_restated():
+    """The compute roof known (here the reference's CUDA-core fp16 for decode and prefill, 3.6 prompt tokens an
+    output token), the page's gap is the measured share of the lower roof: 37 % at 32, not 3 % of bandwidth."""
+    from core import roofline as roofs
+
+    both = roofs.roofline(REFERENCE_MODEL, 1000.0, roofs.PeakCompute(31.4, "x"), 70e9, None, 3.6)
+    points = [point(END - 60 * i, running_avg=32.0, tokens_per_s=145.0) for i in range(3)]
+    roof = roofline(REFERENCE_MODEL, 1000.0, points, 32.0, both)
+    assert roof is not None and roof.gaps[0].roofline_tokens_per_s == pytest.approx(31.4e12 * 8 / 140e9 / 4.6)
+    assert roof.text().startswith("The engine delivers 37 % of the attainable at 32: the lower of the bandwidth roof and "
+                                  "the compute roof with prefill at the mix")  # fmt: skip

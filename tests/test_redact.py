@@ -19,7 +19,7 @@ from core.redact import masked, secret_parameter
     ("postgresql://db/x?password=pw&sslmode=require", "postgresql://db/x?password=***&sslmode=***"),
     ("[litellm] prometheus http://u:pw@gw:4000/metrics?apikey=k litellm_in_flight_requests",
      "[litellm] prometheus http://u:***@gw:4000/metrics?apikey=*** litellm_in_flight_requests"),
-    ("http://h/m?token=abc#frag", "http://h/m?token=***#frag"),
+    ("http://h/m?token=abc#frag", "http://h/m?token=***#***"),  # a fragment may be the token (#access_token=)
     # a password holding "/", "?", "#", a space or "@": masked up to the authority's last "@"
     ("postgresql://u:a/b?c#d e@f@db:5432/x", "postgresql://u:***@db:5432/x"),
     ("postgresql://u:ab/cd+ef==@db/x", "postgresql://u:***@db/x"),

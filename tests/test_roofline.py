@@ -109,18 +109,25 @@ def _gpu(name: str) -> GpuFigures:
 
 
 def test_status_json_carries_both_roofs_at_the_windows_concurrency():
+    """The reference at 32 running with its mix (3.6 prompt tokens an output token): fp16 on the CUDA cores
+    for decode and prefill alike, the compute roof is ~390 tok/s, not 1,794, and 145 tok/s is ~37 % of it."""
     ceiling = dataclasses.replace(window().ceiling, kv_bytes_per_token=327_680.0, active_params_b=70.0,
                                   compute_precision="fp16_cuda_core")  # fmt: skip
     f = window(ceiling=ceiling, gpus=(_gpu("Tesla V100-SXM2-32GB"),) * 8, running_avg=32.0, tokens_per_s=145.0,
-               mean_context_tokens=CONTEXT)  # fmt: skip
+               prompt_tokens_per_s=3.6 * 145.0, mean_context_tokens=CONTEXT)  # fmt: skip
     got = json.loads(json.dumps(figures_json(f)))["roofline"]
-    assert got["compute_tflops"] == 31.4 and got["bandwidth_gbps"] == 900.0
-    assert got["crossover_batch"] == pytest.approx(11.1, abs=0.1)
-    assert got["attainable_tok_s"] == pytest.approx(1794.3, abs=0.1) and got["bandwidth_tok_s"] == pytest.approx(4321, abs=1)
-    assert got["measured_share_of_attainable"] == pytest.approx(145 / 1794.3, rel=1e-3) and got["note"] is None
-    text = roofline_text(target_roofline(f), f)
-    assert text.startswith("compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core, 31.4 TFLOP/s)")
-    assert "the roofs cross at 11.1 running" in text and "measured 145 tok/s: 8 % of attainable" in text
+    assert got["compute_tflops"] == 31.4 and got["bandwidth_gbps"] == 900.0 and got["prompt_per_output"] == pytest.approx(3.6)
+    assert got["decode_compute_tok_s"] == pytest.approx(1794.3, abs=0.1)
+    assert got["compute_tok_s"] == pytest.approx(1794.3 / 4.6, abs=0.1)  # 390 tok/s: prefill counted
+    assert got["attainable_tok_s"] == pytest.approx(390.1, abs=0.1) and got["bandwidth_tok_s"] == pytest.approx(4321, abs=1)
+    assert got["measured_share_of_attainable"] == pytest.approx(145 / 390.07, rel=1e-3) and got["note"] is None
+    roof = target_roofline(f)
+    assert roof is not None and got["crossover_batch"] == pytest.approx(roof.crossover_batch)
+    assert roof.bandwidth_tok_s(roof.crossover_batch) == pytest.approx(390.07, abs=0.1)  # where they meet
+    text = roofline_text(roof, f)
+    assert text.startswith("compute roof 390 tok/s (datasheet: V100 SXM2, fp16_cuda_core, 31.4 TFLOP/s; prefill at 3.6 "
+                           "prompt tokens an output token, decode alone 1,794)")  # fmt: skip
+    assert "measured 145 tok/s: 37 % of attainable" in text
     unknown = window(ceiling=ceiling, gpus=(_gpu("NVIDIA A10G"),), running_avg=32.0)
     got = figures_json(unknown)["roofline"]
     assert got["compute_tflops"] is None and got["note"] == "compute roof unknown: set targets[].gpu.peak_tflops"
@@ -164,6 +171,8 @@ def test_configured_inputs_reach_status_through_the_database(tmp_path, capsys):
     assert f.ceiling_missing == ""
     got = doc["roofline"]
     assert (got["compute_tflops"], got["compute_source"]) == (1979, "datasheet: H200, fp8_tensor")
-    assert got["compute_tok_s"] == pytest.approx(1979e12 / 16e9)
+    # the page counts no prompt tokens: no mix, so the roof is decode's alone, and says so
+    assert got["prompt_per_output"] is None and got["compute_tok_s"] == pytest.approx(1979e12 / 16e9)
     assert main(["status", "--db", url, "--target", "h200", "--window", "1m"]) == 0
-    assert "  roofline                 compute roof 123,688 tok/s (datasheet: H200, fp8_tensor, 1,979 TFLOP/s)" in capsys.readouterr().out
+    assert ("  roofline                 compute roof 123,688 tok/s (datasheet: H200, fp8_tensor, 1,979 TFLOP/s; decode "
+            "only: no prompt count)") in capsys.readouterr().out

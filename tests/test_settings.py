@@ -27,9 +27,15 @@ def test_no_ceiling_inputs_unless_given_and_the_demo_gives_the_reference():
     assert settings.prometheus == () and PrometheusSettings().ceiling == CeilingSettings()
     demo = demo_target({"vllm_metrics": "http://127.0.0.1:1/metrics", "gateway_metrics": "http://127.0.0.1:2/metrics",
                         "dcgm_metrics": "http://127.0.0.1:3/metrics"})  # fmt: skip
-    # configured explicitly: 40 GB over TP 8 at 900 GB/s, and a 70B Llama's KV per token
-    assert demo.ceiling == CeilingSettings(40.0, 8, 900.0, 80 * 8 * 128 * 2 * 2) and demo.ceiling.has_inputs
-    assert demo.ceiling.kv_bytes_per_token == 327_680
+    # configured explicitly: TP 8 at 900 GB/s; no weights typed: the collector reads them from the served
+    # model's shape (Llama-3-70B AWQ g128 by the simulator's name): 37.67 GB a step, a 70B Llama's KV a token
+    assert demo.ceiling == CeilingSettings(None, 8, 900.0) and demo.max_num_seqs == 32
+    from app.model_shapes import shaped
+
+    filled, shape = shaped(demo, "sweetspot/sim-70b-awq", "")
+    assert shape is not None and shape.source == "table of known architectures (Llama 3 70B AWQ (4-bit, group 128))"
+    assert filled.ceiling.weight_gb == pytest.approx(37.666, abs=0.001) and filled.ceiling.has_inputs
+    assert filled.ceiling.kv_bytes_per_token == 327_680 and filled.ceiling.active_params_b == pytest.approx(70.55, abs=0.01)
 
 
 def test_file_then_environment_then_overrides(tmp_path):

@@ -72,15 +72,19 @@ PAGES = {
     "overview-bare": ("/?target=bare", 1, ["MBU · 5m", "unknown: set targets[].ceiling.weight_gb and tensor_parallel",
                                            "no NVML GPM (Hopper or newer) or DCGM DRAM_ACTIVE reading"],
                       ["steps/s: the report's ceiling"]),
-    # the bandwidth roof passes the compute roof (1,794) at 11.1 running: drawn as the attainable, the lower of the two
-    "operating-point": ("/operating_point?target=demo", 3, ["attainable: 1,794 at 32", "of the roofline at",
-                                                            "compute roof: 1,794 tok/s",
-                                                            "compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core",
+    # both roofs, the compute roof with prefill at the range's mix: the served model's shape (70B AWQ) on the
+    # V100s decodes on CUDA cores and prefills on tensor cores; the gap is against the attainable (issue 41)
+    "operating-point": ("/operating_point?target=demo", 3, ["attainable: ", "of the attainable at", "compute roof: ",
+                                                            "(datasheet: V100 SXM2, fp16_cuda_core (awq on sm70: decode on "
+                                                            "CUDA cores), 31.4 TFLOP/s; prefill datasheet: V100 SXM2, "
+                                                            "fp16_tensor (awq on sm70: prefill dequantised on tensor cores), "
+                                                            "125 TFLOP/s; prefill at ",
                                                             "the roofs cross at", "one request: at most",
                                                             "% of attainable"],  # the sentence whole (it was cut at 200)
-                        ["No roofline", "compute roof unknown"]),
-    "operating-point-wrong": ("/operating_point?target=wrong", 3, ["compute roof unknown: set targets[].ceiling.active_params_b"],
-                              ["No roofline"]),
+                        ["No roofline", "compute roof unknown", "compute roof 1,794"]),
+    # no active parameters typed: the served model's shape gives them (typed settings win where set)
+    "operating-point-wrong": ("/operating_point?target=wrong", 3, ["compute roof ", "prefill at "],
+                              ["No roofline", "compute roof unknown"]),
     "operating-point-bare": ("/operating_point?target=bare", 3, ["No roofline: this target has no ceiling inputs"],
                              ["roofline (modelled bound)"]),
     "targets": ("/targets", 0, ["The ceiling's inputs are wrong", "none: no ceiling inputs", "327,680 B per token"], []),

@@ -1,5 +1,6 @@
 """The Plan page in Chromium (app/ui/views/plan.py, docs/plan.md "Capacity what-if"): today's replicas and
-the other deployments for ``demo`` (the reference inputs with its 70 B parameters: both roofs), a demand
+the other deployments for ``demo`` (the reference inputs, its model's shape: both roofs with prefill), the one
+replica figure of the headline and the table, each row's evidence, a demand
 typed in, another GPU named, and the refusal that names the fix for ``bare`` (no ceiling inputs).
 
 The database is the ceiling test's (tests/test_ui_ceiling_browser.py ``fill``): an hour of the
@@ -32,18 +33,18 @@ def served():
         yield base, url
 
 
-def _expected(url: str):
+def _expected(url: str, tps: float | None = None):
     """What ``python -m app plan demo`` computes on the same database: the page must show the same."""
     from app import plan
     from app.loader import load_settings
     from db.queries import Reader
 
     settings = load_settings(None, {"SWEETSPOT_DB_URL": url})
-    return plan.plan(Reader(url), settings, "demo", time.time())
+    return plan.plan(Reader(url), settings, "demo", time.time(), tps=tps)
 
 
 def test_the_plan_of_demo(browser, served):
-    from app.formatting import number
+    from app.plan import tok_s_text
     from tests.browser import new_page, screenshot, wait_rendered
 
     base, url = served
@@ -51,10 +52,10 @@ def test_the_plan_of_demo(browser, served):
     page = new_page(browser)
     page.goto(base + "/plan?target=demo")
     wait_rendered(page, 1)
-    for text in ("Replicas of today's deployment", "tok/s a replica holds", "Share of its roofline",
-                 "the peak hour of the last 7 days", "of its roofline (median of", "production minutes",
-                 "Today's deployment: predicted tok/s and its range", number(expected.today.capacity),
-                 *(o.label for o in expected.others)):  # fmt: skip
+    for text in ("Replicas of today's deployment", "tok/s a replica holds", "Compute roof (prefill counted)",
+                 "the peak hour of the last 7 days", "fitted on", "one replica holds it: ", "production minutes", "efficiencies from",
+                 "Today's deployment: the fitted step model and its range", tok_s_text(expected.today.predicted),
+                 *(o.label for o in expected.others), *(o.evidence for o in expected.others)):  # fmt: skip
         page.get_by_text(text).first.wait_for(timeout=20000)
     screenshot(page, SCREENSHOTS / "plan-demo.png")
     # a demand typed in: 5,000 output tok/s needs more replicas than the hour's peak
@@ -64,8 +65,10 @@ def test_the_plan_of_demo(browser, served):
     box.press("Enter")
     page.get_by_text("5,000 output tok/s").first.wait_for(timeout=20000)
     wait_rendered(page, 1)
-    need = -(-5000 // expected.today.capacity)
-    page.get_by_text(f"{need:.0f}", exact=True).first.wait_for(timeout=20000)
+    from app.plan import replicas_text
+
+    need = replicas_text(_expected(url, 5000.0).today)  # the replicas and their range, as the command prints them
+    page.get_by_text(need, exact=True).first.wait_for(timeout=20000)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
 

@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 
 from app.advice import has_reference_advice, like_reference, with_reference
 from app.alerts import lease, store
+from app.alerts.down_clock import DownSpell, down_spell
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.names import window_names
@@ -32,7 +33,7 @@ from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, rec
 from app.notify.grouping import delivery_channels, delivery_line
 from app.sweet_spot import SweetSpot, resolve
 from app.verdict import judgement
-from core.settings import Settings, effective_sweetspot
+from core.settings import Settings, effective_sweetspot, stale_after
 from core.text import named
 from db import delivery, learned, verdicts
 from db.queries import Reader, points_from_columns
@@ -150,7 +151,8 @@ class Evaluator:
                 prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
                 if out.status == HOLDS or prev.state in (PENDING, FIRING):  # the advice is read then only
                     text = named(self._advice(target, rule, text, like), self.names)
-                state, change = advance(prev, rule, out, at, text)
+                spell = self._spell(target, at) if not rule.needs_data and out.status == HOLDS else None
+                state, change = advance(prev, rule, out, at, text, spell)
                 states.append(state)
                 transitions += [change] if change else []
             derived[target] = self._derived(target, outcomes, states)
@@ -168,6 +170,15 @@ class Evaluator:
                 verdicts.write(conn, judged)
         self.derived, self._minute = derived, minute
         return transitions
+
+    def _spell(self, target: str, at: int) -> DownSpell | None:
+        """The target's spell of failed scrapes: the clock of the rule that watches the data
+        (app/alerts/down_clock.py); None when it cannot be read (the evaluations' clock then)."""
+        try:
+            return down_spell(self.engine, target, at, stale_after(self.settings))
+        except Exception as exc:  # the rule is judged all the same, on the evaluations' clock
+            log.warning("alert evaluator: cannot read the scrapes of %s: %s", target, exc)
+            return None
 
     def _advice(self, target: str, rule: Rule, text: str, like: dict[str, bool]) -> str:
         """``text``, followed by the reference deployment's experience when the rule gives its default

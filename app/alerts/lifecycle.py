@@ -11,9 +11,13 @@ through them (only a cleared condition resolves it). Times are whole unix second
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from app.alerts.model import ERROR, FIRING, INACTIVE, NO_DATA, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.rules import CANNOT_TELL, CLEAR, HOLDS, Outcome, Rule
+
+if TYPE_CHECKING:
+    from app.alerts.down_clock import DownSpell
 
 
 def new_state(rule: Rule, target: str, model: str, now: int) -> AlertState:
@@ -24,8 +28,11 @@ def new_state(rule: Rule, target: str, model: str, now: int) -> AlertState:
     )  # fmt: skip
 
 
-def advance(prev: AlertState, rule: Rule, out: Outcome, now: int, recommendation: str = "") -> tuple[AlertState, Transition | None]:
-    """The state after evaluating ``rule`` at ``now`` with outcome ``out``, and the transition if any."""
+def advance(prev: AlertState, rule: Rule, out: Outcome, now: int, recommendation: str = "",
+            spell: DownSpell | None = None) -> tuple[AlertState, Transition | None]:  # fmt: skip
+    """The state after evaluating ``rule`` at ``now`` with outcome ``out``, and the transition if any.
+    ``spell``: the condition's own clock (app/alerts/down_clock.py, the target's failed scrapes): the
+    ``for`` timer then counts from its ``since`` to its ``at`` instead of from the evaluations."""
     s = dataclasses.replace(prev, last_eval_at=now, severity=rule.severity, labels=dict(rule.labels))
     if out.status in (HOLDS, CLEAR):
         s = dataclasses.replace(s, value=out.value, threshold=out.threshold)
@@ -33,19 +40,22 @@ def advance(prev: AlertState, rule: Rule, out: Outcome, now: int, recommendation
         s = dataclasses.replace(s, summary=out.summary)
     if recommendation:
         s = dataclasses.replace(s, recommendation=recommendation)
-    nxt = _next(s, rule, out.status, now)
+    nxt = _next(s, rule, out.status, now, spell)
     if nxt.state == prev.state:
         return nxt, None
     nxt = dataclasses.replace(nxt, last_change_at=now)
     return nxt, transition(prev.state, nxt, now)
 
 
-def _next(s: AlertState, rule: Rule, status: str, now: int) -> AlertState:
+def _next(s: AlertState, rule: Rule, status: str, now: int, spell: DownSpell | None = None) -> AlertState:
     if s.state == FIRING:
         return _firing(s, rule, status, now)
     if status == HOLDS:
         since = s.pending_since if s.state == PENDING and s.pending_since is not None else now
-        if now - since >= rule.for_s:
+        held_s: float = now - since
+        if spell is not None:
+            since, held_s = int(spell.since), spell.length_s
+        if held_s >= rule.for_s:
             return dataclasses.replace(s, state=FIRING, pending_since=since, firing_since=now, cleared_since=None, resolved_at=None)
         return dataclasses.replace(s, state=PENDING, pending_since=since)
     if status == CANNOT_TELL:

@@ -340,9 +340,17 @@ def _alert_item(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: t
         item["for"] = format_duration(rule.for_s)
     if rule.keep_firing_for_s:
         item["keep_firing_for"] = format_duration(rule.keep_firing_for_s)
-    item["labels"] = labels
-    item["annotations"] = {k: v for k, v in annotations.items() if v}
+    # Prometheus expands every label and annotation value of an alerting rule as a Go template: a
+    # target name holding "{{" would run as one (or fail the whole file's load)
+    item["labels"] = {k: go_template_literal(str(v)) for k, v in labels.items()}
+    item["annotations"] = {k: go_template_literal(v) for k, v in annotations.items() if v}
     return (f"{rule.name} for {targets[0]}: its own rule or thresholds" if targets else ""), item
+
+
+def go_template_literal(text: str) -> str:
+    """``text`` as a Go template that expands to ``text`` itself: each ``{{`` written as the action
+    ``{{ "{{" }}`` (what Go's text/template documents for a literal delimiter)."""
+    return text.replace("{{", '{{ "{{" }}')
 
 
 def alert_names(text: str) -> Iterator[str]:

@@ -11,14 +11,18 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from app.bench_files import BenchFileError, read_bench
-from app.formatting import number
+from app.formatting import minute, number
 from app.operating_point import server
+from core.bounded import TooLarge, read_file
 from core.errors import StorageError, UsageError
 from core.redact import masked
 from core.settings import Settings
+from core.text import visible
 from db.results import BenchRun
 
 HELP = "import a `vllm bench serve --save-result` JSON or a GuideLLM report, or list the imported ones"
+EARLIEST_RUN_AT = 946684800.0  # 2000-01-01 UTC: no serving benchmark ran before
+FUTURE_SKEW_S = 86400.0  # a file's local date read in another zone is off by hours, not by more than a day
 MAX_BYTES = 64 * 1024 * 1024  # a GuideLLM report with every request sampled runs to tens of MB
 
 
@@ -56,13 +60,18 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     from db.queries import Reader
 
     path = Path(args.file)
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            raise BenchFileError(f"{path} is {path.stat().st_size:,} bytes, over the {MAX_BYTES:,} a benchmark file has")
-        text = path.read_text(encoding="utf-8")
+    try:  # a regular file only, read with a cap (core/bounded.py): a link to /dev/zero has size 0 and no end
+        text = read_file(path, MAX_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        raise BenchFileError(f"cannot read {visible(str(exc))} (a benchmark file is a regular file of {MAX_BYTES:,} bytes at most)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BenchFileError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     run = read_bench(text, path.name)
+    now = time.time()
+    if not EARLIEST_RUN_AT <= run.run_at <= now + FUTURE_SKEW_S:  # stored, it would sort first forever
+        raise BenchFileError(f"{path.name}: the benchmark's time {minute(run.run_at)} is "
+                             f"{'in the future' if run.run_at > now else 'before 2000'} (this machine's clock reads {minute(now)})",
+                             "Fix the file's date (or this machine's clock); nothing was stored")  # fmt: skip
     known = {t.name: t.vllm_url for t in settings.targets}
     try:  # discovered targets too; a database not made yet has none
         known.update({t.name: t.vllm_url or "" for t in Reader(settings.db_url).targets()
@@ -72,7 +81,7 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
     run = replace(run, target=_target(run, args.target, known))
     engine = open_engine(settings.db_url)
     try:
-        run_id = store_bench(engine, run, time.time())
+        run_id = store_bench(engine, run, now)
     finally:
         engine.dispose()
     print(f"imported {describe(run)} as run {run_id} into {masked(settings.db_url)}")
@@ -101,10 +110,11 @@ def _target(run: BenchRun, named: str | None, known: dict[str, str]) -> str:
 
 def describe(run: BenchRun) -> str:
     """``vllm bench serve of 2026-12-06 03:01 (model m, target t): max_concurrency 8: 728 tok/s, TTFT P95 0.056 s``."""
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.run_at))
+    when = minute(run.run_at)
     levels = "; ".join(
-        f"{p.label}: {number(p.tokens_per_s)} tok/s at {number(p.concurrency)} concurrent"
+        f"{visible(p.label)}: {number(p.tokens_per_s)} tok/s at {number(p.concurrency)} concurrent"
         + (f", TTFT P95 {number(p.ttft_p95_s)} s" if p.ttft_p95_s is not None else "")
         for p in run.points
     )
-    return f"{run.tool} of {when} ({run.file_name}, model {run.model}, target {run.target}): {levels}"
+    # names from the file are data: each made visible (escaped, bounded), so none can start a line
+    return f"{run.tool} of {when} ({visible(run.file_name)}, model {visible(run.model)}, target {visible(run.target)}): {levels}"

@@ -7,15 +7,15 @@ import json
 import math
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
-from collectors.fetch import fetch_text
+from collectors.fetch import MAX_BODY_BYTES, fetch_text
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
+from core.bounded import TooLarge, read_file
 from core.errors import ScrapeError, SweetspotError, UsageError
 from core.redact import masked
 from core.settings import HttpSettings, Settings, http_from_flags
@@ -86,8 +86,10 @@ def _read(source: str, timeout_s: float, http: HttpSettings) -> str:
     """The exposition text at ``source`` (a URL or a file)."""
     if source.startswith(("http://", "https://")):
         return fetch_text(source, timeout_s, hint=HINT, http=http)
-    try:
-        return Path(source).read_text(encoding="utf-8")
+    try:  # a regular file only, at most as large as a scraped page may be (core/bounded.py)
+        return read_file(source, MAX_BODY_BYTES).decode("utf-8")
+    except TooLarge as exc:
+        raise UsageError(visible(str(exc)), "Give a file of exposition text or an http(s):// URL") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise UsageError(f"cannot read {source} ({reason})", "Give a file of exposition text or an http(s):// URL") from None

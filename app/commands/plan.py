@@ -24,8 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu", metavar="NAME", help="another deployment's GPU (a name of core/gpu_specs.json)")
     parser.add_argument("--gpus", type=int, metavar="N", help="GPUs a replica of it has (default: --tp)")
     parser.add_argument("--tp", type=int, metavar="N", help="its tensor-parallel size (default: --gpus)")
-    parser.add_argument("--from", dest="source", choices=("minutes", "sweep"),
-                        help="calibrate on the production minutes or the latest sweep (default: minutes when 30 or more)")  # fmt: skip
+    parser.add_argument("--from", dest="source", choices=("minutes", "sweep", "bench"),
+                        help="fit the step model on the production minutes, the latest sweep or the imported benchmarks "
+                             "(default: minutes when 30 or more, else the sweep, else the benchmarks)")  # fmt: skip
     parser.add_argument("--levels", metavar="LO-HI", help="calibrate only on samples at LO to HI running requests")
     parser.add_argument("--json", action="store_true", help="the whole what-if as one JSON object")
     parser.add_argument("--db", metavar="URL", help="database URL (overrides db_url / SWEETSPOT_DB_URL)")

@@ -20,13 +20,22 @@ import time
 from typing import TYPE_CHECKING
 
 from app import scheduler
-from core.durations import format_duration, parse_duration
+from core.durations import parse_duration
 from core.errors import UsageError
 from core.redact import masked
-from core.settings import DEMO_TARGET, REFERENCE_CEILING, GatewaySettings, GpuSettings, Settings, TargetSettings
+from core.settings import (
+    DEMO_TARGET,
+    REFERENCE_CEILING,
+    CeilingSettings,
+    GatewaySettings,
+    GpuSettings,
+    Settings,
+    TargetSettings,
+)
 
 if TYPE_CHECKING:
     from app.collection import CollectionService
+    from app.history_fill import HistoryFill
     from simulator import RunningSim
 
 HELP = "start the product: collector + dashboard (+ the simulator with a week of history when no target is set)"
@@ -43,19 +52,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def demo_target(urls: dict[str, str]) -> TargetSettings:
-    """The target that watches the simulator: its vLLM, its gateway queue and its 8 dcgm GPUs."""
+    """The target that watches the simulator: its vLLM, its gateway queue and its 8 dcgm GPUs. Its
+    model's shape (Llama-3-70B AWQ g128, the table's row for the simulator's served name) gives the
+    weights a step reads (37.67 GB), the KV bytes a token and the active parameters: none is typed;
+    the collector reads them when the first page names the model (app/model_shapes.py)."""
     return TargetSettings(
         name=DEMO_TARGET,
         vllm_url=urls["vllm_metrics"],
         gateway=GatewaySettings(preset="sweetspot-sim", kind="prometheus", url=urls["gateway_metrics"],
                                 metric="sweetspot_gateway_queue_depth"),
         gpu=GpuSettings(source="dcgm", url=urls["dcgm_metrics"]),
-        # The reference deployment's inputs, configured here and nowhere else (a real target without them
-        # has no ceiling): 40 GB over TP 8; dcgm-exporter cannot tell peak bandwidth, the simulated
-        # V100s have the datasheet's 900 GB/s; KV bytes per token of a 70B Llama.
-        ceiling=REFERENCE_CEILING,
+        # The reference deployment's TP and bandwidth, configured here and nowhere else (a real target
+        # without them has no ceiling): dcgm-exporter cannot tell peak bandwidth, the simulated V100s
+        # have the datasheet's 900 GB/s. Weights, KV bytes a token and active parameters: the shape's.
+        ceiling=CeilingSettings(tensor_parallel=REFERENCE_CEILING.tensor_parallel, bandwidth_gbps=REFERENCE_CEILING.bandwidth_gbps),
+        max_num_seqs=_sim_max_num_seqs(),  # the simulator's engine runs at most this many (the report's fix: 32)
         reference=True,  # its sweet spot and curve are the report's (source "reference")
     )
+
+
+def _sim_max_num_seqs() -> int:
+    from simulator.options import SimOptions
+
+    return SimOptions.max_num_seqs
 
 
 def has_history(db_url: str, target: str) -> bool:
@@ -74,26 +93,30 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         refuse_open_public(settings, settings.ui.address)
         port = args.port or settings.ui.port
         refuse_taken_port(settings.ui.address, port, "PORT={port} make run, --port {port}, or ui.port in the config file")
-    sim = None
-    if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
-        sim = _start_simulator(settings, args.seed)
-        settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
-    service = CollectionService(settings)
-    ui = None
+    sim = service = ui = None
     try:
-        if sim is not None:
-            _backfill_once(service, settings, backfill_s, args.seed)
+        # The dashboard first (Streamlit takes seconds to start: the rest is done meanwhile), the history
+        # behind it: the week fills in while the live collection runs (app/history_fill.py), and the
+        # pages say how far it has come.
         if not args.no_ui:
             ui = _start_ui(args, settings)
+        if not any(t.vllm_url for t in settings.targets) and not settings.prometheus:
+            sim = _start_simulator(settings, args.seed)
+            settings = dataclasses.replace(settings, targets=(demo_target(sim.urls),))
+        service = CollectionService(settings)
+        fill = _history_fill(service, settings, backfill_s, args.seed) if sim is not None else None
         stop = threading.Event()
         scheduler.install_signal_handlers(stop)  # before the line below invites a Ctrl-C
         print(service.turn.start_line(f"collecting {', '.join(t.name for t in settings.targets)} every "
                                       f"{settings.interval_s:g} s into {masked(settings.db_url)}; Ctrl-C stops everything"),
               flush=True)  # fmt: skip
+        if fill is not None:
+            fill.start()
         service.run_forever(stop)
     finally:
         _stop_ui(ui)
-        service.close()
+        if service is not None:
+            service.close()
         if sim is not None:
             sim.stop()
     return 0
@@ -111,28 +134,23 @@ def _start_simulator(settings: Settings, seed: int) -> RunningSim:
     return sim
 
 
-def _backfill_once(service: CollectionService, settings: Settings, span_s: float, seed: int) -> None:
-    from app.backfill import backfill
+def _history_fill(service: CollectionService, settings: Settings, span_s: float, seed: int) -> HistoryFill | None:
+    """The demo's week, begun (its first batch written before the first live round) on the first
+    start; None when there is history already or no history is asked for."""
+    from app.history_fill import HistoryFill, describe, interrupted
 
     target = settings.targets[0]
     if span_s <= 0 or has_history(settings.db_url, target.name):
-        return
-    # The history is written as the collector writes: holding its turn, so the rollup after it runs
-    # rather than reporting "another collector writes to this database" (the turn was not taken yet).
+        interrupted(service.engine, target.name, time.time())  # a fill cut short by a stop says so, once
+        return None
     if not service.turn.take():
         print("first start: another collector writes to this database; no simulated history written", flush=True)
-        return
+        return None
     now = time.time()
-    print(f"first start: backfilling {format_duration(span_s)} of simulated history (one sample per "
-          f"{BACKFILL_STEP_S:g} s) through the normal ingestion path", flush=True)
-    backfill(service.writer, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
-    service.turn.take()  # renewed: a week's backfill outlasts the lease
-    print(service.rollup(), flush=True)
-    from app.alerts.replay import judge_history
-
-    # every minute of the week judged once, as the evaluator would have (the digest and the views read them)
-    judged = judge_history(service.engine, settings, target.name, now - span_s, now - settings.interval_s)
-    print(f"verdicts: {judged:,} minutes of the history judged", flush=True)
+    print(describe(span_s, BACKFILL_STEP_S), flush=True)
+    fill = HistoryFill(service, target, now - span_s, now - settings.interval_s, BACKFILL_STEP_S, seed)
+    fill.begin()
+    return fill
 
 
 def _start_ui(args: argparse.Namespace, settings: Settings) -> subprocess.Popen[bytes]:

@@ -6,7 +6,8 @@ A group's log (:class:`GroupLog`, Alertmanager's nflog) holds which alerts it la
 firing. Per group:
 
 - a new group (nothing notified as firing) waits ``group_wait`` from its first alert's firing time,
-  so alerts that fire together arrive in one e-mail;
+  so alerts that fire together arrive in one e-mail (``target_down`` waits for nothing: see
+  :func:`wait_of`);
 - afterwards a change (an alert newly firing, or one resolved) is notified ``group_interval`` after
   the previous e-mail at the earliest; with no change, alerts still firing are repeated every
   ``repeat_interval``;
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
+from app.alerts.rules import DATA_RULES
 from app.notify.channels import ALERTMANAGER, WEBHOOK, destinations
 from app.notify.outbox import GroupLog, alert_key
 from core.durations import format_duration
@@ -187,13 +189,21 @@ def _plan_group(out: Plan, log: GroupLog, label: str, to: tuple[str, ...], state
         out.groups.append(updated)
 
 
+def wait_of(state: AlertState, email: DeliverySettings) -> float:
+    """How long a new group waits for ``state``: ``group_wait``, except for an alert of a rule that
+    watches the data (``target_down``): while it holds every other rule of its target reads no data,
+    so there is nothing to gather, and waiting would only delay the one e-mail that says the engine is
+    gone (docs/alerts.md#down-means-mailed-within-30-s)."""
+    return 0.0 if state.rule in DATA_RULES else email.group_wait_s
+
+
 def _due_at(log: GroupLog, new: list[AlertState], resolved: list[AlertState],
             firing: list[AlertState], email: DeliverySettings) -> float | None:  # fmt: skip
     """When the group's next e-mail is due, or None when there is nothing to send."""
     if not log.firing or log.last_notified_at is None:  # a new group (or one all of whose alerts ended)
         if not new:
             return None
-        return min(int(s.firing_since or 0) for s in new) + email.group_wait_s
+        return min(int(s.firing_since or 0) + wait_of(s, email) for s in new)
     if new or resolved:
         return log.last_notified_at + email.group_interval_s
     if firing:

@@ -21,6 +21,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+import ssl
 from typing import Any
 
 import httpx
@@ -30,7 +31,8 @@ from app.notify import message
 from app.notify.channels import ALERTMANAGER, endpoint, prefix, shown
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
-from collectors.fetch import masked, scrubbed, split_userinfo
+from collectors.fetch import ca_context, ca_reason, masked, scrubbed, split_userinfo
+from core.bounded import TooLarge, read_head
 from core.errors import SweetspotError
 from core.settings import AlertmanagerSettings, WebhookSettings
 from core.text import MAX_HEADER, terminal, visible
@@ -137,7 +139,7 @@ class Sender:
         self.headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **settings.http.headers}
         if settings.http.bearer_token:
             self.headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
-        self.verify: Any = (settings.http.ca_file or True) if settings.http.tls_verify else False
+        self.verify: Any = settings.http.tls_verify  # a CA file's context is made at each POST (_verify)
         if not settings.http.tls_verify:
             log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel)
 
@@ -146,6 +148,7 @@ class Sender:
         payload = json.dumps(body(self.channel, item, self.settings, self.dashboard_url, now))
         where, key = shown(self.channel, self.settings), f"alerts.{self.channel}"
         try:
+            self.verify = self._verify(key)
             status, text, location = asyncio.run(self._post(payload))
         except TimeoutError:
             raise DeadlineError(f"{where} did not answer within {self.settings.timeout_s:g} s (a receiver that is slow, "
@@ -155,7 +158,8 @@ class Sender:
                             "the value is not shown)", f"Check {key}.http.headers and {key}.http.bearer_token_env", retry=False) from None
         except (httpx.HTTPError, OSError) as exc:
             raise HookError(f"cannot reach {where} ({scrubbed(_reason(exc), self.settings.http)})", f"Check {key}.url") from None
-        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http)
+        # a receiver may echo the credentials it was sent (the URL's, a header, the token): scrubbed
+        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http, endpoint(self.channel, self.settings))
         if 200 <= status < 300:
             return text
         if status >= 500 or status == 429:
@@ -175,13 +179,21 @@ class Sender:
         async with asyncio.timeout(self.settings.timeout_s), httpx.AsyncClient(
                 auth=self.auth, verify=self.verify, timeout=self.settings.timeout_s, proxy=http.proxy or None,
                 trust_env=False) as client, client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
-            data = bytearray()
-            async for chunk in answer.aiter_raw():
-                data += chunk[: MAX_ANSWER_BYTES - len(data)]
-                if len(data) >= MAX_ANSWER_BYTES:
-                    break
+            data = await read_head(answer, MAX_ANSWER_BYTES)
         first = data.decode("utf-8", errors="replace").strip().splitlines()
         return answer.status_code, (first[0] if first else "")[:200], answer.headers.get("Location", "")
+
+    def _verify(self, key: str) -> Any:
+        """What the POST verifies TLS with: False, this machine's store (True), or the context of
+        ``http.ca_file``, read without blocking (a FIFO as the CA once held the channel)."""
+        http = self.settings.http
+        if not http.tls_verify or not http.ca_file:
+            return http.tls_verify
+        try:
+            return ca_context(http.ca_file)
+        except (OSError, ssl.SSLError, ValueError, TooLarge) as exc:
+            raise HookError(f"cannot use {key}.http.ca_file {visible(http.ca_file)!r}: {ca_reason(exc)}",
+                            f"Check {key}.http.ca_file: a readable PEM file of the receiver's CA") from None
 
     def close(self) -> None:
         """Nothing is kept open between POSTs."""

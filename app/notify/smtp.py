@@ -21,11 +21,17 @@ from contextlib import contextmanager
 from email.message import EmailMessage
 from typing import Any
 
+from core.bounded import BoundedLines, TooLarge
 from core.errors import SweetspotError
 from core.settings import EmailSettings
+from core.text import visible
 
 HOST_HINT = "Check SWEETSPOT_SMTP_HOST / SWEETSPOT_SMTP_PORT (alerts.email.host, alerts.email.port)"
 AUTH_HINT = "Check SWEETSPOT_SMTP_USER / SWEETSPOT_SMTP_PASSWORD"
+# A reply, all its lines together (RFC 5321 allows 512 bytes a line; EHLO lists a few dozen): one of
+# endless ``250-`` lines took the collector to 1.8 GB. The answer kept and stored is its head.
+MAX_REPLY_BYTES = 64 * 1024
+MAX_ANSWER_CHARS = 500
 TLS_HINT = "Check SWEETSPOT_SMTP_TLS (alerts.email.tls: none, starttls or ssl) against what the server speaks on this port"
 
 
@@ -34,13 +40,28 @@ class MailError(SweetspotError):
 
 
 class _Answering:
-    """Keeps the server's answer to DATA (``250 2.0.0 Ok: queued as …``), which sendmail discards."""
+    """Keeps the server's answer to DATA (``250 2.0.0 Ok: queued as …``, its first
+    :data:`MAX_ANSWER_CHARS` characters), which sendmail discards; and reads every reply through
+    :class:`core.bounded.BoundedLines`: smtplib joins the lines of a ``250-`` reply without end."""
 
     answer = ""
+    file: Any = None  # smtplib.SMTP's, as the class attribute it declares
+    sock: Any = None
+
+    def getreply(self) -> tuple[int, bytes]:
+        if self.file is None and self.sock is not None:
+            self.file = BoundedLines(self.sock.makefile("rb"), MAX_REPLY_BYTES, "the SMTP server")
+        if isinstance(self.file, BoundedLines):
+            self.file.reset()
+        try:
+            return super().getreply()  # type: ignore[misc]
+        except TooLarge:
+            self.close()  # type: ignore[attr-defined]
+            raise
 
     def data(self, msg: Any) -> tuple[int, bytes]:
         code, text = super().data(msg)  # type: ignore[misc]
-        self.answer = f"{code} {text.decode(errors='replace')}"
+        self.answer = visible(f"{code} {text.decode(errors='replace')}", MAX_ANSWER_CHARS)
         return code, text
 
 
@@ -145,6 +166,8 @@ def translate(exc: BaseException, where: str) -> MailError:
     """One line for a failed SMTP conversation, with the setting to check."""
     if isinstance(exc, MailError):
         return exc
+    if isinstance(exc, TooLarge):
+        return MailError(f"the SMTP server {where} sent a reply longer than {MAX_REPLY_BYTES:,} bytes: refused", HOST_HINT)
     if isinstance(exc, smtplib.SMTPAuthenticationError):
         return MailError(f"the SMTP server {where} refused the login ({_reply(exc)})", AUTH_HINT)
     if isinstance(exc, smtplib.SMTPNotSupportedError):

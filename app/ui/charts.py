@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 import altair as alt
 import pandas as pd
 
-from app.formatting import bound_name, number
+from app.formatting import bound_name, minute, number
 from app.operating_point import server
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
@@ -894,7 +893,7 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
 def _sweep_name(run: SweepRun) -> str:
     # short enough for a half-page legend; the tooltip and the page's caption carry the URL and mix
     where = run.target or server(run.url).split("://")[-1] or run.url
-    return f"sweep {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.started_at))} · {where}"
+    return f"sweep {minute(run.started_at)} · {where}"
 
 
 def sweep_source(run: SweepRun) -> str:
@@ -915,7 +914,7 @@ def _vmark(at: float, text: str) -> alt.LayerChart:
 
 def bench_name(run: BenchRun) -> str:
     """``vllm bench serve 2026-12-06 03:01``: an imported benchmark in a legend (the tooltip has the rest)."""
-    return f"{run.tool} {time.strftime('%Y-%m-%d %H:%M', time.localtime(run.run_at))}"
+    return f"{run.tool} {minute(run.run_at)}"
 
 
 def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.Chart:

@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from app.fleet import LANDING_TARGETS
-from app.ui import auth, page, reads, time_range, url_params, welcome
+from app.ui import auth, fill_notice, page, reads, time_range, url_params, welcome
 from app.ui.guard import guard
 from core.redact import masked
 
@@ -61,4 +61,5 @@ auth.return_to_asked(navigation, [p for section in PAGES.values() for p in secti
 view = url_params.sidebar(targets, time_range.now(), (settings.raw_retention_s, settings.rollup_retention_s))
 st.sidebar.caption(f"Refreshes every {settings.ui.refresh_s:g} s on live ranges · database {masked(settings.db_url)}")
 page.publish(page.Context(settings, reader, targets, view))
+fill_notice.show(reader, str(view.target))  # the demo's week filling in behind the dashboard (a line of its own)
 navigation.run()

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.bounded import TooLarge, read_file
 from core.durations import DurationError, parse_duration
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
 from core.redact import masked
@@ -95,6 +96,8 @@ def _scalar(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: {finite_problem(value)}; write a number such as 1.5")
         return float(value)
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        if finite_problem(value):
+            raise ConfigError(f"{key}: {finite_problem(value)}; write a whole number such as 100")
         return value
     if tp in (str, bool) and isinstance(value, tp):
         return value
@@ -235,6 +238,11 @@ def _validate(settings: Settings) -> Settings:
     if learner.step_s < 1 or learner.span_s < learner.step_s or learner.min_busy_s < 0 or learner.min_level_s < 0 \
             or learner.restart_settle_s < 0 or learner.min_levels < 2:
         raise ConfigError("learner: step_s must be ≥ 1 s and ≤ span_s, min_levels ≥ 2, the other durations ≥ 0")
+    if learner.span_s / learner.step_s > MAX_LEARNER_SAMPLES or learner.min_levels > MAX_LEARNER_LEVELS:
+        # bounded work: 3650 d at 1 s (3e8 samples a target) stopped all alerting and took over 6 GB
+        raise ConfigError(f"learner: span_s / step_s is {learner.span_s / learner.step_s:,.0f} samples a target and "
+                          f"min_levels {learner.min_levels}; at most {MAX_LEARNER_SAMPLES:,} samples and "
+                          f"{MAX_LEARNER_LEVELS} levels (raise step_s or lower span_s)")
     q = settings.query
     if not 0 < q.timeout_s <= q.max_timeout_s or q.row_limit < 1:
         raise ConfigError("query: timeout_s must be > 0 and ≤ max_timeout_s, and row_limit ≥ 1")
@@ -388,17 +396,31 @@ def require_scrape_tokens(settings: Settings) -> None:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML settings file; errors name the file and the line."""
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+    try:  # a regular file only, with a cap (core/bounded.py): a FIFO or a device is refused, not waited on
+        # utf-8-sig: a byte-order mark (as some Windows editors write) is not part of the text
+        return tomllib.loads(read_file(path, MAX_SETTINGS_BYTES).decode("utf-8-sig"))
+    except TooLarge as exc:
+        raise ConfigError(f"{exc} (a settings file is a regular file; check --config or {ENV_CONFIG})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory, not a settings file (check --config or {ENV_CONFIG})") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: not readable (permission denied)") from None
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path} (check --config or {ENV_CONFIG})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # an integer of 4,300+ digits: Python will not convert it
+        raise ConfigError(f"{path}: holds a number no setting can take ({str(exc).split(':')[0]})") from None
     except RecursionError:  # 50,000 nested arrays or tables: deeper than the parser follows
         raise ConfigError(f"{path}: nested too deeply to be read (tables or arrays inside each other by the thousand); "
                           "a settings file nests a few levels") from None
 
+
+MAX_SETTINGS_BYTES = 16 * 1024 * 1024
+MAX_LEARNER_SAMPLES = 1_000_000  # a week at 1 s is 604,800; the default (a week of minutes) 10,080
+MAX_LEARNER_LEVELS = 1000  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 

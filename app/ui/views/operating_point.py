@@ -16,6 +16,7 @@ from app.operating_point import (
     request_speeds,
     roofline,
     roofline_text,
+    served_shape,
     sweeps_of,
     target_roofline,
 )
@@ -58,8 +59,10 @@ curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_T
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
-roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks))
-roofs = target_roofline(figures)  # both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth
+info = ctx.target_info()
+# both roofs: compute (datasheet or configured peak FLOP/s, prefill at the range's mix) and bandwidth
+roofs = target_roofline(figures, served_shape(figures, info.models if info else ()))
+roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks), roofs)
 compute_roof = roofs.compute_tok_s if roofs else None
 st.markdown(f"**Sweet spot**: {spot.line()}")
 if knee:

@@ -7,7 +7,7 @@ import streamlit as st
 from app.epochs import comparisons
 from app.formatting import clock
 from app.headroom import line as headroom_line
-from app.ui import alert_views, chart_cache, charts, page, time_range, widgets
+from app.ui import alert_views, chart_cache, charts, fill_notice, page, time_range, widgets
 from app.ui.guard import guard
 from app.verdict import broken_since, evaluate, last_up, slo_note
 from core.text import markdown
@@ -52,7 +52,10 @@ def live() -> None:
         st.caption(warning)
     st.caption(widgets.history_text(history, span.start, span.end))
     # the trend of the peak hour against the sweet spot, from whole days (app/headroom.py)
-    st.caption(f"Headroom: {markdown(headroom_line(ctx.reader, ctx.settings, str(view.target), now), 1000)}")
+    filling = fill_notice.filling_days(ctx.reader, str(view.target))  # no trend judged on a part of the week
+    headroom = (f"waits for the week's history ({filling[0]} of {filling[1]} days written)" if filling
+                else headroom_line(ctx.reader, ctx.settings, str(view.target), now))
+    st.caption(f"Headroom: {markdown(headroom, 1000)}")
     if engine := widgets.engine_note(figures):  # waiting by reason, speculative decoding, LoRA, sleep
         st.caption(engine)
     st.caption(

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app.formatting import number
-from app.plan import CANDIDATES, Plan
+from app.plan import CANDIDATES, Plan, replicas_text, tok_s_text
 from app.ui import page, reads, time_range
 from app.ui.guard import guard
 from core import roofline as roofs
@@ -18,8 +18,10 @@ from core.text import markdown
 ctx = page.context()
 target = ctx.view.target or ""
 st.header(f"Plan · {markdown(target)}")
-st.caption("Capacity what-if: the roofline of each deployment scaled by this target's measured share of its own "
-           "roofline (its production minutes, else its latest load sweep). `python -m app plan` prints the same.")  # fmt: skip
+st.caption("Capacity what-if: a step model with both phases (decode: bytes ÷ bandwidth or FLOPs ÷ compute, plus a "
+           "fixed overhead; prefill at this target's mix) whose efficiencies are fitted on this target's own levels "
+           "(its production minutes, else its latest load sweep, else its imported benchmarks). "
+           "`python -m app plan` prints the same.")  # fmt: skip
 
 demand_col, gpu_col, gpus_col, tp_col = st.columns([3, 3, 1, 1])
 kind = demand_col.radio("Demand", ("peak hour of the last 7 days", "requests/s", "output tok/s"), horizontal=True)
@@ -52,30 +54,27 @@ if isinstance(plan, UsageError):
 today = plan.today
 st.markdown(f"**Demand**: {markdown(plan.demand.text(), 1000)}.")
 st.markdown(f"**Sweet spot**: {markdown(plan.sweet_spot, 1000)} · TTFT P95 SLO {number(plan.slo_s)} s"
-            + (f", measured {number(plan.ttft_at_knee_s)} s there" if plan.ttft_at_knee_s is not None else "") + ".")  # fmt: skip
+            + (f", measured {number(plan.ttft_at_knee_s)} s there" if plan.ttft_at_knee_s is not None else "")
+            + f" · running limit {markdown(plan.running_limit)}.")  # fmt: skip
 left, middle, right = st.columns(3)
-left.metric("Replicas of today's deployment", "—" if today.replicas is None else today.replicas,
-            help="the demand ÷ what one replica holds at its sweet spot, rounded up")  # fmt: skip
-middle.metric("tok/s a replica holds", number(today.capacity),
-              help="its own curve at the sweet spot where measured, else the calibrated roofline")  # fmt: skip
-right.metric("Share of its roofline", f"{number(plan.calibration.ratio * 100)} %",
-             help="the median of measured ÷ attainable tok/s over its calibration samples")  # fmt: skip
+left.metric("Replicas of today's deployment", "—" if today.replicas is None else replicas_text(today),
+            help="the demand ÷ what one replica holds at its sweet spot, rounded up; the range from its range")  # fmt: skip
+middle.metric("tok/s a replica holds", tok_s_text(today.predicted),
+              help="its own curve at the sweet spot where measured, else the fitted step model; the range: the fit's")  # fmt: skip
+right.metric("Compute roof (prefill counted)", "unknown" if today.compute_tok_s is None else f"{number(today.compute_tok_s)} tok/s",
+             help="each output token's decode FLOPs and its share of the prompts' prefill FLOPs, at peak")  # fmt: skip
+st.markdown(f"**Roofs**: {markdown(plan.roofs_text, 2000)}.")
+st.markdown(f"**Another deployment**: {markdown(plan.answer(), 2000)}.")
 st.caption(markdown(plan.uncertainty(), 2000))
-
-
-
-def _range(low: float, high: float) -> str:
-    return f"{number(low)}–{number(high)}"
-
 
 rows = [{"deployment": o.label, "steps/s bound": number(o.steps_bound_per_s),
          "compute roof tok/s": "unknown" if o.compute_tok_s is None else number(o.compute_tok_s),
-         "knee (running)": number(o.knee), "roofline at knee": number(o.attainable_tok_s),
-         "tok/s at knee": f"{number(o.predicted.tokens_per_s)} ({_range(o.predicted.low, o.predicted.high)})",
-         "replicas": o.memory_note if o.replicas is None else str(o.replicas)} for o in (today, *plan.others)]  # fmt: skip
+         "knee (running)": number(o.knee), "tok/s at knee": tok_s_text(o.predicted),
+         "replicas": o.memory_note if o.replicas is None else replicas_text(o), "efficiencies from": o.evidence}
+        for o in (today, *plan.others)]  # fmt: skip
 st.table(pd.DataFrame(rows).set_index("deployment"))
-notes = sorted({f"{o.label}: knee = {o.knee_note}" for o in plan.others})
-st.caption(markdown(" · ".join(notes), 2000))
+for o in plan.others:
+    st.caption(markdown(f"{o.label}: knee = {o.knee_note}; assumes {o.assumes}", 2000))
 
 curve = pd.DataFrame([{"running": c, "predicted": p.tokens_per_s, "low": p.low, "high": p.high} for c, p in plan.curve])
 base = alt.Chart(curve).encode(x=alt.X("running:Q", scale=alt.Scale(type="log", base=2), title="running requests an engine"))
@@ -84,9 +83,9 @@ line = base.mark_line(point=True).encode(y="predicted:Q", tooltip=["running", "p
 seen = pd.DataFrame([{"running": lv.concurrency, "measured": lv.tokens_per_s} for lv in plan.calibration.levels])
 dots = alt.Chart(seen).mark_point(shape="diamond", size=80, filled=True, color="#d6336c").encode(
     x="running:Q", y="measured:Q", tooltip=["running", "measured"])
-st.altair_chart((band + line + dots).properties(title="Today's deployment: predicted tok/s and its range", height=320),
+st.altair_chart((band + line + dots).properties(title="Today's deployment: the fitted step model and its range", height=320),
                 width="stretch")  # fmt: skip
-st.caption(f"Line and band: the calibrated roofline and its range. Diamonds: what it measured, calibrated on "
-           f"{markdown(plan.calibration.source)}: "
-           + ", ".join(f"{lv.concurrency} running: {number(lv.ratio * 100)} % ({lv.samples})" for lv in plan.calibration.levels)
+st.caption(f"Line and band: the step model fitted on {markdown(plan.calibration.source)} and its range. Diamonds: the "
+           "median measured tok/s at each level it was fitted on: "
+           + ", ".join(f"{lv.concurrency} running: {number(lv.tokens_per_s)} ({lv.error * 100:+.0f} %)" for lv in plan.calibration.levels)
            + ".")  # fmt: skip
