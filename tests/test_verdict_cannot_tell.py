@@ -123,8 +123,8 @@ def test_the_stored_minute_has_the_same_state_and_reasons(tmp_path):
     # a target of its own (not the demo's reference), with no sweet spot configured, swept or learned
     settings = Settings(db_url=url, targets=(ui_db.target_settings("demo"),))
     evaluator = Evaluator(engine, settings)
-    evaluator.evaluate_once(at + 120)
-    (stored,) = Reader(engine=engine).verdicts("demo", at + 60, at + 180)
+    evaluator.evaluate_once(at)  # where its rounds end: fresh, judged
+    (stored,) = Reader(engine=engine).verdicts("demo", at - 60, at + 60)
     engine.dispose()
     assert stored.state == CANNOT_TELL
     assert stored.not_judged["concurrency"].startswith("no sweet spot yet")

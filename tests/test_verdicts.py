@@ -59,7 +59,7 @@ def test_one_verdict_per_target_and_minute_with_the_overrides_honoured(engine, d
     ]  # fmt: skip
     # (its rounds carry tok/s and running alone: TTFT, preemptions and KV usage are not judged either)
     assert set(json.loads(rows[1]["not_judged"])) >= {"concurrency", "under_delivering", "preemptions", "kv_cache"}
-    assert json.loads(rows[1]["not_judged"])["concurrency"].startswith("no sweet spot yet (run `python -m app sweep`")
+    assert json.loads(rows[1]["not_judged"])["concurrency"].startswith("no sweet spot yet (run a load sweep")
     u = rows[2]
     assert u["rules_held"] == "concurrency" and json.loads(u["held_values"]) == {"concurrency": 4.0}
     assert "target_down" in rows[0]["rules_held"].split(",")
