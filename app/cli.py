@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "epochs": "epochs",
     "plan": "plan",
+    "targets": "targets",
     "scenarios": "scenarios",
 }
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app import scheduler
 from app.alerts.model import AlertState
 from app.jobs import RoundReader, describe_round
+from core.durations import format_duration
 from core.settings import (
     Settings,
     SweetSpotSettings,
@@ -77,6 +78,10 @@ class CollectionService:
         self.writer = Writer(self.engine)
         for target in settings.targets:
             self.writer.register_target(target, stale_after(settings))
+        # a stored target this collector is not configured with: "not configured any more", not "down"
+        for name in self.writer.retire_unconfigured([t.name for t in settings.targets], clock()):
+            log.info("target %s is not configured any more: kept, listed %s more, never read (python -m app targets "
+                     "drop %s removes it)", name, format_duration(settings.retired_shown_s), name)
         write_thresholds(self.engine, sweetspot_pairs(settings))
         self.rounds = RoundReader(settings, clock)
         self._shaped: set[str] = set()  # targets whose model shape was looked up (app/model_shapes.py)

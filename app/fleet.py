@@ -14,20 +14,23 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from app.alerts.names import NOT_CONFIGURED
 from app.alerts.rules import DEFAULT_RULES, Rule, rule_set
 from app.formatting import MISSING
 from app.headroom import Headroom, headroom_of
 from app.sweet_spot import SweetSpot, resolve
-from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, evaluate, no_data_reason
+from app.verdict import CANNOT_TELL, CRITICAL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, Unjudged, evaluate, no_data_reason
 from collectors.prometheus import COLON_FORM, UNDERSCORE_FORM
 from core.settings import Settings, SweetSpotSettings, effective_sweetspot
 from core.text import terminal, visible
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 
 DOWN = "down"
-# worst first: a target we cannot see, one that breaks a rule, one without data, a good one
-STATE_ORDER = {DOWN: 0, OUTSIDE: 1, NO_DATA: 2, IN_SWEET_SPOT: 3}
-STATE_LABELS = {DOWN: "down", OUTSIDE: "outside", NO_DATA: "no data", IN_SWEET_SPOT: "in the sweet spot"}
+RETIRED = "retired"  # not configured any more: listed for retired_shown_s, never "down"
+# worst first: a target we cannot see, one that breaks a rule, one without data, one we cannot judge, a good one
+STATE_ORDER = {DOWN: 0, OUTSIDE: 1, NO_DATA: 2, CANNOT_TELL: 3, IN_SWEET_SPOT: 4, RETIRED: 5}
+STATE_LABELS = {DOWN: "down", OUTSIDE: "outside", NO_DATA: "no data", CANNOT_TELL: "cannot tell", IN_SWEET_SPOT: "in the sweet spot",
+                RETIRED: NOT_CONFIGURED}  # fmt: skip
 SPARK_S = 3600.0  # the sparkline's span: the last hour
 SPARK_STEP_S = 60.0
 # the fields one series call brings: the sparkline and what the queue-growth rule needs
@@ -40,9 +43,10 @@ LANDING_TARGETS = 3
 class TargetState:
     """A target's state with the reasons behind it (broken clauses, why no data, the error)."""
 
-    state: str  # DOWN, OUTSIDE, NO_DATA or IN_SWEET_SPOT
+    state: str  # DOWN, OUTSIDE, NO_DATA, CANNOT_TELL or IN_SWEET_SPOT
     reasons: tuple[str, ...]
     critical: bool = False
+    unjudged: tuple[Unjudged, ...] = ()  # the default rules it could not judge (CANNOT_TELL: its reasons too)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class ModelAggregate:
     outside: int  # targets outside the sweet spot or down
     tokens_per_s: float | None
     mbu_lowest: float | None  # the lowest MBU among the targets (0–1; each target's best source)
-    ttft_p95_s_worst: float | None
+    ttft_p95_s_worst: float | None  # the clients' TTFT P95 (what the verdict judges), the worst target's
     preemptions: float | None
     running: float | None
 
@@ -79,13 +83,17 @@ def target_state(
 ) -> TargetState:  # fmt: skip
     """The state of one target over the window (the Fleet's and ``status --all``'s one judge):
     ``rule_defs`` the target's rule set (app.alerts.rules.rule_set; None: the default rules)."""
+    if figures.retired_at is not None:
+        return TargetState(RETIRED, (no_data_reason(figures),))
     if figures.up is False:
         why = no_data_reason(figures) if figures.stale_s is not None else figures.last_error or "the last scrape failed"
         return TargetState(DOWN, (why,), critical=True)
     verdict = evaluate(figures, sweetspot, recent, DEFAULT_RULES if rule_defs is None else rule_defs, spot)
     if verdict.state == NO_DATA:
         return TargetState(NO_DATA, (verdict.reason,), critical=True)
-    return TargetState(verdict.state, tuple(c.text for c in verdict.clauses), verdict.severity == CRITICAL)
+    if verdict.state == CANNOT_TELL:
+        return TargetState(CANNOT_TELL, tuple(u.text for u in verdict.unjudged), unjudged=verdict.unjudged)
+    return TargetState(verdict.state, tuple(c.text for c in verdict.clauses), verdict.severity == CRITICAL, verdict.unjudged)
 
 
 def fleet(
@@ -101,7 +109,10 @@ def fleet(
     end = math.floor(now / SPARK_STEP_S) * SPARK_STEP_S  # whole minutes, as the Overview's charts
     figures = reader.fleet(now, window_s, (end - SPARK_S, end, SPARK_STEP_S), SERIES_FIELDS)
     rows = []
+    shown_s = math.inf if settings is None else settings.retired_shown_s
     for name, f in figures.items():
+        if f.window.retired_at is not None and now - f.window.retired_at >= shown_s:
+            continue  # not configured any more for long enough: out of the list (its history is kept)
         own = sweetspot if settings is None else effective_sweetspot(settings, name)
         defs = None if settings is None else rule_set(settings, name)
         spot = None if settings is None else resolve(reader, settings, name, now)
@@ -148,7 +159,7 @@ def _aggregate(model: str, rows: list[FleetRow]) -> ModelAggregate:
         outside=sum(r.state.state in (OUTSIDE, DOWN) for r in rows),
         tokens_per_s=_sum(f.tokens_per_s for f in figs),
         mbu_lowest=min((f.mbu for f in figs if f.mbu is not None), default=None),
-        ttft_p95_s_worst=max((f.ttft_p95_s for f in figs if f.ttft_p95_s is not None), default=None),
+        ttft_p95_s_worst=max((f.client_ttft_p95_s for f in figs if f.client_ttft_p95_s is not None), default=None),
         preemptions=_sum(f.preemptions for f in figs),
         running=_sum(f.running_avg for f in figs),
     )
@@ -188,7 +199,7 @@ def table(rows: Sequence[FleetRow]) -> str:
         f = r.figures
         lines.append(
             f"{visible(r.name, 28):28} {STATE_LABELS[r.state.state]:18} {_cell(f.tokens_per_s):>7} {_cell(f.mbu, 100, 0, '%'):>5} "
-            f"{_cell(f.dram_bw_util, 100, 0, '%'):>5} {_cell(f.ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
+            f"{_cell(f.dram_bw_util, 100, 0, '%'):>5} {_cell(f.client_ttft_p95_s, digits=2, unit=' s'):>8} {_cell(f.preemptions, digits=0):>7} {_cell(f.running_avg):>7} "
             f"{_cell(f.queue_depth_max, digits=0):>5} {_cell(f.kv_cache_usage_max, 100, 0, '%'):>5}  {'; '.join(r.state.reasons)}"
         )
     models = by_model(rows)

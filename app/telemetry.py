@@ -50,7 +50,7 @@ GAUGES: tuple[tuple[str, str, str], ...] = (
     ("sweetspot_preemptions", "preemptions", f"preemptions {_W}: requests the engine paused and must recompute because the KV cache ran out (any is work redone)"),
     ("sweetspot_requests_per_second", "requests_per_s", f"finished requests per second {_W}"),
 )
-VERDICTS = ("in_sweet_spot", "outside", "no_data")
+VERDICTS = ("in_sweet_spot", "outside", "cannot_tell", "no_data")
 SEVERITIES = ("warning", "critical")
 SOURCES = ("vllm", "gateway", "gpu")
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -165,7 +165,7 @@ class _Snapshot(Collector):
 
     def _derived(self) -> Iterator[Metric]:
         derived = self.derived()
-        verdict = GaugeMetricFamily("sweetspot_verdict", "1 for the target's verdict over the alert rules' window (in_sweet_spot, outside, no_data), 0 for the others",
+        verdict = GaugeMetricFamily("sweetspot_verdict", "1 for the target's verdict over the alert rules' window (in_sweet_spot, outside, cannot_tell, no_data), 0 for the others",
                                     labels=["target", "verdict"])  # fmt: skip
         firing = GaugeMetricFamily("sweetspot_alerts_firing", "alerts firing, by severity", labels=["target", "severity"])
         figures = {name: GaugeMetricFamily(name, text, labels=["target"]) for name, _, text in GAUGES}

@@ -83,6 +83,7 @@ LIMITS: dict[str, Limit] = {
     "raw_retention_s": _seconds(60, MAX_DURATION_S, above=False),
     "rollup_retention_s": _seconds(3600, MAX_DURATION_S, above=False),
     "hourly_retention_s": _seconds(DAY, MAX_DURATION_S, above=False),
+    "retired_shown_s": _seconds(0, MAX_DURATION_S, above=False),
     **{f"targets[].ceiling.{k}": v for k, v in _CEILING.items()},
     **{f"prometheus[].ceiling.{k}": v for k, v in _CEILING.items()},
     **{f"sweetspot.{k}": v for k, v in _THRESHOLDS.items()},

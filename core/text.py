@@ -27,6 +27,7 @@ import logging
 import re
 import threading
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
 
 from core.redact import MaskingFormatter
@@ -76,6 +77,15 @@ _ALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK"})
 def _script(c: str) -> str:
     """The script of a letter as its Unicode name begins (LATIN, CYRILLIC, GREEK, CJK...)."""
     return unicodedata.name(c, "?").split(" ", 1)[0]
+
+
+def named(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each setting's name in ``names`` replaced by what the user actually used for it
+    (``targets[].vllm_url`` → ``--vllm-url`` for a target given as flags): every message names what
+    the user can change. Longer names first, so ``targets[].gpu.source = none`` wins over its prefix."""
+    for key in sorted(names, key=len, reverse=True):
+        text = text.replace(key, names[key])
+    return text
 
 
 def name_problem(name: str, limit: int = MAX_NAME) -> str:

@@ -122,11 +122,13 @@ def wait_p95_s(queue: np.ndarray, rate: np.ndarray) -> np.ndarray:
     """The 95th percentile of the gateway wait: a request that finds ``queue`` waiting is admitted after
     as many departures, at ``rate`` a second; their time is Gamma(queue, rate) where departures come
     as a Poisson stream (mean queue ÷ rate: Little's law), its P95 by Wilson and Hilferty's cube-root
-    approximation. 0 for an empty queue, NaN where the rate is 0 or unknown."""
+    approximation. 0 for an empty queue, NaN where the rate is 0 or unknown, or no queue was read (no
+    gateway: a P95 of a wait nobody measured read 19.8 s beside "gateway wait: no data")."""
     k = np.where(queue > 0, queue, 1.0)
     gamma_p95 = k * (1.0 - 1.0 / (9.0 * k) + Z95 / (3.0 * np.sqrt(k))) ** 3
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(queue == 0, 0.0, np.where(rate > 0, gamma_p95 / np.where(rate > 0, rate, 1.0), np.nan))
+        wait = np.where(queue == 0, 0.0, np.where(rate > 0, gamma_p95 / np.where(rate > 0, rate, 1.0), np.nan))
+    return np.where(np.isnan(queue), np.nan, wait)
 
 
 def client_ttft_p95_s(f: dict[str, np.ndarray]) -> np.ndarray | None:

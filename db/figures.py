@@ -209,7 +209,7 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("client_ttft_p95_s", "derived", ("ttft",), unit="s", label="TTFT P95 (clients)",
            help="TTFT P95 as clients see it (s): max(the engine's TTFT P95, its median + the gateway wait's P95) "
            "(the engine's where no gateway)",
-           fn=derived.client_ttft_p95_s),
+           fn=derived.client_ttft_p95_s, panel="ttft", line="P95 as clients see it"),
     Figure("client_ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0,
            label="SLO attainment (clients)",
            help="share of requests whose gateway wait + engine TTFT was within ttft_p95_slo_s (0–1)"),

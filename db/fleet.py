@@ -6,6 +6,7 @@ engine); read-only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,11 +78,15 @@ def fleet_figures(
 def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, float, float],
            fields: Sequence[str]) -> dict[str, FleetFigures]:  # fmt: skip
     t, m = schema.targets, schema.models
-    targets = conn.execute(select(t.c.id, t.c.name, t.c.discovered_by, t.c.engine, t.c.stale_after_s)).all()
+    # a target dropped from the lists (`targets drop --keep-history`) is in none of them
+    columns = (t.c.id, t.c.name, t.c.discovered_by, t.c.engine, t.c.stale_after_s, t.c.retired_at)
+    targets = conn.execute(select(*columns).where(t.c.dropped_at.is_(None))).all()
     names = {row.id: row.name for row in targets}
     models: dict[int, list[int]] = {tid: [] for tid in names}
     model_names: dict[int, list[str]] = {tid: [] for tid in names}
     for mid, tid, mname in conn.execute(select(m.c.id, m.c.target_id, m.c.name).order_by(m.c.id)):
+        if tid not in models:  # a dropped target's
+            continue
         models[tid].append(mid)
         model_names[tid].append(mname)
     hi = int(math.floor(end)) + 1
@@ -103,6 +108,8 @@ def _fleet(conn: Connection, end: float, window_s: float, series: tuple[float, f
         sleep = pipeline.sleep_state_at(conn, models[tid], lo, hi) if models[tid] else None
         window = pipeline.window_from(name, None, end, window_s, lo, windows[tid], last.get(tid), targets_ceiling.get(tid), gpus.get(tid, ()),
                                row.engine, sleep, row.stale_after_s, configured_peak_gbps=configured.get(tid))  # fmt: skip
+        if row.retired_at is not None:
+            window = dataclasses.replace(window, retired_at=float(row.retired_at))
         ts = (np.arange(len(steps[tid]["scrapes"]), dtype=np.float64) * step + s_lo).tolist()
         points: dict[str, list[Any]] = {"ts": ts, **pipeline.columns(steps[tid])}
         out[name] = FleetFigures(window, points, tuple(model_names[tid]), row.discovered_by)

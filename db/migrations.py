@@ -489,6 +489,28 @@ def _learned_sweet_spots(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.learned_sweet_spots], checkfirst=True)
 
 
+def _delivery_state(conn: Connection) -> None:
+    # Where the collector's notifications go, as it stored it (db/delivery.py); a fresh database got
+    # the table from 0001: checkfirst.
+    schema.metadata.create_all(conn, tables=[schema.delivery_state], checkfirst=True)
+
+
+def _cannot_tell(conn: Connection) -> None:
+    # verdicts.not_judged: the default rules that could not judge a minute and why (a minute judged
+    # "cannot tell"); NULL in older rows, judged before the verdict said what it could not judge.
+    if "not_judged" not in _columns(conn, "verdicts"):
+        conn.execute(text("ALTER TABLE verdicts ADD COLUMN not_judged TEXT"))
+
+
+def _retired_targets(conn: Connection) -> None:
+    # targets.retired_at and dropped_at: a target the collector no longer reads, and one dropped from the
+    # lists (`targets drop --keep-history`); NULL in older rows: configured and listed.
+    have = _columns(conn, "targets")
+    for column in ("retired_at", "dropped_at"):
+        if column not in have:
+            conn.execute(text(f"ALTER TABLE targets ADD COLUMN {column} INTEGER"))
+
+
 def _stale_after(conn: Connection) -> None:
     # targets.stale_after_s: how long after its last scrape a target reads stale (the collector writes
     # 2 × interval + scrape timeout); verdicts.thresholds: the thresholds each minute was judged by, so
@@ -567,6 +589,9 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0031_config_epochs", _config_epochs),
     ("0032_gateway_wait", _gateway_wait),
     ("0034_learned_sweet_spots", _learned_sweet_spots),
+    ("0050_delivery_state", _delivery_state),
+    ("0051_cannot_tell", _cannot_tell),
+    ("0052_retired_targets", _retired_targets),
     ("0060_running_limit", _running_limit),
     ("0065_history_fill", _history_fill),
 ]

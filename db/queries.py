@@ -52,6 +52,7 @@ from db.results import BenchRun, ConfigEpoch, GpuFigures, GpuPoint, SeriesPoint,
 from db.sources import RAW
 
 if TYPE_CHECKING:
+    from db.delivery import StoredDelivery
     from db.fleet import FleetFigures
     from db.history_fill import FillProgress
     from db.notifications import NotificationEntry
@@ -258,6 +259,12 @@ class Reader:
 
         return self._run("reading imported benchmarks", load_benches, limit, target)
 
+    def delivery(self, now: float) -> StoredDelivery | None:
+        """Where the collector's notifications go, as it stored it (db/delivery.py; None: none stored yet)."""
+        from db.delivery import read
+
+        return self._run("reading the collector's delivery", read, now)
+
     def notifications(self, since: float, limit: int = 200) -> list[NotificationEntry]:
         """The e-mail notification log since ``since``, newest first (db/notifications.py)."""
         from db.notifications import notification_log
@@ -310,7 +317,9 @@ def _models(conn: Connection, target: str) -> list[str]:
 
 def _targets(conn: Connection) -> list[TargetInfo]:
     out = []
-    for row in conn.execute(select(schema.targets).order_by(schema.targets.c.name)):
+    # a target dropped from the lists (`targets drop --keep-history`) is in none: its rows stay for queries
+    t = schema.targets
+    for row in conn.execute(select(t).where(t.c.dropped_at.is_(None)).order_by(t.c.name)):
         last = _last_scrape(conn, row.id)
         out.append(
             TargetInfo(
@@ -335,6 +344,7 @@ def _targets(conn: Connection) -> list[TargetInfo]:
                 series_dropped=row.series_dropped or 0,
                 series_limit=row.series_limit,
                 stale_after_s=row.stale_after_s,
+                retired_at=row.retired_at,
                 max_num_seqs=row.max_num_seqs,
             )
         )
@@ -436,7 +446,8 @@ def _window(
     found = window_from(target, model, end, window_s, lo, f, last, ceiling, gpus, engine, sleep, stale_after, wait_metric,
                         None if row is None else row.bandwidth_gbps)  # fmt: skip
     gap = "" if row is None or ceiling is not None else target_ceiling_missing(conn, row.id)
-    return dataclasses.replace(found, ceiling_missing=gap) if gap else found
+    found = dataclasses.replace(found, ceiling_missing=gap) if gap else found
+    return dataclasses.replace(found, retired_at=row.retired_at) if row is not None and row.retired_at is not None else found
 
 
 # -- GPUs --------------------------------------------------------------------------------------------

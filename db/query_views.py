@@ -23,7 +23,7 @@ from collectors.catalogue import CATALOGUE
 from core import mbu
 from db.figures import FIGURES, Figure
 from db.query_functions import SCHEMA
-from db.verdicts import IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
+from db.verdicts import CANNOT_TELL, IN_SWEET_SPOT, NO_DATA, NOT_STORED, OUTSIDE
 
 
 @dataclass(frozen=True)
@@ -153,16 +153,18 @@ def _verdict_columns(period: str) -> tuple[Col, ...]:
     if period == "minute":
         return (
             Col("in_sweet_spot", "1/0/NULL", "the target's verdict of the minute: 1 in the sweet spot, 0 outside, "
-                "NULL no data or no verdict stored: no collector judged that minute (the verdict_history view)"),
-            Col("verdict", "", "in_sweet_spot, outside, no_data, or 'no verdict stored' (no collector judged that minute:"
+                "NULL cannot tell, no data or no verdict stored: no collector judged that minute (the verdict_history view)"),
+            Col("verdict", "", "in_sweet_spot, outside, cannot_tell (a rule could not be judged), no_data, or 'no verdict "
+                "stored' (no collector judged that minute:"
                 " none ran, or the data was backfilled)"),
             Col("rules_broken", "", "the rules whose condition held that minute (what broke), comma-separated (NULL: no "
                 "verdict stored)"),
         )
     return (
         Col("in_sweet_spot", "1/0/NULL", "from the hour's minute verdicts: 0 when a minute was outside, 1 when "
-            "none was and one was in the sweet spot, NULL when none was judged with data"),
-        Col("verdict", "", "outside, in_sweet_spot or no_data by the same rule, or 'no verdict stored' (no minute of the hour"
+            "none was, none could not tell and one was in the sweet spot, NULL otherwise"),
+        Col("verdict", "", "outside, cannot_tell, in_sweet_spot or no_data by the same rule (the first that a minute "
+            "had, in that order), or 'no verdict stored' (no minute of the hour"
             " was judged)"),
     )  # fmt: skip
 
@@ -228,11 +230,13 @@ VIEWS: tuple[View, ...] = (
             Col("target", "", "target name"),
             Col("ts", "unix s", "the minute's start (UTC)"),
             TIME,
-            Col("state", "", "in_sweet_spot, outside or no_data, as status says it"),
+            Col("state", "", "in_sweet_spot, outside, cannot_tell or no_data, as status says it"),
             Col("rules_broken", "", "the rules whose condition held (what broke), comma-separated in rule order "
                 "(empty: none)"),
             Col("broken_values", "JSON", "each rule that broke → its value, unscaled (e.g. kv_cache_usage_max as 0–1)"),
             *_at("evaluated", "the evaluation that judged the minute: each rule's window ended then"),
+            Col("not_judged", "JSON", "each rule that could not judge the minute → why (\"\": the window's own reason, an "
+                "outage inside it); NULL when every rule was judged, or stored before the verdict said so"),
         ),
     ),
     View("gpu_minutes", "one row per GPU and minute", _gpu_figures("minute")),
@@ -499,6 +503,7 @@ FROM ({base}) b"""
     # the hour's, from its minutes' (a range of the verdicts' key: one index read per hour row)
     count: Callable[[str], str] = lambda state: f"SUM(CASE WHEN v.state = '{state}' THEN 1 ELSE 0 END)"  # noqa: E731
     hour = (f"(SELECT CASE WHEN COUNT(*) = 0 THEN NULL WHEN {count(OUTSIDE)} > 0 THEN '{OUTSIDE}'"
+            f" WHEN {count(CANNOT_TELL)} > 0 THEN '{CANNOT_TELL}'"
             f" WHEN {count(IN_SWEET_SPOT)} > 0 THEN '{IN_SWEET_SPOT}' ELSE '{NO_DATA}' END"
             f" FROM verdicts v WHERE v.target = h.target AND v.ts >= h.ts AND v.ts < h.ts + {step})")  # fmt: skip
     verdict = {"in_sweet_spot": _in_sweet_spot("f.v_state"), "verdict": _verdict_text("f.v_state")}
@@ -542,7 +547,7 @@ SQL: dict[str, str] = {
     # opposite of what it lists, so the views say what broke
     "verdict_history": "SELECT target, ts, iso_time(ts) AS time, state, rules_held AS rules_broken,"
     " held_values AS broken_values, evaluated_at,"
-    " iso_time(evaluated_at) AS evaluated_time FROM verdicts",
+    " iso_time(evaluated_at) AS evaluated_time, not_judged FROM verdicts",
     "alert_history": "SELECT id, rule, target, model, from_state, to_state, at AS changed_at,"
     " iso_time(at) AS changed_time, value, threshold, severity, summary, recommendation, labels FROM alert_transitions",
     "silence_list": f"SELECT id, matchers, {_times('starts', 'ends')}, author, comment,"

@@ -152,6 +152,9 @@ class WindowFigures(EngineFigures):
     # the age (s) of the last scrape at ``end`` once past the target's stale_after_s (``up`` is then
     # False: nobody has read it for two intervals and a timeout); None: fresh, or never judged stale
     stale_s: float | None = None
+    # when the collector started without this target in its settings (unix s; None: configured): it is
+    # "not configured any more", never "down" (db/schema.py targets.retired_at)
+    retired_at: float | None = None
     # where gateway_wait_s comes from ("measured: ..." the gateway's histogram, "estimate: Little's law ..."
     # and why the histogram did not serve), or why it is unknown; None: no gateway
     gateway_wait_source: str | None = None
@@ -234,6 +237,11 @@ class TargetInfo:
     stale_after_s: float | None = None  # seconds after the last scrape it reads stale (None: never)
     ceiling_missing: str = NO_CEILING  # without a ceiling: what it lacks, with the inputs set
     max_num_seqs: int | None = None  # the engine's running limit as configured (targets[].max_num_seqs)
+    retired_at: float | None = None  # when the collector stopped having it in its settings (None: configured)
+
+    def listed(self, now: float, shown_s: float) -> bool:
+        """Still in the lists (Fleet, digest, ``status --all``): configured, or retired less than ``shown_s`` ago."""
+        return self.retired_at is None or now - self.retired_at < shown_s
 
     def stale_age(self, now: float) -> float | None:
         """The age of the last scrape at ``now`` when it is past ``stale_after_s``; None while fresh."""

@@ -117,6 +117,12 @@ targets = Table(
     Column("compute_precision", Text),
     Column("max_num_seqs", Integer),  # the engine's running limit (targets[].max_num_seqs); NULL: unknown
     Column("shape_source", Text),  # where unset ceiling inputs were read from (config.json, the table); NULL: typed
+    # no longer configured (0052_retired_targets): when the collector started without it in its settings
+    # (NULL: configured, or found by a [[prometheus]] source); shown as "not configured any more", then
+    # left out of the lists after retired_shown_s. dropped_at: `python -m app targets drop` kept its
+    # history but took it out of every list (NULL: listed)
+    Column("retired_at", Integer),
+    Column("dropped_at", Integer),
 )
 
 models = Table(
@@ -490,6 +496,21 @@ verdicts = Table(
     Column("held_values", Text, nullable=False),  # JSON object: each rule that held → its value (unscaled)
     Column("evaluated_at", Integer, nullable=False),  # the evaluation: each rule's window ended then
     Column("thresholds", Text),  # JSON object: the sweet-spot thresholds it judged by (0023_stale_after); NULL before
+    # JSON object: each default rule that could not judge the minute → why (0051_cannot_tell); NULL before
+    Column("not_judged", Text),
+)
+
+# --- the collector's delivery (db/delivery.py) ----------------------------------------------------------
+# Where the process holding the evaluator's lease sends notifications, stored at its every evaluation:
+# ``status`` and the UI, run elsewhere with other settings, show this, not their own (0050_delivery_state).
+delivery_state = Table(
+    "delivery_state",
+    metadata,
+    Column("name", Text, primary_key=True),  # "delivery": one row
+    Column("holder", Text, nullable=False),  # the lease holder that stored it (host:pid:random)
+    Column("written_at", Integer, nullable=False),
+    Column("line", Text, nullable=False),  # "e-mail on: host:587 (starttls) to ops@…; also to Alertmanager …"
+    Column("channels", Text, nullable=False),  # JSON list: email, alertmanager, webhook (empty: none on)
 )
 
 # --- imported benchmark files (`bench import`, db/benches.py) ----------------------------------------

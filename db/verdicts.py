@@ -21,10 +21,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from db import schema
 
 # A verdict's states (``status`` prints the same words).
-IN_SWEET_SPOT = "in_sweet_spot"
-OUTSIDE = "outside"
-NO_DATA = "no_data"
-STATES = (IN_SWEET_SPOT, OUTSIDE, NO_DATA)
+IN_SWEET_SPOT = "in_sweet_spot"  # every default rule was judged, and none broke
+OUTSIDE = "outside"  # a judged rule broke (whatever the others could not judge)
+CANNOT_TELL = "cannot_tell"  # none broke, but a default rule could not be judged (not_judged says why)
+NO_DATA = "no_data"  # the window has nothing to judge: the target down, stale, never scraped
+STATES = (IN_SWEET_SPOT, OUTSIDE, CANNOT_TELL, NO_DATA)
 NOT_STORED = "no verdict stored"
 MINUTE_S = 60
 
@@ -42,6 +43,9 @@ class StoredVerdict:
     # the sweet-spot thresholds it was judged by (ttft_p95_slo_s, concurrency, ...; empty: not stored,
     # a row written before 0023_stale_after): every page shows the judgement with these, not its own
     thresholds: dict[str, float | None] = field(default_factory=dict)
+    # each default rule that could not judge the minute → why ("" key: the window's own reason, an
+    # outage inside it); empty for a row written before 0051_cannot_tell
+    not_judged: dict[str, str] = field(default_factory=dict)
 
 
 def minute_of(at: float) -> int:
@@ -51,7 +55,8 @@ def minute_of(at: float) -> int:
 def _row(v: StoredVerdict) -> dict[str, Any]:
     return {"target": v.target, "ts": v.ts, "state": v.state, "rules_held": ",".join(v.held),
             "held_values": json.dumps(v.held), "evaluated_at": v.evaluated_at,
-            "thresholds": json.dumps(v.thresholds) if v.thresholds else None}  # fmt: skip
+            "thresholds": json.dumps(v.thresholds) if v.thresholds else None,
+            "not_judged": json.dumps(v.not_judged) if v.not_judged else None}  # fmt: skip
 
 
 def write(conn: Connection, verdicts: Sequence[StoredVerdict]) -> None:
@@ -64,7 +69,7 @@ def write(conn: Connection, verdicts: Sequence[StoredVerdict]) -> None:
     stmt = dialect.insert(t)
     stmt = stmt.on_conflict_do_update(
         index_elements=[t.c.target, t.c.ts],
-        set_={c: stmt.excluded[c] for c in ("state", "rules_held", "held_values", "evaluated_at", "thresholds")},
+        set_={c: stmt.excluded[c] for c in ("state", "rules_held", "held_values", "evaluated_at", "thresholds", "not_judged")},
     )
     conn.execute(stmt, [_row(v) for v in verdicts])
 
@@ -74,7 +79,8 @@ def read(conn: Connection, target: str, start: float, end: float) -> list[Stored
     t = schema.verdicts
     stmt = select(t).where(t.c.target == target, t.c.ts >= int(start), t.c.ts < int(end)).order_by(t.c.ts)
     return [StoredVerdict(r.target, r.ts, r.state, r.evaluated_at, json.loads(r.held_values),
-                          json.loads(r.thresholds) if r.thresholds else {}) for r in conn.execute(stmt)]
+                          json.loads(r.thresholds) if r.thresholds else {}, json.loads(r.not_judged) if r.not_judged else {})
+            for r in conn.execute(stmt)]  # fmt: skip
 
 
 def judged_by(conn: Connection, target: str) -> dict[str, float | None]:
@@ -94,6 +100,7 @@ class Shares:
     outside: float
     no_data: float
     not_stored: float  # minutes without a stored verdict
+    cannot_tell: float = 0.0  # minutes judged, with a default rule that could not be
 
 
 def shares(verdicts: Sequence[StoredVerdict], start: float, end: float) -> Shares:
@@ -104,4 +111,4 @@ def shares(verdicts: Sequence[StoredVerdict], start: float, end: float) -> Share
         return Shares(0, 0.0, 0.0, 0.0, 1.0)
     share = {s: n / minutes for s, n in counts.items()}
     not_stored = max(0, minutes - sum(counts.values())) / minutes
-    return Shares(minutes, share[IN_SWEET_SPOT], share[OUTSIDE], share[NO_DATA], not_stored)
+    return Shares(minutes, share[IN_SWEET_SPOT], share[OUTSIDE], share[NO_DATA], not_stored, share[CANNOT_TELL])

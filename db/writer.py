@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from collectors.records import GpuReading, ModelFigures, ScrapeRound, VllmScrape
 from core.redact import masked
 from core.settings import TargetSettings
+from core.text import named
 from db import histo, schema
 from db.engine import write_transaction
 from db.epochs import EpochTracker
@@ -70,6 +71,9 @@ class Writer:
         self._layouts: dict[tuple[float, ...], int] = {}
         self._states: dict[int, SeriesState] = {}
         self._target_meta: dict[int, tuple[Any, ...]] = {}  # (used, missing, cache_config, engine, lora, series)
+        # setting name → what the user used instead (``targets[].vllm_url`` → ``--vllm-url``): stored
+        # errors name what they can change (core.text.named); empty: the settings' own names
+        self.names: dict[str, str] = {}
         self._dirty: set[int] = set()
         self._last_ts: dict[int, int] = {}
         # target → its last round that stored model rows: (row ts, the round's start as the clock
@@ -105,6 +109,8 @@ class Writer:
             "peak_tflops": target.gpu.peak_tflops,
             "compute_precision": target.gpu.precision,
             "shape_source": shape_source,
+            "retired_at": None,  # configured (again): listed as any other
+            "dropped_at": None,
             "max_num_seqs": target.max_num_seqs,
         }
         try:
@@ -115,6 +121,21 @@ class Writer:
             self._forget()
             raise storage_error(f"registering target {target.name!r}", exc) from None
         return target_id
+
+    def retire_unconfigured(self, configured: Sequence[str], now: float) -> list[str]:
+        """Mark the stored targets this collector is not configured with (and no ``[[prometheus]]``
+        source found) as retired at ``now``: they read "not configured any more", never "down", and
+        leave the lists after ``retired_shown_s``. Returns the names newly retired."""
+        t = schema.targets
+        unconfigured = (t.c.name.not_in(list(configured)), t.c.discovered_by.is_(None), t.c.retired_at.is_(None))
+        try:
+            with write_transaction(self.engine) as conn:
+                names = list(conn.execute(select(t.c.name).where(*unconfigured)).scalars())
+                if names:
+                    conn.execute(update(t).where(t.c.name.in_(names)).values(retired_at=int(now)))
+        except SQLAlchemyError as exc:
+            raise storage_error("marking the targets no longer configured", exc) from None
+        return names
 
     def write_round(self, round_: ScrapeRound) -> None:
         """Write one round in one transaction (all of it or nothing)."""
@@ -193,7 +214,10 @@ class Writer:
         if self._skipped.get(target_id):
             log.info("%s: storing rounds again after %d skipped", round_.target, self._skipped.pop(target_id))
         self._last_ts[target_id] = ts
-        rows["scrapes"].append({**_scrape_row(target_id, ts, round_), **self._gateway_wait(conn, target_id, ts, round_)})
+        row = _scrape_row(target_id, ts, round_)
+        if self.names and row["error"]:  # a target given as flags: its stored error names the flag
+            row["error"] = named(row["error"], self.names)
+        rows["scrapes"].append({**row, **self._gateway_wait(conn, target_id, ts, round_)})
         if round_.vllm_status.ok and round_.vllm is not None:
             self._update_target_meta(conn, target_id, round_.vllm)
             self._epochs.observe(conn, target_id, ts, round_.vllm)  # a changed configuration or a restart (db/epochs.py)

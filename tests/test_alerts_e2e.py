@@ -4,12 +4,14 @@ and started again, on SQLite and PostgreSQL; two collectors on one database, one
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -27,17 +29,23 @@ def app(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
-@pytest.fixture
-def storm():
-    """The simulator CLI heading into a preemption storm (none yet when it starts); yields its URLs."""
-    cmd = [sys.executable, "-m", "app", "sim", "--port", "0", "--max-num-seqs", "64", "--gateway-limit", "64",
-           "--load", "64", "--speed", str(SPEED), "--seed", "1"]  # fmt: skip
+@contextlib.contextmanager
+def simulator(*args: str) -> Iterator[dict[str, str]]:
+    """``python -m app sim --port 0 ARGS`` as a process; yields its URLs, stops it."""
+    cmd = [sys.executable, "-m", "app", "sim", "--port", "0", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         yield json.loads(proc.stdout.readline())
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
+
+
+@pytest.fixture
+def storm():
+    """The simulator CLI heading into a preemption storm (none yet when it starts); yields its URLs."""
+    with simulator("--max-num-seqs", "64", "--gateway-limit", "64", "--load", "64", "--speed", str(SPEED), "--seed", "1") as urls:
+        yield urls
 
 
 def _first_preemption(metrics_url: str, timeout: float = 120) -> float:

@@ -11,8 +11,9 @@ import pytest
 
 from app.cli import main
 from app.fleet import DOWN, by_model, fleet, table, target_state
+from app.sweet_spot import SweetSpot
 from app.ui.widgets import SPARK_W
-from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE
+from app.verdict import CANNOT_TELL, IN_SWEET_SPOT, NO_DATA, OUTSIDE
 from core.settings import SweetSpotSettings
 from db.engine import open_engine
 from db.queries import Reader
@@ -23,6 +24,7 @@ from tests.builders import window
 from tests.test_ui_app import open_app
 
 RULES = SweetSpotSettings()
+SPOT = SweetSpot(16, "sweep", "the knee of a sweep", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), "sweep")
 
 
 def test_target_state_down_outside_no_data_and_good():
@@ -32,7 +34,10 @@ def test_target_state_down_outside_no_data_and_good():
     assert outside.state == OUTSIDE and any("TTFT P95" in r for r in outside.reasons)
     assert target_state(window(scrapes=0), RULES).state == NO_DATA
     assert target_state(window(), RULES) == target_state(window(), RULES)
-    assert target_state(window(), RULES).state == IN_SWEET_SPOT
+    assert target_state(window(), RULES, spot=SPOT).state == IN_SWEET_SPOT
+    # without a sweet spot and a curve of its own it cannot tell, and says why (never "in the sweet spot")
+    unsure = target_state(window(), RULES)
+    assert unsure.state == CANNOT_TELL and any(r.startswith("concurrency: no sweet spot yet") for r in unsure.reasons)
 
 
 # The history ends at a fixed instant, not the wall's: the simulator's daily pattern has storms and
@@ -195,7 +200,7 @@ def test_a_missing_figure_reads_as_a_dash_never_none(monkeypatch, fleet_db, caps
     at = _open(monkeypatch, fleet_db)
     frame, figures = at.dataframe[0].value, at.dataframe[1].value
     never = list(frame["target"]).index("d-never")  # never scraped: no figure at all
-    cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95", "running")]
+    cells = [str(frame[column].iloc[never]) for column in ("tok/s", "TTFT P95 (clients)", "running")]
     cells += [str(figures[column].iloc[never]) for column in ("MBU", "preemptions", "queue", "KV")]
     assert cells == ["—"] * 7
     for shown in (frame, figures):

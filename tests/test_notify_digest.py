@@ -4,6 +4,7 @@ incidents the alert history's; the CLI prints, writes HTML and mails it; the sch
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 
@@ -166,14 +167,19 @@ def test_digest_off_without_recipient(filled):
     assert digest_once(Notifier(open_engine(filled), settings)).startswith("digest off")
 
 
-def test_status_says_whether_email_is_on(filled, capsys, monkeypatch):
+def test_status_says_where_the_collector_sends_not_its_own_settings(filled, capsys, monkeypatch):
+    # the filled database's evaluator ran with e-mail off: status says so whatever its own settings are
     monkeypatch.delenv("SWEETSPOT_SMTP_HOST", raising=False)
     assert main(["status", "--target", "demo", "--db", filled]) == 0
-    assert "alert e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "alerts: e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST" in out
+    assert "no collector holds the evaluator's lease now" in out  # the fill evaluated without taking the lease
     for name, value in {"SWEETSPOT_SMTP_HOST": "mail.example.test", "SWEETSPOT_ALERT_FROM": "a@x", "SWEETSPOT_ALERT_TO": "b@x"}.items():
         monkeypatch.setenv(name, value)
     assert main(["status", "--target", "demo", "--db", filled, "--json"]) == 0
-    assert '"email": "e-mail on: mail.example.test:587 (starttls) to b@x"' in capsys.readouterr().out
+    got = json.loads(capsys.readouterr().out)
+    assert got["email"].startswith("e-mail off: alerts are evaluated and stored but not sent") and got["sending"] is False
+    assert got["delivery"]["channels"] == [] and got["delivery"]["collector_live"] is False
 
 
 def test_the_time_in_the_sweet_spot_counts_the_stored_verdicts(filled):

@@ -290,8 +290,10 @@ def test_status_cli_json_and_table(db_url: str) -> None:
     assert not any("efficiency" in r or "MBU" in r for r in data["reasons"])  # no MBU floor among the defaults
     # no sweet spot configured, swept or learned (5 minutes of traffic): unknown, never the report's 16
     assert data["sweet_spot"] is None and data["sweet_spot_source"] is None
-    assert data["not_evaluated"]["concurrency"].startswith("not evaluated: no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`")
-    assert data["not_evaluated"]["under_delivering"].startswith("not evaluated: no curve yet")
+    assert data["not_evaluated"]["concurrency"].startswith("no sweet spot yet (run a load sweep: `python -m app sweep --target NAME`")
+    assert data["not_evaluated"]["under_delivering"].startswith("no curve yet")
+    # so the verdict cannot tell, and says what it could not judge (never "every rule holds")
+    assert data["state"] == "cannot_tell" and {"rule": "concurrency", "reason": data["not_evaluated"]["concurrency"]} in data["not_judged"]
     assert 0 < data["ttft_p95_s"] <= 1.0
     lower, upper = data["ttft_p95_bucket"]  # the engine's bucket that holds it
     assert lower < data["ttft_p95_s"] <= upper and data["queue_time_p95_bucket"] is None
@@ -299,7 +301,7 @@ def test_status_cli_json_and_table(db_url: str) -> None:
         table = _cli("status", "--db", db_url, "--window", "5m")
         assert table.returncode == 0 and "over 5m" in table.stdout and "tok/s" in table.stdout
         assert "ceiling                  unknown: set targets[].ceiling.weight_gb and tensor_parallel" in table.stdout
-        assert "concurrency rule: not evaluated: no sweet spot yet" in table.stdout
+        assert "concurrency rule not judged: no sweet spot yet" in table.stdout
         assert "sweet spot               unknown: no sweet spot yet" in table.stdout
         assert f"TTFT ({lower:g}, {upper:g}]" in table.stdout
 

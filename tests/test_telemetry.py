@@ -60,7 +60,7 @@ def test_prometheus_scrapes_the_collectors_own_metrics(tmp_path):
         assert any(s.labels["table"] == "samples" and s.value > 0 for s in seen["sweetspot_rows_written_total"])
         assert seen["sweetspot_evaluation_duration_seconds_count"][0].value >= 1
         verdicts = {s.labels["verdict"]: s.value for s in seen["sweetspot_verdict"] if s.labels["target"] == "demo"}
-        assert sorted(verdicts.values()) == [0.0, 0.0, 1.0]
+        assert sorted(verdicts.values()) == [0.0, 0.0, 0.0, 1.0]  # in, outside, cannot tell, no data: one
         assert seen["sweetspot_ttft_p95_slo_seconds"][0].value == 3.0
         assert seen["sweetspot_outbox_queued"][0].value == 0
         server = PrometheusServer(tmp_path, [url])

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.sweet_spot import SweetSpot
 from app.verdict import (
+    CANNOT_TELL,
     CRITICAL,
     IN_SWEET_SPOT,
     NO_DATA,
@@ -18,6 +20,8 @@ from db.verdicts import StoredVerdict
 from tests.builders import END, point, queue_ramp, window
 
 RULES = SweetSpotSettings(concurrency=16)  # configured: no default sweet spot any more
+# its own curve too (a sweep's): "in the sweet spot" needs every rule judged, under_delivering included
+SPOT = SweetSpot(16, "configured", "configured", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), "sweep")
 
 
 def names(verdict):
@@ -25,14 +29,14 @@ def names(verdict):
 
 
 def test_reference_sweet_spot_is_in_the_sweet_spot():
-    verdict = evaluate(window(), RULES)
+    verdict = evaluate(window(), RULES, spot=SPOT)
     assert verdict.state == IN_SWEET_SPOT
     assert verdict.severity is None
-    assert verdict.headline == "demo: in the sweet spot over 5m"
+    assert verdict.headline == "demo: in the sweet spot over 5m: every rule holds"
 
 
 def test_ttft_over_slo_names_value_and_threshold():
-    verdict = evaluate(window(ttft_p95_s=4.8), RULES)
+    verdict = evaluate(window(ttft_p95_s=4.8), RULES, spot=SPOT)
     assert verdict.state == OUTSIDE
     (clause,) = verdict.clauses
     assert clause.text == "TTFT P95 over 5m 4.8 s > 3 s"
@@ -40,23 +44,23 @@ def test_ttft_over_slo_names_value_and_threshold():
 
 
 def test_ttft_in_inf_bucket_is_flagged_as_a_lower_bound():
-    (clause,) = evaluate(window(ttft_p95_s=10.0, ttft_p95_in_inf_bucket=True), RULES).clauses
+    (clause,) = evaluate(window(ttft_p95_s=10.0, ttft_p95_in_inf_bucket=True), RULES, spot=SPOT).clauses
     assert "at least" in clause.text
 
 
 def test_ttft_at_the_slo_is_still_fine():
-    assert evaluate(window(ttft_p95_s=3.0), RULES).state == IN_SWEET_SPOT
+    assert evaluate(window(ttft_p95_s=3.0), RULES, spot=SPOT).state == IN_SWEET_SPOT
 
 
 def test_one_preemption_leaves_the_sweet_spot():
-    (clause,) = evaluate(window(preemptions=1.0), RULES).clauses
+    (clause,) = evaluate(window(preemptions=1.0), RULES, spot=SPOT).clauses
     assert clause.text == "preemptions over 5m 1 > 0"
     assert clause.severity == CRITICAL
 
 
 def test_running_above_sweet_spot_concurrency_uses_the_average():
-    assert evaluate(window(running_avg=15.0, running_max=19.0), RULES).state == IN_SWEET_SPOT
-    (clause,) = evaluate(window(running_avg=24.0, running_max=32.0), RULES).clauses
+    assert evaluate(window(running_avg=15.0, running_max=19.0), RULES, spot=SPOT).state == IN_SWEET_SPOT
+    (clause,) = evaluate(window(running_avg=24.0, running_max=32.0), RULES, spot=SPOT).clauses
     assert clause.text == "running requests (avg over 5m) 24 requests > 16 requests (sweet-spot concurrency, configured)"
     assert clause.severity == WARNING
 
@@ -69,19 +73,19 @@ def test_running_above_sweet_spot_concurrency_uses_the_average():
     ],
 )
 def test_kv_cache_warning_and_critical(usage, severity, text):
-    (clause,) = evaluate(window(kv_cache_usage_max=usage), RULES).clauses
+    (clause,) = evaluate(window(kv_cache_usage_max=usage), RULES, spot=SPOT).clauses
     assert (clause.severity, clause.text) == (severity, text)
 
 
 def test_kv_under_warning_is_fine():
-    assert evaluate(window(kv_cache_usage_max=0.89), RULES).state == IN_SWEET_SPOT
+    assert evaluate(window(kv_cache_usage_max=0.89), RULES, spot=SPOT).state == IN_SWEET_SPOT
 
 
 def test_low_mbu_while_requests_wait_breaks_no_default_rule():
     # the reference moves 3-12 % of its bandwidth at every operating point: a fixed MBU floor is no
     # sweet-spot judgement (docs/alerts.md); MBU stays a figure
-    assert evaluate(window(mbu=0.12, waiting_max=5.0), RULES).state == IN_SWEET_SPOT
-    assert evaluate(window(mbu=0.02, waiting_max=5.0, tokens_per_s=1800.0, ceiling_share=10.0), RULES).state == IN_SWEET_SPOT
+    assert evaluate(window(mbu=0.12, waiting_max=5.0), RULES, spot=SPOT).state == IN_SWEET_SPOT
+    assert evaluate(window(mbu=0.02, waiting_max=5.0, tokens_per_s=1800.0, ceiling_share=10.0), RULES, spot=SPOT).state == IN_SWEET_SPOT
 
 
 def test_tok_s_under_its_own_curve_is_under_delivering():
@@ -101,7 +105,8 @@ def test_without_a_curve_under_delivering_is_not_evaluated_and_says_why():
     from app.alerts.rules import DEFAULT_RULES, Names, by_name, outcome
 
     slow = window(tokens_per_s=5.0)
-    assert evaluate(slow, RULES).state == IN_SWEET_SPOT  # no verdict without a curve, no borrowed one
+    verdict = evaluate(slow, RULES)  # no judgement without a curve, no borrowed one: it cannot tell, and says why
+    assert verdict.state == CANNOT_TELL and verdict.not_judged()["under_delivering"].startswith("no curve yet")
     rule = by_name(DEFAULT_RULES, "under_delivering")
     assert rule is not None
     o = outcome(rule, Names(window_names(slow, RULES)))
@@ -110,12 +115,12 @@ def test_without_a_curve_under_delivering_is_not_evaluated_and_says_why():
 
 def test_low_throughput_when_idle_is_fine():
     figures = window(tokens_per_s=20.0, waiting_max=0.0, queue_depth_max=0.0, running_avg=2.0)
-    assert evaluate(figures, RULES).state == IN_SWEET_SPOT
+    assert evaluate(figures, RULES, spot=SPOT).state == IN_SWEET_SPOT
 
 
 def test_up_but_not_serving_is_critical_and_not_double_reported():
     figures = window(waiting_max=7.0, running_avg=0.0, running_max=0.0, tokens_per_s=0.0, ttft_p95_s=None)
-    verdict = evaluate(figures, RULES)
+    verdict = evaluate(figures, RULES, spot=SPOT)
     assert names(verdict) == ["not_serving"]
     assert verdict.severity == CRITICAL
     assert "nothing running, 0 tok/s" in verdict.clauses[0].text
@@ -123,7 +128,7 @@ def test_up_but_not_serving_is_critical_and_not_double_reported():
 
 def test_several_clauses_critical_first():
     figures = window(ttft_p95_s=4.8, running_avg=32.0, kv_cache_usage_max=0.95, preemptions=12.0)
-    verdict = evaluate(figures, RULES)
+    verdict = evaluate(figures, RULES, spot=SPOT)
     assert names(verdict) == ["ttft_p95", "preemptions", "kv_cache", "concurrency"]
     assert verdict.severity == CRITICAL
     assert verdict.headline.startswith("demo: outside the sweet spot over 5m: TTFT P95 over 5m 4.8 s > 3 s; ")
@@ -145,7 +150,7 @@ def test_thresholds_come_from_settings():
     ],
 )
 def test_no_data_is_its_own_state_with_a_reason(changes, reason):
-    verdict = evaluate(window(**changes), RULES)
+    verdict = evaluate(window(**changes), RULES, spot=SPOT)
     assert verdict.state == NO_DATA
     assert reason in verdict.reason
     assert verdict.severity == CRITICAL
@@ -153,12 +158,12 @@ def test_no_data_is_its_own_state_with_a_reason(changes, reason):
 
 
 def test_no_data_wins_over_stale_figures():
-    assert evaluate(window(up=False, ttft_p95_s=9.0), RULES).state == NO_DATA
+    assert evaluate(window(up=False, ttft_p95_s=9.0), RULES, spot=SPOT).state == NO_DATA
 
 
 def test_queue_growing_for_minutes_leaves_the_sweet_spot():
     recent = queue_ramp([4, 6, 5, 9, 14, 19])
-    verdict = evaluate(window(queue_depth_max=19.0), RULES, recent)
+    verdict = evaluate(window(queue_depth_max=19.0), RULES, recent, spot=SPOT)
     (clause,) = verdict.clauses
     assert clause.text == (
         "gateway queue growing for 3m 19 requests > 5 requests (3m ago; demand exceeds the sweet-spot capacity)"

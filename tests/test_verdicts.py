@@ -16,7 +16,7 @@ from db import schema
 from db.engine import open_engine
 from db.queries import Reader
 from db.rollup import apply_retention
-from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE, StoredVerdict, shares
+from db.verdicts import CANNOT_TELL, IN_SWEET_SPOT, NO_DATA, OUTSIDE, StoredVerdict, shares
 from db.writer import Writer
 from tests.store_helpers import vllm_round
 
@@ -53,9 +53,13 @@ def test_one_verdict_per_target_and_minute_with_the_overrides_honoured(engine, d
     for at in (T0 + 120, T0 + 135, T0 + 150):  # three evaluations of one minute: one row each target
         evaluator.evaluate_once(at)
     rows = stored(engine)
+    # "t" breaks nothing, but has no sweet spot or curve of its own yet: it cannot tell, and the row says why
     assert [(r["target"], r["ts"], r["state"], r["evaluated_at"]) for r in rows] == [
-        ("never", T0 + 120, NO_DATA, T0 + 120), ("t", T0 + 120, IN_SWEET_SPOT, T0 + 120), ("u", T0 + 120, OUTSIDE, T0 + 120),
+        ("never", T0 + 120, NO_DATA, T0 + 120), ("t", T0 + 120, CANNOT_TELL, T0 + 120), ("u", T0 + 120, OUTSIDE, T0 + 120),
     ]  # fmt: skip
+    # (its rounds carry tok/s and running alone: TTFT, preemptions and KV usage are not judged either)
+    assert set(json.loads(rows[1]["not_judged"])) >= {"concurrency", "under_delivering", "preemptions", "kv_cache"}
+    assert json.loads(rows[1]["not_judged"])["concurrency"].startswith("no sweet spot yet (run a load sweep")
     u = rows[2]
     assert u["rules_held"] == "concurrency" and json.loads(u["held_values"]) == {"concurrency": 4.0}
     assert "target_down" in rows[0]["rules_held"].split(",")
@@ -89,7 +93,8 @@ def test_verdicts_are_kept_as_long_as_the_minute_rollups(engine, db_url):
 def test_the_overview_says_how_the_ranges_minutes_were_judged():
     from app.ui.widgets import history_text
 
-    rows = [StoredVerdict("t", T0 + 60 * i, s, T0) for i, s in enumerate((IN_SWEET_SPOT, IN_SWEET_SPOT, OUTSIDE, NO_DATA))]
+    rows = [StoredVerdict("t", T0 + 60 * i, s, T0) for i, s in enumerate((IN_SWEET_SPOT, IN_SWEET_SPOT, OUTSIDE, NO_DATA, CANNOT_TELL))]
     assert history_text(rows, T0, T0 + 600) == ("Minutes of this range, as the alert evaluator judged them: 20 % in the "
-                                                 "sweet spot, 10 % outside, 10 % no data, 60 % not judged (no collector ran then, or backfilled).")  # fmt: skip
+                                                 "sweet spot, 10 % outside, 10 % cannot tell, 10 % no data, 50 % not judged "
+                                                 "(no collector ran then, or backfilled).")  # fmt: skip
     assert history_text([], T0, T0 + 600).startswith("Minutes of this range: none judged yet")

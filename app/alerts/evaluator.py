@@ -30,13 +30,15 @@ from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
 from app.alerts.names import window_names
 from app.alerts.rules import HOLDS, Names, Outcome, Rule, names_in, outcome, recommendation, rule_set
+from app.notify.grouping import delivery_channels, delivery_line
 from app.sweet_spot import SweetSpot, resolve
+from app.verdict import judgement
 from core.settings import Settings, effective_sweetspot, stale_after
-from db import learned, verdicts
+from core.text import named
+from db import delivery, learned, verdicts
 from db.queries import Reader, points_from_columns
 from db.results import SeriesPoint, WindowFigures
 from db.thresholds import thresholds_of
-from db.verdicts import IN_SWEET_SPOT, NO_DATA, OUTSIDE
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +55,10 @@ class Derived:
     by severity."""
 
     names: dict[str, Any]
-    verdict: str  # in_sweet_spot, outside or no_data
+    verdict: str  # in_sweet_spot, outside, cannot_tell or no_data
     firing: dict[str, int]
     held: dict[str, float | None] = dataclasses.field(default_factory=dict)  # whole-target rules that held → value
+    not_judged: dict[str, str] = dataclasses.field(default_factory=dict)  # default rules not judged → why ("": the window)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +95,8 @@ class Evaluator:
         self._names: dict[str, dict[str, Any]] = {}
         self._minute: int | None = None  # the last minute whose verdicts were stored
         self._spots: dict[str, tuple[int, SweetSpot]] = {}  # target → (when resolved, its sweet spot and curve)
+        self.names: dict[str, str] = {}  # setting → the flag the user gave it as (core.text.named)
+        self._delivery = (delivery_line(settings.alerts.email, settings.alerts), delivery_channels(settings.alerts))
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self, take: bool = True) -> str:
@@ -145,7 +150,7 @@ class Evaluator:
                 rule = next(r for r in rules if r.name == name)
                 prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
                 if out.status == HOLDS or prev.state in (PENDING, FIRING):  # the advice is read then only
-                    text = self._advice(target, rule, text, like)
+                    text = named(self._advice(target, rule, text, like), self.names)
                 spell = self._spell(target, at) if not rule.needs_data and out.status == HOLDS else None
                 state, change = advance(prev, rule, out, at, text, spell)
                 states.append(state)
@@ -155,10 +160,12 @@ class Evaluator:
         states += states_
         transitions += retired
         minute = verdicts.minute_of(at)
-        judged = [verdicts.StoredVerdict(t, minute, d.verdict, at, d.held, thresholds_of(effective_sweetspot(self.settings, t)))
-                  for t, d in derived.items()]  # fmt: skip
+        judged = [verdicts.StoredVerdict(t, minute, d.verdict, at, d.held, thresholds_of(effective_sweetspot(self.settings, t)),
+                                         d.not_judged) for t, d in derived.items()]  # fmt: skip
         with self.lock, self.engine.begin() as conn:
             store.save(conn, states, stored, transitions)
+            # where this process sends: status and the UI, run with other settings, show this row
+            delivery.write(conn, self.holder, at, self._delivery[0], self._delivery[1])
             if minute != self._minute:  # the minute's verdict: its first evaluation's
                 verdicts.write(conn, judged)
         self.derived, self._minute = derived, minute
@@ -190,12 +197,15 @@ class Evaluator:
     def _derived(self, target: str, outcomes: dict[tuple[str, str], tuple[Outcome, str]], states: list[AlertState]) -> Derived:
         names = self._names.get(target, {})
         held = {name: out.value for (name, m), (out, _) in outcomes.items() if not m and out.status == HOLDS}
-        verdict = NO_DATA if names.get("no_data", 1.0) else OUTSIDE if held else IN_SWEET_SPOT
+        whole = {name: out for (name, m), (out, _) in outcomes.items() if not m}
+        rules = self.rules[target]
+        # the one aggregation the banner and status use (app/verdict.py), over the shortest rule window's names
+        verdict, unjudged = judgement(rules, whole, Names(names, min((r.window_s for r in rules), default=None)))
         firing: dict[str, int] = {}
         for s in states:
             if s.target == target and s.state == FIRING:
                 firing[s.severity] = firing.get(s.severity, 0) + 1
-        return Derived(names, verdict, firing, held)
+        return Derived(names, verdict, firing, held, {u.rule: u.reason for u in unjudged})
 
     def _take_up_discovered(self) -> None:
         """Targets a ``[[prometheus]]`` source found are judged by the same rules (the global

@@ -17,8 +17,9 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
 from db import schema
+from db.delivery import EVALUATOR_LEASE
 
-EVALUATOR = "alert-evaluator"
+EVALUATOR = EVALUATOR_LEASE
 
 
 def holder_id() -> str:

@@ -132,19 +132,22 @@ def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
 
 
 def wait_note(f: WindowFigures) -> str:
-    """The client-seen TTFT's parts where a gateway adds a wait: ``as clients see it: gateway wait 24.1 s on
-    average (estimate, Little's law) on top of the engine's 3.02 s`` (``measured, <metric>`` where the
-    gateway's own wait histogram gave it); the unknown wait said so; "" without
-    a gateway or a wait."""
+    """How the client-seen TTFT P95 was made, in parts that add up to it where a gateway adds a wait:
+    ``as clients see it: the engine's median 0.40 s + the gateway wait's P95 8.08 s (estimate, Little's
+    law); the engine's own P95 2.44 s``; the unknown wait said so; "" without a gateway or a wait, or
+    where the engine's own P95 is the larger part (the figure is then the engine's)."""
     if f.gateway_wait_source is None:
         return ""
     if f.gateway_wait_s is None:
         return "gateway wait unknown: requests waited in the gateway while none entered the engine"
-    if f.gateway_wait_s == 0 or f.ttft_p95_s is None:
+    if f.gateway_wait_s == 0 or f.ttft_p95_s is None or f.client_ttft_p95_s in (None, f.ttft_p95_s):
         return ""
     sep = "; " if f.ttft_p95_in_inf_bucket else ""
-    return (f"{sep}as clients see it: gateway wait {f.gateway_wait_s:.3g} s on average ({wait_label(f.gateway_wait_source)}) "
-            f"on top of the engine's {f.ttft_p95_s:.3g} s")
+    median, wait95 = f.ttft_p50_s, f.gateway_wait_p95_s
+    if median is None or wait95 is None:
+        return f"{sep}as clients see it: the gateway wait on top of the engine's {f.ttft_p95_s:.3g} s"
+    return (f"{sep}as clients see it: the engine's median {median:.3g} s + the gateway wait's P95 {wait95:.3g} s "
+            f"({wait_label(f.gateway_wait_source)}); the engine's own P95 {f.ttft_p95_s:.3g} s")
 
 
 def _mbu_missing(f: WindowFigures) -> str:
@@ -190,6 +193,8 @@ def _queued(waiting: float | None, queue: float | None) -> float | None:
 
 def no_data_reason(f: WindowFigures) -> str:
     """Why the window cannot be judged, or "" when it can."""
+    if f.retired_at is not None:  # never "down": nobody reads it any more, on purpose
+        return retired_text(f.target, f.retired_at)
     if f.up is None and f.last_scrape_at is None:
         return "the target has never been scraped (is the collector running? python -m app run)"
     if f.stale_s is not None:
@@ -205,6 +210,15 @@ def no_data_reason(f: WindowFigures) -> str:
     if f.tokens_per_s is None and f.running_max is None:
         return "scrapes succeed but expose no vLLM figures (see the Targets page for missing metrics)"
     return ""
+
+
+NOT_CONFIGURED = "not configured any more"
+
+
+def retired_text(target: str, retired_at: float) -> str:
+    """``not configured any more: the collector started without it at 14:02 …`` with how to drop it."""
+    return (f"{NOT_CONFIGURED}: the collector started without it at {clock(retired_at)} (its history is kept; "
+            f"`python -m app targets drop {target} --keep-history` takes it out of the lists now)")
 
 
 def queue_growth(recent: Sequence[SeriesPoint], end: float, growth_s: float) -> tuple[float, float] | None:

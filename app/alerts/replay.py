@@ -19,8 +19,9 @@ from sqlalchemy import Engine
 
 from app.alerts.backtest import QUEUE_LOOKBACK
 from app.alerts.names import step_window, window_names
-from app.alerts.rules import HOLDS, Names, Rule, outcome, rule_set
+from app.alerts.rules import HOLDS, Names, outcome, rule_set
 from app.sweet_spot import SweetSpot, resolve
+from app.verdict import judgement
 from core.settings import Settings, effective_sweetspot
 from db import verdicts
 from db.queries import Reader
@@ -41,8 +42,7 @@ def judge_history(engine: Engine, settings: Settings, target: str, start: float,
     points = reader.series(target, lo, hi, float(MINUTE_S))
     info = next((t for t in reader.targets() if t.name == target), None)
     ceiling = info.ceiling.steps_per_s if info and info.ceiling else None
-    spot = resolve(reader, settings, target, hi)  # its own sweet spot and curve, as `alerts backtest` resolves them
-    judged = minute_verdicts(settings, target, points, ceiling, have, spot)
+    judged = minute_verdicts(settings, target, points, ceiling, have, resolve(reader, settings, target, hi))
     with engine.begin() as conn:
         verdicts.write(conn, judged)
     return len(judged)
@@ -51,9 +51,9 @@ def judge_history(engine: Engine, settings: Settings, target: str, start: float,
 def minute_verdicts(settings: Settings, target: str, points: Sequence[SeriesPoint], ceiling: float | None,
                     skip: set[int], spot: SweetSpot | None = None) -> list[verdicts.StoredVerdict]:  # fmt: skip
     """Each minute's verdict (the steps are minutes), as the evaluator derives it from its rules'
-    outcomes: no data, outside (the rules that held, with their values) or in the sweet spot. ``spot``:
-    the target's resolved sweet spot and own curve, without which ``concurrency`` and
-    ``under_delivering`` are not evaluated (judge_history and the backtest pass it)."""
+    outcomes (app/verdict.py ``judgement``): no data, outside (the rules that held, with their values),
+    cannot tell (what could not be judged) or in the sweet spot; ``spot`` the target's own sweet
+    spot and curve, as the evaluator judges by them (None: the settings' alone)."""
     sweetspot = effective_sweetspot(settings, target)
     rules = rule_set(settings, target)
     thresholds = thresholds_of(sweetspot)
@@ -64,16 +64,8 @@ def minute_verdicts(settings: Settings, target: str, points: Sequence[SeriesPoin
             continue
         window = step_window(p, target, float(MINUTE_S), ceiling)
         names = Names(window_names(window, sweetspot, points[max(0, i - QUEUE_LOOKBACK): i + 1], spot), float(MINUTE_S))
-        held = _held(rules, names)
-        state = verdicts.NO_DATA if names.names.get("no_data", 1.0) else verdicts.OUTSIDE if held else verdicts.IN_SWEET_SPOT
-        out.append(verdicts.StoredVerdict(target, ts, state, ts + MINUTE_S, held, thresholds))
+        outcomes = {rule.name: outcome(rule, names) for rule in rules}
+        held = {name: o.value for name, o in outcomes.items() if o.status == HOLDS}
+        state, unjudged = judgement(rules, outcomes, names)  # the evaluator's one aggregation
+        out.append(verdicts.StoredVerdict(target, ts, state, ts + MINUTE_S, held, thresholds, {u.rule: u.reason for u in unjudged}))
     return out
-
-
-def _held(rules: Sequence[Rule], names: Names) -> dict[str, float | None]:
-    held = {}
-    for rule in rules:
-        result = outcome(rule, names)
-        if result.status == HOLDS:
-            held[rule.name] = result.value
-    return held

@@ -74,7 +74,8 @@ def _import(args: argparse.Namespace, settings: Settings) -> int:
                              "Fix the file's date (or this machine's clock); nothing was stored")  # fmt: skip
     known = {t.name: t.vllm_url for t in settings.targets}
     try:  # discovered targets too; a database not made yet has none
-        known.update({t.name: t.vllm_url or "" for t in Reader(settings.db_url).targets() if t.name not in known})
+        known.update({t.name: t.vllm_url or "" for t in Reader(settings.db_url).targets()
+                      if t.name not in known and t.retired_at is None})  # not one the collector no longer reads
     except StorageError:
         pass
     run = replace(run, target=_target(run, args.target, known))

@@ -16,7 +16,7 @@ from core.errors import UsageError
 from core.limits import LIMITS, url_problem
 from core.redact import masked
 from core.settings import DEFAULT_TIMEOUT_SHARE, GatewaySettings, GpuSettings, Settings, TargetSettings
-from core.text import visible
+from core.text import named, visible
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)
@@ -75,9 +75,7 @@ def effective_settings(args: argparse.Namespace, settings: Settings) -> Settings
 
 
 def _name_flags(text: str, flags: dict[str, str]) -> str:
-    for key, flag in flags.items():
-        text = text.replace(key, flag)
-    return text
+    return named(text, flags)
 
 
 class _FlagNames(logging.Filter):
@@ -131,6 +129,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
         flags = {"targets[].vllm_url": "--vllm-url", "targets[].gateway.url": "--gateway-url",
                  "targets[].gpu.url": "--gpu", "targets[].gpu.source = none or dcgm": "--gpu none or --gpu DCGM_URL",
                  "targets[].gpu.source": "--gpu"} if args.vllm_url else {}  # fmt: skip
+        # and what it stores: the dashboard and status, run elsewhere, name the flag too
+        service.writer.names = service.evaluator.names = flags
         if args.once:
             with _logs_name(flags):
                 lines = service.collect_once()

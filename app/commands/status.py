@@ -10,9 +10,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from app.alerts.model import NO_DATA as RULE_NO_DATA
-from app.alerts.names import no_data_reason, ttft_judgement, window_names
-from app.alerts.rules import Names, outcome, rule_set
+from app.alerts.names import ttft_judgement
+from app.alerts.rules import rule_set
 from app.fleet import FleetRow, fleet, table
 from app.formatting import (
     ceiling_text,
@@ -24,13 +23,12 @@ from app.formatting import (
     percent,
     series_limit_warning,
     slo_attainment_text,
-    slo_bucket_warning,
 )
 from app.headroom import Headroom, headroom_of, unreadable
-from app.notify.grouping import delivery_line
+from app.notify.grouping import collector_delivery
 from app.operating_point import roofline_json, roofline_text, target_roofline
 from app.sweet_spot import SweetSpot, resolve
-from app.verdict import NO_DATA, Verdict, evaluate
+from app.verdict import CANNOT_TELL, NO_DATA, Unjudged, Verdict, evaluate, slo_note
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
 from core.errors import UsageError
@@ -66,7 +64,7 @@ def _target_name(args: argparse.Namespace, settings: Settings, reader: Reader) -
         return str(args.target)
     if settings.targets:
         return settings.targets[0].name
-    stored = reader.targets()
+    stored = sorted(reader.targets(), key=lambda t: t.retired_at is not None)  # one still configured first
     if not stored:
         raise UsageError("no target stored in the database yet", "run `python -m app collect` first, or pass --db")
     return stored[0].name
@@ -107,7 +105,7 @@ def figures_json(fig: WindowFigures) -> dict[str, Any]:
 def rows_json(rows: Iterable[FleetRow], settings: Settings) -> list[dict[str, Any]]:
     """``status --all --json``: per target the object ``status --json`` prints, with ``state`` and ``reasons``."""
     return [{**figures_json(r.figures), "state": r.state.state, "reasons": list(r.state.reasons),
-             "not_evaluated": not_evaluated(settings, r.figures, r.spot), "discovered_by": r.discovered_by,
+             **not_judged_json(r.state.unjudged), "discovered_by": r.discovered_by,
              "headroom": r.headroom.as_json() if r.headroom else None,
              **(r.spot.as_json() if r.spot else {"sweet_spot": None, "sweet_spot_source": None})} for r in rows]  # fmt: skip
 
@@ -182,12 +180,15 @@ def _mbu_missing(fig: WindowFigures) -> str:
                                        fig.ceiling_missing).removeprefix("no MBU: ")
 
 
-def render(fig: WindowFigures) -> str:
-    """The readable table: one line per figure with its unit, and the window."""
+def render(fig: WindowFigures, verdict: Verdict | None = None) -> str:
+    """The readable table: one line per figure with its unit, and the window; ``verdict`` the window's
+    (its notes say what it said: app/verdict.py ``slo_note``)."""
     over = format_duration(fig.window_s)
     lines = [
         f"{visible(fig.target)}{f' / {visible(fig.model)}' if fig.model else ''}: figures over {over} "
         f"({fig.scrapes} scrapes, {fig.failed_scrapes} failed)"
+        # as the Overview's tiles: a down target's figures are the window's scrapes from before it went
+        + (" · STALE: the target is down, these figures are from before" if fig.up is False else "")
     ]
     data = figures_json(fig)
     spelled = _spelled(fig)
@@ -211,7 +212,7 @@ def render(fig: WindowFigures) -> str:
         lines.append(f"  TTFT SLO                 {text}")
     if judged := ttft_judgement(fig):
         lines.append(f"  TTFT P95 vs SLO          {judged.text} (the bucket bounds' proof, clients' TTFT)")
-    if warning := slo_bucket_warning(fig):
+    if verdict is not None and (warning := slo_note(fig, verdict)):  # in the verdict's words (app/verdict.py)
         lines.append(f"  warning: {warning}")
     if fig.ceiling:
         c = fig.ceiling
@@ -239,7 +240,7 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     reader = Reader(settings.db_url)
     if args.all:
         rows = fleet(reader, settings.sweetspot, time.time(), window_s, settings, headroom=args.json)
-        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}  # as in one target's object
+        email = _delivery_json(reader, settings)  # as in one target's object
         cut = {t.name: _series_json(t) for t in reader.targets()}
         print(json.dumps(_finite([{**row, **cut.get(row["target"], {}), **email} for row in rows_json(rows, settings)]), indent=2,
                          allow_nan=False) if args.json else table(rows))  # fmt: skip
@@ -253,22 +254,32 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     info = next((t for t in reader.targets() if t.name == name), None)
     over = _series_json(info)
     if args.json:
-        email = {"email": delivery_line(settings.alerts.email, settings.alerts)}
-        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict),
-                          "not_evaluated": not_evaluated(settings, fig, spot), **spot.as_json(),
+        email = _delivery_json(reader, settings)
+        print(json.dumps({"state": verdict.state, "reasons": reasons(verdict), **not_judged_json(verdict.unjudged), **spot.as_json(),
                           "headroom": _headroom(reader, name, now, spot).as_json(),
                           **figures_json(fig), **over, **email}, indent=2, allow_nan=False))  # fmt: skip
     else:
         print(terminal(verdict.headline))
-        print(render(fig))
+        print(render(fig, verdict))
         print(f"  {'sweet spot':24} {spot.line()}")
         print(f"  {'headroom':24} {_headroom(reader, name, now, spot).text()}")
-        for rule, why in not_evaluated(settings, fig, spot).items():
-            print(f"  {rule} rule: {why}")
+        for u in verdict.unjudged:  # what the verdict could not judge: "every rule holds" only without any
+            print(f"  {f'{u.rule} rule' if u.rule else 'window'} not judged: {u.reason}")
         if warning := series_limit_warning(over["series_dropped"], over["series_limit"]):
             print(f"  warning: {warning}")
-        print(f"  alert {delivery_line(settings.alerts.email, settings.alerts)}")
+        print(f"  alerts: {collector_delivery(reader.delivery(time.time()), settings.alerts, time.time())[0]}")
     return 0
+
+
+def _delivery_json(reader: Reader, settings: Settings) -> dict[str, Any]:
+    """``email``: where the collector's notifications go, as the collector stored it (db/delivery.py),
+    and ``delivery``: who stored it, when, whether it still evaluates (null: no collector yet)."""
+    now = time.time()
+    stored = reader.delivery(now)
+    line, sending = collector_delivery(stored, settings.alerts, now)
+    about = None if stored is None else {"channels": list(stored.channels), "holder": stored.holder,
+                                         "stored_at": stored.written_at, "collector_live": stored.live}  # fmt: skip
+    return {"email": line, "sending": sending, "delivery": about}
 
 
 def _headroom(reader: Reader, name: str, now: float, spot: SweetSpot) -> Headroom:
@@ -294,17 +305,18 @@ def judge(reader: Reader, settings: Settings, fig: WindowFigures, spot: SweetSpo
     return evaluate(fig, sweetspot, recent, rule_set(settings, fig.target), spot)
 
 
-def not_evaluated(settings: Settings, fig: WindowFigures, spot: SweetSpot | None = None) -> dict[str, str]:
-    """Rules that could not judge this window though it has data, and why (the efficiency rule
-    without an MBU: "not evaluated: no MBU: ..."), as the evaluator stores their state."""
-    if no_data_reason(fig):
-        return {}
-    sweetspot = effective_sweetspot(settings, fig.target)
-    names = Names(window_names(fig, sweetspot, (), spot), fig.window_s)
-    return {r.name: o.summary for r in rule_set(settings, fig.target)
-            if r.no_value and (o := outcome(r, names)).status == RULE_NO_DATA}  # fmt: skip
+def not_judged_json(unjudged: Iterable[Unjudged]) -> dict[str, Any]:
+    """``not_judged``: each default rule the verdict could not judge, ``{"rule", "reason"}`` (rule "":
+    the whole window, an outage inside it); ``not_evaluated``: the same as rule → reason (older key)."""
+    listed = [{"rule": u.rule, "reason": u.reason} for u in unjudged]
+    return {"not_judged": listed, "not_evaluated": {u["rule"]: u["reason"] for u in listed}}
 
 
 def reasons(verdict: Verdict) -> list[str]:
-    """One string per broken clause (figure, value, threshold, window), or why there is no data."""
-    return [verdict.reason] if verdict.state == NO_DATA else [c.text for c in verdict.clauses]
+    """One string per broken clause (figure, value, threshold, window), why there is no data, or what
+    could not be judged (cannot tell)."""
+    if verdict.state == NO_DATA:
+        return [verdict.reason]
+    if verdict.state == CANNOT_TELL:
+        return [u.text for u in verdict.unjudged]
+    return [c.text for c in verdict.clauses]

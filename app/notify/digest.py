@@ -85,6 +85,7 @@ class TargetDigest:
     ttft_slo_bounds: tuple[float, float, float, float] | None = None
     ttft_slo_p95_bucket: tuple[float, float] | None = None  # the P95's bucket when it holds the SLO
     outside: float = 0.0  # share of minutes judged outside the sweet spot
+    cannot_tell: float = 0.0  # share of minutes judged "cannot tell" (a rule could not be judged)
     not_stored: float = 0.0  # share of minutes without a stored verdict (no evaluator ran then)
     sweet_spot: str = "unknown"  # its own sweet spot at the period's end, with its source (app/sweet_spot.py)
     headroom: str = ""  # when its peak hour leaves the sweet spot, at its growth (app/headroom.py)
@@ -100,7 +101,8 @@ class Digest:
 
 def build(reader: Any, engine: Engine, settings: Settings, start: float, end: float) -> Digest:
     """The digest of every stored target over [start, end)."""
-    names = [t.name for t in reader.targets()]
+    # a target not configured any more is in the digest for retired_shown_s after the collector dropped it
+    names = [t.name for t in reader.targets() if t.listed(end, settings.retired_shown_s)]
     transitions = _transitions(engine, end)
     return Digest(start, end, settings.alerts.digest.timezone,
                   tuple(_target(reader, settings, name, start, end, transitions.get(name, [])) for name in names))  # fmt: skip
@@ -119,7 +121,8 @@ def _target(reader: Any, settings: Settings, name: str, start: float, end: float
     peak = max((r for r in rates if r is not None), default=None)
     return TargetDigest(
         target=name,
-        in_sweet_spot=judged.in_sweet_spot if judged.in_sweet_spot or judged.outside else None, no_data=judged.no_data,
+        in_sweet_spot=judged.in_sweet_spot if judged.in_sweet_spot or judged.outside or judged.cannot_tell else None,
+        no_data=judged.no_data, cannot_tell=judged.cannot_tell,
         ttft_p95_s=whole.ttft_p95_s, tokens_per_s_avg=whole.tokens_per_s, tokens_per_s_peak=peak,
         ceiling_steps_per_s=whole.ceiling_steps_per_s, preemptions=whole.preemptions,
         incidents=incidents(transitions, start, end), ttft_p95_bucket=whole.quantile_buckets.get("ttft_p95_s"),
@@ -170,7 +173,8 @@ def subject(digest: Digest) -> str:
 def _lines(d: TargetDigest, end: float, timezone: str) -> list[str]:
     ceiling = f" (the report's ceiling: at most {number(d.ceiling_steps_per_s)} steps/s)" if d.ceiling_steps_per_s else ""
     lines = [
-        f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}, no data {percent(d.no_data)}"
+        f"time in the sweet spot: {percent(d.in_sweet_spot)} (outside {percent(d.outside)}"
+        + (f", cannot tell {percent(d.cannot_tell)}" if d.cannot_tell else "") + f", no data {percent(d.no_data)}"
         + (f", not judged {percent(d.not_stored)})" if d.not_stored else ")"),
         f"TTFT P95: {with_unit(d.ttft_p95_s, 's')}" + (f" (vLLM's bucket ({d.ttft_p95_bucket[0]:g}, {d.ttft_p95_bucket[1]:g}] s)" if d.ttft_p95_bucket else ""),
         f"output tok/s: average {number(d.tokens_per_s_avg)}, peak {number(d.tokens_per_s_peak)}{ceiling}",

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
 from app.alerts.rules import DATA_RULES
-from app.notify.channels import destinations
+from app.notify.channels import ALERTMANAGER, WEBHOOK, destinations
 from app.notify.outbox import GroupLog, alert_key
+from core.durations import format_duration
 from core.settings import AlertsSettings, DeliverySettings, EmailSettings
+from db.delivery import StoredDelivery
 
 Muted = Callable[[AlertState, float], bool]
 Grouper = Callable[[AlertState], tuple[str, str, tuple[str, ...]]]  # state → (group key, label, recipients)
@@ -90,6 +92,31 @@ def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) ->
     if not email.enabled:
         return "e-mail off: alerts are evaluated and stored but not sent (set SWEETSPOT_SMTP_HOST, docs/configuration.md)"
     return f"e-mail on: {email.host}:{email.effective_port} ({email.tls}) to {', '.join(all_recipients(email))}{also}"
+
+
+def delivery_channels(alerts: AlertsSettings) -> list[str]:
+    """The channels this process would send through: ``email``, ``alertmanager``, ``webhook`` (those on)."""
+    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
+    return [*(["email"] if alerts.email.enabled else []), *(c for c, h in hooks if h.enabled)]
+
+
+def collector_delivery(stored: StoredDelivery | None, alerts: AlertsSettings, now: float) -> tuple[str, bool]:
+    """``(line, sending)``: where the collector's notifications go, as the collector stored it
+    (db/delivery.py), never what this process's own settings say: ``status`` or the UI started in
+    another shell or container has other ones. ``sending``: a live collector sends through a channel.
+    With nothing stored (no collector evaluated here yet), this process's settings, said to be so."""
+    if stored is None:
+        own = delivery_line(alerts.email, alerts)
+        return (f"no collector has evaluated alerts on this database yet: nothing is sent. With this process's "
+                f"settings it would be: {own}"), False  # fmt: skip
+    if stored.live:
+        return f"{stored.line} (the collector {stored.holder}, {_age(now - stored.written_at)})", bool(stored.channels)
+    return (f"{stored.line}: as the collector {stored.holder} stored it {_age(now - stored.written_at)}; no collector "
+            "holds the evaluator's lease now, so nothing is evaluated or sent (is `python -m app collect` running?)"), False
+
+
+def _age(seconds: float) -> str:
+    return "just now" if seconds < 1 else f"{format_duration(round(seconds))} ago"
 
 
 def group_of(state: AlertState, email: EmailSettings) -> tuple[str, str, tuple[str, ...]]:

@@ -16,7 +16,10 @@ from app.ui import auth, fill_notice, page, reads, time_range, url_params, welco
 from app.ui.guard import guard
 from core.redact import masked
 
-st.set_page_config(page_title="Sweetspot", page_icon=":material/speed:", layout="wide")
+# A file of our own, sent inline as a data: URL: a ":material/…:" page icon makes every visitor's browser
+# fetch the favicon from fonts.gstatic.com (docs/security.md: no page asks any other host for anything).
+ICON = Path(__file__).parent / "assets" / "icon.svg"
+st.set_page_config(page_title="Sweetspot", page_icon=str(ICON), layout="wide")
 settings = page.load(os.environ)  # the UI process's entry point: the one place that reads the environment
 
 if not auth.allowed(settings.ui_password):
@@ -34,7 +37,9 @@ if _missing_sqlite_file(settings.db_url):
     st.stop()
 
 reader = guard("the database", reads.reader, settings.db_url)
-targets = guard("the targets", reader.targets)
+# configured targets first; one not configured any more stays listed retired_shown_s (docs/fleet.md)
+targets = sorted((t for t in guard("the targets", reader.targets) if t.listed(time_range.now(), settings.retired_shown_s)),
+                 key=lambda t: t.retired_at is not None)  # fmt: skip
 if not targets:
     welcome.render(settings, "no target has been scraped into this database")
     st.stop()

@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from app.formatting import clock
-from app.notify.grouping import delivery_line
+from app.notify.grouping import collector_delivery
 from app.ui import page
 from app.ui.guard import guard
 
@@ -40,8 +40,9 @@ def _outcome(e: Any) -> str:
 
 def render(ctx: page.Context, now: float) -> None:
     st.subheader("E-mail")
-    line = delivery_line(ctx.settings.alerts.email, ctx.settings.alerts)
-    (st.caption if ctx.settings.alerts.email.enabled else st.info)(line)
+    # what the collector stored (it sends, with its own settings), never this process's settings
+    line, sending = collector_delivery(guard("the collector's delivery", ctx.reader.delivery, now), ctx.settings.alerts, now)
+    (st.caption if sending else st.info)(line)
     entries = guard("the notification log", ctx.reader.notifications, now - DAY_S)
     if not entries:
         st.caption("No notification in the last 24 hours.")

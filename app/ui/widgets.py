@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import datetime as dt
 import io
 from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ from app.formatting import (
 )
 from app.sweet_spot import SweetSpot
 from app.ui.charts import Frame, bridges
-from app.verdict import CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
+from app.verdict import CANNOT_TELL, CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
 from core.mbu import OVERHEAD_CAUSES, StepBoundBreach
@@ -122,11 +123,18 @@ def show_banner(verdict: Verdict, since: Mapping[str, float | None], now: float,
         why = f" — {note}." if note else "."
         st.success(f"**In the sweet spot** {over}: every rule holds{why}", icon=":material/check_circle:")
         return
+    if verdict.state == CANNOT_TELL:  # nothing broke, but not every rule could be judged: say which, and why
+        lines = "\n".join(f"- {markdown(u.text, TEXT_LIMIT)}" for u in verdict.unjudged)
+        st.info(f"**Cannot tell** {over} whether it is in the sweet spot: no rule broke, but not every rule "
+                f"could be judged:\n{lines}", icon=":material/help:")  # fmt: skip
+        return
     if verdict.state == NO_DATA:
         no_data = since_text(since.get("no_data"), now, range_start)
         st.error(f"**No data** {over}: {markdown(verdict.reason, TEXT_LIMIT)}{no_data}.", icon=":material/cloud_off:")
         return
     lines = "\n".join(f"- {markdown(c.text, TEXT_LIMIT)}{since_text(since.get(c.name), now, range_start)}" for c in verdict.clauses)
+    if verdict.unjudged:  # what it broke is proven; what it could not judge is said, not hidden
+        lines += "\n" + "\n".join(f"- not judged: {markdown(u.text, TEXT_LIMIT)}" for u in verdict.unjudged)
     body = f"**Outside the sweet spot** {over}:\n{lines}"
     if verdict.severity == CRITICAL:
         st.error(body, icon=":material/error:")
@@ -181,18 +189,37 @@ def slo_tile(f: WindowFigures, w: str) -> Tile:
 
 
 def ttft_tile(f: WindowFigures, w: str, engine: str, sweetspot: SweetSpotSettings) -> Tile:
-    """TTFT P95 as clients see it where a gateway holds requests (the gateway wait + the engine's, the
-    engine's beside it), else the engine's own (issue 28)."""
+    """TTFT P95 as clients see it where a gateway holds requests, else the engine's own (issue 28); its
+    context says how the figure is made, in parts that add up to it (issue 39)."""
     slo = f"SLO {number(sweetspot.ttft_p95_slo_s)} s"
     help_ = "95th percentile time to first token." + held_in(f, "ttft_p95_s") + slo_warning(f)
     if f.gateway_wait_source is None:
         return Tile(f"TTFT P95 · {w}", engine, f"{slo}{p95_slo_note(f)}", help_)
-    wait = "unknown" if f.gateway_wait_s is None else with_unit(f.gateway_wait_s, "s")
-    kind = wait_label(f.gateway_wait_source).split(",", 1)[0]  # measured or estimate
-    return Tile(f"TTFT P95 as clients see it · {w}", with_unit(f.client_ttft_p95_s, "s"),
-                f"{slo} · engine {engine} + gateway wait {wait} ({kind})",
-                f"The gateway wait ({f.gateway_wait_source}) plus the engine's TTFT P95: what a client behind the gateway "
-                "waits for its first token. " + help_)  # fmt: skip
+    value = MISSING if f.client_ttft_p95_s is None else _seconds(f.client_ttft_p95_s)  # as its parts are spelled
+    return Tile(f"TTFT P95 as clients see it · {w}", value, f"{slo} · {client_parts(f, engine)}",
+                "What a client behind the gateway waits for its first token, at the 95th percentile: the larger of the "
+                "engine's TTFT P95 and the engine's median plus the gateway wait's P95 (a sum's P95 is not the sum of "
+                f"the P95s; where one part dominates, this is it). The wait: {f.gateway_wait_source}. " + help_)  # fmt: skip
+
+
+def client_parts(f: WindowFigures, engine: str) -> str:
+    """How the clients' TTFT P95 was made, in words that add up to it: ``engine median 0.90 s + gateway
+    wait P95 6.05 s (estimate) · engine P95 3.25 s``, or ``the engine's P95 (its median 0.90 s + the wait's
+    P95 0.40 s is less)``."""
+    kind = wait_label(f.gateway_wait_source or "").split(",", 1)[0]  # measured or estimate
+    wait95, median, client = f.gateway_wait_p95_s, f.ttft_p50_s, f.client_ttft_p95_s
+    if f.gateway_wait_s is None or wait95 is None or median is None or client is None:
+        return f"engine {engine} + gateway wait unknown ({kind})"
+    if client == f.ttft_p95_s:
+        return f"the engine's P95 (its median {_seconds(median)} + the wait's P95 {_seconds(wait95)} ({kind}) is less)"
+    total, first = _seconds(client), _seconds(median)
+    # the wait's part as the total less the median, both as shown: the three figures add up as read
+    rest = float(total.removesuffix(" s")) - float(first.removesuffix(" s"))
+    return f"engine median {first} + gateway wait P95 {_seconds(rest)} ({kind}) · engine P95 {engine}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if abs(value) < 10 else f"{value:.1f} s"
 
 
 def client_slo_tile(f: WindowFigures, w: str) -> Tile:
@@ -350,6 +377,17 @@ def show_tiles(tiles: Sequence[Tile]) -> None:
     st.html(tiles_html(tiles))
 
 
+def marked_stale(tiles: Sequence[Tile], f: WindowFigures, last_good: float | None) -> list[Tile]:
+    """The tiles, each marked stale once the target is down or unread: their figures are the window's
+    scrapes from before it went (``last_good``: the end of the last step with a successful scrape),
+    not now's (``STALE · as of 14:02 · SLO 3 s``)."""
+    if f.up is not False:
+        return list(tiles)
+    when = f"as of {clock(last_good)}, before the target went down" if last_good else "no successful scrape in this range"
+    mark = f"STALE · {when}"
+    return [dataclasses.replace(t, context=f"{mark} · {t.context}", help=f"{mark}: not now's figure. {t.help}") for t in tiles]
+
+
 def bandwidth_text(g: GpuFigures) -> str:
     """A true bandwidth figure when one exists; otherwise NVML's memory-busy %, named as time-based."""
     source = g.dram_bw_source or "unknown"
@@ -486,12 +524,13 @@ def sparkline_svg(values: Sequence[float | None], color: str = "#1f77b4") -> str
 
 def history_text(history: Sequence[StoredVerdict], start: float, end: float) -> str:
     """The range's minutes as the alert evaluator judged them (stored verdicts): ``Minutes of this
-    range: 82 % in the sweet spot, 12 % outside, 1 % no data, 5 % not judged (…)``."""
+    range: 70 % in the sweet spot, 12 % outside, 12 % cannot tell, 1 % no data, 5 % not judged (…)``."""
     s = shares(history, start, end)
     if not s.minutes or s.not_stored == 1.0:
         return ("Minutes of this range: none judged yet (the collector judges each minute as it runs; minutes from "
                 "before it ran, or from a backfill, have no verdict).")
-    parts = [f"{percent(s.in_sweet_spot)} in the sweet spot", f"{percent(s.outside)} outside", f"{percent(s.no_data)} no data"]
+    parts = [f"{percent(s.in_sweet_spot)} in the sweet spot", f"{percent(s.outside)} outside",
+             f"{percent(s.cannot_tell)} cannot tell", f"{percent(s.no_data)} no data"]  # fmt: skip
     if s.not_stored:
         parts.append(f"{percent(s.not_stored)} not judged (no collector ran then, or backfilled)")
     return "Minutes of this range, as the alert evaluator judged them: " + ", ".join(parts) + "."

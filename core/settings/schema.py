@@ -474,6 +474,10 @@ class Settings:
     raw_retention_s: float = _setting(48 * 3600.0, "how long per-scrape rows are kept", kind="duration")
     rollup_retention_s: float = _setting(90 * 86400.0, "how long 1-minute rollups are kept", kind="duration")
     hourly_retention_s: float = _setting(400 * 86400.0, "how long hourly rollups are kept", kind="duration")
+    retired_shown_s: float = _setting(
+        86400.0, "how long a target no longer configured stays listed (Fleet, digest, status --all) as "
+        "\"not configured any more\" before it leaves the lists (its history is kept)", kind="duration"
+    )
     simulator: bool = _setting(True, "start the built-in simulator when no target has a vllm_url")
     targets: tuple[TargetSettings, ...] = _setting(None, "the deployments to watch ([[targets]])", factory=tuple)
     prometheus: tuple[PrometheusSettings, ...] = _setting(

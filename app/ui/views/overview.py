@@ -9,7 +9,7 @@ from app.formatting import clock
 from app.headroom import line as headroom_line
 from app.ui import alert_views, chart_cache, charts, fill_notice, page, time_range, widgets
 from app.ui.guard import guard
-from app.verdict import broken_since, evaluate, last_up
+from app.verdict import broken_since, evaluate, last_up, slo_note
 from core.text import markdown
 
 QUEUE = ("queue_depth_max",)
@@ -46,9 +46,10 @@ def live() -> None:
     if figures.step_bound_breach:  # the measured step rate is above the ceiling's bound: its inputs are wrong
         widgets.show_breach(figures.step_bound_breach)
     info = ctx.target_info()
-    widgets.show_tiles(widgets.kpi_tiles(figures, thresholds, spot, info.gateway_source if info else None))
-    if warning := widgets.slo_warning(figures):  # the P95 and the SLO share a bucket: say it, not only on hover
-        st.caption(warning.strip())
+    tiles = widgets.kpi_tiles(figures, thresholds, spot, info.gateway_source if info else None)
+    widgets.show_tiles(widgets.marked_stale(tiles, figures, last_up(points)))  # a down target's figures: as of then
+    if warning := slo_note(figures, verdict):  # the P95 and the SLO share a bucket: in the verdict's own words
+        st.caption(warning)
     st.caption(widgets.history_text(history, span.start, span.end))
     # the trend of the peak hour against the sweet spot, from whole days (app/headroom.py)
     filling = fill_notice.filling_days(ctx.reader, str(view.target))  # no trend judged on a part of the week
