@@ -138,7 +138,8 @@ def _format(value: Any, unit: str, scale: float | None) -> str:
     if scale is None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     number = value * scale
-    if number == int(number) and abs(number) >= 10:  # a count: "524,288 tokens", not "524288.0 tokens"
+    # a count: "524,288 tokens", not "524288.0 tokens"; a scaled share (79.0 %) is a measurement and keeps its decimal
+    if scale == 1.0 and number == int(number) and abs(number) >= 10:
         return f"{number:,.0f} {unit}".rstrip()
     text = f"{number:.3f}" if abs(number) < 10 else f"{number:.1f}"
     return f"{text} {unit}".rstrip()
