@@ -204,7 +204,10 @@ def test_operating_point_overlays_this_targets_sweeps_and_names_the_others(monke
     at.switch_page(PAGES[2]).run()
     assert not at.exception, at.exception
     text = texts(at)
-    assert "from the latest load sweep (target demo (http://127.0.0.1:8000/v1))" in text
+    # the one knee rule (0cdd445): the knee line names the source behind the sweet spot, for the demo
+    # the reference report's (app/sweet_spot.resolve), never a sweep's; the sweeps drawn are its server's
+    assert "Knee at concurrency 16 (reference: the knee of the reference report (8× V100, 70B AWQ, TP 8)): " in text, text
+    assert "Diamonds: stored load sweeps of demo's server." in text, text
     assert ("2 sweep(s) of other servers not shown: http://10.0.0.9:8000/v1; target edge (http://127.0.0.1:8000/v1)."
             in text), text  # fmt: skip
     spec = at.get("vega_lite_chart")[0].proto
