@@ -5,7 +5,8 @@ in the second-busiest hour, the partial current day excluded) over the last ``SP
 the target's own sweet-spot concurrency (app/sweet_spot.py: the knee). The model is statsmodels'
 structural time series (``UnobservedComponents``) on the log of the peaks: a level that moves as a
 random walk with a drift, the state-space form of exponential smoothing with a trend (Holt's linear
-trend with its slope held), plus a fixed weekly pattern once two weeks are there. Logs make growth a
+trend with its slope held), plus each day's own noise (an irregular: a peak of whole requests
+wobbles by one without the level moving) and a fixed weekly pattern once two weeks are there. Logs make growth a
 rate ("+3 % a day"); the Kalman filter skips a missing day; its own prediction intervals give the range.
 
 A recent change of trend (flat for a month, growing for the last ten days) is what one drift over
@@ -148,7 +149,12 @@ def _fit(series: np.ndarray, weekly: bool) -> tuple[float, float, np.ndarray, np
     """(drift, its standard error, and per day ahead the forecast's mean, lower and upper bound), logs."""
     from statsmodels.tsa.statespace.structural import UnobservedComponents
 
-    model = UnobservedComponents(series, level="rwdrift", seasonal=7 if weekly else None, stochastic_seasonal=False)
+    # a random-walk level with a fixed drift plus each day's own noise (the irregular): a peak-hour demand
+    # is a median of whole requests, so 6 or 7 on a day of 6.4 is measurement noise, not a lasting move
+    # of the level; without the irregular the walk takes every such wobble in and the drift's error
+    # grows until a known 3 %/day reads "no trend"
+    model = UnobservedComponents(series, level=True, stochastic_level=True, trend=True, stochastic_trend=False,
+                                 irregular=True, seasonal=7 if weekly else None, stochastic_seasonal=False)  # fmt: skip
     with warnings.catch_warnings():  # a short series' optimiser speaks up (convergence); the answer stands
         warnings.simplefilter("ignore")
         result = model.fit(disp=False)
