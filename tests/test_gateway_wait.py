@@ -29,6 +29,7 @@ from db.rollup import rollup
 from db.writer import Writer
 from simulator import SimOptions, start_simulator
 from simulator.params import EngineParams
+from simulator.stats import TTFT_BUCKETS_V1
 from tests.store_helpers import vllm_round
 from tests.support.collector_process import collector, wait_until
 
@@ -108,9 +109,9 @@ def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(window, source)
         # and the share as the estimate defines it: the engine's within the SLO less that mean wait.
         # Not the clients' own: where their waits spread (stalls on a loaded machine: mean 3.56 s,
         # median under it), that one differs at the median SLO, by design (docs/alerts.md)
-        for at_slo in (slo, fig.gateway_wait_s + float(np.median(engine_ttfts))):  # the second: where it reads ½
+        for at_slo in (slo, fig.gateway_wait_s + float(np.median(engine_ttfts))):  # the second: at the engine's median
             got = Reader(db).window(source, end, WINDOW_S, ttft_slo_s=at_slo).client_ttft_slo_attainment
-            engine_share = float(np.mean(engine_ttfts <= at_slo - fig.gateway_wait_s))
+            engine_share = histogram_share(engine_ttfts, at_slo - fig.gateway_wait_s)
             assert got is not None and abs(got - engine_share) <= 0.05, (at_slo, got, engine_share)
     assert fig.ttft_slo_attainment > 0.9  # the engine alone meets it: its figure says nothing of the wait
     # the TTFT rule judges the client-seen figure, the engine's beside it
@@ -126,6 +127,21 @@ def test_24_clients_behind_a_limit_of_16_see_what_sweetspot_says(window, source)
     assert {"gateway_wait_s", "gateway_wait_source", "client_ttft_p95_s", "client_ttft_slo_attainment"} <= set(data)
     assert data["gateway_wait_source"].split(",")[0] == fig.gateway_wait_source.split(",")[0]  # its window is status's
     _record(fig, client_p95, share, slo, len(measured), waits)
+
+
+def histogram_share(values: np.ndarray, threshold_s: float) -> float:
+    """The share of ``values`` (s) within ``threshold_s`` as vLLM's TTFT histogram holds it: exact at
+    each bucket bound (``le``, inclusive), linear between two (as ``histogram_quantile`` and the
+    product read a histogram). The engine's TTFTs run 0.01 to 0.25 s over a few buckets; inside one,
+    the exact share and the interpolated one part by however the values bunch. In a loaded full run,
+    at their median, the exact share read 0.38 (under ½, so over a tenth of them tied at the median,
+    lost to (wait + median) − wait rounding just under it; requests that enter the engine in one step
+    share a TTFT, presumably) and Sweetspot's 0.27, a tie spread over its bucket; on an idle machine
+    0.502 and 0.502 (203 distinct values). The estimate is judged on what it can know, the engine's
+    histogram, within the same 0.05."""
+    bounds = np.asarray((0.0, *TTFT_BUCKETS_V1))
+    at_bounds = np.array([np.mean(values <= b) for b in bounds])
+    return float(np.interp(threshold_s, bounds, at_bounds))
 
 
 def last_round(db: str) -> float:

@@ -243,9 +243,14 @@ def test_a_target_that_disappears_is_down_after_gone_after_s(tmp_path):
         server.wait_for_targets(2)
         service.prometheus[0].run()
         server.scrape([sims[0].urls["vllm_metrics"]])  # the second one is no longer scraped
-        deadline = time.monotonic() + 90  # a safety net: ends once the target reads DOWN (Prometheus reloads its config first)
+        # a safety net: ends once the target reads DOWN for being absent (Prometheus reloads its config
+        # first). Not on any DOWN: the reload can cancel the removed target's last scrape, and Prometheus
+        # then serves up = 0 for it once ("Prometheus cannot scrape it"), a true down round of its own
+        # before the series goes stale and the target is absent for gone_after_s.
+        deadline = time.monotonic() + 90
         lines: list[str] = []
-        while time.monotonic() < deadline and not any("DOWN" in line for line in lines):
+        while time.monotonic() < deadline and not any("DOWN" in line and "absent from Prometheus's answer" in line
+                                                       for line in lines):  # fmt: skip
             time.sleep(0.5)
             lines = service.prometheus[0].run()
     finally:
