@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.sweet_spot import SweetSpot
 from app.ui import traffic, widgets
 from app.verdict import IN_SWEET_SPOT, NO_DATA, OUTSIDE, WARNING, evaluate
 from core.settings import SweetSpotSettings
@@ -9,6 +10,9 @@ from db.results import GpuFigures, SeriesPoint, TargetInfo
 from tests.builders import window
 
 RULES = SweetSpotSettings()
+# A sweet spot with its curve: without one the verdict cannot tell (app/verdict.py judgement), and these
+# tests are about what the engine's state and its finished-request rates make of a judged window.
+SPOT = SweetSpot(16, "sweep", "the knee of a sweep", ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0)), "sweep")
 
 
 def _gpu(gbps: float | None, index: int = 0) -> GpuFigures:
@@ -19,20 +23,20 @@ def _gpu(gbps: float | None, index: int = 0) -> GpuFigures:
 def test_a_sleeping_engine_is_neither_down_nor_in_the_sweet_spot():
     asleep = window(sleep_state="weights_offloaded", tokens_per_s=0.0, running_avg=0.0, running_max=0.0,
                     waiting_max=3.0, ttft_p95_s=None)
-    verdict = evaluate(asleep, RULES)
+    verdict = evaluate(asleep, RULES, spot=SPOT)
     assert verdict.state == OUTSIDE and verdict.state != NO_DATA
     assert [c.name for c in verdict.clauses] == ["sleeping"]  # not "not serving", not under-delivering
     assert verdict.severity == WARNING and "engine asleep (weights_offloaded)" in verdict.clauses[0].text
-    assert evaluate(window(sleep_state="awake"), RULES).state == IN_SWEET_SPOT
-    assert [c.name for c in evaluate(window(sleep_state="discard_all"), RULES).clauses] == ["sleeping"]
+    assert evaluate(window(sleep_state="awake"), RULES, spot=SPOT).state == IN_SWEET_SPOT
+    assert [c.name for c in evaluate(window(sleep_state="discard_all"), RULES, spot=SPOT).clauses] == ["sleeping"]
 
 
 def test_abort_and_error_rates_are_alert_rules_quiet_where_not_exposed():
-    assert evaluate(window(), RULES).state == IN_SWEET_SPOT  # vLLM before 0.33: no error reason, no alert
-    failing = evaluate(window(finished_error_per_s=0.05, finished_abort_per_s=0.0), RULES)
+    assert evaluate(window(), RULES, spot=SPOT).state == IN_SWEET_SPOT  # vLLM before 0.33: no error reason, no alert
+    failing = evaluate(window(finished_error_per_s=0.05, finished_abort_per_s=0.0), RULES, spot=SPOT)
     assert [c.name for c in failing.clauses] == ["requests_failing"] and failing.severity == "critical"
-    assert evaluate(window(finished_abort_per_s=0.01), RULES).state == IN_SWEET_SPOT  # 2.5 % of 0.4 req/s
-    aborted = evaluate(window(finished_abort_per_s=0.1), RULES)
+    assert evaluate(window(finished_abort_per_s=0.01), RULES, spot=SPOT).state == IN_SWEET_SPOT  # 2.5 % of 0.4 req/s
+    aborted = evaluate(window(finished_abort_per_s=0.1), RULES, spot=SPOT)
     assert [c.name for c in aborted.clauses] == ["requests_aborted"]
     assert "more than 5 % of finished requests" in aborted.clauses[0].text
 

@@ -253,9 +253,12 @@ class Evaluator:
             else:
                 recent = self._recent(target, rules, at, sweetspot.queue_growth_s)
             models = self.reader.models(target) if any(r.per_model for r in rules) else []
+            # the SLO shares are judged by this evaluator's own SLO (the ttft_p95 rule's threshold and its
+            # bucket proof must name one figure): the batch read judges by the stored one, used only where equal
+            slo = sweetspot.ttft_p95_slo_s
             windows = {
-                (w, m): batch.windows[(w, target)] if not m and (w, target) in batch.windows
-                else self.reader.window(target, at, w, model=m or None)  # the GPUs too: the measured MBU
+                (w, m): batch.windows[(w, target)] if not m and _same_slo(batch.windows.get((w, target)), slo)
+                else self.reader.window(target, at, w, model=m or None, ttft_slo_s=slo)  # the GPUs too: the measured MBU
                 for w in sorted({r.window_s for r in rules})
                 for m in ["", *(models if any(r.per_model and r.window_s == w for r in rules) else [])]
             }
@@ -319,3 +322,8 @@ class Evaluator:
             states.append(state)
             transitions.append(transition(s.state, state, at))
         return states, transitions
+
+
+def _same_slo(f: WindowFigures | None, slo_s: float | None) -> bool:
+    """Whether a batch-read window ``f`` judged its TTFT SLO shares by ``slo_s`` (s), the evaluator's own."""
+    return f is not None and f.ttft_slo_s == slo_s
