@@ -37,10 +37,12 @@ def _expected(url: str, tps: float | None = None):
     """What ``python -m app plan demo`` computes on the same database: the page must show the same."""
     from app import plan
     from app.loader import load_settings
+    from app.ui.reads import floor
     from db.queries import Reader
 
     settings = load_settings(None, {"SWEETSPOT_DB_URL": url})
-    return plan.plan(Reader(url), settings, "demo", time.time(), tps=tps)
+    # the page plans at its clock floored to 10 minutes (app/ui/views/plan.py): the same minutes here
+    return plan.plan(Reader(url), settings, "demo", floor(time.time(), 600.0), tps=tps)
 
 
 def test_the_plan_of_demo(browser, served):
