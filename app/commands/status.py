@@ -247,7 +247,9 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
                          allow_nan=False) if args.json else table(rows))  # fmt: skip
         return 0
     name = _target_name(args, settings, reader)
-    now = time.time()
+    # Rounds are stored at their second rounded to the nearest (db/writer.py): the one just stored may
+    # lie up to half a second ahead, and a window ending at the wall clock would miss it.
+    now = math.ceil(time.time())
     fig = reader.window(name, now, window_s, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
     spot = resolve(reader, settings, name, now)
     verdict = judge(reader, settings, fig, spot)
