@@ -26,7 +26,7 @@ from app.formatting import bucket, compared, number
 from core.durations import format_duration
 from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
 from core.settings import ConfigError, RuleSettings, Settings
-from core.text import MAX_NAME, visible
+from core.text import MAX_NAME, name_problem, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
@@ -521,10 +521,16 @@ def _check_names(entry: RuleSettings, key: str) -> None:
     if visible(name, len(name)) != name or name != name.strip() or len(name) > MAX_NAME:
         raise ConfigError(f"{key}.name: '{visible(name, 60)}' holds a line break, control character, space at an end "
                           f"or more than {MAX_NAME} characters; a rule's name is one short line (e.g. ttft_p95)")
-    for label in entry.labels:
+    problem = name_problem(name)  # the one name type (core/text.py): no invisible, look-alike or unnormalised letters
+    if problem:
+        raise ConfigError(f"{key}.name: {problem}; a rule's name is one short line (e.g. ttft_p95)")
+    for label, value in entry.labels.items():
         if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
             raise ConfigError(f"{key}.labels: '{visible(label, 60)}' is not a label name; use letters, digits and _ "
                               "(not starting with a digit or __)")
+        problem = name_problem(value) if value else ""  # an empty value is no label, as Prometheus reads it
+        if problem:
+            raise ConfigError(f"{key}.labels.{label}: {problem}; a label's value is shown and sent as it is written")
 
 
 def _check_expression(text: str, key: str, known: frozenset[str]) -> None:
