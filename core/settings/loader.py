@@ -18,7 +18,14 @@ from typing import Any
 
 from core.bounded import TooLarge, read_file
 from core.durations import DurationError, parse_duration
-from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
+from core.limits import (
+    MAX_DURATION_S,
+    MAX_LEARNER_LEVELS,
+    MAX_LEARNER_SAMPLES,
+    finite_problem,
+    limit_problems,
+    url_problem,
+)
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 from core.settings.environment import (
@@ -419,8 +426,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 MAX_SETTINGS_BYTES = 16 * 1024 * 1024
-MAX_LEARNER_SAMPLES = 1_000_000  # a week at 1 s is 604,800; the default (a week of minutes) 10,080
-MAX_LEARNER_LEVELS = 1000  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 
