@@ -59,6 +59,11 @@ def test_each_hostile_rule_is_refused_at_load_in_one_line(sample: str) -> None:
     assert "\n" not in str(refused.value) and "cannot be used" in str(refused.value)
 
 
+def test_a_series_ceiling_past_the_bound_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match=r"max_series: 5e\+06 is out of range; it must be ≥ 1 and ≤ 100000"):
+        load_settings(HOSTILE / "series_ceiling.toml", {})
+
+
 def test_every_bound_is_stated_in_docs_security() -> None:
     text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
     assert all(name in text for name in WORK), [n for n in WORK if n not in text]
