@@ -338,8 +338,6 @@ class EmailRoute:
     to: tuple[str, ...] = _setting(None, "recipients of the matched alerts", factory=tuple)
 
 
-GROUP_BY_KEYS = ("rule", "target", "model", "severity")
-TLS_MODES = ("none", "starttls", "ssl")
 
 
 @dataclass(frozen=True)
