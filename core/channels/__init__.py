@@ -8,13 +8,14 @@ line and the docs. A new channel is its module here, its line below, its table i
 
 from __future__ import annotations
 
-from core.channels import alertmanager, email, webhook
+from core.channels import alertmanager, chat, email, webhook
 from core.channels.base import Channel, HttpChannel
 
 CHANNELS: tuple[Channel, ...] = (
     email.CHANNEL,
     alertmanager.CHANNEL,
     webhook.CHANNEL,
+    chat.CHANNEL,
 )
 HTTP_CHANNELS: tuple[HttpChannel, ...] = tuple(c for c in CHANNELS if isinstance(c, HttpChannel))
 

@@ -433,6 +433,7 @@ class AlertsSettings:
     digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
     alertmanager: AlertmanagerSettings = _setting(None, "an Alertmanager's v2 API ([alerts.alertmanager])", factory=AlertmanagerSettings)
     webhook: WebhookSettings = _setting(None, "a generic JSON webhook ([alerts.webhook])", factory=WebhookSettings)
+    chat: WebhookSettings = _setting(None, "a Slack or Mattermost incoming webhook ([alerts.chat])", factory=WebhookSettings)
 
 
 @dataclass(frozen=True)
