@@ -19,6 +19,8 @@ from typing import Any
 from core.bounded import TooLarge, read_file
 from core.channels import CHANNELS, HTTP_CHANNELS
 from core.durations import DurationError, parse_duration
+from core.engines import AUTO
+from core.engines import NAMES as ENGINE_NAMES
 from core.limits import MAX_DURATION_S, finite_problem, limit_problems
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
@@ -211,8 +213,8 @@ def _validate(settings: Settings) -> Settings:
         if gateway.kind != "none" and not gateway.url:
             raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
         _check_wait_metric(gateway, key + ".gateway.wait_metric")
-        if target.engine not in ("auto", "vllm", "sglang"):
-            raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
+        if target.engine not in (AUTO, *ENGINE_NAMES):
+            raise ConfigError(f"{key}.engine: {target.engine!r} is not one of {', '.join((AUTO, *ENGINE_NAMES))}")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
         if target.gpu.precision not in ("bf16_tensor", "fp16_tensor", "fp8_tensor", "fp16_cuda_core"):

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.engines import AUTO
+from core.engines import NAMES as ENGINE_NAMES
 from core.errors import SweetspotError
 from core.settings.environment import ENV_SMTP_PASSWORD, ENV_UI_PASSWORD
 
@@ -147,7 +149,8 @@ class TargetSettings:
 
     name: str = _setting("default", "short unique name shown in the UI and used by --target")
     vllm_url: str = _setting("", "vLLM Prometheus endpoint, e.g. http://host:8000/metrics")
-    engine: str = _setting("auto", "vllm, sglang, or auto (the page's names decide); vllm_url is then SGLang's /metrics")
+    engine: str = _setting(AUTO, f"{', '.join(ENGINE_NAMES)}, or auto (the page's names decide); vllm_url is then that "
+                                 "engine's /metrics")
     gateway: GatewaySettings = _setting(None, "gateway queue-depth source", factory=GatewaySettings)
     gpu: GpuSettings = _setting(None, "GPU figures source", factory=GpuSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs", factory=CeilingSettings)
