@@ -2,8 +2,10 @@
 the query views (collectors/catalogue.py, db/figures.py, db/query_views.py), in one page, so that a new
 metric or figure changes one generated file rather than four hand-pasted tables.
 
-``python -m app.reference_doc`` (``make docs``) writes it; ``--check`` exits 1 when the committed page
-differs from what the tables say (tests/test_reference_doc.py runs the same comparison).
+``python -m app.reference_doc`` (``make docs``) writes it, and the generated tables of
+docs/configuration.md (app/settings_doc.py: the limits, the POSTing channels' settings); ``--check``
+exits 1 when a committed page differs from what the tables say (tests/test_reference_doc.py runs the
+same comparison).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from app import settings_doc
 from collectors.catalogue import catalogue_markdown
 from db.figures import alert_names_markdown, status_markdown
 from db.query_views import reference_markdown
@@ -61,19 +64,21 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.reference_doc", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/reference.md differs; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a generated page differs; write nothing")
     args = parser.parse_args(argv)
-    page = render()
-    current = PATH.read_text(encoding="utf-8") if PATH.exists() else ""
-    if args.check:
-        if current != page:
-            print(f"docs/reference.md differs from the tables: run {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    if current != page:
-        PATH.write_text(page, encoding="utf-8")
-        print("docs/reference.md written")
-    return 0
+    drifted = 0
+    for path, make in ((PATH, lambda _: render()), (settings_doc.PAGE, settings_doc.render)):
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        page = make(current)
+        if current == page:
+            continue
+        if args.check:
+            print(f"docs/{path.name} differs from the tables: run {COMMAND}", file=sys.stderr)
+            drifted = 1
+        else:
+            path.write_text(page, encoding="utf-8")
+            print(f"docs/{path.name} written")
+    return drifted
 
 
 if __name__ == "__main__":

@@ -60,6 +60,14 @@ def _seconds(low: float = 0, high: float = MAX_DURATION_S, above: bool = True) -
 _FRACTION = Limit(0, 1, above=True)  # a share of something: (0, 1]
 _PORT = Limit(1, 65535)
 _CHANNELS = tuple(channel.name for channel in CHANNELS)  # every channel table has the delivery settings
+_DELIVERY = {  # every channel's [alerts.<channel>] delivery settings
+    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
+    "group_wait_s": _seconds(above=False),
+    "group_interval_s": _seconds(above=False),
+    **{k: _seconds() for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
+    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
+    "timeout_s": _seconds(0, 600),
+}
 _THRESHOLDS = {  # [sweetspot] and each target's [targets.sweetspot] overrides
     "ttft_p95_slo_s": _seconds(0, 3600),
     "concurrency": Limit(1, 1_000_000),
@@ -99,13 +107,7 @@ LIMITS: dict[str, Limit] = {
     "alerts.rules[].keep_firing_for_s": _seconds(0, 90 * DAY, above=False),
     "alerts.rules[].scale": Limit(0, 1e9, above=True),
     "alerts.email.port": Limit(0, 65535),
-    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
-    **{f"alerts.{channel}.{k}": _seconds(above=False) for channel in _CHANNELS
-       for k in ("group_wait_s", "group_interval_s")},
-    **{f"alerts.{channel}.{k}": _seconds() for channel in _CHANNELS
-       for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
-    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
-    **{f"alerts.{channel}.timeout_s": _seconds(0, 600) for channel in _CHANNELS},
+    **{f"alerts.{channel}.{k}": limit for channel in _CHANNELS for k, limit in _DELIVERY.items()},
     "query.timeout_s": _seconds(0, 3600),
     "query.max_timeout_s": _seconds(0, 3600),
     "query.row_limit": Limit(1, 10_000_000),

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app import reference_doc
+from app import reference_doc, settings_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,3 +50,27 @@ def test_every_link_into_the_page_lands_on_a_heading():
              for a in re.findall(r"\(reference\.md#([\w-]+)\)", doc.read_text(encoding="utf-8"))]  # fmt: skip
     assert {doc for doc, _ in links} >= {"metrics.md", "alerts.md", "commands.md", "query.md"}
     assert [link for link in links if link[1] not in anchors] == []
+
+
+def test_the_configuration_pages_generated_tables_are_current():
+    page = settings_doc.PAGE.read_text(encoding="utf-8")
+    assert page == settings_doc.render(page), f"docs/configuration.md's generated tables differ: run {reference_doc.COMMAND}"
+
+
+def test_a_drifted_configuration_table_fails_the_check_and_is_rewritten(tmp_path, monkeypatch, capsys):
+    page = tmp_path / "configuration.md"
+    page.write_text(settings_doc.PAGE.read_text(encoding="utf-8").replace("| `alerts.chat.url` |", "| `alerts.chat.uri` |"),
+                    encoding="utf-8")  # fmt: skip
+    monkeypatch.setattr(settings_doc, "PAGE", page)
+    assert reference_doc.main(["--check"]) == 1
+    assert "docs/configuration.md differs" in capsys.readouterr().err
+    assert reference_doc.main([]) == 0 and reference_doc.main(["--check"]) == 0
+    assert "| `alerts.chat.url` |" in page.read_text(encoding="utf-8")
+
+
+def test_every_posting_channel_and_every_limit_is_in_the_generated_tables():
+    from core.channels import HTTP_CHANNELS
+    from core.limits import LIMITS
+
+    assert all(f"| `alerts.{c.name}.url` |" in settings_doc.channels_markdown() for c in HTTP_CHANNELS)
+    assert all(f"| `{key}` |" in settings_doc.limits_markdown() for key in LIMITS)

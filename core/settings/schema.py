@@ -415,8 +415,10 @@ class AlertmanagerSettings(WebhookSettings):
     one alert a group, repeated every minute so that it keeps them (its own routes then group them).
     Its own defaults for the grouping keys; the rest of the delivery settings are a webhook's."""
 
-    url: str = _setting("", "Alertmanager's base URL, e.g. http://alertmanager:9093; empty = off")
-    group_by: tuple[str, ...] = _setting(("rule", "target", "model"), "alerts with equal values of these go in one POST",
+    url: str = _setting("", "Alertmanager's base URL, e.g. http://alertmanager:9093 (alerts are POSTed to its "
+                            "/api/v2/alerts); empty = off")
+    group_by: tuple[str, ...] = _setting(("rule", "target", "model"), "alerts with equal values of these go in one POST "
+                                         "(Alertmanager groups them again by its own routes)",
                                          factory=lambda: ("rule", "target", "model"))
     group_wait_s: float = _setting(0.0, "wait this long after an alert fires before the first POST", kind="duration")
     group_interval_s: float = _setting(0.0, "at most one POST per group this often for changes", kind="duration")
