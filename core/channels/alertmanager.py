@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from core.channels.base import Stored, http_problems, prometheus_alert, valid_for
+from core.channels.base import Posting, Stored, prometheus_alert, valid_for
 from core.redact import masked
 
 API_PATH = "/api/v2/alerts"
 
 
-class Alertmanager:
-    name = "alertmanager"
-    secrets: tuple[str, ...] = ("url",)  # its path may carry a credential too (a proxy's token route): shown to its origin
-
-    def problems(self, table: Any, key: str) -> Iterator[str]:
-        yield from http_problems(table, key)
+class Alertmanager(Posting):
+    name = "alertmanager"  # its URL is masked as a webhook's by config --json (a proxy's path may be a token)
 
     def endpoint(self, table: Any) -> str:
         return str(table.url).rstrip("/") + API_PATH

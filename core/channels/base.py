@@ -99,6 +99,24 @@ class HttpChannel(Channel, Protocol):
         ...
 
 
+class Posting:
+    """What the POSTing channels share unless they say otherwise: the URL POSTed to as given, shown
+    to its origin (a webhook's path often is its secret: a Slack incoming webhook's is), masked by
+    ``config --json``, and the HTTP table's checks. A subclass names itself and its ``body``."""
+
+    name = ""
+    secrets: tuple[str, ...] = ("url",)
+
+    def problems(self, table: Any, key: str) -> Iterator[str]:
+        yield from http_problems(table, key)
+
+    def endpoint(self, table: Any) -> str:
+        return str(table.url)
+
+    def shown(self, table: Any) -> str:
+        return origin_only(self.endpoint(table))
+
+
 def group_by_problems(table: DeliveryTable, key: str, known: Sequence[str]) -> Iterator[str]:
     unknown = [k for k in table.group_by if k not in known]
     if unknown:

@@ -3,26 +3,15 @@ Slack-compatible ``text``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from core.channels.base import Stored, http_problems, origin_only, prometheus_alert, slack_escape, valid_for
+from core.channels.base import Posting, Stored, prometheus_alert, slack_escape, valid_for
 
 RESOLVED = "resolved"  # a stored alert's state once it resolved (app.alerts.model.RESOLVED)
 
 
-class Webhook:
+class Webhook(Posting):
     name = "webhook"
-    secrets: tuple[str, ...] = ("url",)  # a webhook's path often is its secret (a Slack incoming webhook's is)
-
-    def problems(self, table: Any, key: str) -> Iterator[str]:
-        yield from http_problems(table, key)
-
-    def endpoint(self, table: Any) -> str:
-        return str(table.url)
-
-    def shown(self, table: Any) -> str:
-        return origin_only(self.endpoint(table))
 
     def body(self, item: Stored, table: Any, dashboard_url: str, now: float) -> Any:
         alerts = [prometheus_alert(a, valid_for(table), now) for a in item.alerts]
