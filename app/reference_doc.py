@@ -3,7 +3,8 @@ the query views (collectors/catalogue.py, db/figures.py, db/query_views.py), in 
 metric or figure changes one generated file rather than four hand-pasted tables.
 
 ``python -m app.reference_doc`` (``make docs``) writes it, and the generated tables of
-docs/configuration.md (app/settings_doc.py: the limits, the POSTing channels' settings); ``--check``
+docs/configuration.md and docs/alerts.md (app/doc_tables.py: the limits, the POSTing channels'
+settings, the default rules); ``--check``
 exits 1 when a committed page differs from what the tables say (tests/test_reference_doc.py runs the
 same comparison).
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
-from app import settings_doc
+from app import doc_tables
 from collectors.catalogue import catalogue_markdown
 from db.figures import alert_names_markdown, status_markdown
 from db.query_views import reference_markdown
@@ -67,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a generated page differs; write nothing")
     args = parser.parse_args(argv)
     drifted = 0
-    for path, make in ((PATH, lambda _: render()), (settings_doc.PAGE, settings_doc.render)):
+    pages: list[tuple[Path, Callable[[str], str]]] = [(PATH, lambda _: render())]
+    pages += [(doc_tables.DOCS / name, partial(doc_tables.render, name=name)) for name in doc_tables.BLOCKS]
+    for path, make in pages:
         current = path.read_text(encoding="utf-8") if path.exists() else ""
         page = make(current)
         if current == page:

@@ -1,7 +1,10 @@
-"""The generated tables of docs/configuration.md: the limits (core/limits.py ``LIMITS``) and the
-settings of every POSTing channel (core/channels ``HTTP_CHANNELS``, their tables' own help), each
-between two markers in the page, so that a new limit or a new channel changes the docs through
-``make docs`` rather than by hand-pasted rows. The rest of the page is prose and stays hand-written.
+"""The generated tables of the hand-written docs pages, each between two markers in its page, so that
+a new limit, channel or default rule reaches the docs through ``make docs`` rather than by
+hand-pasted rows; the prose around them stays hand-written:
+
+- docs/configuration.md: the limits (core/limits.py ``LIMITS``) and the settings of every POSTing
+  channel (core/channels ``HTTP_CHANNELS``, their tables' own help);
+- docs/alerts.md: the default rules (app/alerts/rules.py ``DEFAULT_RULES``).
 
 app/reference_doc.py (``make docs``) writes them and ``--check`` fails when one drifted;
 tests/test_reference_doc.py runs the same comparison.
@@ -9,18 +12,20 @@ tests/test_reference_doc.py runs the same comparison.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from app.alerts.rules import DEFAULT_RULES
 from core.channels import HTTP_CHANNELS
 from core.durations import format_duration
 from core.limits import LIMITS
-from core.settings import AlertsSettings, iter_settings
+from core.settings import AlertsSettings, SweetSpotSettings, iter_settings
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 # What the shared HTTP table means for a channel that POSTs notifications (its own help speaks of scraping)
 _HOOK_HTTP = {
     "headers": "extra HTTP headers of every POST, e.g. `{ X-Scope-OrgID = \"team-a\" }`",
@@ -75,7 +80,30 @@ def channels_markdown() -> str:
     return "\n".join(["| setting | type | default | meaning |", "|---|---|---|---|", *rows])
 
 
-BLOCKS: dict[str, Callable[[], str]] = {"limits": limits_markdown, "channels": channels_markdown}
+def _seconds(value: float) -> str:
+    return format_duration(value) if value else "0"
+
+
+def default_rules_markdown() -> str:
+    """The default rules: condition, window, severity, timers and what the e-mail shows."""
+    thresholds = {f.name: getattr(SweetSpotSettings(), f.name) for f in dataclasses.fields(SweetSpotSettings)}
+    rows = []
+    for rule in DEFAULT_RULES:
+        default = thresholds.get(rule.threshold)
+        condition = f"`{rule.expr} {rule.op} {rule.threshold}`" + (f" ({default:g} by default)" if default is not None else "")
+        condition += f" while `{rule.when}`" if rule.when else ""
+        mail = f"{rule.title or rule.name}" + (f", chart: {rule.panel}" if rule.panel else "")
+        rows.append(_row(f"`{rule.name}`", condition, format_duration(rule.window_s), rule.severity, _seconds(rule.for_s),
+                         _seconds(rule.keep_firing_for_s), mail))  # fmt: skip
+    return "\n".join(["| rule | condition | window | severity | for | keep firing | e-mail title, chart |",
+                      "|---|---|---|---|---|---|---|", *rows])  # fmt: skip
+
+
+# page under docs/ → its blocks, each by name
+BLOCKS: dict[str, dict[str, Callable[[], str]]] = {
+    "configuration.md": {"limits": limits_markdown, "channels": channels_markdown},
+    "alerts.md": {"default rules": default_rules_markdown},
+}
 
 
 def _marks(name: str) -> tuple[str, str]:
@@ -83,12 +111,13 @@ def _marks(name: str) -> tuple[str, str]:
             f"<!-- end of generated: {name} -->")  # fmt: skip
 
 
-def render(page: str) -> str:
-    """``page`` with every generated block rewritten from the code (a block missing its markers is an error)."""
-    for name, make in BLOCKS.items():
-        start, end = _marks(name)
+def render(page: str, name: str) -> str:
+    """``page`` (the text of docs/``name``) with every generated block rewritten from the code (a
+    block missing its markers is an error)."""
+    for block, make in BLOCKS[name].items():
+        start, end = _marks(block)
         pattern = re.compile(re.escape(start) + r"\n.*?\n" + re.escape(end), re.S)
         if not pattern.search(page):
-            raise ValueError(f"{PAGE.name}: the markers of the generated block {name!r} are missing")
+            raise ValueError(f"docs/{name}: the markers of the generated block {block!r} are missing")
         page = pattern.sub(lambda _: f"{start}\n{make()}\n{end}", page, count=1)  # noqa: B023 - used at once
     return page
