@@ -12,16 +12,15 @@ optional value (None) is not judged.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import math
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.channels import CHANNELS
 from core.durations import format_duration
-from core.redact import masked
-from core.text import host_problem
+from core.url_check import HTTP_SCHEMES as _HTTP
+from core.url_check import url_problem
 
 DAY = 86400.0
 # The longest duration any setting may take (10 years): beyond, datetime arithmetic overflows and a
@@ -65,7 +64,15 @@ _FRACTION = Limit(0, 1, above=True)  # a share of something: (0, 1]
 # label variants parsed and summed took 25 s a round under the old ceiling of 10,000,000
 MAX_SERIES_PER_PAGE = 100_000
 _PORT = Limit(1, 65535)
-_CHANNELS = ("email", "alertmanager", "webhook")
+_CHANNELS = tuple(channel.name for channel in CHANNELS)  # every channel table has the delivery settings
+_DELIVERY = {  # every channel's [alerts.<channel>] delivery settings
+    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
+    "group_wait_s": _seconds(above=False),
+    "group_interval_s": _seconds(above=False),
+    **{k: _seconds() for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
+    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
+    "timeout_s": _seconds(0, 600),
+}
 _THRESHOLDS = {  # [sweetspot] and each target's [targets.sweetspot] overrides
     "ttft_p95_slo_s": _seconds(0, 3600),
     "concurrency": Limit(1, 1_000_000),
@@ -105,13 +112,7 @@ LIMITS: dict[str, Limit] = {
     "alerts.rules[].keep_firing_for_s": _seconds(0, 90 * DAY, above=False),
     "alerts.rules[].scale": Limit(0, 1e9, above=True),
     "alerts.email.port": Limit(0, 65535),
-    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
-    **{f"alerts.{channel}.{k}": _seconds(above=False) for channel in _CHANNELS
-       for k in ("group_wait_s", "group_interval_s")},
-    **{f"alerts.{channel}.{k}": _seconds() for channel in _CHANNELS
-       for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
-    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
-    **{f"alerts.{channel}.timeout_s": _seconds(0, 600) for channel in _CHANNELS},
+    **{f"alerts.{channel}.{k}": limit for channel in _CHANNELS for k, limit in _DELIVERY.items()},
     "query.timeout_s": _seconds(0, 3600),
     "query.max_timeout_s": _seconds(0, 3600),
     "query.row_limit": Limit(1, 10_000_000),
@@ -147,7 +148,6 @@ ORDERS: tuple[Order, ...] = (
     Order("alerts.email.retry_initial_s", "alerts.email.retry_max_s", "retries wait longer each time", equal=True),
 )
 
-_HTTP = ("http", "https")
 _HTTP_TABLES = ("targets[].http", "targets[].gateway.http", "targets[].gpu.http", "prometheus[].http")
 
 # URL setting → (schemes it takes, an example shown in the error line)
@@ -174,28 +174,6 @@ def values(obj: Any, key: str, shown: str = "") -> Iterator[tuple[str, Any]]:
             yield from values(item, rest, concrete)
         else:
             yield concrete, item
-
-
-def url_problem(value: str, schemes: tuple[str, ...] = _HTTP, example: str = "http://10.0.0.5:8000/metrics") -> str:
-    """Why ``value`` is not a URL of one of ``schemes`` with a host, or "" when it is (its secrets masked)."""
-    shown = masked(value)
-    if value != value.strip() or any(ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F or c.isspace() for c in value):
-        # urlsplit strips leading spaces and drops tabs and line breaks, so the URL checked is not the one used
-        return f"{shown!r} holds a space, tab, line break or control character; write the URL alone, e.g. {example}"
-    try:
-        parts = urllib.parse.urlsplit(value)
-        parts.port  # noqa: B018 - a port out of range or not a number raises here
-    except ValueError as exc:
-        return f"{shown!r} is not a URL ({exc}); write it like {example}"
-    if parts.scheme not in schemes or not parts.hostname:
-        wanted = ", ".join(f"{s}://" for s in schemes[:-1]) + f" or {schemes[-1]}://"
-        return f"{shown!r} is not an {wanted} URL with a host (e.g. {example})"
-    host = host_problem(parts.hostname)  # the one name type's rule for hosts (core/text.py)
-    if host:
-        return f"{shown!r}: its host {host}"
-    if parts.scheme == "socks5" and importlib.util.find_spec("socksio") is None:
-        return f"{shown!r}: a SOCKS proxy needs the socksio package (pip install 'httpx[socks]'), or use an http:// proxy"
-    return ""
 
 
 def limit_problems(settings: Any) -> Iterator[str]:

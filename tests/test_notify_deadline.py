@@ -21,8 +21,8 @@ from sqlalchemy import select
 
 from app.loader import load_settings
 from app.notify import hooks
-from app.notify.channels import WEBHOOK
 from app.notify.notifier import JOIN_GRACE_S, Notifier
+from core.channels.webhook import CHANNEL as WEBHOOK
 from db import schema
 from db.engine import open_engine
 from tests.notify_helpers import T0, state, write_states

@@ -39,6 +39,7 @@ from app.alerts.rules import Rule, declared
 from app.notify import channels, grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
+from core.channels import HTTP_CHANNELS, HttpChannel
 from core.errors import SweetspotError
 from core.settings import DeliverySettings, Settings, WebhookSettings
 
@@ -74,19 +75,18 @@ class Notifier:
         self._workers: dict[str, threading.Thread] = {}  # channel → the thread delivering it now
         self._results: dict[str, tuple[int, int]] = {}
 
-    def hooks(self) -> list[tuple[str, WebhookSettings]]:
-        """The HTTP channels that are on: (channel, its settings)."""
-        alerts = self.settings.alerts
-        return [(c, h) for c, h in ((channels.ALERTMANAGER, alerts.alertmanager), (channels.WEBHOOK, alerts.webhook)) if h.enabled]
+    def hooks(self) -> list[tuple[HttpChannel, WebhookSettings]]:
+        """The POSTing channels that are on: (channel, its settings)."""
+        return channels.hooks_on(self.settings.alerts)
 
     def channels(self) -> list[str]:
-        return [*([outbox.EMAIL] if self.email.enabled else []), *(c for c, _ in self.hooks())]
+        return channels.on(self.settings.alerts)
 
     def run_once(self) -> str:
         """Queue due notifications, then send what the outbox holds; one line saying what happened."""
         if not self.channels():
-            return ("e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST) and no alerts.alertmanager.url or "
-                    "alerts.webhook.url: alerts are stored, not sent")
+            urls = " or ".join(f"alerts.{c.name}.url" for c in HTTP_CHANNELS)
+            return f"e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST) and no {urls}: alerts are stored, not sent"
         if not self.leading():
             return "another process holds the evaluator's lease and delivers the notifications"
         queued = self.queue(self.clock())
@@ -100,8 +100,8 @@ class Notifier:
         work: dict[str, tuple[Callable[[], tuple[int, int]], float]] = {}
         if self.email.enabled:
             work[outbox.EMAIL] = (lambda: self.deliver(self.clock()), self.email.timeout_s)
-        for channel, settings in self.hooks():
-            work[channel] = (lambda c=channel, h=settings: self.deliver_hook(c, h, self.clock()), settings.timeout_s)  # type: ignore[misc]
+        for hook, settings in self.hooks():
+            work[hook.name] = (lambda c=hook, h=settings: self.deliver_hook(c, h, self.clock()), settings.timeout_s)  # type: ignore[misc]
         started: list[str] = []
         for channel, (deliver, _) in work.items():
             running = self._workers.get(channel)
@@ -134,7 +134,7 @@ class Notifier:
         with self.engine.connect() as conn:
             states = list(store.load_states(conn).values())
             logs = outbox.read_groups(conn)
-        prefixes = tuple(channels.prefix(c) for c in (channels.ALERTMANAGER, channels.WEBHOOK))
+        prefixes = tuple(channels.prefix(c) for c in HTTP_CHANNELS)
         outgoing: list[Outgoing] = []
         groups: list[outbox.GroupLog] = []
         if self.email.enabled:
@@ -148,7 +148,7 @@ class Notifier:
             own = {k: v for k, v in logs.items() if k.startswith(channels.prefix(channel))}
             plan = grouping.plan(states, own, settings, self.muted, now, hooks.grouper(channel, settings))
             outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now, self.rule_of) for due in plan.due]
-            outgoing += [_held_entry(held, channel, self.rule_of) for held in plan.held]
+            outgoing += [_held_entry(held, channel.name, self.rule_of) for held in plan.held]
             groups += plan.groups
         if not outgoing and not groups:
             return 0
@@ -223,19 +223,19 @@ class Notifier:
                 break
         return sent, failed
 
-    def deliver_hook(self, channel: str, settings: WebhookSettings, now: float) -> tuple[int, int]:
+    def deliver_hook(self, channel: HttpChannel, settings: WebhookSettings, now: float) -> tuple[int, int]:
         """POST every due notification of ``channel``, oldest first; returns (sent, failed attempts)."""
         with self.engine.connect() as conn:
-            due = outbox.due(conn, int(now), channel=channel)
+            due = outbox.due(conn, int(now), channel=channel.name)
         if not due:
             return 0, 0
-        sender = self._senders.get(channel)
+        sender = self._senders.get(channel.name)
         if sender is None:
-            sender = self._senders[channel] = hooks.Sender(channel, settings, self.email.dashboard_url)
+            sender = self._senders[channel.name] = hooks.Sender(channel, settings, self.email.dashboard_url)
         sent = failed = 0
         # Each notification its own POST and deadline, several at once: a receiver that hangs on one
         # holds that one only (it fails and is retried with backoff), never the others of the channel.
-        with concurrent.futures.ThreadPoolExecutor(min(len(due), MAX_POSTS_AT_ONCE), f"sweetspot-{channel}") as pool:
+        with concurrent.futures.ThreadPoolExecutor(min(len(due), MAX_POSTS_AT_ONCE), f"sweetspot-{channel.name}") as pool:
             posts = {pool.submit(sender.send, item, self.clock()): item for item in due}  # oldest first
             for done in concurrent.futures.as_completed(posts):
                 item = posts[done]
@@ -247,8 +247,8 @@ class Notifier:
                     continue
                 with self.lock, self.engine.begin() as conn:
                     outbox.mark_sent(conn, item, int(self.clock()), answer)
-                log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel, answer)
-                self.delivered[channel, "sent"] += 1
+                log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel.name, answer)
+                self.delivered[channel.name, "sent"] += 1
                 sent += 1
         return sent, failed
 
