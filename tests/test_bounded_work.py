@@ -32,6 +32,8 @@ def expressions() -> st.SearchStrategy[str]:
     return st.recursive(leaves, lambda inner: st.one_of(
         st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "**", "%", "<", "and"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
         st.tuples(inner, st.integers(1, 64)).map(lambda t: f"({t[0]}) * ({t[0]},)" if t[1] > 60 else f"max({t[0]}, {t[1]})"),
+        # exponents up to what simpleeval itself allows (4,000,000): 9 ** 3999999 is 3.8 million digits
+        st.tuples(inner, st.integers(0, 4_000_000)).map(lambda t: f"({t[0]} ** {t[1]})"),
     ), max_leaves=40)  # fmt: skip
 
 
