@@ -90,9 +90,23 @@ AnyChart = alt.Chart | alt.LayerChart
 _Top = TypeVar("_Top", bound=alt.TopLevelMixin)  # a chart drawn on its own
 
 
+_LIFTED = ("params", "height", "width", "view")  # what Altair's LayerChart() moves up from a layer
+
+
 def _layer(*layers: Any) -> alt.LayerChart:
-    # alt.layer() is typed as possibly returning a FacetChart; the constructor says what we build.
-    return alt.LayerChart(layer=list(layers))
+    """``alt.LayerChart(layer=layers)`` without its lifting when no layer carries what it lifts.
+
+    Altair's constructor deep-copies every layer three times (to lift parameters, shared data and
+    sizes to the parent) and a nested layer is copied again by each layer above it: 1.2-1.9 s of the
+    Overview's cold spec at load 11, two thirds of it (issue 39 item 9). This module's layers carry
+    none of those (sizes and the zoom go on the finished panel), so the spec is the same: a layer
+    that does carry one goes through Altair's constructor as before.
+    """
+    if any(not alt.utils.is_undefined(getattr(c, key, alt.Undefined)) for c in layers for key in _LIFTED):
+        return alt.LayerChart(layer=list(layers))
+    chart = alt.LayerChart.__new__(alt.LayerChart)
+    alt.TopLevelLayerSpec.__init__(chart, layer=list(layers))  # the schema's own constructor: no copies
+    return chart
 
 
 def _x(frame: Frame) -> alt.X:
@@ -232,9 +246,11 @@ def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
 def _with(chart: Any, **properties: Any) -> Any:
     """``chart.properties(**properties)`` without validating each value against the schema (~10 ms
     each here, ~0.2 s of the Overview's spec); tests/test_ui_charts.py validates every builder's output."""
-    out = chart.copy(deep=False)
-    for key, value in properties.items():
-        setattr(out, key, value)
+    # a copy of the top object alone, as chart.copy(deep=False), but not through the class's
+    # constructor: a LayerChart's deep-copies its layers to lift their parameters (_layer says why)
+    out = object.__new__(type(chart))
+    object.__setattr__(out, "_args", chart._args)
+    object.__setattr__(out, "_kwds", {**chart._kwds, **properties})
     return out
 
 
