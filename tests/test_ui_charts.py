@@ -200,9 +200,41 @@ def test_layers_built_without_altairs_lifting_make_the_same_spec(monkeypatch):
             setattr(out, key, value)
         return out
 
+    def altair_stack(*panels):  # type: ignore[no-untyped-def]
+        zoomed = [p.add_params(alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
+                  for i, p in enumerate(panels)]  # fmt: skip
+        return alt.VConcatChart(vconcat=zoomed, spacing=24, padding={"left": 0, "right": 0, "top": 5, "bottom": 5},
+                                resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="shared", color="independent")),
+                                config=alt.Config(mark=alt.MarkConfig(aria=False)))  # fmt: skip
+
     monkeypatch.setattr(charts, "_with", altair_with)
+    monkeypatch.setattr(charts, "stack", altair_stack)
     assert built() == lean
     assert '"height": 40' in lean[2]  # the sized layer went through Altair's lifting: its height on the parent
+    assert '"views": ["view_' in lean[0] and '"name": "zoom7"' in lean[0]  # the zooms lifted, bound to their views
+
+
+def test_the_apps_serialiser_makes_altairs_dict():
+    """app/ui/spec_dict.py walks a chart without Altair's copies: the dict is to_dict(validate=False)'s,
+    datasets and names included, for the Overview (with a restart marked, a labelled ceiling whose rule
+    and text share their data) and every builder the pages draw through the chart cache."""
+    from app.ui import spec_dict
+    from db.results import ConfigEpoch
+
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 120), point(END - 60)]
+    gpus = [GpuPoint(END - 60, "GPU-1", 29e9, 34e9, 60.0, 45.0, 400.0, 200.0, 55.0)]
+    restart = [ConfigEpoch("t", END - 90, "restart", {})]
+    for chart in (
+        charts.overview_chart(points, FRAME, points, FRAME, Settings().sweetspot, ceiling, epochs=restart),
+        charts.overview_chart(points, FRAME, points, FRAME, Settings().sweetspot, None),
+        charts.gpu_chart(gpus, FRAME, "dram_bw_gbps", "DRAM bandwidth", "GB/s", {"GPU-1": "#0"}),
+        charts.operating_point_chart(points, "tokens_per_s", "tok/s", charts.REFERENCE_TOKENS, [], [(16, "x")], "t"),
+        charts.per_request_chart([], None, "t"),
+    ):
+        expected = chart.to_dict(validate=False)
+        assert spec_dict.vega_lite(chart) == expected
+        assert expected["datasets"]  # the data went to named datasets, not left inline
 
 
 def overview(ttft_step: float = 60.0) -> dict:

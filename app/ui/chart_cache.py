@@ -9,6 +9,7 @@ from typing import Any
 import streamlit as st
 from streamlit import dataframe_util
 
+from app.ui import spec_dict
 from app.ui.charts import PANEL_HEIGHT
 
 
@@ -19,8 +20,9 @@ def _spec(call: bytes, _builder: Callable[..., Any], _args: tuple[Any, ...]) -> 
     # equal call, so a hit is always the right chart; Streamlit hashes bytes fast, where it walks
     # 1,000 dataclasses slowly. ``_builder`` and ``_args`` (not hashed) are that call's objects.
     # Altair's schema validation and deep copies cost ~0.1 s a chart here; the tests validate every
-    # builder's output (tests/test_ui_charts.py), so the running app serialises without it.
-    spec: dict[str, Any] = _builder(*_args).to_dict(validate=False)
+    # builder's output (tests/test_ui_charts.py), so the running app serialises without them
+    # (app/ui/spec_dict.py: the same dict as to_dict(validate=False)).
+    spec: dict[str, Any] = spec_dict.vega_lite(_builder(*_args))
     # st.vega_lite_chart sends named datasets as Arrow and converts rows (records → pandas → Arrow)
     # on every call, ~40 ms a 2,000-row chart; it passes bytes through as they are, so the cache
     # keeps the Arrow bytes (same conversion, once) and hands back a copy that unpickles fast.

@@ -28,6 +28,11 @@ from core.settings import SweetSpotSettings
 from db.figures import FIGURES
 from db.results import BenchRun, CeilingInfo, ConfigEpoch, GpuPoint, SeriesPoint, SweepRun
 
+# Altair validates every schema object against the whole Vega-Lite schema as it is built ("debug
+# mode"): ~95 validations, over half of the Overview's spec on a new visit (issue 39 item 9). The tests
+# validate every builder's output (tests/test_ui_charts.py), so the running app builds without it.
+alt.utils.schemapi.disable_debug_mode()
+
 HEIGHT = 200  # the plot; pages give the Streamlit element PANEL_HEIGHT (plot + title, legend, axis)
 PANEL_HEIGHT = 280
 # Overview panels: Streamlit sizes every panel of a stacked chart to the full width of the page, so
@@ -105,7 +110,12 @@ def _layer(*layers: Any) -> alt.LayerChart:
     if any(not alt.utils.is_undefined(getattr(c, key, alt.Undefined)) for c in layers for key in _LIFTED):
         return alt.LayerChart(layer=list(layers))
     chart = alt.LayerChart.__new__(alt.LayerChart)
-    alt.TopLevelLayerSpec.__init__(chart, layer=list(layers))  # the schema's own constructor: no copies
+    # Data all its layers share moves up, as Altair's constructor does (one dataset, named once)
+    shared = layers[0].data if layers else alt.Undefined
+    if alt.utils.is_undefined(shared) or any(c.data is not shared for c in layers):
+        alt.TopLevelLayerSpec.__init__(chart, layer=list(layers))  # the schema's own constructor: no copies
+    else:
+        alt.TopLevelLayerSpec.__init__(chart, layer=[_with(c, data=alt.Undefined) for c in layers], data=shared)
     return chart
 
 
@@ -271,24 +281,33 @@ def stack(*panels: AnyChart) -> alt.VConcatChart:
     """
     # Each panel its own scale-bound zoom (Vega-Lite names a shared one after its inner views, which
     # Altair renames); the x scale is shared, so whichever panel moves, the axis of all moves.
-    zoomable = [_zoomable(p, alt.selection_interval(bind="scales", encodings=["x"], name=f"zoom{i}"))
-                for i, p in enumerate(panels)]  # fmt: skip
+    # Lifted here as Altair's VConcatChart() would (the zoom at the top, naming the view that holds it),
+    # without its constructor: it deep-copies all eight panels to do so, and again in each to_dict,
+    # ~0.5 s of a new visit's spec under load (issue 39 item 9); the spec is the same (tests/test_ui_charts.py).
+    lifted = [_zoomable(p, i) for i, p in enumerate(panels)]
     # Everything at once: each of Altair's methods on the whole chart (properties, resolve_scale,
-    # configure_mark) deep-copies all eight panels again, ~0.3 s of a new visit's spec on this machine.
+    # configure_mark) deep-copies all eight panels again.
     # No padding left and right: the panels already span the page's width (see Y_AXIS).
-    return alt.VConcatChart(
-        vconcat=zoomable, spacing=24, padding={"left": 0, "right": 0, "top": 5, "bottom": 5},
+    chart = alt.VConcatChart.__new__(alt.VConcatChart)
+    alt.TopLevelVConcatSpec.__init__(  # the schema's own constructor: no copies
+        chart, vconcat=[panel for panel, _ in lifted], params=[param for _, param in lifted],
+        spacing=24, padding={"left": 0, "right": 0, "top": 5, "bottom": 5},
         resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="shared", color="independent")),
         config=alt.Config(mark=alt.MarkConfig(aria=False)),  # as _no_aria
     )  # fmt: skip
+    return chart
 
 
-def _zoomable(panel: Any, zoom: alt.Parameter) -> Any:
-    """``panel.add_params(zoom)`` (on its first layer, as Altair does) without deep-copying the panel
-    twice: the panels are built by this module for one chart and held by nothing else."""
+def _zoomable(panel: Any, index: int) -> tuple[Any, alt.TopLevelSelectionParameter]:
+    """``panel``'s first view named as Altair names it in a concatenation, and its x zoom bound to that
+    view, to go at the top: what ``VConcatChart([panel.add_params(alt.selection_interval(bind="scales",
+    encodings=["x"], name=f"zoom{index}")), …])`` makes of the panel at ``index``."""
     if isinstance(panel, alt.LayerChart):
-        return _with(panel, layer=[_zoomable(panel.layer[0], zoom), *panel.layer[1:]])
-    return _with(panel, params=[*([] if panel.params is alt.Undefined else panel.params), zoom.param])
+        first, param = _zoomable(panel.layer[0], index)
+        return _with(panel, layer=[first, *panel.layer[1:]]), param
+    name = f"{panel._get_view_hash_name()}_{index}"
+    select = alt.IntervalSelectionConfig(type="interval", encodings=["x"])
+    return _with(panel, name=name), alt.TopLevelSelectionParameter(name=f"zoom{index}", select=select, bind="scales", views=[name])
 
 
 # Above this multiple of the SLO a latency axis turns logarithmic: a linear one would squash the SLO
