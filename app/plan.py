@@ -527,7 +527,8 @@ def _knee(spot: SweetSpot, roof: roofs.Roofline, ev: deps.Evidence, engines: int
     one knee rule on the fitted curve (within the running limit)."""
     if spot.value is not None:
         return float(spot.value), spot.line()
-    knee, note = deps.knee_at(roof, ev, None if limit is None else limit / engines)
+    cap, cap_why = deps.limit_of(limit, None, roof.mean_context)  # --max-num-seqs is each engine's, as on every row
+    knee, note = deps.knee_at(roof, ev, cap, cap_why)
     return knee * engines, f"unknown, so {note} stands in: {number(knee * engines)} running ({spot.line()})"
 
 
