@@ -38,7 +38,7 @@ lint: $(VENV)/.dev
 unit: $(VENV)/.dev
 	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
-## docs: regenerate docs/reference.md from the catalogue, the figures table and the query views
+## docs: regenerate docs/reference.md (the catalogue, the figures table, the query views) and the limits and channel tables of docs/configuration.md
 docs: $(VENV)/.runtime
 	$(PY) -m app.reference_doc
 
