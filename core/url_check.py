@@ -6,6 +6,7 @@ import importlib.util
 import urllib.parse
 
 from core.redact import masked
+from core.text import host_problem
 
 HTTP_SCHEMES = ("http", "https")
 
@@ -24,6 +25,9 @@ def url_problem(value: str, schemes: tuple[str, ...] = HTTP_SCHEMES, example: st
     if parts.scheme not in schemes or not parts.hostname:
         wanted = ", ".join(f"{s}://" for s in schemes[:-1]) + f" or {schemes[-1]}://"
         return f"{shown!r} is not an {wanted} URL with a host (e.g. {example})"
+    host = host_problem(parts.hostname)  # the one name type's rule for hosts (core/text.py)
+    if host:
+        return f"{shown!r}: its host {host}"
     if parts.scheme == "socks5" and importlib.util.find_spec("socksio") is None:
         return f"{shown!r}: a SOCKS proxy needs the socksio package (pip install 'httpx[socks]'), or use an http:// proxy"
     return ""

@@ -31,6 +31,7 @@ from app.notify.channels import prefix
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
 from collectors.fetch import ca_context, ca_reason, masked, scrubbed, split_userinfo
+from core import deadline
 from core.bounded import TooLarge, read_head
 from core.channels import HttpChannel
 from core.errors import SweetspotError
@@ -143,10 +144,13 @@ class Sender:
         """(status, the answer's first 200 characters, its Location), all within the deadline."""
         http = self.settings.http
         # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
-        async with asyncio.timeout(self.settings.timeout_s), httpx.AsyncClient(
-                auth=self.auth, verify=self.verify, timeout=self.settings.timeout_s, proxy=http.proxy or None,
-                trust_env=False) as client, client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
-            data = await read_head(answer, MAX_ANSWER_BYTES)
+        # this notification's own deadline, drawn on by the lookup (core/deadline.py: a receiver's name
+        # whose lookup never answers holds no thread asyncio.run would wait for), the connection and the read
+        with deadline.bound(self.settings.timeout_s):
+            async with asyncio.timeout(self.settings.timeout_s), deadline.client(
+                    self.settings.timeout_s, auth=self.auth, verify=self.verify, proxy=http.proxy or None) as client, \
+                    client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
+                data = await read_head(answer, MAX_ANSWER_BYTES)
         first = data.decode("utf-8", errors="replace").strip().splitlines()
         return answer.status_code, (first[0] if first else "")[:200], answer.headers.get("Location", "")
 

@@ -9,16 +9,20 @@ Failures are retried with a doubling backoff (``retry_initial_s`` … ``retry_ma
 ``give_up_after_s``; their errors are kept per attempt. Nothing here raises into the collector:
 a failed e-mail is a row with its error.
 
-Channels do not wait on each other: each delivers in a thread of its own, and every delivery has a
-wall-clock deadline for the whole of it (the channel's ``timeout_s``: connecting, sending, reading
-the answer). A delivery that passes it ends the channel's turn (the rest wait for the next run,
-with backoff); the job waits for its channels at most the longest deadline (plus a second), and a
+Channels do not wait on each other: each delivers in a thread of its own, and every notification
+has a wall-clock deadline of its own for the whole of its delivery (the channel's ``timeout_s``:
+the host's lookup, connecting, sending, reading the answer; core/deadline.py). One that passes it
+fails alone and is retried with backoff: a webhook's or Alertmanager's notifications are POSTed
+several at once (:data:`MAX_POSTS_AT_ONCE`), so one the receiver hangs on holds no other; an
+e-mail past its deadline ends its SMTP session, and the rest go on a new one (after
+:data:`MAX_LATE_A_TURN` such, the rest wait for the next run, untouched). The job waits for its channels at most the longest deadline (plus a second), and a
 channel still busy then is skipped by later runs until its thread ends, never waited for.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import threading
@@ -44,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
+MAX_POSTS_AT_ONCE = 8  # a webhook's or Alertmanager's notifications sent at once, each with its own deadline
+MAX_LATE_A_TURN = 3  # SMTP messages past their deadline in one turn; past them the rest wait for the next
 Muted = Callable[[AlertState, float], bool]
 
 
@@ -189,27 +195,35 @@ class Notifier:
         if not due:
             return 0, 0
         where = f"{self.email.host}:{self.email.effective_port}"
-        sent = failed = 0
-        try:
-            with smtp.connect(self.email, self.settings.smtp_password) as session:
-                for item in due:
-                    try:
-                        answer = smtp.send(session, _message(item, self.email.from_address), where, self.email.timeout_s)
-                    except smtp.DeadlineError:
-                        raise  # the session is gone: this one and the rest wait (below)
-                    except smtp.MailError as exc:
-                        self._failed(item, exc)
-                        failed += 1
-                        continue
-                    with self.lock, self.engine.begin() as conn:
-                        outbox.mark_sent(conn, item, int(self.clock()), answer)
-                    log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
-                    self.delivered[outbox.EMAIL, "sent"] += 1
-                    sent += 1
-        except smtp.MailError as exc:  # the server could not be reached: every due one waits
-            for item in due[sent + failed :]:
-                self._failed(item, exc)
-                failed += 1
+        sent = failed = late = 0
+        left = list(due)
+        while left and late < MAX_LATE_A_TURN:
+            try:
+                with smtp.connect(self.email, self.settings.smtp_password) as session:
+                    while left:
+                        item = left.pop(0)
+                        try:  # each message its own deadline
+                            answer = smtp.send(session, _message(item, self.email.from_address), where, self.email.timeout_s)
+                        except smtp.DeadlineError as exc:
+                            # this message is the one the server hangs on: it alone fails (and is
+                            # retried with backoff); the session is gone, the rest go on a new one
+                            self._failed(item, exc)
+                            failed, late = failed + 1, late + 1
+                            break
+                        except smtp.MailError as exc:
+                            self._failed(item, exc)
+                            failed += 1
+                            continue
+                        with self.lock, self.engine.begin() as conn:
+                            outbox.mark_sent(conn, item, int(self.clock()), answer)
+                        log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
+                        self.delivered[outbox.EMAIL, "sent"] += 1
+                        sent += 1
+            except smtp.MailError as exc:  # the server could not be reached: every due one waits
+                for item in left:
+                    self._failed(item, exc)
+                    failed += 1
+                break
         return sent, failed
 
     def deliver_hook(self, channel: HttpChannel, settings: WebhookSettings, now: float) -> tuple[int, int]:
@@ -222,23 +236,23 @@ class Notifier:
         if sender is None:
             sender = self._senders[channel.name] = hooks.Sender(channel, settings, self.email.dashboard_url)
         sent = failed = 0
-        for item in due:
-            try:
-                answer = sender.send(item, self.clock())
-            except hooks.DeadlineError as exc:  # a receiver this slow takes the rest no faster: they wait
-                for rest in due[sent + failed :]:
-                    self._failed(rest, exc, settings)
+        # Each notification its own POST and deadline, several at once: a receiver that hangs on one
+        # holds that one only (it fails and is retried with backoff), never the others of the channel.
+        with concurrent.futures.ThreadPoolExecutor(min(len(due), MAX_POSTS_AT_ONCE), f"sweetspot-{channel.name}") as pool:
+            posts = {pool.submit(sender.send, item, self.clock()): item for item in due}  # oldest first
+            for done in concurrent.futures.as_completed(posts):
+                item = posts[done]
+                try:
+                    answer = done.result()
+                except hooks.HookError as exc:  # a DeadlineError too: this notification's own
+                    self._failed(item, exc, settings)
                     failed += 1
-                break
-            except hooks.HookError as exc:
-                self._failed(item, exc, settings)
-                failed += 1
-                continue
-            with self.lock, self.engine.begin() as conn:
-                outbox.mark_sent(conn, item, int(self.clock()), answer)
-            log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel.name, answer)
-            self.delivered[channel.name, "sent"] += 1
-            sent += 1
+                    continue
+                with self.lock, self.engine.begin() as conn:
+                    outbox.mark_sent(conn, item, int(self.clock()), answer)
+                log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel.name, answer)
+                self.delivered[channel.name, "sent"] += 1
+                sent += 1
         return sent, failed
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from core.channels import CHANNELS, HTTP_CHANNELS
 from core.durations import DurationError, parse_duration
 from core.engines import AUTO
 from core.engines import NAMES as ENGINE_NAMES
-from core.limits import MAX_DURATION_S, finite_problem, limit_problems
+from core.limits import MAX_DURATION_S, MAX_LEARNER_LEVELS, MAX_LEARNER_SAMPLES, finite_problem, limit_problems
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 from core.settings.environment import (
@@ -388,8 +388,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 MAX_SETTINGS_BYTES = 16 * 1024 * 1024
-MAX_LEARNER_SAMPLES = 1_000_000  # a week at 1 s is 604,800; the default (a week of minutes) 10,080
-MAX_LEARNER_LEVELS = 1000  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 
