@@ -77,3 +77,6 @@ def test_the_week_fills_in_behind_live_rounds_a_day_at_a_time(tmp_path):
     r = schema.target_rollups
     assert count(service, r, r.c.step == 60, r.c.ts >= int(start) - 60, r.c.ts < int(end) // 60 * 60) >= minutes
     assert count(service, v, v.c.ts >= int(start), v.c.ts < int(end) // 60 * 60) == minutes
+    # a first start: the live engine continues the simulated history, no restart marked at the seam
+    # (it read "since restart (same configuration)" on the Overview and in `epochs`)
+    assert [e.kind for e in Reader(engine=service.engine).epochs("demo") if e.ts > end - 1] == []

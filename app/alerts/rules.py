@@ -23,6 +23,7 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
+from app.panel_names import PANEL_NAMES
 from core.durations import format_duration
 from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
 from core.limits import MAX_FORMAT_WIDTH, expression_problem
@@ -42,8 +43,6 @@ OP_TEXT = {">=": "≥", "<=": "≤", "!=": "≠"}
 FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
 
 DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
-# The dashboard panels a rule may declare for its e-mail's chart (app/notify/images.py draws each).
-PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput", "mbu")
 
 
 @dataclass(frozen=True)
@@ -79,7 +78,7 @@ class Rule:
     # lacks): the rule is then not evaluated, whatever ``when`` says, and says why ("" = no data for expr)
     no_value: str = ""
     source: str = DEFAULT_SOURCE
-    panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
+    panel: str = ""  # the dashboard panel an alert e-mail shows (one of app/panel_names.py; "": no chart)
     title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
     # a name holding the bucket bounds' judgement of ``expr`` against its threshold (within / outside /
     # cannot tell: app/alerts/names.py), and ``{proof}_text`` its words: "cannot tell" is the outcome
@@ -498,8 +497,8 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
             raise ConfigError(f"{key}.op: {entry.op!r} is not one of {', '.join(OPS)}")
         if entry.severity and entry.severity not in SEVERITIES:
             raise ConfigError(f"{key}.severity: {entry.severity!r} is not one of {', '.join(SEVERITIES)}")
-        if entry.panel and entry.panel not in PANELS:
-            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANELS)}")
+        if entry.panel and entry.panel not in PANEL_NAMES:
+            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANEL_NAMES)}")
         for name in ("expr", "threshold", "when"):
             _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
         for name in TEMPLATE_FIELDS:
