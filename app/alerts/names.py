@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.formatting import clock, mbu_source_text
 from app.sweet_spot import NO_SWEET_SPOT
 from core.durations import format_duration
-from core.histogram_slo import QuantileJudgement, judge_shares
+from core.histogram_slo import CANNOT_TELL, QuantileJudgement, judge_shares
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -42,6 +42,8 @@ DERIVED: dict[str, str] = {
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
     "ttft_slo_judgement": "the clients' TTFT P95 against ttft_p95_slo_s as the histogram's bucket bounds prove it: "
     "within, outside or cannot tell; empty without a share (text; core/histogram_slo.py)",
+    "ttft_cannot_tell": "1 when the TTFT SLO judgement is cannot tell (the P95's bucket holds the SLO), else 0 "
+    "(within, outside, or nothing to judge)",
     "ttft_slo_judgement_text": "the judgement with its figures, the bucket where it cannot tell: "
     "cannot tell against 3 s: P95 in (2.5, 5] s (…) (text)",
     "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
@@ -117,10 +119,11 @@ def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
     return judge_shares(lower_share, upper_share, (lower_le, upper_le), f.ttft_slo_s, requests)
 
 
-def _ttft_judgement(f: WindowFigures) -> dict[str, str]:
+def _ttft_judgement(f: WindowFigures) -> dict[str, str | float]:
     judged = ttft_judgement(f)
     return {"ttft_slo_judgement": "" if judged is None else judged.state,
-            "ttft_slo_judgement_text": "" if judged is None else judged.text}
+            "ttft_slo_judgement_text": "" if judged is None else judged.text,
+            "ttft_cannot_tell": float(judged is not None and judged.state == CANNOT_TELL)}
 
 
 def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:
