@@ -29,7 +29,7 @@ BAD = {
     "not_serving": {"waiting_max": 7.0, "running_avg": 0.0, "running_max": 0.0, "tokens_per_s": 0.0, "ttft_p95_s": None},
     "ttft_p95": {"ttft_p95_s": 4.8},
     # 93 % of first tokens within 2.5 s and 99 % within 5 s: the P95 lies in (2.5, 5], which holds the 3-s SLO
-    "ttft_slo_cannot_tell": {"ttft_p95_s": 2.9, "ttft_slo_s": 3.0, "ttft_slo_attainment": 0.95,
+    "ttft_slo_cannot_tell": {"ttft_p95_s": 2.9, "ttft_slo_s": 3.0, "ttft_slo_attainment": 0.95, "requests_per_s": 0.4,
                              "ttft_slo_bounds": (2.5, 0.93, 5.0, 0.99)},
     "preemptions": {"preemptions": 3.0},
     "kv_cache_critical": {"kv_cache_usage_max": 0.99},

@@ -141,7 +141,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         # `for` 5 m: the TTFT window's own length of a P95 no bound can place against the SLO
         "ttft_slo_cannot_tell", "ttft_cannot_tell", ">", "0", WARNING, for_s=300.0, load=True, watches="ttft_p95",
         panel="ttft", title="TTFT SLO cannot tell", show_values=False,
-        label="TTFT P95 SLO not judged over {window}: {ttft_slo_judgement_text}",
+        label="TTFT P95 SLO not judged over {window}: the engine's {engine_ttft_slo_judgement_text}",
         recommendation="The engine's TTFT histogram has no bucket bound at the SLO ({ttft_p95_slo_s} s), and its P95 "
         "lies in the bucket that holds it: no figure can say whether 95 % of first tokens came within the SLO. Put a "
         "bucket bound at the SLO: set sweetspot.ttft_p95_slo_s (or the target's) to one of the bucket's bounds, or "
