@@ -35,10 +35,11 @@ lint: $(VENV)/.dev
 
 # Whole files spread over three workers (pytest-xdist), the longest first (tests/conftest.py): many
 # tests wait on servers, sleeps and browsers rather than a core, so three fill this 2-core machine.
+# The 20 slowest tests are printed at the end of every run (CI's log included): where time goes.
 unit: $(VENV)/.dev
-	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=20
 
-## docs: regenerate docs/reference.md from the catalogue, the figures table and the query views
+## docs: regenerate docs/reference.md (the catalogue, the figures table, the query views) and the limits and channel tables of docs/configuration.md
 docs: $(VENV)/.runtime
 	$(PY) -m app.reference_doc
 

@@ -75,7 +75,7 @@ class CollectionService:
         self.settings = settings
         self.clock = clock
         self.engine = open_engine(settings.db_url)
-        self.writer = Writer(self.engine)
+        self.writer = Writer(self.engine, clock=clock)  # judges a clock step back by the rounds' own clock
         for target in settings.targets:
             self.writer.register_target(target, stale_after(settings))
         # a stored target this collector is not configured with: "not configured any more", not "down"

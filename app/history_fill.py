@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from app.backfill import rounds_from_history
 from core.durations import format_duration
-from db import history_fill
+from db import epochs, history_fill
 from db.history_fill import FillProgress
 from db.writer import Writer
 
@@ -85,6 +85,8 @@ class HistoryFill:
         # A plain Writer: nothing is stored for the target yet, and the counter states it saves are the
         # live Writer's past (its first round counts from the live engine's start, not as a baseline)
         self._write(list(tail), Writer(self.service.engine))
+        with self.service.write_lock:  # the live engine is the one this hour describes: no restart at the seam
+            epochs.forget_start(self.service.engine, self.target.name)
         self._settle(self.tail_ts, self.end_ts)
         days = generate_history(self.start_ts, self.tail_ts - self.step_s, self.step_s, self.seed)
         self._rounds = rounds_from_history(self.target, days)

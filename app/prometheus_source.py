@@ -28,6 +28,7 @@ from collectors.prometheus import PrometheusClient, PrometheusError, TargetPage
 from collectors.records import GatewayReading, GpuReading, ScrapeRound, SourceResult, VllmScrape
 from collectors.vllm import parse_vllm
 from core.errors import ScrapeError
+from core.limits import MAX_TARGETS_PER_SOURCE  # targets one source may register (the bounds' one table)
 from core.settings import GatewaySettings, PrometheusSettings, Settings, TargetSettings
 from core.text import NameClaims, name_problem, visible
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from db.writer import Writer
 
 log = logging.getLogger(__name__)
-# Targets one source may register: 20,000 discovered targets stalled the collector's round.
-MAX_TARGETS_PER_SOURCE = 2000
 FUTURE_SKEW_S = 60.0  # how far ahead of this machine's clock a sample's time may be (clocks drift)
 _refused_names: set[str] = set()  # each discovered name a target cannot have, logged once per process
 

@@ -2,16 +2,22 @@
 the query views (collectors/catalogue.py, db/figures.py, db/query_views.py), in one page, so that a new
 metric or figure changes one generated file rather than four hand-pasted tables.
 
-``python -m app.reference_doc`` (``make docs``) writes it; ``--check`` exits 1 when the committed page
-differs from what the tables say (tests/test_reference_doc.py runs the same comparison).
+``python -m app.reference_doc`` (``make docs``) writes it, and the generated tables of
+docs/configuration.md and docs/alerts.md (app/doc_tables.py: the limits, the POSTing channels'
+settings, the default rules); ``--check``
+exits 1 when a committed page differs from what the tables say (tests/test_reference_doc.py runs the
+same comparison).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
+from app import doc_tables
 from collectors.catalogue import catalogue_markdown
 from db.figures import alert_names_markdown, status_markdown
 from db.query_views import reference_markdown
@@ -61,19 +67,23 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.reference_doc", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/reference.md differs; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a generated page differs; write nothing")
     args = parser.parse_args(argv)
-    page = render()
-    current = PATH.read_text(encoding="utf-8") if PATH.exists() else ""
-    if args.check:
-        if current != page:
-            print(f"docs/reference.md differs from the tables: run {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    if current != page:
-        PATH.write_text(page, encoding="utf-8")
-        print("docs/reference.md written")
-    return 0
+    drifted = 0
+    pages: list[tuple[Path, Callable[[str], str]]] = [(PATH, lambda _: render())]
+    pages += [(doc_tables.DOCS / name, partial(doc_tables.render, name=name)) for name in doc_tables.BLOCKS]
+    for path, make in pages:
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        page = make(current)
+        if current == page:
+            continue
+        if args.check:
+            print(f"docs/{path.name} differs from the tables: run {COMMAND}", file=sys.stderr)
+            drifted = 1
+        else:
+            path.write_text(page, encoding="utf-8")
+            print(f"docs/{path.name} written")
+    return drifted
 
 
 if __name__ == "__main__":

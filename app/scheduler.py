@@ -108,6 +108,8 @@ def _now() -> datetime:
 # ends well within it; a job stuck past it (a call with no timeout of its own) must not keep the
 # process from stopping: a SIGTERM always ends it.
 STOP_GRACE_S = 60.0
+# Seconds: how often the main thread wakes while it waits for a stop, so that a signal is handled
+SIGNAL_POLL_S = 0.5
 
 
 def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, observer: JobObserver | None = None,
@@ -121,7 +123,12 @@ def run_until_stopped(jobs: list[Job], stop: threading.Event | None = None, obse
     install_signal_handlers(stop)
     scheduler = start(jobs, observer)
     try:
-        stop.wait()
+        # A timed wait, in a loop: a process-directed SIGTERM may be delivered to any thread (a worker
+        # blocked in a database call took it under load), and Python runs its handler only when the
+        # main thread next executes bytecode; an untimed wait would never wake to run it (seen: a
+        # collector that ignored SIGTERM until killed, leaving its write turn held).
+        while not stop.wait(SIGNAL_POLL_S):
+            pass
     finally:
         # wait=True: a round in flight completes its one transaction, so nothing partial is written.
         stopping = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, name="sweetspot-stop", daemon=True)

@@ -108,34 +108,6 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _S("lora_requests", "info", "labels", "first", ("vllm:lora_requests_info",), "LoRA adapters running and waiting (the newest sample: its value is a timestamp)"),
 )
 
-# Which vLLM or SGLang versions an exposed name implies (ENGINES.md), for inspect and the Targets page.
-# Names not listed are stable across the versions Sweetspot reads.
-NAME_VERSIONS: dict[str, str] = {
-    "vllm:gpu_cache_usage_perc": "vLLM ≤ 0.10.2 (hidden in 0.11, removed in 0.12)",
-    "vllm:gpu_prefix_cache_hits_total": "vLLM ≤ 0.10.2 (hidden in 0.11, removed in 0.12)",
-    "vllm:gpu_prefix_cache_queries_total": "vLLM ≤ 0.10.2 (hidden in 0.11, removed in 0.12)",
-    "vllm:kv_cache_usage_perc": "vLLM V1 ≥ 0.9.2",
-    "vllm:prefix_cache_hits_total": "vLLM V1 (the name from 0.11 on)",
-    "vllm:prefix_cache_queries_total": "vLLM V1 (the name from 0.11 on)",
-    "vllm:time_per_output_token_seconds": "vLLM ≤ 0.11 (hidden in 0.12-0.14, removed in 0.15)",
-    "vllm:inter_token_latency_seconds": "vLLM ≥ 0.10.2",
-    "vllm:request_time_per_output_token_seconds": "vLLM ≥ 0.11",
-    "vllm:num_requests_swapped": "vLLM V0 (≤ 0.10)",
-    "vllm:admission_rejections_total": "vLLM ≥ 0.32",
-    "vllm:num_requests_waiting_by_reason": "vLLM ≥ 0.32",
-    "vllm:engine_sleep_state": "vLLM ≥ 0.32",
-    "vllm:estimated_read_bytes_per_gpu_total": "vLLM ≥ 0.32 with --enable-mfu-metrics",
-    "vllm:estimated_write_bytes_per_gpu_total": "vLLM ≥ 0.32 with --enable-mfu-metrics",
-}
-
-
-def name_versions(name: str) -> str:
-    """The versions an exposed name implies: ``NAME_VERSIONS``, else its engine (stable name)."""
-    if name in NAME_VERSIONS:
-        return NAME_VERSIONS[name]
-    return "SGLang 0.5" if name.startswith("sglang:") else "vLLM (all versions read)"
-
-
 BY_KEY: dict[str, MetricSpec] = {spec.key: spec for spec in CATALOGUE}
 # The figures that divide one counter's increase by another's are ratio rows of db/figures.py.
 

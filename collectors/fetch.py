@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from core import deadline
 from core.bounded import BodyError, read_body, read_file
 from core.errors import ScrapeError
 from core.redact import PLACEHOLDER_PASSWORDS, masked
@@ -108,14 +109,15 @@ class Fetcher:
         Closing the iterator early cancels the GETs still under way.
         """
         arrived: queue.SimpleQueue[tuple[int, Answer]] = queue.SimpleQueue()
-        deadline = time.perf_counter() + timeout_s + DEADLINE_GRACE_S
+        job = deadline.Deadline(timeout_s)  # every step of every GET (lookup, connect, read) draws on it
+        end = time.perf_counter() + timeout_s + DEADLINE_GRACE_S
         pending = dict(enumerate(gets))
-        futures = [asyncio.run_coroutine_threadsafe(self._get(get, timeout_s, arrived, i), self._loop)
+        futures = [asyncio.run_coroutine_threadsafe(self._get(get, job, timeout_s, arrived, i), self._loop)
                    for i, get in pending.items()]  # fmt: skip
         try:
             while pending:
                 try:  # an answer already in is always taken, however late the caller comes back for it
-                    marker, answer = arrived.get(timeout=max(0.0, deadline - time.perf_counter()))
+                    marker, answer = arrived.get(timeout=max(0.0, end - time.perf_counter()))
                 except queue.Empty:
                     break
                 if pending.pop(marker, None) is not None:
@@ -129,10 +131,11 @@ class Fetcher:
             for future in futures:
                 future.cancel()
 
-    async def _get(self, get: Get, timeout_s: float, arrived: queue.SimpleQueue[tuple[int, Answer]], marker: int) -> None:
+    async def _get(self, get: Get, job: deadline.Deadline, timeout_s: float, arrived: queue.SimpleQueue[tuple[int, Answer]], marker: int) -> None:
         start, answered = time.perf_counter(), [0.0]
         try:
-            text, error = await self._text(get, timeout_s, answered), None
+            with deadline.bound(job):
+                text, error = await self._text(get, timeout_s, answered), None
         except ScrapeError as exc:
             text, error = None, exc
         except Exception as exc:  # a client that cannot be built from the settings, or a bug: this GET's failure
@@ -146,7 +149,7 @@ class Fetcher:
         try:
             bare, auth = split_userinfo(get.url)
             headers: dict[str, str] = _headers(get.http)
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(deadline.remaining(timeout_s)):  # what the job has left of it
                 for _ in range(MAX_REDIRECTS + 1):
                     client = self._client(bare, get.http)
                     async with client.stream("GET", bare, auth=auth, headers=headers, timeout=timeout_s) as response:
@@ -190,9 +193,9 @@ class Fetcher:
         if client is None:
             # plain http with a plain-http proxy makes no TLS connection: its CA setting is not loaded
             tls = origin.scheme == "https" or http.proxy.startswith("https:")
-            client = self._clients[key] = httpx.AsyncClient(
-                verify=self._tls(http) if tls else False, proxy=http.proxy or None, limits=_LIMITS, trust_env=False
-            )
+            # lookups and connections draw on the GET's deadline (core/deadline.py), never on a shared pool
+            client = self._clients[key] = deadline.client(verify=self._tls(http) if tls else False, proxy=http.proxy or None,
+                                                          limits=_LIMITS)
         return client
 
     def _tls(self, http: HttpSettings) -> ssl.SSLContext | bool:

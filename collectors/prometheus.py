@@ -48,6 +48,7 @@ from collectors.fetch import (
     scrubbed,
     split_userinfo,
 )
+from core import deadline
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import PrometheusSettings
@@ -313,8 +314,8 @@ class PrometheusClient:
             log.warning("prometheus %s: TLS certificates are not verified (http.tls_verify = false)", shown_url(source.url))
         self.timeout_s = timeout_s
         # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
-        self.client = httpx.AsyncClient(auth=auth, headers=headers, verify=verify, timeout=timeout_s,
-                                        proxy=source.http.proxy or None, trust_env=False)
+        # lookups and connections draw on each request's deadline (core/deadline.py)
+        self.client = deadline.client(timeout_s, auth=auth, headers=headers, verify=verify, proxy=source.http.proxy or None)
         self._loop = asyncio.Runner()
         self.federate: bool | None = None  # unknown until the server answered once
         self._kind: str | None = None if source.kind == "auto" else source.kind
@@ -446,22 +447,24 @@ class PrometheusClient:
         the source's origin, or beyond it without the source's headers, token or basic auth. The
         whole within ``timeout_s``; the answer read whole (bounded) before it is returned."""
         crossed = False
-        async with asyncio.timeout(self.timeout_s):
-            for _ in range(MAX_REDIRECTS + 1):
-                if crossed:
-                    for name in (*self.source.http.headers, "Authorization"):
-                        request.headers.pop(name, None)
-                answer = await self.client.send(request, auth=None if crossed else httpx.USE_CLIENT_DEFAULT, stream=True)
-                try:
-                    if not answer.is_redirect:
-                        body = await read_bounded(answer, MAX_ANSWER_BYTES, f"{self.shown}{request.url.path}")
-                        plain = {k: v for k, v in answer.headers.items() if k.lower() not in ("content-encoding", "content-length")}
-                        return httpx.Response(answer.status_code, headers=plain, content=body, request=request)
-                    target, left = redirect_target(self.base, answer, self.source.http, HINT_URL)
-                finally:
-                    await answer.aclose()
-                crossed = crossed or left
-                request = self.client.build_request("GET", target)
+        # one deadline for the request, the lookup included (core/deadline.py)
+        with deadline.bound(self.timeout_s):
+            async with asyncio.timeout(self.timeout_s):
+                for _ in range(MAX_REDIRECTS + 1):
+                    if crossed:
+                        for name in (*self.source.http.headers, "Authorization"):
+                            request.headers.pop(name, None)
+                    answer = await self.client.send(request, auth=None if crossed else httpx.USE_CLIENT_DEFAULT, stream=True)
+                    try:
+                        if not answer.is_redirect:
+                            body = await read_bounded(answer, MAX_ANSWER_BYTES, f"{self.shown}{request.url.path}")
+                            plain = {k: v for k, v in answer.headers.items() if k.lower() not in ("content-encoding", "content-length")}
+                            return httpx.Response(answer.status_code, headers=plain, content=body, request=request)
+                        target, left = redirect_target(self.base, answer, self.source.http, HINT_URL)
+                    finally:
+                        await answer.aclose()
+                    crossed = crossed or left
+                    request = self.client.build_request("GET", target)
         raise PrometheusError(f"{self.shown}: more than {MAX_REDIRECTS} redirects", HINT_URL)
 
 

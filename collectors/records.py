@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
+
 INF = float("inf")
 
 
@@ -53,7 +55,7 @@ class VllmScrape:
     metric_names_used: Mapping[str, str] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     cache_config: Mapping[str, str] = field(default_factory=dict)
-    engine: str = "vllm"  # "vllm" or "sglang": whose names the page used
+    engine: str = DEFAULT_ENGINE.name  # a name of core.engines.ENGINES: whose names the page used
     # the newest vllm:lora_requests_info labels (running_lora_adapters, waiting_lora_adapters, max_lora)
     lora: Mapping[str, str] = field(default_factory=dict)
     # Series (model × engine label sets) beyond the target's max_series: their samples were dropped

@@ -32,6 +32,7 @@ from collectors.catalogue import CATALOGUE, PROCESS_START, MetricSpec, wanted_sa
 from collectors.expfmt import SelectiveParser
 from collectors.fetch import Fetcher, fetch_text
 from collectors.records import INF, Histogram, ModelFigures, VllmScrape
+from core.engines import detected
 from core.errors import ScrapeError
 from core.redact import masked
 from core.settings import HttpSettings
@@ -169,7 +170,7 @@ def _plan(names: tuple[str, ...], labels: list[Mapping[str, str]], source: str) 
         kv_capacity=_kv_capacity(info.get("cache_config", [])),
         per_engine=_per_engine(by_name, used, info.get("cache_config", [])),
         lora=tuple((int(i), row_labels) for _, row_labels, i in lora),
-        engine="sglang" if any(name.startswith("sglang:") for name in used.values()) else "vllm",
+        engine=detected(used.values()).name,
         duplicates=duplicates,
     )
 

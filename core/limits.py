@@ -1,4 +1,5 @@
-"""The limits of the settings, in one table: each number's range, the pairs that must stay in order,
+"""The limits of the settings, and the bounds of the work a user or a source can make the product
+do (:data:`WORK`, chokepoint (c) of docs/security.md), in one module. The limits of the settings, in one table: each number's range, the pairs that must stay in order,
 and the URL settings with the schemes they take.
 
 :func:`check_limits` judges loaded settings against these tables (the loader calls it) and raises a
@@ -10,15 +11,16 @@ optional value (None) is not judged.
 
 from __future__ import annotations
 
-import importlib.util
+import ast
 import math
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from core.channels import CHANNELS
 from core.durations import format_duration
-from core.redact import masked
+from core.url_check import HTTP_SCHEMES as _HTTP
+from core.url_check import url_problem
 
 DAY = 86400.0
 # The longest duration any setting may take (10 years): beyond, datetime arithmetic overflows and a
@@ -58,8 +60,19 @@ def _seconds(low: float = 0, high: float = MAX_DURATION_S, above: bool = True) -
 
 
 _FRACTION = Limit(0, 1, above=True)  # a share of something: (0, 1]
+# Series (model × engine label sets) one page may keep, at most whatever max_series says: a page of
+# label variants parsed and summed took 25 s a round under the old ceiling of 10,000,000
+MAX_SERIES_PER_PAGE = 100_000
 _PORT = Limit(1, 65535)
-_CHANNELS = ("email", "alertmanager", "webhook")
+_CHANNELS = tuple(channel.name for channel in CHANNELS)  # every channel table has the delivery settings
+_DELIVERY = {  # every channel's [alerts.<channel>] delivery settings
+    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
+    "group_wait_s": _seconds(above=False),
+    "group_interval_s": _seconds(above=False),
+    **{k: _seconds() for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
+    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
+    "timeout_s": _seconds(0, 600),
+}
 _THRESHOLDS = {  # [sweetspot] and each target's [targets.sweetspot] overrides
     "ttft_p95_slo_s": _seconds(0, 3600),
     "concurrency": Limit(1, 1_000_000),
@@ -99,18 +112,12 @@ LIMITS: dict[str, Limit] = {
     "alerts.rules[].keep_firing_for_s": _seconds(0, 90 * DAY, above=False),
     "alerts.rules[].scale": Limit(0, 1e9, above=True),
     "alerts.email.port": Limit(0, 65535),
-    # 0 is "at once" for the grouping waits, as in Alertmanager (its notifiers' defaults are 0)
-    **{f"alerts.{channel}.{k}": _seconds(above=False) for channel in _CHANNELS
-       for k in ("group_wait_s", "group_interval_s")},
-    **{f"alerts.{channel}.{k}": _seconds() for channel in _CHANNELS
-       for k in ("repeat_interval_s", "retry_initial_s", "retry_max_s", "give_up_after_s")},
-    # one delivery's deadline: the notify job waits for the longest one, so 3650 d held it for good
-    **{f"alerts.{channel}.timeout_s": _seconds(0, 600) for channel in _CHANNELS},
+    **{f"alerts.{channel}.{k}": limit for channel in _CHANNELS for k, limit in _DELIVERY.items()},
     "query.timeout_s": _seconds(0, 3600),
     "query.max_timeout_s": _seconds(0, 3600),
     "query.row_limit": Limit(1, 10_000_000),
-    "max_series": Limit(1, 10_000_000),
-    "targets[].max_series": Limit(1, 10_000_000),
+    "max_series": Limit(1, MAX_SERIES_PER_PAGE),
+    "targets[].max_series": Limit(1, MAX_SERIES_PER_PAGE),
     "targets[].sweet_spot": Limit(1, 1_000_000),
     "targets[].max_num_seqs": Limit(1, 1_000_000),
     "telemetry.port": Limit(0, 65535),
@@ -141,7 +148,6 @@ ORDERS: tuple[Order, ...] = (
     Order("alerts.email.retry_initial_s", "alerts.email.retry_max_s", "retries wait longer each time", equal=True),
 )
 
-_HTTP = ("http", "https")
 _HTTP_TABLES = ("targets[].http", "targets[].gateway.http", "targets[].gpu.http", "prometheus[].http")
 
 # URL setting → (schemes it takes, an example shown in the error line)
@@ -168,25 +174,6 @@ def values(obj: Any, key: str, shown: str = "") -> Iterator[tuple[str, Any]]:
             yield from values(item, rest, concrete)
         else:
             yield concrete, item
-
-
-def url_problem(value: str, schemes: tuple[str, ...] = _HTTP, example: str = "http://10.0.0.5:8000/metrics") -> str:
-    """Why ``value`` is not a URL of one of ``schemes`` with a host, or "" when it is (its secrets masked)."""
-    shown = masked(value)
-    if value != value.strip() or any(ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F or c.isspace() for c in value):
-        # urlsplit strips leading spaces and drops tabs and line breaks, so the URL checked is not the one used
-        return f"{shown!r} holds a space, tab, line break or control character; write the URL alone, e.g. {example}"
-    try:
-        parts = urllib.parse.urlsplit(value)
-        parts.port  # noqa: B018 - a port out of range or not a number raises here
-    except ValueError as exc:
-        return f"{shown!r} is not a URL ({exc}); write it like {example}"
-    if parts.scheme not in schemes or not parts.hostname:
-        wanted = ", ".join(f"{s}://" for s in schemes[:-1]) + f" or {schemes[-1]}://"
-        return f"{shown!r} is not an {wanted} URL with a host (e.g. {example})"
-    if parts.scheme == "socks5" and importlib.util.find_spec("socksio") is None:
-        return f"{shown!r}: a SOCKS proxy needs the socksio package (pip install 'httpx[socks]'), or use an http:// proxy"
-    return ""
 
 
 def limit_problems(settings: Any) -> Iterator[str]:
@@ -222,3 +209,80 @@ def finite_problem(value: float) -> str:
     if isinstance(value, int):
         return "" if abs(value) <= MAX_SETTING_INT else f"a {len(str(abs(value)))}-digit integer is too large for any setting"
     return "" if math.isfinite(value) else f"{value} is not a finite number"
+
+
+# -- bounded work (docs/security.md, chokepoint (c)) ----------------------------------------------------
+# What a settings file or a source can make the product compute, each bound stated once; the modules
+# that enforce them import them from here. Each is judged when the input arrives (the settings load, a
+# page is read, a source answers), in time linear in its size, never when the work is already running.
+MAX_EXPRESSION_CHARS = 500  # a rule's expr, threshold or when
+MAX_EXPRESSION_NODES = 100  # parsed: names, numbers, operators, calls
+MAX_EXPRESSION_LITERAL = 1e15  # a number written in an expression (9**9**9 or 10**1000000 froze the collector)
+MAX_EXPONENT = 16  # an exponent, written as a number: a ** 2 is fine, a ** b and a ** 99999 are not
+MAX_EXPRESSION_STRING = 200  # a text written in an expression
+MAX_EXPRESSION_ITEMS = 32  # of a list or tuple written in one (x in (1, 2, 3)); comprehensions are refused
+MAX_FORMAT_WIDTH = 200  # a format field's width or precision: "{window:>999999999}" made a 1 GB text at each fill
+MAX_LEARNER_SAMPLES = 1_000_000  # a learner's span_s / step_s (a week at 1 s is 604,800; the default 10,080)
+MAX_LEARNER_LEVELS = 1000  # a learner's min_levels
+MAX_TARGETS_PER_SOURCE = 2000  # targets one Prometheus source may register (20,000 stalled the collector)
+MAX_EPOCHS_PER_TARGET = 1000  # configuration epochs kept a target (a restart loop makes one a minute)
+
+WORK = {  # the table docs/security.md shows (a test keeps the two in step)
+    "MAX_EXPRESSION_CHARS": MAX_EXPRESSION_CHARS,
+    "MAX_EXPRESSION_NODES": MAX_EXPRESSION_NODES,
+    "MAX_EXPRESSION_LITERAL": MAX_EXPRESSION_LITERAL,
+    "MAX_EXPONENT": MAX_EXPONENT,
+    "MAX_EXPRESSION_STRING": MAX_EXPRESSION_STRING,
+    "MAX_EXPRESSION_ITEMS": MAX_EXPRESSION_ITEMS,
+    "MAX_FORMAT_WIDTH": MAX_FORMAT_WIDTH,
+    "MAX_LEARNER_SAMPLES": MAX_LEARNER_SAMPLES,
+    "MAX_LEARNER_LEVELS": MAX_LEARNER_LEVELS,
+    "MAX_TARGETS_PER_SOURCE": MAX_TARGETS_PER_SOURCE,
+    "MAX_EPOCHS_PER_TARGET": MAX_EPOCHS_PER_TARGET,
+    "MAX_SERIES_PER_PAGE": MAX_SERIES_PER_PAGE,
+}
+
+_REFUSED_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.Starred,
+                  ast.Attribute, ast.NamedExpr, ast.JoinedStr, ast.Await, ast.Yield, ast.YieldFrom)  # fmt: skip
+
+
+def expression_problem(text: str) -> str:
+    """Why the expression ``text`` could make its evaluation unbounded, or "" (a syntax error is the
+    caller's to report): longer than :data:`MAX_EXPRESSION_CHARS`, more than
+    :data:`MAX_EXPRESSION_NODES` parts, a number past :data:`MAX_EXPRESSION_LITERAL`, a power whose
+    exponent is not a number up to :data:`MAX_EXPONENT`, a long text or list, or a comprehension.
+    Linear in the text: one parse, one walk."""
+    if len(text) > MAX_EXPRESSION_CHARS:
+        return f"longer than {MAX_EXPRESSION_CHARS} characters"
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""  # not an expression: said by the caller's own parse
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_EXPRESSION_NODES:
+        return f"more than {MAX_EXPRESSION_NODES} parts"
+    for node in nodes:
+        if isinstance(node, _REFUSED_NODES):
+            return f"{type(node).__name__} is not allowed in a rule's expression"
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) > MAX_EXPRESSION_LITERAL:
+                return f"the number {str(value)[:20]} is beyond {MAX_EXPRESSION_LITERAL:g}"
+            if isinstance(value, str | bytes) and len(value) > MAX_EXPRESSION_STRING:
+                return f"a text longer than {MAX_EXPRESSION_STRING} characters"
+        if isinstance(node, ast.List | ast.Tuple | ast.Set | ast.Dict):
+            items = len(node.keys) if isinstance(node, ast.Dict) else len(node.elts)
+            if items > MAX_EXPRESSION_ITEMS:
+                return f"a list of more than {MAX_EXPRESSION_ITEMS} items"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            exponent = node.right.operand if isinstance(node.right, ast.UnaryOp) else node.right
+            if not (isinstance(exponent, ast.Constant) and isinstance(exponent.value, int | float)
+                    and abs(exponent.value) <= MAX_EXPONENT):
+                return f"a power's exponent must be a number up to {MAX_EXPONENT} (a ** 2)"
+            if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node.left)):
+                return "a power of a power ((a ** 16) ** 16 grows past any memory)"
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.LShift):
+            if any(isinstance(side, ast.List | ast.Tuple | ast.Set) or (isinstance(side, ast.Constant) and isinstance(side.value, str))
+                   for side in (node.left, node.right)) or isinstance(node.op, ast.LShift):
+                return "repeating a text or a list, or a shift, is not allowed in a rule's expression"
+    return ""

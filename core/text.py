@@ -27,7 +27,7 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.redact import MaskingFormatter
@@ -71,7 +71,21 @@ _LOOKALIKE = str.maketrans({
 
 
 # Scripts whose letters are drawn alike: a name mixing two of them is refused (Latin with Han, say, is not)
-_ALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK"})
+_ALIKE_SCRIPTS = frozenset({"LATIN", "CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE"})
+# More letters drawn like Latin ones, beyond NFKC (which already folds full-width, mathematical and
+# ligature forms): Armenian, Cherokee, the dotless i, the Latin letters of IPA.
+_MORE_LOOKALIKES = str.maketrans({
+    "օ": "o", "ս": "u", "ց": "g", "հ": "h", "ո": "n", "ւ": "i", "Ꭺ": "A", "Ᏼ": "B", "Ꮯ": "C", "Ꭼ": "E", "Ꮋ": "H",
+    "Ꮶ": "K", "Ꮇ": "M", "Ꮲ": "P", "Ꭲ": "T", "ı": "i", "ȷ": "j", "ɑ": "a", "ɩ": "i", "ʏ": "y", "ᴠ": "v", "ᴡ": "w",
+    "ᴢ": "z", "ꮃ": "w", "һ": "h", "ϲ": "c", "ϳ": "j", "ɪ": "i", "ᴏ": "o", "ᴄ": "c", "ѵ": "v", "ԍ": "G",
+    "ѡ": "w", "ɦ": "h", "ɜ": "3", "Ꮃ": "W", "Ꮪ": "S", "Ꮤ": "W", "Ᏺ": "h", "ꓲ": "I", "ꓳ": "O", "ꓴ": "U",
+})  # fmt: skip
+MAX_MARKS_IN_A_ROW = 2  # combining marks on one letter (a Vietnamese letter has two; more stack out of the line)
+
+
+def _mark(c: str) -> bool:
+    """Whether ``c`` is a mark drawn on the letter before it (an accent, a slash, a vowel sign)."""
+    return unicodedata.category(c) in ("Mn", "Me")
 
 
 def _script(c: str) -> str:
@@ -89,10 +103,12 @@ def named(text: str, names: Mapping[str, str]) -> str:
 
 
 def name_problem(name: str, limit: int = MAX_NAME) -> str:
-    """Why ``name`` cannot name a target (a thing people pick, compare and type), or "" when it can:
-    empty or blank, a character that reads as nothing (NUL, U+200B, a bidirectional mark), a space
-    at an end, more than ``limit`` characters, or letters of two of Latin, Cyrillic and Greek
-    (``prоd`` with a Cyrillic ``о`` reads as ``prod``). The message shows the name escaped (:func:`visible`)."""
+    """Why ``name`` cannot be a name (a thing people pick, compare and type: a target, a saved
+    query, a label value, a host), or "" when it can: empty or blank, a character that reads as
+    nothing (NUL, U+200B, a bidirectional mark), a space at an end, more than ``limit`` characters,
+    not in its normal form (NFKC: full-width letters, ligatures, a letter and its mark apart),
+    combining marks that stand alone or stack, or letters of two scripts drawn alike (``prоd``
+    with a Cyrillic ``о`` reads as ``prod``). The message shows the name escaped (:func:`visible`)."""
     shown = f"'{visible(name, 60)}'"
     if not name.strip():
         return f"{shown} is empty or blank"
@@ -102,16 +118,56 @@ def name_problem(name: str, limit: int = MAX_NAME) -> str:
         return f"{shown} begins or ends with a space"
     if len(name) > limit:
         return f"{shown} is longer than {limit} characters"
+    normal = unicodedata.normalize("NFKC", name)
+    if normal != name:
+        return f"{shown} is not in its normal form (NFKC); write it as '{visible(normal, 60)}'"
+    run = 0
+    for i, c in enumerate(name):
+        run = run + 1 if _mark(c) else 0
+        if run and (i == 0 or run > MAX_MARKS_IN_A_ROW):
+            return f"{shown} holds combining marks that stand alone or stack ({run} on one letter)"
     scripts = sorted({_script(c) for c in name if c.isalpha()} & _ALIKE_SCRIPTS)
     if len(scripts) > 1:
         return f"{shown} mixes {' and '.join(scripts)} letters, which can read alike"
     return ""
 
 
-def name_key(name: str) -> str:
-    """What two names that read the same share: NFKC-normalised (full-width letters, ligatures, a
-    no-break space), stripped, look-alike letters of other scripts as their Latin twins."""
-    return unicodedata.normalize("NFKC", name).strip().translate(_LOOKALIKE)
+def name_skeleton(name: str) -> str:
+    """What two names that read the same share (a confusable skeleton, after Unicode's UTS #39):
+    NFKC-normalised (full-width letters, ligatures, a no-break space), stripped, combining marks
+    taken off (``pród`` reads as ``prod``), look-alike letters of other scripts as their Latin
+    twins, and no character that reads as nothing. Two names with one skeleton are one name."""
+    text = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", name).strip())
+    bare = "".join(c for c in text if not _mark(c) and unicodedata.category(c) not in _UNSEEN)
+    return bare.translate(_LOOKALIKE).translate(_MORE_LOOKALIKES)
+
+
+name_key = name_skeleton  # the name its first callers know
+
+
+def same_name_problem(name: str, others: Iterable[str], what: str = "name") -> str:
+    """Why ``name`` cannot stand beside ``others`` (it reads the same as one of them but is not it), or ""."""
+    skeleton = name_skeleton(name)
+    for other in others:
+        if other != name and name_skeleton(other) == skeleton:
+            return f"'{visible(name, 60)}' reads the same as the {what} '{visible(other, 60)}'"
+    return ""
+
+
+def host_problem(host: str) -> str:
+    """Why ``host`` (a URL's) cannot be used as it is written, or "": a host holding letters that
+    are not ASCII can read as another host (``exаmple.com`` with a Cyrillic ``а``), so it is
+    written in its ASCII form (``xn--...``, as DNS carries it); a percent-escape or a character
+    that reads as nothing hides what it is."""
+    if host.isascii():
+        bracketed = host.startswith("[")  # an IPv6 address, whose zone is written after a %
+        return f"'{visible(host, 60)}' holds a percent-escape" if "%" in host and not bracketed else ""
+    try:
+        ascii_form = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return f"'{visible(host, 60)}' is not a host name (letters that are not ASCII and not a valid international name)"
+    return (f"'{visible(host, 60)}' holds letters that are not ASCII, which can read as another host; "
+            f"write it as '{ascii_form}'")
 
 
 SETTINGS_OWNER = "the settings"

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from collectors.records import VllmScrape
 from db import schema
@@ -89,6 +89,21 @@ def _latest(conn: Connection, target_id: int) -> tuple[dict[str, str], float | N
     row = conn.execute(select(e.c.config, e.c.process_start_s).where(e.c.target_id == target_id)
                        .order_by(e.c.ts.desc()).limit(1)).first()  # fmt: skip
     return None if row is None else (json.loads(row.config), row.process_start_s)
+
+
+def forget_start(engine: Engine, target: str) -> None:
+    """Clear the process start of ``target``'s latest stored epoch, so the next start a writer sees
+    is taken up, not read as a restart (:meth:`EpochTracker.observe`: a start newly exposed is none).
+    For a past that no process of the target lived (the demo's simulated history, app/history_fill.py):
+    the live engine after it is the one that history describes, and the first start showed "since
+    restart" before it. Counter arithmetic keeps its own start (``series_state``), untouched here."""
+    e, t = schema.config_epochs, schema.targets
+    with engine.begin() as conn:
+        latest = conn.execute(select(e.c.target_id, e.c.ts).join(t, t.c.id == e.c.target_id).where(t.c.name == target)
+                              .order_by(e.c.ts.desc()).limit(1)).first()  # fmt: skip
+        if latest is not None:
+            conn.execute(update(e).where(e.c.target_id == latest.target_id, e.c.ts == latest.ts)
+                         .values(process_start_s=None))
 
 
 def load_epochs(conn: Connection, target: str, start: float | None = None, end: float | None = None) -> list[ConfigEpoch]:

@@ -445,6 +445,11 @@ def _history_fill(conn: Connection) -> None:
     schema.metadata.create_all(conn, tables=[schema.history_fill], checkfirst=True)
 
 
+def _future_rows(conn: Connection) -> None:
+    # Rows dated after the clock, moved aside when it stepped back (db/future.py); a fresh database got it from 0001.
+    schema.metadata.create_all(conn, tables=[schema.future_rows], checkfirst=True)
+
+
 def _verdicts(conn: Connection) -> None:
     # The evaluator's per-minute verdicts (db/verdicts.py). The minutes and hours views read them
     # instead of judging minutes in SQL: drop the views, the standing step makes them from the code.
@@ -600,6 +605,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0052_retired_targets", _retired_targets),
     ("0060_running_limit", _running_limit),
     ("0065_history_fill", _history_fill),
+    ("0075_future_rows", _future_rows),
     ("0085_sweep_ends_at", _sweep_ends_at),
 ]
 

@@ -27,7 +27,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from collectors.catalogue import name_versions
+from core.engines import name_versions
 from core.errors import StorageError
 from core.settings import NO_CEILING
 from db import mbu_figures, schema

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, Table, delete, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from core.limits import MAX_EPOCHS_PER_TARGET
 from core.settings import Settings
 from db import aggregate, histo, schema, sources
 from db.errors import storage_error
@@ -228,6 +229,25 @@ def _gpu_rows(rows: list[Any], step: int, *_: Any) -> list[dict[str, Any]]:
     ]
 
 
+def prune_epochs(conn: Connection, cut: int, keep: int = MAX_EPOCHS_PER_TARGET) -> int:
+    """Delete configuration epochs that began before ``cut`` (the longest retention) but each
+    target's latest (its configuration now), and past the newest ``keep`` of a target (a restart
+    loop starts one a minute); rows deleted. One query per target over the bound, none otherwise."""
+    e = schema.config_epochs
+    latest = select(e.c.target_id, func.max(e.c.ts).label("ts")).group_by(e.c.target_id).subquery()
+    old = conn.execute(select(e.c.target_id, e.c.ts).join(latest, latest.c.target_id == e.c.target_id)
+                       .where(e.c.ts < cut, e.c.ts < latest.c.ts)).all()  # fmt: skip
+    deleted = 0
+    for target_id, ts in old:
+        deleted += conn.execute(delete(e).where(e.c.target_id == target_id, e.c.ts == ts)).rowcount
+    crowded = conn.execute(select(e.c.target_id).group_by(e.c.target_id).having(func.count() > keep)).scalars().all()
+    for target_id in crowded:
+        oldest_kept = conn.execute(select(e.c.ts).where(e.c.target_id == target_id).order_by(e.c.ts.desc())
+                                   .offset(keep - 1).limit(1)).scalar()  # fmt: skip
+        deleted += conn.execute(delete(e).where(e.c.target_id == target_id, e.c.ts < oldest_kept)).rowcount
+    return deleted
+
+
 def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str, int]:
     """Delete raw rows older than ``raw_retention_s`` (only once rolled up), minute rollups and the
     minutes' verdicts older than ``rollup_retention_s`` and hourly rollups older than
@@ -257,6 +277,7 @@ def apply_retention(engine: Engine, now: float, settings: Settings) -> dict[str,
             deleted[verdicts.name] = conn.execute(delete(verdicts).where(verdicts.c.ts < int(now - minute_keep))).rowcount
             learned = schema.learned_sweet_spots  # and the learned sweet spots, learned from those minutes
             deleted[learned.name] = conn.execute(delete(learned).where(learned.c.learned_at < int(now - minute_keep))).rowcount
+            deleted[schema.config_epochs.name] = prune_epochs(conn, int(now - hour_keep))
     except SQLAlchemyError as exc:
         raise storage_error("applying retention", exc) from None
     return deleted

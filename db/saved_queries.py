@@ -13,11 +13,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.errors import QueryError
+from core.text import name_problem, same_name_problem
 from db import query_guard, schema
 from db.engine import normalize_url, open_engine, open_reader
 from db.errors import storage_error
 
 _T = schema.saved_queries
+MAX_NAME = 100  # characters of a saved query's name
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,11 @@ def list_saved(db_url: str) -> list[SavedQuery]:
 def save(db_url: str, name: str, sql: str, description: str = "", now: float | None = None) -> None:
     """Store (or replace) ``name``; the SQL must pass the query guard, so nothing refused is kept."""
     name = name.strip()
-    if not name or len(name) > 100:
-        raise QueryError("a saved query needs a name of 1 to 100 characters", "Type a name", "saved-query")
+    if not name or len(name) > MAX_NAME:
+        raise QueryError(f"a saved query needs a name of 1 to {MAX_NAME} characters", "Type a name", "saved-query")
+    problem = name_problem(name, MAX_NAME) or same_name_problem(name, [q.name for q in list_saved(db_url)], "saved query")
+    if problem:  # the one name type (core/text.py): one name, one query, however it is spelt
+        raise QueryError(f"cannot save the query: {problem}", "Type another name (or the same one to replace it)", "saved-query")
     query_guard.check(sql, normalize_url(db_url).get_backend_name())
     engine = open_engine(db_url, migrate=False)
     row = {"name": name, "sql": sql.strip(), "description": description, "saved_at": int(time.time() if now is None else now)}

@@ -485,6 +485,21 @@ history_fill = Table(
     Column("finished_at", Float),  # NULL while it runs
 )
 
+# --- rows dated after the clock, moved aside when it stepped back (db/future.py, 0075_future_rows) --
+# A clock that ran ahead and was set back left rows "from the future": the writer moves a target's
+# rows dated at or after its new round here (each as a JSON object, blobs as hex), so storage resumes
+# at once instead of skipping rounds until the clock passes them. Kept for inspection; nothing reads them.
+future_rows = Table(
+    "future_rows",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("moved_at", Integer, nullable=False),  # the round that found them (unix s, the clock set back)
+    Column("table_name", Text, nullable=False),
+    Column("target", Text, nullable=False),
+    Column("ts", Integer, nullable=False),
+    Column("row", Text, nullable=False),  # JSON object: the row as it was
+)
+
 # --- the sweet-spot verdict of each minute (db/verdicts.py) ---------------------------------------
 # Written by the alert evaluator, one row per target and minute, with the target's effective rules
 # (overrides included); the query views, the digest and the Overview read it. Kept as long as the

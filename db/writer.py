@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, update
@@ -30,6 +31,7 @@ from db import histo, schema
 from db.engine import write_transaction
 from db.epochs import EpochTracker
 from db.errors import storage_error
+from db.future import STEP_BACK_S, move_future
 from db.state import SeriesState, counter_increase, histogram_increase
 
 log = logging.getLogger(__name__)
@@ -57,8 +59,10 @@ class Writer:
     counter state between rounds; all of it is forgotten when a transaction rolls back.
     """
 
-    def __init__(self, engine: Engine, max_gap_s: float = 600.0, history: bool = False) -> None:
+    def __init__(self, engine: Engine, max_gap_s: float = 600.0, history: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
         self.engine = engine
+        self.clock = clock  # the rounds' clock: rows stored ahead of it mean it stepped back (db/future.py)
         self.max_gap_s = max_gap_s
         # History mode (app/history_fill.py: the demo's week written beside the live rounds): rounds
         # older than what the database holds, in a span nothing else writes. Nothing stored before is
@@ -203,12 +207,14 @@ class Writer:
             last_up = conn.execute(last_rows).scalar()
             self._last_ts[target_id] = last or 0
             self._last_up[target_id] = None if last_up is None else (int(last_up), None)
+        if ts <= self._last_ts[target_id] and self._stepped_back(round_, target_id):
+            self._move_future(conn, target_id, round_.target, ts)
         if ts <= self._last_ts[target_id]:
-            # Said once per run of skipped rounds: a clock stepped back an hour skips 720 of them.
+            # A second round in one second (collect --once run twice, a Prometheus sample read twice)
             skipped = self._skipped[target_id] = self._skipped.get(target_id, 0) + 1
             if skipped == 1:
-                log.warning("%s: a round at %d is already stored (latest %d); this one is skipped, and so "
-                            "will be any until the clock passes it", round_.target, ts, self._last_ts[target_id])
+                log.warning("%s: a round at %d is already stored (latest %d); this one is skipped",
+                            round_.target, ts, self._last_ts[target_id])
             self._model_rows(conn, target_id, ts, round_, skipped=True)
             return False
         if self._skipped.get(target_id):
@@ -227,6 +233,29 @@ class Writer:
             rows["gpu_samples"].append({"target_id": target_id, "ts": ts, "gpu_id": self._gpu_id(conn, target_id, gpu, ts),
                                         **gpu_row})
         return True
+
+    def _stepped_back(self, round_: ScrapeRound, target_id: int) -> bool:
+        """Whether the target's latest stored round is ahead of the clock that dates this one (it
+        stepped back), not a round stored twice: this round is dated now by the clock, the stored
+        one later than now. A Prometheus sample dated ahead of this machine is not the clock's."""
+        if self.history:
+            return False
+        now = self.clock()
+        return abs(round_.ts - now) <= STEP_BACK_S and self._last_ts[target_id] > now + STEP_BACK_S
+
+    def _move_future(self, conn: Connection, target_id: int, target: str, ts: int) -> None:
+        """The clock stepped back: the target's rows dated at or after ``ts`` go to ``future_rows``
+        (db/future.py) and this round is stored, rather than every round skipped until the clock
+        passes them. The next increases cover unknown time (the previous row's time was the wrong clock's)."""
+        ahead = self._last_ts[target_id]
+        moved = move_future(conn, target_id, target, ts, int(self.clock()))
+        last = conn.execute(select(func.max(schema.scrapes.c.ts)).where(schema.scrapes.c.target_id == target_id)).scalar()
+        self._last_ts[target_id], self._last_up[target_id] = last or 0, None
+        self._epochs.forget()  # its latest epoch may have been one of them
+        self._skipped.pop(target_id, None)
+        log.warning("%s: the clock stepped back %d s (the latest stored round is dated %d, this one %d): %d rows "
+                    "dated at or after it moved to future_rows, and storage goes on from this round",
+                    target, ahead - ts, ahead, ts, moved)
 
     def _model_rows(self, conn: Connection, target_id: int, ts: int, round_: ScrapeRound, skipped: bool = False) -> list[Row]:
         """The round's ``samples`` rows; a ``skipped`` round's only move the states on (not stored)."""

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from core.engines import NAMES as ENGINE_NAMES
 from simulator.dcgm import DcgmReading, dcgm_reading
 from simulator.gateway import Gateway
 from simulator.live import RATE_WINDOW_S, LiveEngine, RealClock
@@ -32,8 +33,8 @@ class RunningSim:
     def __init__(self, options: SimOptions) -> None:
         if options.vllm_version not in ("v1", "v0"):
             raise ValueError(f"vllm_version must be v1 or v0, not {options.vllm_version!r}")
-        if options.engine not in ("vllm", "sglang"):
-            raise ValueError(f"engine must be vllm or sglang, not {options.engine!r}")
+        if options.engine not in ENGINE_NAMES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {options.engine!r}")
         self.options = options
         self.stopping = threading.Event()
         self.live = LiveEngine(options.engine_config(), RealClock(options.speed), options.vllm_version, options.engine,

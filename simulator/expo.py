@@ -12,9 +12,10 @@ SGLang always serves that way (its processes share prometheus_client's multiproc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import (
@@ -25,6 +26,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.samples import Sample
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
+from core.engines import SGLANG, VLLM
 from simulator.params import EngineParams
 from simulator.stats import (
     ITL_BUCKETS_V0,
@@ -48,7 +51,7 @@ class VllmView:
     block_size: int
     gpu_memory_utilization: float
     version: str = "v1"
-    engine: str = "vllm"  # or "sglang"
+    engine: str = DEFAULT_ENGINE.name  # a name of core.engines.ENGINES (its page: LAYOUTS)
     api_servers: int = 1  # vLLM --api-server-count: > 1 is multiprocess mode
     sleep_level: int = 0  # 0 awake, 1 weights offloaded, 2 discard all (vLLM's /sleep?level=)
     # KV bytes one token holds on one GPU (EngineParams.kv_bytes_per_token_per_gpu): cache_config_info's
@@ -57,7 +60,7 @@ class VllmView:
 
     @property
     def multiprocess(self) -> bool:
-        return self.api_servers > 1 or self.engine == "sglang"
+        return self.api_servers > 1 or LAYOUTS[self.engine].multiprocess
 
 
 @dataclass(frozen=True)
@@ -198,10 +201,12 @@ Sink = FamilySink | ValueSink
 
 
 def vllm_layout(view: VllmView, sink: Sink) -> None:
-    """Write every family of vLLM's /metrics for ``view`` into ``sink`` (V1 names unless version v0)."""
-    if view.engine == "sglang":
-        sglang_layout(view, sink)
-        return
+    """Write every family of the engine's /metrics for ``view`` into ``sink`` (its layout: LAYOUTS)."""
+    LAYOUTS[view.engine].write(view, sink)
+
+
+def _vllm_page(view: VllmView, sink: Sink) -> None:
+    """vLLM's /metrics (V1 names unless version v0)."""
     v0 = view.version == "v0"
     labels = {"model_name": view.model} if v0 else {"model_name": view.model, "engine": "0"}
     created = None if v0 or view.multiprocess else view.stats.started_at
@@ -296,6 +301,21 @@ def sglang_layout(view: VllmView, sink: Sink) -> None:
         ("sglang:queue_time_seconds", "queue", "Histogram of queueing time in seconds.", sched),
     ):
         sink.histogram(name, doc, labels, stats.hists[key], None, None, True)
+
+
+class Layout(NamedTuple):
+    """How the simulator writes one engine's page: ``multiprocess``, always served through
+    prometheus_client's multiprocess collector (no ``*_created``, no ``process_*``)."""
+
+    write: Callable[[VllmView, Sink], None]
+    multiprocess: bool
+
+
+# engine name (core.engines.ENGINES) → its page; tests/test_sim_engines.py holds one for every engine
+LAYOUTS: dict[str, Layout] = {
+    VLLM.name: Layout(_vllm_page, multiprocess=False),
+    SGLANG.name: Layout(sglang_layout, multiprocess=True),
+}
 
 
 def vllm_families(view: VllmView) -> list[Metric]:

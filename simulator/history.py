@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
 from simulator.engine import Engine, Sequence
 from simulator.expo import (
     GatewayView,
@@ -157,7 +158,7 @@ def _running_sum(values: list[float]) -> list[float]:
 
 
 def generate_history(start_ts: float, end_ts: float, step_s: float = 30.0, seed: int = 0, pattern: str = "daily",
-                     *, vllm_version: str = "v1", engine: str = "vllm", config: EngineConfig | None = None,
+                     *, vllm_version: str = "v1", engine: str = DEFAULT_ENGINE.name, config: EngineConfig | None = None,
                      gateway_limit: int = 16,
                      peak_clients: float = 28.0, hostname: str = "sim-v100-node",
                      slowdown: float = 0.0, slowdown_from: float | None = None,

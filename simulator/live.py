@@ -14,6 +14,7 @@ import threading
 import time
 from collections import deque
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
 from simulator.engine import Engine, Sequence, StepPlan
 from simulator.expo import VllmView
 from simulator.gpus import Load
@@ -56,7 +57,7 @@ class LiveEngine:
     :class:`VirtualClock` in the caller's thread (:meth:`run_until`)."""
 
     def __init__(self, config: EngineConfig, clock: RealClock | VirtualClock, version: str = "v1",
-                 engine_kind: str = "vllm", api_servers: int = 1, keep_s: float = RATE_WINDOW_S) -> None:
+                 engine_kind: str = DEFAULT_ENGINE.name, api_servers: int = 1, keep_s: float = RATE_WINDOW_S) -> None:
         self.config = config
         self.clock = clock
         self.version = version

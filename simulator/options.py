@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
 from simulator.params import EngineConfig, EngineParams
 
 DEFAULT_MODEL = "sweetspot/sim-70b-awq"
@@ -28,7 +29,7 @@ class SimOptions:
     max_model_len: int = 8192
     gateway_limit: int = 16
     vllm_version: str = "v1"
-    engine: str = "vllm"  # "sglang": SGLang 0.5's metric names
+    engine: str = DEFAULT_ENGINE.name  # a name of core.engines.ENGINES: whose metric names the page uses
     api_servers: int = 1  # vLLM --api-server-count; > 1 serves /metrics as in multiprocess mode
     load: int = 0
     load_pattern: str | None = None

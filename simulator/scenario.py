@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from core.engines import DEFAULT as DEFAULT_ENGINE
 from simulator.expo import GatewayView, dcgm_text
 from simulator.fasttext import Template
 from simulator.gpus import Load, gpu_views
@@ -103,7 +104,7 @@ def scenario_history(conditions_at: Callable[[float], Conditions], start_ts: flo
         served += (rates[3] + rates[4]) * step_s
         stats = acc.stats()
         stats.success["error"] = float(math.floor(errors))
-        view = _vllm_view(config, stats, rates, "v1", "vllm")
+        view = _vllm_view(config, stats, rates, "v1", DEFAULT_ENGINE.name)
         queue = max(0, round(c.clients - c.gateway_limit))
         gateway = GatewayView(queue, round(running_clients), c.gateway_limit, gateway_start, {"ok": float(math.floor(served))})
         moved = rates[COUNTERS.index("read_bytes")] + rates[COUNTERS.index("write_bytes")]

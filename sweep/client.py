@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from core import deadline
 from core.bounded import TooLarge, body_chunks, read_body, read_head
 from core.errors import SweetspotError
 from core.redact import masked
@@ -219,9 +220,10 @@ def discover_served(base_url: str, model: str | None, timeout_s: float = 10.0) -
 async def _model_list(url: str, timeout_s: float, shown: str) -> tuple[int, bytes]:
     """(status, body) of the model list, the whole of it (lookup to last byte) within ``timeout_s``:
     a server trickling its list defeats httpx's per-read timeout."""
-    async with asyncio.timeout(timeout_s), httpx.AsyncClient(timeout=timeout_s) as client, \
-            client.stream("GET", url) as response:
-        return response.status_code, await read_body(response, MAX_LINE_BYTES, f"{shown} (its model list)")
+    with deadline.bound(timeout_s):  # the lookup too (core/deadline.py)
+        async with asyncio.timeout(timeout_s), deadline.client(timeout_s, trust_env=True) as client, \
+                client.stream("GET", url) as response:
+            return response.status_code, await read_body(response, MAX_LINE_BYTES, f"{shown} (its model list)")
 
 
 def _cards(body: bytes) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from core import deadline
 from core.progress import SweepProgress
 from db.results import SweepLevel
 from sweep.client import RequestRecord, request_body, stream_request
@@ -122,9 +123,9 @@ def make_client(config: SweepConfig) -> httpx.AsyncClient:
     """An HTTP client with one connection per concurrent stream (httpx's default pool holds only 100),
     and one more for reading the engine's metrics while every stream is open."""
     size = max(config.concurrencies) + 1
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(config.request_timeout_s, connect=_CONNECT_TIMEOUT_S, pool=None),
-        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size),
+    return deadline.client(  # lookups in threads of their own, within the connect timeout (core/deadline.py)
+        httpx.Timeout(config.request_timeout_s, connect=_CONNECT_TIMEOUT_S, pool=None),
+        limits=httpx.Limits(max_connections=size, max_keepalive_connections=size), trust_env=True,
     )
 
 

@@ -259,12 +259,13 @@ def chart_panels(page: Any) -> list[Any]:
 LAYOUT_JS = """() => {
   """ + FIND_VIEW_JS + """
   const out = [];
-  let texts, rules, ticks, onEdge, current;
+  let texts, rules, ticks, onEdge, cut, current;
+  const measure = document.createElement('canvas').getContext('2d');
   for (const el of document.querySelectorAll('[data-testid="stVegaLiteChart"]')) {
     const view = findView(el);
     if (!view) { out.push(null); continue; }
     current = view;
-    texts = []; rules = []; ticks = []; onEdge = [];
+    texts = []; rules = []; ticks = []; onEdge = []; cut = [];
     for (const g of view.scenegraph().root.items || []) walk(g, g.x || 0, g.y || 0, null, null);
     const overlaps = [];
     for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
@@ -280,9 +281,19 @@ LAYOUT_JS = """() => {
         : vertical ? (r.x1 > t.x1 + 1 && r.x1 < t.x2 - 1 && Math.min(r.y1, r.y2) < t.y2 && Math.max(r.y1, r.y2) > t.y1) : false;
       if (crosses) struck.push([r.name, t.text]);
     }
-    out.push({ticks, overlaps, struck, on_edge: onEdge});
+    const legends = texts.filter(t => t.role === 'legend-label').map(t => t.text);
+    out.push({ticks, overlaps, struck, on_edge: onEdge, cut, legends});
   }
   return out;
+
+  // Vega draws a text wider than its item's limit cut short with "…" (the scene keeps the whole
+  // text): measured here as Vega measures it, on a canvas, in the item's own font
+  function isCut(it) {
+    if (!(it.limit > 0)) return false;
+    const size = it.fontSize || 11, family = it.font || 'sans-serif';
+    measure.font = [it.fontStyle, it.fontVariant, it.fontWeight].filter(Boolean).join(' ') + ' ' + size + 'px ' + family;
+    return [].concat(it.text).some(line => measure.measureText(String(line)).width > it.limit + 0.5);
+  }
 
   // a discrete axis (band, point) labels every category it has: its crowding is two labels drawn
   // over each other, not their count (a continuous axis chooses its ticks, and 26 was too many)
@@ -314,6 +325,7 @@ LAYOUT_JS = """() => {
         if (it.opacity === 0 || it.fillOpacity === 0) continue;
         const b = it.bounds;
         if (mark.marktype === 'text' && b && String(it.text || '').trim()) {
+          if (isCut(it)) cut.push([role, [].concat(it.text).join(' ')]);
           texts.push({role, text: [].concat(it.text).join(' '), x1: ox + b.x1, x2: ox + b.x2, y1: oy + b.y1, y2: oy + b.y2});
           if (role === 'axis-label' && axis) { axis.labels.push([].concat(it.text).join(' ')); axis.boxes.push(texts[texts.length - 1]); }
         }
@@ -331,7 +343,7 @@ LAYOUT_JS = """() => {
 
 
 def chart_layout(page: Any) -> list[Any]:
-    """Per Vega chart of ``page``: ``{"ticks", "overlaps", "struck", "on_edge"}`` as :data:`LAYOUT_JS`
+    """Per Vega chart of ``page``: ``{"ticks", "overlaps", "struck", "on_edge", "cut", "legends"}`` as :data:`LAYOUT_JS`
     reads them (None: the chart's view was not found)."""
     return list(page.evaluate(LAYOUT_JS))
 
@@ -341,7 +353,7 @@ MAX_TICK_LABELS = 15  # per axis: a page-wide concurrency axis carried ~31 (0.0 
 
 def layout_defects(layout: list[Any]) -> list[str]:
     """What :func:`chart_layout` found wrong, one line each; empty when every chart reads cleanly:
-    a continuous axis with more than :data:`MAX_TICK_LABELS` labels (a category axis labels each of its
+    a text (a legend's label, an axis label, a title) cut short by its limit, a continuous axis with more than :data:`MAX_TICK_LABELS` labels (a category axis labels each of its
     categories: there, two of its labels drawn over each other), texts drawn over each other, a rule through
     an axis label, a line or rule of a series lying on the plot's bottom edge (under the x axis)."""
     found = []
@@ -357,4 +369,5 @@ def layout_defects(layout: list[Any]) -> list[str]:
         found += [f"chart {i}: {rule} strikes through the axis label {label!r}" for rule, label in chart["struck"]]
         found += [f"chart {i}: {name} drawn on the plot's bottom edge (a series at 0 hidden by the x axis)"
                   for name in sorted(set(chart["on_edge"]))]  # fmt: skip
+        found += [f"chart {i}: {role or 'a'} text cut short with '…': {text!r}" for role, text in chart.get("cut", [])]
     return found

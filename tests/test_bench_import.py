@@ -151,7 +151,14 @@ def page_url():
     from tests.browser import streamlit_server
 
     folder = Path(tempfile.mkdtemp(prefix="sweetspot-bench-"))
-    db = ui_db.fill(folder / "sweetspot.db", time.time())
+    from db.engine import open_engine
+    from db.sweeps import store_sweep
+
+    now = time.time()
+    db = ui_db.fill(folder / "sweetspot.db", now)
+    engine = open_engine(db, migrate=False)  # a sweep of demo's server too: its legend beside the benchmarks'
+    store_sweep(engine, ui_db.demo_sweep(now - 86400, "http://127.0.0.1:8000/v1", "demo"))
+    engine.dispose()
     for path, target in ((VLLM_C8, "demo"), (VLLM_C16, "demo"), (GUIDELLM, "demo"), (VLLM_C8, "edge")):
         done = app("bench", "import", str(path), "--target", target, db=db)
         assert done.returncode == 0, done.stderr
@@ -162,7 +169,15 @@ def page_url():
 @pytest.mark.browser
 @browser_only
 def test_imported_benchmarks_are_drawn_on_the_operating_point_page(browser, page_url):
-    from tests.browser import SCREENSHOTS, chart_panels, new_page, screenshot, wait_rendered
+    from tests.browser import (
+        SCREENSHOTS,
+        chart_layout,
+        chart_panels,
+        layout_defects,
+        new_page,
+        screenshot,
+        wait_rendered,
+    )
 
     page = new_page(browser)
     page.goto(page_url + "/operating_point?target=demo")
@@ -174,12 +189,22 @@ def test_imported_benchmarks_are_drawn_on_the_operating_point_page(browser, page
     assert "guidellm of" in body and "profile=concurrent" in body and "concurrency from measured mean" in body
     # demo's three imports, not edge's: three runs, four levels, on both charts (tok/s and TTFT P95)
     assert body.count("vllm bench serve of") == 2, body[:3000]
+    page.wait_for_timeout(300)  # Vega lays out once more after the first draw
+    layout = chart_layout(page)  # at 1440 px, before the screenshot grows the viewport
     screenshot(page, SCREENSHOTS / "operating-point-benchmarks.png")
+    # the sweep's and the benchmarks' legend whole, inside the chart (side by side they ran past its
+    # right edge: "vllm bench serve 2026-12-0" cut off, issue 39), no label cut short with "…"
+    assert layout_defects(layout) == []
+    for chart in layout[:2]:
+        names = [n for n in chart["legends"] if n.startswith(("vllm bench serve 2026-12-06 ", "guidellm 2026-12-06 "))]
+        assert len(names) == 3 and all(len(n) == len("vllm bench serve 2026-12-06 03:01") or n.startswith("guidellm")
+                                       for n in names), chart["legends"]  # fmt: skip
     charts = chart_panels(page)
     for chart in charts[:2]:
         marks = [m for panel in chart["panels"] for m in panel["marks"]]
         squares = [m for m in marks if m["type"] == "symbol" and m["drawn"] == 4]
         assert squares, marks
+        assert chart["fits"] is True, chart["fits"]  # nothing drawn past the element's box
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
 

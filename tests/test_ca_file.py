@@ -60,7 +60,24 @@ def _device(tmp: Path, cert: tuple[str, str]) -> str:
     return str(tmp / "ca.pem")
 
 
-@pytest.mark.parametrize("make", [_missing, _directory, _empty, _garbage, _a_key, _truncated, _fifo, _device])
+def _link_chain_to_fifo(tmp: Path, cert: tuple[str, str]) -> str:
+    os.mkfifo(tmp / "deep.fifo")  # two links deep: the open follows them to the FIFO, still without blocking
+    (tmp / "mid.pem").symlink_to(tmp / "deep.fifo")
+    (tmp / "ca.pem").symlink_to(tmp / "mid.pem")
+    return str(tmp / "ca.pem")
+
+
+def _unix_socket(tmp: Path, cert: tuple[str, str]) -> str:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp / "ca.sock"))  # a socket file where a PEM was expected (kept open while it is used)
+    _unix_socket.keep = sock  # type: ignore[attr-defined]
+    return str(tmp / "ca.sock")
+
+
+@pytest.mark.parametrize("make", [_missing, _directory, _empty, _garbage, _a_key, _truncated, _fifo, _device,
+                                  _link_chain_to_fifo, _unix_socket])
 def test_an_unusable_ca_file_names_the_setting_and_costs_only_its_tls_sources(
         tmp_path, certificate, make: Callable[[Path, tuple[str, str]], str]) -> None:
     bad = HttpSettings(ca_file=make(tmp_path, certificate))

@@ -20,6 +20,7 @@ from app.loader import load_settings
 from app.notify.hooks import HookError, Sender
 from app.notify.outbox import Notification
 from collectors.fetch import Fetcher
+from core.channels import webhook
 from core.errors import ScrapeError
 from core.settings import ConfigError, HttpSettings, WebhookSettings
 from tests.support.http_server import serve
@@ -123,7 +124,7 @@ def _notification() -> Notification:
 def test_the_webhook_never_puts_its_header_in_the_notification_log(page, value: str) -> None:
     hook = WebhookSettings(url=page, http=dataclasses.replace(HttpSettings(), headers={"X-Hook": value}))
     try:
-        sender = Sender("webhook", hook, "")
+        sender = Sender(webhook.CHANNEL, hook, "")
     except UnicodeEncodeError as exc:  # httpx encodes a client's headers when it is made: says which character only
         assert SECRET[:5] not in str(exc) and SECRET[5:] not in str(exc)
         return

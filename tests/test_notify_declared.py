@@ -7,12 +7,14 @@ import dataclasses
 
 import pytest
 
-from app.alerts.rules import DEFAULT_RULES, PANELS
+from app.alerts.rules import DEFAULT_RULES
 from app.loader import load_settings
-from app.notify import channels, hooks, images, message
+from app.notify import hooks, images, message
 from app.notify.grouping import Due
 from app.notify.notifier import Notifier
+from app.panel_names import PANEL_NAMES as PANELS
 from app.ui import charts
+from core.channels import webhook
 from db.engine import open_engine
 from db.queries import Reader
 from db.writer import Writer
@@ -74,7 +76,7 @@ def test_the_subject_uses_the_declared_titles_and_a_target_override(notifier):
     assert out.subject == "[FIRING:3] prod-70b: TTFT P99 guard, work destroyed, ttft p95 loose"
     other = Due("g", "other", ("ops@x",), (state("preemptions", target="other"),), ())
     assert message.subject(other, notifier.rule_of) == "[FIRING:1] other: preemptions"
-    hook = hooks.compose(channels.WEBHOOK, due, "", T0, notifier.rule_of)
+    hook = hooks.compose(webhook.CHANNEL, due, "", T0, notifier.rule_of)
     assert "- TTFT P99 guard (critical) on prod-70b" in hook.body_text
 
 

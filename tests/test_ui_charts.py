@@ -172,6 +172,39 @@ def test_every_builder_makes_a_valid_vega_lite_spec():
         assert chart.to_dict(validate=True)["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
 
 
+def test_layers_built_without_altairs_lifting_make_the_same_spec(monkeypatch):
+    """charts._layer and charts._with skip Altair's constructor, which deep-copies every layer to lift
+    parameters, data and sizes (most of the Overview's cold spec): the spec is the one Altair's own
+    constructor makes, for the Overview with epochs marked and for a chart whose layer is sized."""
+    import altair as alt
+
+    from db.results import ConfigEpoch
+
+    ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
+    points = [point(END - 120), point(END - 60)]
+    restart = [ConfigEpoch("t", END - 90, "restart", {})]
+
+    def built() -> list[str]:
+        sized = charts._layer(alt.Chart().mark_rule().properties(height=40), alt.Chart().mark_point())
+        return [json.dumps(c.to_dict(validate=True), sort_keys=True) for c in (
+            charts.overview_chart(points, FRAME, points, FRAME, Settings().sweetspot, ceiling, epochs=restart),
+            charts.operating_point_chart(points, "tokens_per_s", "tok/s", charts.REFERENCE_TOKENS, [], [(16, "x")], "t"),
+            sized)]  # fmt: skip
+
+    lean = built()
+    monkeypatch.setattr(charts, "_layer", lambda *layers: alt.LayerChart(layer=list(layers)))
+
+    def altair_with(chart, **properties):  # type: ignore[no-untyped-def]
+        out = chart.copy(deep=False)
+        for key, value in properties.items():
+            setattr(out, key, value)
+        return out
+
+    monkeypatch.setattr(charts, "_with", altair_with)
+    assert built() == lean
+    assert '"height": 40' in lean[2]  # the sized layer went through Altair's lifting: its height on the parent
+
+
 def overview(ttft_step: float = 60.0) -> dict:
     ceiling = CeilingInfo(180.0, 40.0, 8, 900.0, "config")
     points = [point(END - 120), point(END - 60)]

@@ -118,9 +118,11 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     alert states its evaluator stores (:func:`evaluate_alerts`); plus ``edge``, down for its last ten
     minutes.
     """
+    from app.alerts.replay import judge_history
     from app.backfill import backfill
     from app.commands.run import BACKFILL_STEP_S, demo_target
     from core.settings import Settings
+    from db import epochs
     from db.rollup import apply_retention
 
     url = f"sqlite:///{path}"
@@ -130,9 +132,12 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     writer.register_target(target)
     writer.register_target(target_settings("edge"))
     backfill(writer, target, now - days * 86400, now - LIVE_S, BACKFILL_STEP_S)
+    epochs.forget_start(engine, target.name)  # the live engine continues the history, as app/history_fill.py has it
+    writer = Writer(engine)  # the live collector's: it reads the history's last round and states from the database
     writer.write_rounds(simulated_rounds("demo", now - LIVE_S + 5, now, 5.0, seed=1))
     writer.write_rounds(simulated_rounds("edge", now - 3600, now, 5.0, seed=2, down_after=now - 600))
     rollup(engine, now)
+    judge_history(engine, Settings(db_url=url, targets=(target,)), target.name, now - days * 86400, now)  # as the fill does
     apply_retention(engine, now, Settings())
     store_sweep(engine, demo_sweep(now - 2 * 86400, "http://127.0.0.1:8000/v1", "demo"))
     store_sweep(engine, demo_sweep(now - 86400, "http://10.0.0.9:8000/v1", None))  # another server

@@ -23,10 +23,12 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
+from app.panel_names import PANEL_NAMES
 from core.durations import format_duration
 from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
+from core.limits import MAX_FORMAT_WIDTH, expression_problem
 from core.settings import ConfigError, RuleSettings, Settings
-from core.text import MAX_NAME, visible
+from core.text import MAX_NAME, name_problem, visible
 
 HOLDS = "holds"
 CLEAR = "clear"
@@ -41,8 +43,6 @@ OP_TEXT = {">=": "≥", "<=": "≤", "!=": "≠"}
 FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
 
 DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
-# The dashboard panels a rule may declare for its e-mail's chart (app/notify/images.py draws each).
-PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput", "mbu")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class Rule:
     # lacks): the rule is then not evaluated, whatever ``when`` says, and says why ("" = no data for expr)
     no_value: str = ""
     source: str = DEFAULT_SOURCE
-    panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
+    panel: str = ""  # the dashboard panel an alert e-mail shows (one of app/panel_names.py; "": no chart)
     title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
     # a name holding the bucket bounds' judgement of ``expr`` against its threshold (within / outside /
     # cannot tell: app/alerts/names.py), and ``{proof}_text`` its words: "cannot tell" is the outcome
@@ -384,7 +384,6 @@ def fill(template: str, fields: Mapping[str, Any]) -> str:
         return template
 
 
-MAX_FORMAT_WIDTH = 200  # a field's width or precision: "{window:>999999999}" made a 1 GB text at each fill
 
 
 def _format_problem(template: str) -> str:
@@ -504,12 +503,14 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
     """Raise ConfigError naming the key of the first ``[[alerts.rules]]`` entry that cannot be used."""
     defaults = {r.name for r in DEFAULT_RULES} | set(RETIRED_RULES)
     targets = {t.name for t in settings.targets}
+    seen: set[str] = set()  # names of the entries before: linear in the entries, not quadratic
     for i, entry in enumerate(settings.alerts.rules):
         key = f"alerts.rules[{i}]"
         if not entry.name:
             raise ConfigError(f"{key}.name: required (a default rule's name to change it, a new one to add one)")
         _check_names(entry, key)
-        new = entry.name not in defaults and not any(e.name == entry.name for e in settings.alerts.rules[:i])
+        new = entry.name not in defaults and entry.name not in seen
+        seen.add(entry.name)
         if new and entry.enabled:
             for required in ("expr", "op", "threshold"):
                 if not getattr(entry, required):
@@ -518,8 +519,8 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
             raise ConfigError(f"{key}.op: {entry.op!r} is not one of {', '.join(OPS)}")
         if entry.severity and entry.severity not in SEVERITIES:
             raise ConfigError(f"{key}.severity: {entry.severity!r} is not one of {', '.join(SEVERITIES)}")
-        if entry.panel and entry.panel not in PANELS:
-            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANELS)}")
+        if entry.panel and entry.panel not in PANEL_NAMES:
+            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANEL_NAMES)}")
         for name in ("expr", "threshold", "when"):
             _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
         for name in TEMPLATE_FIELDS:
@@ -543,15 +544,24 @@ def _check_names(entry: RuleSettings, key: str) -> None:
     if visible(name, len(name)) != name or name != name.strip() or len(name) > MAX_NAME:
         raise ConfigError(f"{key}.name: '{visible(name, 60)}' holds a line break, control character, space at an end "
                           f"or more than {MAX_NAME} characters; a rule's name is one short line (e.g. ttft_p95)")
-    for label in entry.labels:
+    problem = name_problem(name)  # the one name type (core/text.py): no invisible, look-alike or unnormalised letters
+    if problem:
+        raise ConfigError(f"{key}.name: {problem}; a rule's name is one short line (e.g. ttft_p95)")
+    for label, value in entry.labels.items():
         if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
             raise ConfigError(f"{key}.labels: '{visible(label, 60)}' is not a label name; use letters, digits and _ "
                               "(not starting with a digit or __)")
+        problem = name_problem(value) if value else ""  # an empty value is no label, as Prometheus reads it
+        if problem:
+            raise ConfigError(f"{key}.labels.{label}: {problem}; a label's value is shown and sent as it is written")
 
 
 def _check_expression(text: str, key: str, known: frozenset[str]) -> None:
     if not text:
         return
+    problem = expression_problem(text)  # bounded work (core/limits.py), before it is ever evaluated
+    if problem:
+        raise ConfigError(f"{key}: {text[:80]!r} cannot be used: {problem}; write the figures and numbers a rule compares")
     try:
         tree = _parsed(text)
     except SyntaxError as exc:

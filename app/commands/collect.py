@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from app import scheduler
 from core.durations import parse_duration
 from core.errors import UsageError
-from core.limits import LIMITS, url_problem
+from core.limits import LIMITS
 from core.redact import masked
 from core.settings import DEFAULT_TIMEOUT_SHARE, GatewaySettings, GpuSettings, Settings, TargetSettings
 from core.text import named, visible
+from core.url_check import url_problem
 
 HELP = "poll every target's vLLM, gateway and GPUs into the database (--once: one round, printed)"
 log = logging.getLogger(__name__)

@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from core.channels import CHANNELS
 from core.redact import masked, masked_path
 from core.settings import ENVIRONMENT_VARIABLES, Settings, iter_settings
 
@@ -35,17 +36,21 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-# The URLs whose path is the credential (a Slack-style webhook: https://hooks.slack.com/services/T/B/XXXX).
-HOOKS = ("webhook", "alertmanager")
-
-
 def with_hook_paths_hidden(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (settings as ``asdict`` gives them) with each notification hook's URL path masked."""
+    """``data`` (settings as ``asdict`` gives them) with every channel's secret fields masked, as the
+    channel declares them (core/channels): a URL down to its origin (a Slack-style webhook's path is
+    the credential: https://hooks.slack.com/services/T/B/XXXX), any other value as ``***``."""
     alerts = dict(data.get("alerts") or {})
-    for hook in HOOKS:
-        if isinstance(alerts.get(hook), dict):
-            alerts[hook] = {**alerts[hook], "url": masked_path(alerts[hook].get("url") or "")}
+    for channel in CHANNELS:
+        table = alerts.get(channel.name)
+        if isinstance(table, dict):
+            alerts[channel.name] = {**table, **{name: _secret_shown(table.get(name)) for name in channel.secrets}}
     return {**data, "alerts": alerts}
+
+
+def _secret_shown(value: Any) -> str:
+    text = str(value or "")
+    return masked_path(text) if "://" in text else "***" if text else ""
 
 
 def shown(value: Any, name: str = "") -> Any:

@@ -11,11 +11,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, name_versions, sleep_state
+from collectors.catalogue import CATALOGUE, FINISHED_BY_REASON, sleep_state
 from collectors.fetch import MAX_BODY_BYTES, fetch_text
 from collectors.records import Histogram, ModelFigures, VllmScrape
 from collectors.vllm import parse_vllm, total_figures
 from core.bounded import TooLarge, read_file
+from core.engines import name_versions
 from core.errors import ScrapeError, SweetspotError, UsageError
 from core.redact import masked
 from core.settings import HttpSettings, Settings, http_from_flags

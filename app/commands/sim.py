@@ -10,6 +10,8 @@ import threading
 from typing import Any
 
 from core.durations import DurationError, parse_duration
+from core.engines import DEFAULT as DEFAULT_ENGINE
+from core.engines import NAMES as ENGINE_NAMES
 from core.errors import UsageError
 from core.settings import Settings
 
@@ -25,8 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, default=8192, help="vLLM --max-model-len")
     parser.add_argument("--gateway-limit", type=int, default=16, help="requests the gateway lets through at once")
     parser.add_argument("--vllm-version", choices=("v1", "v0"), default="v1", help="metric names of vLLM V1 or V0")
-    parser.add_argument("--engine", choices=("vllm", "sglang"), default="vllm",
-                        help="speak vLLM's metric names or SGLang 0.5's (sglang: --vllm-version is ignored)")
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default=DEFAULT_ENGINE.name,
+                        help="the engine whose metric names /metrics speaks (--vllm-version applies to vllm only)")
     parser.add_argument("--api-server-count", type=int, default=1, metavar="N",
                         help="as vLLM's: N > 1 serves /metrics in multiprocess mode (no *_created, no process_*)")
     parser.add_argument("--load", type=int, default=0, metavar="N",

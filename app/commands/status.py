@@ -31,6 +31,8 @@ from app.sweet_spot import SweetSpot, resolve
 from app.verdict import CANNOT_TELL, NO_DATA, Unjudged, Verdict, evaluate, slo_note
 from collectors.catalogue import CATALOGUE
 from core.durations import DurationError, format_duration, parse_duration
+from core.engines import DEFAULT as DEFAULT_ENGINE
+from core.engines import preemption_word
 from core.errors import UsageError
 from core.mbu import OVERHEAD_CAUSES
 from core.redact import masked
@@ -194,8 +196,8 @@ def render(fig: WindowFigures, verdict: Verdict | None = None) -> str:
     data = figures_json(fig)
     spelled = _spelled(fig)
     for key, label, unit, scale in ROWS:
-        if key == "preemptions" and fig.engine == "sglang":
-            label = "retractions (preemptions)"  # SGLang's word for it
+        if key == "preemptions" and preemption_word(fig.engine) != DEFAULT_ENGINE.preemption:
+            label = f"{preemption_word(fig.engine)} (preemptions)"  # the engine's own word (SGLang: retractions)
         if key == "ceiling_share" and not is_reference(fig.ceiling):
             label = "% of the step bound"  # the report's words only on the report's own inputs
         lines.append(f"  {label:24} {spelled[key] if key in spelled else _format(data[key], unit, scale)}")

@@ -1,38 +1,41 @@
-"""The notification channels beside e-mail (an Alertmanager, a webhook) and where each one goes, as
-stored, logged and shown: what the grouping, the HTTP sender and the status line share."""
+"""The channels as the notifier holds them (core/channels declares them): which are on, the group
+keys that keep each one's groups apart, and where each one goes, as stored, logged and shown."""
 
 from __future__ import annotations
 
-import httpx
-
-from collectors.fetch import masked
+from core.channels import CHANNELS, HTTP_CHANNELS, Channel, HttpChannel
+from core.channels.base import DeliveryTable
 from core.settings import AlertsSettings, WebhookSettings
 
-ALERTMANAGER, WEBHOOK = "alertmanager", "webhook"
-API_PATH = "/api/v2/alerts"
+EMAIL = CHANNELS[0]  # the first channel: its group keys have no prefix (they were stored before the others)
 
 
-def prefix(channel: str) -> str:
+def table(channel: Channel, alerts: AlertsSettings) -> DeliveryTable:
+    """``[alerts.<name>]`` of ``channel``."""
+    found: DeliveryTable = getattr(alerts, channel.name)
+    return found
+
+
+def hook_table(channel: HttpChannel, alerts: AlertsSettings) -> WebhookSettings:
+    found: WebhookSettings = getattr(alerts, channel.name)
+    return found
+
+
+def on(alerts: AlertsSettings) -> list[str]:
+    """The names of the channels that are on, in the tuple's order (``email``, ``alertmanager``, …)."""
+    return [c.name for c in CHANNELS if table(c, alerts).enabled]
+
+
+def hooks_on(alerts: AlertsSettings) -> list[tuple[HttpChannel, WebhookSettings]]:
+    """The POSTing channels that are on, with their tables."""
+    return [(c, hook_table(c, alerts)) for c in HTTP_CHANNELS if hook_table(c, alerts).enabled]
+
+
+def prefix(channel: Channel) -> str:
     """What starts the group keys of ``channel`` (e-mail's keys have no prefix)."""
-    return f"{channel}: "
-
-
-def endpoint(channel: str, settings: WebhookSettings) -> str:
-    """The URL POSTed to: Alertmanager's v2 alerts API under its base URL, a webhook's URL as given."""
-    return settings.url.rstrip("/") + API_PATH if channel == ALERTMANAGER else settings.url
-
-
-def shown(channel: str, settings: WebhookSettings) -> str:
-    """Where notifications go, as stored, logged and shown: a webhook's path often is its secret (a
-    Slack incoming webhook's is), so only its origin is shown; Alertmanager's API URL, without a password."""
-    url = masked(endpoint(channel, settings))
-    if channel == ALERTMANAGER:
-        return url
-    parts = httpx.URL(url)
-    return f"{parts.scheme}://{parts.netloc.decode()}" + ("/…" if parts.path not in ("", "/") else "")
+    return "" if channel is EMAIL else f"{channel.name}: "
 
 
 def destinations(alerts: AlertsSettings) -> list[str]:
-    """``alertmanager http://…`` and ``webhook https://host/…`` for the channels that are on."""
-    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
-    return [f"{channel} {shown(channel, settings)}" for channel, settings in hooks if settings.enabled]
+    """``alertmanager http://…`` and ``webhook https://host/…`` for the POSTing channels that are on."""
+    return [f"{channel.name} {channel.shown(settings)}" for channel, settings in hooks_on(alerts)]

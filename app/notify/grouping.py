@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from app.alerts.model import FIRING, INACTIVE, PENDING, RESOLVED, AlertState
 from app.alerts.rules import DATA_RULES
-from app.notify.channels import ALERTMANAGER, WEBHOOK, destinations
+from app.notify.channels import destinations, on
 from app.notify.outbox import GroupLog, alert_key
 from core.durations import format_duration
 from core.settings import AlertsSettings, DeliverySettings, EmailSettings
@@ -95,9 +95,8 @@ def delivery_line(email: EmailSettings, alerts: AlertsSettings | None = None) ->
 
 
 def delivery_channels(alerts: AlertsSettings) -> list[str]:
-    """The channels this process would send through: ``email``, ``alertmanager``, ``webhook`` (those on)."""
-    hooks = ((ALERTMANAGER, alerts.alertmanager), (WEBHOOK, alerts.webhook))
-    return [*(["email"] if alerts.email.enabled else []), *(c for c, h in hooks if h.enabled)]
+    """The channels this process would send through: ``email``, ``alertmanager``, ``webhook``, … (those on)."""
+    return on(alerts)
 
 
 def collector_delivery(stored: StoredDelivery | None, alerts: AlertsSettings, now: float) -> tuple[str, bool]:

@@ -18,7 +18,6 @@ answer at most :data:`MAX_ANSWER_BYTES` are read (its first line is all that is 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import logging
 import ssl
@@ -28,14 +27,16 @@ import httpx
 
 from app.alerts.model import RESOLVED, AlertState
 from app.notify import message
-from app.notify.channels import ALERTMANAGER, endpoint, prefix, shown
+from app.notify.channels import prefix
 from app.notify.grouping import Due, Grouper, grouped
 from app.notify.outbox import Notification, Outgoing
 from collectors.fetch import ca_context, ca_reason, masked, scrubbed, split_userinfo
+from core import deadline
 from core.bounded import TooLarge, read_head
+from core.channels import HttpChannel
 from core.errors import SweetspotError
 from core.settings import AlertmanagerSettings, WebhookSettings
-from core.text import MAX_HEADER, terminal, visible
+from core.text import MAX_HEADER, visible
 
 log = logging.getLogger(__name__)
 USER_AGENT = "sweetspot-notifier"
@@ -54,12 +55,12 @@ class DeadlineError(HookError):
     """A POST not over within its deadline (retried with backoff, as a timeout)."""
 
 
-def grouper(channel: str, settings: WebhookSettings) -> Grouper:
-    to = (shown(channel, settings),)
+def grouper(channel: HttpChannel, settings: WebhookSettings) -> Grouper:
+    to = (channel.shown(settings),)
     return lambda state: grouped(state, settings.group_by, to, prefix(channel))
 
 
-def compose(channel: str, due: Due, dashboard_url: str, now: float, rule_of: message.RuleOf) -> Outgoing:
+def compose(channel: HttpChannel, due: Due, dashboard_url: str, now: float, rule_of: message.RuleOf) -> Outgoing:
     """The notification of ``due``: its alerts as Prometheus labels and annotations, and its text."""
     alerts = tuple(_alert(s, dashboard_url, now, message.title(s, rule_of)) for s in (*due.firing, *due.resolved))
     subject = message.subject(due, rule_of)
@@ -68,7 +69,7 @@ def compose(channel: str, due: Due, dashboard_url: str, now: float, rule_of: mes
              *(f"- {visible(message.title(s, rule_of))} ({s.severity}) on {visible(_where(s))}: {visible(s.summary, 1000)}"
                for s in due.firing),
              *(f"- resolved: {visible(message.title(s, rule_of))} on {visible(_where(s))}" for s in due.resolved)]  # fmt: skip
-    return Outgoing(due.group_key, due.kind, due.recipients, subject, "\n".join(lines), "", {}, alerts, channel=channel)
+    return Outgoing(due.group_key, due.kind, due.recipients, subject, "\n".join(lines), "", {}, alerts, channel=channel.name)
 
 
 def _where(state: AlertState) -> str:
@@ -91,62 +92,29 @@ def _alert(state: AlertState, dashboard_url: str, now: float, title: str) -> dic
     }  # fmt: skip
 
 
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def _prometheus_alert(a: dict[str, Any], valid_s: float, now: float) -> dict[str, Any]:
-    """One alert as Prometheus POSTs it: a firing one ends ``valid_s`` after this POST unless repeated."""
-    ends = a["ends_at"] if a["ends_at"] is not None else now + valid_s
-    out = {"labels": a["labels"], "annotations": a["annotations"], "startsAt": _iso(a["starts_at"]), "endsAt": _iso(ends)}
-    if a["generator_url"]:
-        out["generatorURL"] = a["generator_url"]
-    return out
-
-
-def body(channel: str, item: Notification, settings: WebhookSettings, dashboard_url: str, now: float) -> Any:
-    """What is POSTed for a stored notification, at ``now``."""
-    valid_s = 4 * max(settings.repeat_interval_s, 60.0)  # Prometheus: 4 × max(resend delay, evaluation interval)
-    alerts = [_prometheus_alert(a, valid_s, now) for a in item.alerts]
-    if channel == ALERTMANAGER:
-        return alerts
-    for a, stored in zip(alerts, item.alerts, strict=True):
-        a["status"] = "resolved" if stored["state"] == RESOLVED else "firing"
-    common = {k: v for k, v in alerts[0]["labels"].items() if all(a["labels"].get(k) == v for a in alerts)} if alerts else {}
-    return {
-        "version": "4", "receiver": "sweetspot", "groupKey": item.group_key,
-        "status": "firing" if item.kind == "firing" else "resolved", "truncatedAlerts": 0,
-        "groupLabels": {k: v for k, v in common.items() if k in settings.group_by or k == "alertname" and "rule" in settings.group_by},
-        "commonLabels": common, "commonAnnotations": {}, "externalURL": dashboard_url, "alerts": alerts,
-        "text": slack_escape(item.body_text),
-    }  # fmt: skip
-
-
-def slack_escape(text: str) -> str:
-    """Slack reads ``&``, ``<`` and ``>`` as markup (links, mentions such as ``<!channel>``): alert text is
-    data, never markup (Slack's rule: escape exactly these three). Line breaks within a line are shown
-    as ``\\n`` (:func:`core.text.terminal`): only the text's own lines break it."""
-    return terminal(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def body(channel: HttpChannel, item: Notification, settings: WebhookSettings, dashboard_url: str, now: float) -> Any:
+    """What is POSTed for a stored notification, at ``now`` (the channel's own shape)."""
+    return channel.body(item, settings, dashboard_url, now)
 
 
 class Sender:
     """The HTTP settings of one channel (headers, token, CA, proxy) and its POSTs, each in a client of
     its own on an event loop of its own: the deadline is asyncio's, which ends any read however it trickles."""
 
-    def __init__(self, channel: str, settings: WebhookSettings | AlertmanagerSettings, dashboard_url: str) -> None:
+    def __init__(self, channel: HttpChannel, settings: WebhookSettings | AlertmanagerSettings, dashboard_url: str) -> None:
         self.channel, self.settings, self.dashboard_url = channel, settings, dashboard_url
-        self.url, self.auth = split_userinfo(endpoint(channel, settings))
+        self.url, self.auth = split_userinfo(channel.endpoint(settings))
         self.headers = {"User-Agent": USER_AGENT, "Content-Type": "application/json", **settings.http.headers}
         if settings.http.bearer_token:
             self.headers["Authorization"] = f"Bearer {settings.http.bearer_token}"
         self.verify: Any = settings.http.tls_verify  # a CA file's context is made at each POST (_verify)
         if not settings.http.tls_verify:
-            log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel)
+            log.warning("alerts.%s: TLS certificates are not verified (http.tls_verify = false)", channel.name)
 
     def send(self, item: Notification, now: float) -> str:
         """POST ``item``; the receiver's answer (``HTTP 200 …``), or :class:`HookError`."""
         payload = json.dumps(body(self.channel, item, self.settings, self.dashboard_url, now))
-        where, key = shown(self.channel, self.settings), f"alerts.{self.channel}"
+        where, key = self.channel.shown(self.settings), f"alerts.{self.channel.name}"
         try:
             self.verify = self._verify(key)
             status, text, location = asyncio.run(self._post(payload))
@@ -159,7 +127,7 @@ class Sender:
         except (httpx.HTTPError, OSError) as exc:
             raise HookError(f"cannot reach {where} ({scrubbed(_reason(exc), self.settings.http)})", f"Check {key}.url") from None
         # a receiver may echo the credentials it was sent (the URL's, a header, the token): scrubbed
-        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http, endpoint(self.channel, self.settings))
+        text = scrubbed(f"HTTP {status} {text}".strip(), self.settings.http, self.channel.endpoint(self.settings))
         if 200 <= status < 300:
             return text
         if status >= 500 or status == 429:
@@ -176,10 +144,13 @@ class Sender:
         """(status, the answer's first 200 characters, its Location), all within the deadline."""
         http = self.settings.http
         # trust_env off: the proxy is the one configured (http.proxy), never one from the environment
-        async with asyncio.timeout(self.settings.timeout_s), httpx.AsyncClient(
-                auth=self.auth, verify=self.verify, timeout=self.settings.timeout_s, proxy=http.proxy or None,
-                trust_env=False) as client, client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
-            data = await read_head(answer, MAX_ANSWER_BYTES)
+        # this notification's own deadline, drawn on by the lookup (core/deadline.py: a receiver's name
+        # whose lookup never answers holds no thread asyncio.run would wait for), the connection and the read
+        with deadline.bound(self.settings.timeout_s):
+            async with asyncio.timeout(self.settings.timeout_s), deadline.client(
+                    self.settings.timeout_s, auth=self.auth, verify=self.verify, proxy=http.proxy or None) as client, \
+                    client.stream("POST", self.url, content=payload, headers=self.headers) as answer:  # fmt: skip
+                data = await read_head(answer, MAX_ANSWER_BYTES)
         first = data.decode("utf-8", errors="replace").strip().splitlines()
         return answer.status_code, (first[0] if first else "")[:200], answer.headers.get("Location", "")
 

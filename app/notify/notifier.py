@@ -9,23 +9,27 @@ Failures are retried with a doubling backoff (``retry_initial_s`` … ``retry_ma
 ``give_up_after_s``; their errors are kept per attempt. Nothing here raises into the collector:
 a failed e-mail is a row with its error.
 
-Channels do not wait on each other: each delivers in a thread of its own, and every delivery has a
-wall-clock deadline for the whole of it (the channel's ``timeout_s``: connecting, sending, reading
-the answer). A delivery that passes it ends the channel's turn (the rest wait for the next run,
-with backoff); the job waits for its channels at most the longest deadline (plus a second), and a
+Channels do not wait on each other: each delivers in a thread of its own, and every notification
+has a wall-clock deadline of its own for the whole of its delivery (the channel's ``timeout_s``:
+the host's lookup, connecting, sending, reading the answer; core/deadline.py). One that passes it
+fails alone and is retried with backoff: a webhook's or Alertmanager's notifications are POSTed
+several at once (:data:`MAX_POSTS_AT_ONCE`), so one the receiver hangs on holds no other; an
+e-mail past its deadline ends its SMTP session, and the rest go on a new one (after
+:data:`MAX_LATE_A_TURN` such, the rest wait for the next run, untouched). The job waits for its channels at most the longest deadline (plus a second), and a
 channel still busy then is skipped by later runs until its thread ends, never waited for.
 """
 
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -35,11 +39,17 @@ from app.alerts.rules import Rule, declared
 from app.notify import channels, grouping, hooks, message, outbox, smtp
 from app.notify.grouping import Held
 from app.notify.outbox import SUPPRESSED, Outgoing
+from core.channels import HTTP_CHANNELS, HttpChannel
 from core.errors import SweetspotError
 from core.settings import DeliverySettings, Settings, WebhookSettings
 
+if TYPE_CHECKING:
+    from db.queries import Reader
+
 log = logging.getLogger(__name__)
 JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
+MAX_POSTS_AT_ONCE = 8  # a webhook's or Alertmanager's notifications sent at once, each with its own deadline
+MAX_LATE_A_TURN = 3  # SMTP messages past their deadline in one turn; past them the rest wait for the next
 Muted = Callable[[AlertState, float], bool]
 
 
@@ -62,25 +72,24 @@ class Notifier:
         self.leading = leading
         # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
         self.lock: Any = lock or contextlib.nullcontext()
-        self._reader: Any = None
+        self._reader: Reader | None = None
         self.delivered: collections.Counter[tuple[str, str]] = collections.Counter()  # (channel, sent|failed) → count
         self._senders: dict[str, hooks.Sender] = {}
         self._workers: dict[str, threading.Thread] = {}  # channel → the thread delivering it now
         self._results: dict[str, tuple[int, int]] = {}
 
-    def hooks(self) -> list[tuple[str, WebhookSettings]]:
-        """The HTTP channels that are on: (channel, its settings)."""
-        alerts = self.settings.alerts
-        return [(c, h) for c, h in ((channels.ALERTMANAGER, alerts.alertmanager), (channels.WEBHOOK, alerts.webhook)) if h.enabled]
+    def hooks(self) -> list[tuple[HttpChannel, WebhookSettings]]:
+        """The POSTing channels that are on: (channel, its settings)."""
+        return channels.hooks_on(self.settings.alerts)
 
     def channels(self) -> list[str]:
-        return [*([outbox.EMAIL] if self.email.enabled else []), *(c for c, _ in self.hooks())]
+        return channels.on(self.settings.alerts)
 
     def run_once(self) -> str:
         """Queue due notifications, then send what the outbox holds; one line saying what happened."""
         if not self.channels():
-            return ("e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST) and no alerts.alertmanager.url or "
-                    "alerts.webhook.url: alerts are stored, not sent")
+            urls = " or ".join(f"alerts.{c.name}.url" for c in HTTP_CHANNELS)
+            return f"e-mail off (no alerts.email.host / SWEETSPOT_SMTP_HOST) and no {urls}: alerts are stored, not sent"
         if not self.leading():
             return "another process holds the evaluator's lease and delivers the notifications"
         queued = self.queue(self.clock())
@@ -94,8 +103,8 @@ class Notifier:
         work: dict[str, tuple[Callable[[], tuple[int, int]], float]] = {}
         if self.email.enabled:
             work[outbox.EMAIL] = (lambda: self.deliver(self.clock()), self.email.timeout_s)
-        for channel, settings in self.hooks():
-            work[channel] = (lambda c=channel, h=settings: self.deliver_hook(c, h, self.clock()), settings.timeout_s)  # type: ignore[misc]
+        for hook, settings in self.hooks():
+            work[hook.name] = (lambda c=hook, h=settings: self.deliver_hook(c, h, self.clock()), settings.timeout_s)  # type: ignore[misc]
         started: list[str] = []
         for channel, (deliver, _) in work.items():
             running = self._workers.get(channel)
@@ -128,7 +137,7 @@ class Notifier:
         with self.engine.connect() as conn:
             states = list(store.load_states(conn).values())
             logs = outbox.read_groups(conn)
-        prefixes = tuple(channels.prefix(c) for c in (channels.ALERTMANAGER, channels.WEBHOOK))
+        prefixes = tuple(channels.prefix(c) for c in HTTP_CHANNELS)
         outgoing: list[Outgoing] = []
         groups: list[outbox.GroupLog] = []
         if self.email.enabled:
@@ -142,7 +151,7 @@ class Notifier:
             own = {k: v for k, v in logs.items() if k.startswith(channels.prefix(channel))}
             plan = grouping.plan(states, own, settings, self.muted, now, hooks.grouper(channel, settings))
             outgoing += [hooks.compose(channel, due, self.email.dashboard_url, now, self.rule_of) for due in plan.due]
-            outgoing += [_held_entry(held, channel, self.rule_of) for held in plan.held]
+            outgoing += [_held_entry(held, channel.name, self.rule_of) for held in plan.held]
             groups += plan.groups
         if not outgoing and not groups:
             return 0
@@ -159,7 +168,7 @@ class Notifier:
         with self.lock, self.engine.begin() as conn:
             return outbox.record(conn, [item], (), now, now + int(hold_s))[0]
 
-    def reader(self) -> Any:
+    def reader(self) -> Reader:
         """The query facade over this database (charts and the digest read through it)."""
         if self._reader is None:
             from db.queries import Reader
@@ -186,56 +195,64 @@ class Notifier:
         if not due:
             return 0, 0
         where = f"{self.email.host}:{self.email.effective_port}"
-        sent = failed = 0
-        try:
-            with smtp.connect(self.email, self.settings.smtp_password) as session:
-                for item in due:
-                    try:
-                        answer = smtp.send(session, _message(item, self.email.from_address), where, self.email.timeout_s)
-                    except smtp.DeadlineError:
-                        raise  # the session is gone: this one and the rest wait (below)
-                    except smtp.MailError as exc:
-                        self._failed(item, exc)
-                        failed += 1
-                        continue
-                    with self.lock, self.engine.begin() as conn:
-                        outbox.mark_sent(conn, item, int(self.clock()), answer)
-                    log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
-                    self.delivered[outbox.EMAIL, "sent"] += 1
-                    sent += 1
-        except smtp.MailError as exc:  # the server could not be reached: every due one waits
-            for item in due[sent + failed :]:
-                self._failed(item, exc)
-                failed += 1
-        return sent, failed
-
-    def deliver_hook(self, channel: str, settings: WebhookSettings, now: float) -> tuple[int, int]:
-        """POST every due notification of ``channel``, oldest first; returns (sent, failed attempts)."""
-        with self.engine.connect() as conn:
-            due = outbox.due(conn, int(now), channel=channel)
-        if not due:
-            return 0, 0
-        sender = self._senders.get(channel)
-        if sender is None:
-            sender = self._senders[channel] = hooks.Sender(channel, settings, self.email.dashboard_url)
-        sent = failed = 0
-        for item in due:
+        sent = failed = late = 0
+        left = list(due)
+        while left and late < MAX_LATE_A_TURN:
             try:
-                answer = sender.send(item, self.clock())
-            except hooks.DeadlineError as exc:  # a receiver this slow takes the rest no faster: they wait
-                for rest in due[sent + failed :]:
-                    self._failed(rest, exc, settings)
+                with smtp.connect(self.email, self.settings.smtp_password) as session:
+                    while left:
+                        item = left.pop(0)
+                        try:  # each message its own deadline
+                            answer = smtp.send(session, _message(item, self.email.from_address), where, self.email.timeout_s)
+                        except smtp.DeadlineError as exc:
+                            # this message is the one the server hangs on: it alone fails (and is
+                            # retried with backoff); the session is gone, the rest go on a new one
+                            self._failed(item, exc)
+                            failed, late = failed + 1, late + 1
+                            break
+                        except smtp.MailError as exc:
+                            self._failed(item, exc)
+                            failed += 1
+                            continue
+                        with self.lock, self.engine.begin() as conn:
+                            outbox.mark_sent(conn, item, int(self.clock()), answer)
+                        log.info("sent notification %d (%s): %s", item.id, item.subject, answer)
+                        self.delivered[outbox.EMAIL, "sent"] += 1
+                        sent += 1
+            except smtp.MailError as exc:  # the server could not be reached: every due one waits
+                for item in left:
+                    self._failed(item, exc)
                     failed += 1
                 break
-            except hooks.HookError as exc:
-                self._failed(item, exc, settings)
-                failed += 1
-                continue
-            with self.lock, self.engine.begin() as conn:
-                outbox.mark_sent(conn, item, int(self.clock()), answer)
-            log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel, answer)
-            self.delivered[channel, "sent"] += 1
-            sent += 1
+        return sent, failed
+
+    def deliver_hook(self, channel: HttpChannel, settings: WebhookSettings, now: float) -> tuple[int, int]:
+        """POST every due notification of ``channel``, oldest first; returns (sent, failed attempts)."""
+        with self.engine.connect() as conn:
+            due = outbox.due(conn, int(now), channel=channel.name)
+        if not due:
+            return 0, 0
+        sender = self._senders.get(channel.name)
+        if sender is None:
+            sender = self._senders[channel.name] = hooks.Sender(channel, settings, self.email.dashboard_url)
+        sent = failed = 0
+        # Each notification its own POST and deadline, several at once: a receiver that hangs on one
+        # holds that one only (it fails and is retried with backoff), never the others of the channel.
+        with concurrent.futures.ThreadPoolExecutor(min(len(due), MAX_POSTS_AT_ONCE), f"sweetspot-{channel.name}") as pool:
+            posts = {pool.submit(sender.send, item, self.clock()): item for item in due}  # oldest first
+            for done in concurrent.futures.as_completed(posts):
+                item = posts[done]
+                try:
+                    answer = done.result()
+                except hooks.HookError as exc:  # a DeadlineError too: this notification's own
+                    self._failed(item, exc, settings)
+                    failed += 1
+                    continue
+                with self.lock, self.engine.begin() as conn:
+                    outbox.mark_sent(conn, item, int(self.clock()), answer)
+                log.info("sent notification %d (%s) to %s: %s", item.id, item.subject, channel.name, answer)
+                self.delivered[channel.name, "sent"] += 1
+                sent += 1
         return sent, failed
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from email.message import EmailMessage
 from typing import Any
 
 from core.bounded import BoundedLines, TooLarge
+from core.deadline import MAX_ADDRESSES_TRIED, RESOLVER, LookupFailed, remaining
 from core.errors import SweetspotError
 from core.settings import EmailSettings
 from core.text import visible
@@ -58,6 +59,18 @@ class _Answering:
         except TooLarge:
             self.close()  # type: ignore[attr-defined]
             raise
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        """The connection, its host looked up within the delivery's deadline (core/deadline.py):
+        ``socket.create_connection`` would look it up in this thread with no deadline at all, and
+        the watchdog has no socket to shut yet. TLS still checks the host's name (``_host``)."""
+        error: OSError = OSError(f"cannot connect to {host}")
+        for _, address in RESOLVER.resolve(host, port, timeout)[:MAX_ADDRESSES_TRIED]:
+            try:
+                return super()._get_socket(address, port, remaining(timeout))  # type: ignore[misc]
+            except OSError as exc:
+                error = exc
+        raise error
 
     def data(self, msg: Any) -> tuple[int, bytes]:
         code, text = super().data(msg)  # type: ignore[misc]
@@ -166,6 +179,8 @@ def translate(exc: BaseException, where: str) -> MailError:
     """One line for a failed SMTP conversation, with the setting to check."""
     if isinstance(exc, MailError):
         return exc
+    if isinstance(exc, LookupFailed):  # the host's lookup, within the delivery's deadline
+        return MailError(f"cannot resolve the SMTP host of {where} ({exc})", HOST_HINT)
     if isinstance(exc, TooLarge):
         return MailError(f"the SMTP server {where} sent a reply longer than {MAX_REPLY_BYTES:,} bytes: refused", HOST_HINT)
     if isinstance(exc, smtplib.SMTPAuthenticationError):

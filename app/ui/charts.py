@@ -23,6 +23,7 @@ import pandas as pd
 
 from app.formatting import bound_name, minute, number
 from app.operating_point import server
+from app.panel_names import PANEL_NAMES
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.figures import FIGURES
@@ -90,9 +91,23 @@ AnyChart = alt.Chart | alt.LayerChart
 _Top = TypeVar("_Top", bound=alt.TopLevelMixin)  # a chart drawn on its own
 
 
+_LIFTED = ("params", "height", "width", "view")  # what Altair's LayerChart() moves up from a layer
+
+
 def _layer(*layers: Any) -> alt.LayerChart:
-    # alt.layer() is typed as possibly returning a FacetChart; the constructor says what we build.
-    return alt.LayerChart(layer=list(layers))
+    """``alt.LayerChart(layer=layers)`` without its lifting when no layer carries what it lifts.
+
+    Altair's constructor deep-copies every layer three times (to lift parameters, shared data and
+    sizes to the parent) and a nested layer is copied again by each layer above it: 1.2-1.9 s of the
+    Overview's cold spec at load 11, two thirds of it (issue 39 item 9). This module's layers carry
+    none of those (sizes and the zoom go on the finished panel), so the spec is the same: a layer
+    that does carry one goes through Altair's constructor as before.
+    """
+    if any(not alt.utils.is_undefined(getattr(c, key, alt.Undefined)) for c in layers for key in _LIFTED):
+        return alt.LayerChart(layer=list(layers))
+    chart = alt.LayerChart.__new__(alt.LayerChart)
+    alt.TopLevelLayerSpec.__init__(chart, layer=list(layers))  # the schema's own constructor: no copies
+    return chart
 
 
 def _x(frame: Frame) -> alt.X:
@@ -211,7 +226,9 @@ def hline(value: float, frame: Frame, color: str = THRESHOLD, label: str = "") -
     )
     if not label:
         return rule
-    text = base.mark_text(color=color, fontSize=12, align="right", baseline="top", dx=-4, dy=4).encode(
+    # 8 px short of the plot's right end: a restart there (the latest minutes) draws its dotted rule at
+    # that end, and it ran through the label's last letters ("32 GiB", "900 GB/s" on the GPUs page)
+    text = base.mark_text(color=color, fontSize=12, align="right", baseline="top", dx=-8, dy=4).encode(
         x=alt.X("time:T", title=None), y=alt.Y("y:Q"), text=alt.Text("label:N")
     )
     return _layer(rule, text)
@@ -230,9 +247,11 @@ def _panel(chart: AnyChart, title: str | alt.TitleParams) -> AnyChart:
 def _with(chart: Any, **properties: Any) -> Any:
     """``chart.properties(**properties)`` without validating each value against the schema (~10 ms
     each here, ~0.2 s of the Overview's spec); tests/test_ui_charts.py validates every builder's output."""
-    out = chart.copy(deep=False)
-    for key, value in properties.items():
-        setattr(out, key, value)
+    # a copy of the top object alone, as chart.copy(deep=False), but not through the class's
+    # constructor: a LayerChart's deep-copies its layers to lift their parameters (_layer says why)
+    out = object.__new__(type(chart))
+    object.__setattr__(out, "_args", chart._args)
+    object.__setattr__(out, "_kwds", {**chart._kwds, **properties})
     return out
 
 
@@ -467,9 +486,8 @@ def overview_chart(
     ``spot_source``: where the sweet spot came from. ``epochs``: marked on every panel (:func:`with_epochs`).
     ``prefix_caching``: the engine's config (TargetInfo.prefix_caching), for the prefix-cache panel's reason."""
     against = Against(sweetspot, ceiling, mbu_source, spot_source, prefix_caching=prefix_caching)
-    coarse = {"ttft", "outcomes"}
     return stack_marked(epochs, frame, *(
-        PANELS[name].draw(*((ttft, ttft_frame) if name in coarse else (points, frame)), against) for name in OVERVIEW
+        PANELS[name].draw(*((ttft, ttft_frame) if name in COARSE else (points, frame)), against) for name in OVERVIEW
     ))  # fmt: skip
 
 
@@ -558,12 +576,20 @@ PANELS: dict[str, Panel] = {
     "prefix_cache": Panel(PREFIX_CACHE_LINES, lambda p, f, a: prefix_cache_chart(p, f, a.prefix_caching)),
     "outcomes": Panel(OUTCOMES, lambda p, f, a: outcomes_chart(p, f)),
 }  # fmt: skip
-OVERVIEW = ("ttft", "throughput", "mbu", "preemptions", "concurrency", "kv_cache", "prefix_cache", "outcomes")
+OVERVIEW = PANEL_NAMES
+# Drawn at a step of at least a minute: quantiles and request counts over 5 s hold one or two requests.
+COARSE = ("ttft", "outcomes")
 
 
 def panel_fields(*names: str) -> tuple[str, ...]:
     """The SeriesPoint fields the panels ``names`` draw, each once, in order."""
     return tuple(dict.fromkeys(f for name in names for f in PANELS[name].fields))
+
+
+def overview_fields(coarse: bool) -> tuple[str, ...]:
+    """The SeriesPoint fields the Overview's coarse panels (:data:`COARSE`) or its other panels draw:
+    what the page reads follows the panels, so a figure row's ``panel`` reaches it with no list to edit."""
+    return panel_fields(*(name for name in OVERVIEW if (name in COARSE) == coarse))
 
 
 def _step(frame: Frame) -> str:
@@ -744,9 +770,14 @@ def operating_point_chart(
         )
     )
     layers: list[Any] = [dots, *([_reference_curve(reference, y_title, curve_label)] if reference else [])]
-    if sweeps:
+    if sweeps and benches:
+        # one legend for both, its entries one under another: two legends above the plot sit side by
+        # side, and ran past a half-page chart's right edge ("vllm bench serve 2026-12-0" cut off)
+        both = _layer(_sweep_layer(sweeps, y_attr, y_title, RUNS_TITLE), bench_layer(benches, y_attr, y_title, RUNS_TITLE))
+        layers.append(_with(both, resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="shared"))))
+    elif sweeps:
         layers.append(_sweep_layer(sweeps, y_attr, y_title))
-    if benches:
+    elif benches:
         layers.append(bench_layer(benches, y_attr, y_title))
     layers.extend(_vmark(at, text) for at, text in marks)
     if slo_s is not None:
@@ -864,7 +895,10 @@ def _reference_curve(reference: Sequence[tuple[float, float]], y_title: str, lab
     return _layer(base.mark_line(color=REFERENCE, strokeDash=[4, 3]), base.mark_point(color=REFERENCE, size=60))
 
 
-def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.Chart:
+RUNS_TITLE = "load sweep or benchmark"  # the legend of both (a title past 180 px is cut short)
+
+
+def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str, legend_title: str = "load sweep") -> alt.Chart:
     sweep_attr = {"tokens_per_s": "tokens_per_s", "ttft_p95_s": "ttft_p95_s"}[y_attr]
     rows = [
         {"running": level.concurrency, "value": getattr(level, sweep_attr), "sweep": _sweep_name(run),
@@ -881,7 +915,7 @@ def _sweep_layer(sweeps: Sequence[SweepRun], y_attr: str, y_title: str) -> alt.C
             x="running:Q",
             y="value:Q",
             color=alt.Color(
-                "sweep:N", title="load sweep", scale=alt.Scale(scheme="dark2"),
+                "sweep:N", title=legend_title, scale=alt.Scale(scheme="dark2"),
                 legend=alt.Legend(orient="top", direction="vertical", labelLimit=400),
             ),  # fmt: skip
             tooltip=["sweep:N", "measured:N", "mix:N", "running:Q", alt.Tooltip("value:Q", title=y_title, format=".3~f")],
@@ -917,7 +951,7 @@ def bench_name(run: BenchRun) -> str:
     return f"{run.tool} {minute(run.run_at)}"
 
 
-def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.Chart:
+def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str, legend_title: str = "imported benchmark") -> alt.Chart:
     """Imported benchmark levels (``bench import``) as squares joined per run, coloured by run; the
     tooltip carries the date, the level's setting, where its concurrency comes from and the run's settings."""
     rows = [
@@ -936,7 +970,7 @@ def bench_layer(benches: Sequence[BenchRun], y_attr: str, y_title: str) -> alt.C
         .encode(
             x="running:Q",
             y="value:Q",
-            color=alt.Color("benchmark:N", title="imported benchmark", scale=alt.Scale(scheme="set1"),
+            color=alt.Color("benchmark:N", title=legend_title, scale=alt.Scale(scheme="set1"),
                             legend=alt.Legend(orient="top", direction="vertical", labelLimit=400)),
             tooltip=["benchmark:N", "level:N", alt.Tooltip("running:Q", title="concurrency", format=".2~f"),
                      "concurrency from:N", alt.Tooltip("value:Q", title=y_title, format=".3~f"), "model:N", "file:N",

@@ -39,6 +39,7 @@ from app.ui.charts import Frame, bridges
 from app.verdict import CANNOT_TELL, CRITICAL, IN_SWEET_SPOT, NO_DATA, Verdict
 from core.bandwidth import choose_bandwidth
 from core.durations import format_duration
+from core.engines import engine_named, preemption_word
 from core.mbu import OVERHEAD_CAUSES, StepBoundBreach
 from core.settings import NO_CEILING, SweetSpotSettings
 from core.text import markdown
@@ -261,7 +262,7 @@ def kpi_tiles(f: WindowFigures, sweetspot: SweetSpotSettings, spot: SweetSpot | 
         ceiling = f"{percent(f.ceiling_share)}: {share_name(f.ceiling)} (tok/s ÷ steps/s bound) · {ceiling}"
     # the tile reads "23 %" / "of 1.2 M tokens · warn … · crit …": the capacity under the value
     kv_of = "" if f.kv_capacity_tokens is None else f"of {tokens(f.kv_capacity_tokens)} tokens · "
-    preempted = "Retractions" if f.engine == "sglang" else "Preemptions"  # SGLang's word for it
+    preempted = preemption_word(f.engine).capitalize()  # the engine's own word (SGLang: retractions)
     return [
         ttft_tile(f, w, ttft, sweetspot),
         client_slo_tile(f, w) if f.gateway_wait_source is not None else slo_tile(f, w),
@@ -432,7 +433,8 @@ def metric_rows(info: TargetInfo) -> list[dict[str, str]]:
 
 def engine_text(info: TargetInfo) -> str:
     """The engine, its KV capacity and its LoRA adapters, as the last scrape stated them."""
-    name = {"vllm": "vLLM", "sglang": "SGLang"}.get(info.engine or "", "not known yet")
+    engine = engine_named(info.engine)
+    name = engine.display if engine is not None else "not known yet"
     parts = [f"- engine: {name}"]
     config = info.cache_config
     size = config.get("kv_cache_size_tokens") or (

@@ -12,6 +12,8 @@ One package, one job a module:
 
 from __future__ import annotations
 
+from core.channels.base import GROUP_BY_KEYS
+from core.channels.email import TLS_MODES
 from core.settings.environment import (
     ENV_CONFIG,
     ENV_DB_PASSWORD,
@@ -48,11 +50,9 @@ from core.settings.schema import (
     DEFAULT_DB_URL,
     DEFAULT_MAX_SERIES,
     DEMO_TARGET,
-    GROUP_BY_KEYS,
     INTERNAL,
     REFERENCE_CEILING,
     SERVER_KINDS,
-    TLS_MODES,
     AlertmanagerSettings,
     AlertsSettings,
     CeilingSettings,

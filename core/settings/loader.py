@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from core.bounded import TooLarge, read_file
+from core.channels import CHANNELS, HTTP_CHANNELS
 from core.durations import DurationError, parse_duration
-from core.limits import MAX_DURATION_S, finite_problem, limit_problems, url_problem
+from core.engines import AUTO
+from core.engines import NAMES as ENGINE_NAMES
+from core.limits import MAX_DURATION_S, MAX_LEARNER_LEVELS, MAX_LEARNER_SAMPLES, finite_problem, limit_problems
 from core.redact import masked
 from core.schedule import ScheduleError, parse_schedule, zone
 from core.settings.environment import (
@@ -34,10 +37,8 @@ from core.settings.environment import (
 from core.settings.help_text import MIN_EFFICIENCY_REMOVED
 from core.settings.presets import apply_gateway_preset
 from core.settings.schema import (
-    GROUP_BY_KEYS,
     INTERNAL,
     SERVER_KINDS,
-    TLS_MODES,
     AlertsSettings,
     ConfigError,
     GatewaySettings,
@@ -53,7 +54,7 @@ from core.settings.schema import (
     sequence_item,
     sweetspot_of,
 )
-from core.text import escaped, name_key, name_problem, visible
+from core.text import name_key, name_problem, visible
 
 
 def _convert(value: Any, tp: Any, kind: str, key: str) -> Any:
@@ -212,8 +213,8 @@ def _validate(settings: Settings) -> Settings:
         if gateway.kind != "none" and not gateway.url:
             raise ConfigError(f"{key}.gateway.url: required when gateway.kind = {gateway.kind}")
         _check_wait_metric(gateway, key + ".gateway.wait_metric")
-        if target.engine not in ("auto", "vllm", "sglang"):
-            raise ConfigError(f"{key}.engine: {target.engine!r} is not one of auto, vllm, sglang")
+        if target.engine not in (AUTO, *ENGINE_NAMES):
+            raise ConfigError(f"{key}.engine: {target.engine!r} is not one of {', '.join((AUTO, *ENGINE_NAMES))}")
         if target.gpu.source not in ("none", "nvml", "dcgm"):
             raise ConfigError(f"{key}.gpu.source: {target.gpu.source!r} is not one of nvml, dcgm, none")
         if target.gpu.precision not in ("bf16_tensor", "fp16_tensor", "fp8_tensor", "fp16_cuda_core"):
@@ -262,7 +263,7 @@ def _validate(settings: Settings) -> Settings:
         except ValueError:
             raise ConfigError(f"ui.trusted_proxies: '{visible(proxy, 60)}' is not an IP address or network "
                               "(e.g. 10.0.0.5 or 10.0.0.0/8)") from None
-    _validate_email(settings.alerts)
+    _validate_alerts(settings.alerts)
     return settings
 
 
@@ -285,49 +286,17 @@ def _email_from_environment(data: dict[str, Any], environ: Mapping[str, str]) ->
     email.update(given)
 
 
-def _validate_email(alerts: AlertsSettings) -> None:
-    email, digest = alerts.email, alerts.digest
-    if email.tls not in TLS_MODES:
-        raise ConfigError(f"alerts.email.tls: {email.tls!r} is not one of none, starttls, ssl (or SWEETSPOT_SMTP_TLS)")
-    unknown = [key for key in email.group_by if key not in GROUP_BY_KEYS]
-    if unknown:
-        raise ConfigError(f"alerts.email.group_by: {unknown[0]!r} is not one of {', '.join(GROUP_BY_KEYS)}")
-    for i, route in enumerate(email.routes):
-        if route.severity not in ("", "warning", "critical"):
-            raise ConfigError(f"alerts.email.routes[{i}].severity: {route.severity!r} is not warning or critical")
-        if not route.to:
-            raise ConfigError(f"alerts.email.routes[{i}].to: a route needs at least one recipient")
-    _check_addresses("alerts.email.from_address", (email.from_address,), "SWEETSPOT_ALERT_FROM")
-    _check_addresses("alerts.email.to", email.to, "SWEETSPOT_ALERT_TO")
-    for i, route in enumerate(email.routes):
-        _check_addresses(f"alerts.email.routes[{i}].to", route.to, "")
-    if email.enabled and not email.from_address:
-        raise ConfigError("alerts.email.from_address: required once alerts.email.host is set (or SWEETSPOT_ALERT_FROM)")
-    if email.enabled and not email.to and not email.routes:
-        raise ConfigError("alerts.email.to: no recipient; name one (or SWEETSPOT_ALERT_TO, comma-separated)")
-
-    for key, hook in (("alertmanager", alerts.alertmanager), ("webhook", alerts.webhook)):
-        problem = hook.url and url_problem(hook.url)
+def _validate_alerts(alerts: AlertsSettings) -> None:
+    """Every channel's table (core/channels), then the digest's schedule."""
+    for channel in CHANNELS:
+        problem = next(channel.problems(getattr(alerts, channel.name), f"alerts.{channel.name}"), "")
         if problem:
-            raise ConfigError(f"alerts.{key}.url: {problem}")
-        unknown = [k for k in hook.group_by if k not in GROUP_BY_KEYS]
-        if unknown:
-            raise ConfigError(f"alerts.{key}.group_by: {unknown[0]!r} is not one of {', '.join(GROUP_BY_KEYS)}")
+            raise ConfigError(problem)
     try:
-        parse_schedule(digest.schedule)
-        zone(digest.timezone)
+        parse_schedule(alerts.digest.schedule)
+        zone(alerts.digest.timezone)
     except ScheduleError as exc:
         raise ConfigError(f"alerts.digest.{exc.key}: {exc}") from None
-
-
-def _check_addresses(key: str, addresses: tuple[str, ...], variable: str) -> None:
-    """An address goes into a mail header: a line break or other control character in it is refused
-    here, with the setting's name, rather than failing every e-mail later."""
-    for address in addresses:
-        if escaped(address) != address:
-            where = f" (or {variable}, comma-separated)" if variable else ""
-            raise ConfigError(f"{key}: '{visible(address)}' holds a line break or control character; "
-                              f"give one e-mail address per entry{where}")  # fmt: skip
 
 
 def _with_bearer_tokens(sources: tuple[PrometheusSettings, ...], environ: Mapping[str, str]) -> tuple[PrometheusSettings, ...]:
@@ -366,7 +335,7 @@ def header_problem(key: str, name: str, value: str) -> str:
 
 def _check_headers(settings: Settings) -> None:
     """Every header and bearer token of every HTTP table can be sent (ConfigError naming the first that cannot)."""
-    hooks = ((f"alerts.{key}.http", getattr(settings.alerts, key).http) for key in ("alertmanager", "webhook"))
+    hooks = ((f"alerts.{c.name}.http", getattr(settings.alerts, c.name).http) for c in HTTP_CHANNELS)
     for key, http in (*http_tables(settings), *hooks):
         check_http(key, http)
 
@@ -419,8 +388,6 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 MAX_SETTINGS_BYTES = 16 * 1024 * 1024
-MAX_LEARNER_SAMPLES = 1_000_000  # a week at 1 s is 604,800; the default (a week of minutes) 10,080
-MAX_LEARNER_LEVELS = 1000  # a settings file of thousands of targets is a few MB
 
 DEFAULT_TIMEOUT_SHARE = 0.8  # of interval_s, the default scrape_timeout_s at short intervals
 
@@ -535,8 +502,8 @@ def _token(http: HttpSettings, env_key: str, at: str, environ: Mapping[str, str]
 
 
 def _hooks_with_tokens(alerts: AlertsSettings, environ: Mapping[str, str]) -> AlertsSettings:
-    """The Alertmanager's and the webhook's bearer tokens, read from the variables they name."""
-    hooks = {key: getattr(alerts, key) for key in ("alertmanager", "webhook")}
+    """Each POSTing channel's bearer token, read from the variable it names."""
+    hooks = {c.name: getattr(alerts, c.name) for c in HTTP_CHANNELS}
     return dataclasses.replace(alerts, **{
         key: dataclasses.replace(hook, http=_token(hook.http, f"alerts.{key}.http.bearer_token_env", f"alerts.{key}.http", environ))
         for key, hook in hooks.items()

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.engines import AUTO
+from core.engines import NAMES as ENGINE_NAMES
 from core.errors import SweetspotError
 from core.settings.environment import ENV_SMTP_PASSWORD, ENV_UI_PASSWORD
 
@@ -147,7 +149,8 @@ class TargetSettings:
 
     name: str = _setting("default", "short unique name shown in the UI and used by --target")
     vllm_url: str = _setting("", "vLLM Prometheus endpoint, e.g. http://host:8000/metrics")
-    engine: str = _setting("auto", "vllm, sglang, or auto (the page's names decide); vllm_url is then SGLang's /metrics")
+    engine: str = _setting(AUTO, f"{', '.join(ENGINE_NAMES)}, or auto (the page's names decide); vllm_url is then that "
+                                 "engine's /metrics")
     gateway: GatewaySettings = _setting(None, "gateway queue-depth source", factory=GatewaySettings)
     gpu: GpuSettings = _setting(None, "GPU figures source", factory=GpuSettings)
     ceiling: CeilingSettings = _setting(None, "bandwidth ceiling inputs", factory=CeilingSettings)
@@ -338,8 +341,6 @@ class EmailRoute:
     to: tuple[str, ...] = _setting(None, "recipients of the matched alerts", factory=tuple)
 
 
-GROUP_BY_KEYS = ("rule", "target", "model", "severity")
-TLS_MODES = ("none", "starttls", "ssl")
 
 
 @dataclass(frozen=True)
@@ -414,8 +415,10 @@ class AlertmanagerSettings(WebhookSettings):
     one alert a group, repeated every minute so that it keeps them (its own routes then group them).
     Its own defaults for the grouping keys; the rest of the delivery settings are a webhook's."""
 
-    url: str = _setting("", "Alertmanager's base URL, e.g. http://alertmanager:9093; empty = off")
-    group_by: tuple[str, ...] = _setting(("rule", "target", "model"), "alerts with equal values of these go in one POST",
+    url: str = _setting("", "Alertmanager's base URL, e.g. http://alertmanager:9093 (alerts are POSTed to its "
+                            "/api/v2/alerts); empty = off")
+    group_by: tuple[str, ...] = _setting(("rule", "target", "model"), "alerts with equal values of these go in one POST "
+                                         "(Alertmanager groups them again by its own routes)",
                                          factory=lambda: ("rule", "target", "model"))
     group_wait_s: float = _setting(0.0, "wait this long after an alert fires before the first POST", kind="duration")
     group_interval_s: float = _setting(0.0, "at most one POST per group this often for changes", kind="duration")
@@ -435,6 +438,7 @@ class AlertsSettings:
     digest: DigestSettings = _setting(None, "the scheduled digest ([alerts.digest])", factory=DigestSettings)
     alertmanager: AlertmanagerSettings = _setting(None, "an Alertmanager's v2 API ([alerts.alertmanager])", factory=AlertmanagerSettings)
     webhook: WebhookSettings = _setting(None, "a generic JSON webhook ([alerts.webhook])", factory=WebhookSettings)
+    chat: WebhookSettings = _setting(None, "a Slack or Mattermost incoming webhook ([alerts.chat])", factory=WebhookSettings)
 
 
 @dataclass(frozen=True)
