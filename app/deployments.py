@@ -73,18 +73,19 @@ def deployment(spec: roofs.GpuSpec, gpus: int | None, tp: int | None) -> Deploym
     return Deployment(spec, gpus, tp)
 
 
-def kv_room(model: StepModel, memory_gb: float | None, context: float | None) -> tuple[float | None, str]:
-    """How many requests of ``context`` tokens one engine's KV cache holds beside its weights (None:
-    unknown), and a note when the weights alone do not fit."""
+def kv_room(model: StepModel, memory_gb: float | None, context: float | None) -> tuple[int | None, str]:
+    """How many whole requests of ``context`` tokens one engine's KV cache holds beside its weights
+    (None: unknown; a request's cache is not split, so the count is floored), and a note when the
+    weights alone do not fit."""
     if not memory_gb:
         return None, ""
     free = memory_gb * GB * MEMORY_SHARE - model.weight_bytes_per_gpu
     if free <= 0:
-        return 0.0, (f"does not fit: {number(model.weight_bytes_per_gpu / GB)} GB of weights a GPU over "
-                     f"{number(memory_gb * MEMORY_SHARE)} GB usable ({MEMORY_SHARE:.0%} of {number(memory_gb)} GB)")
+        return 0, (f"does not fit: {number(model.weight_bytes_per_gpu / GB)} GB of weights a GPU over "
+                   f"{number(memory_gb * MEMORY_SHARE)} GB usable ({MEMORY_SHARE:.0%} of {number(memory_gb)} GB)")
     if not model.kv_bytes_per_token or not context:
         return None, ""
-    return free / (context * model.kv_bytes_per_token / max(model.tensor_parallel, 1)), ""
+    return math.floor(free / (context * model.kv_bytes_per_token / max(model.tensor_parallel, 1))), ""
 
 
 def other_roof(today: roofs.Roofline, dep: Deployment, precision: str, quantization: str | None) -> roofs.Roofline:
@@ -141,16 +142,27 @@ def predicted_curve(roof: roofs.Roofline, ev: Evidence, engines: int, up_to: flo
     return [(c, ev.fit.predict(roof, c).widened(ev.margin).scaled(engines)) for c in KNEE_LEVELS if c <= max(up_to, 1)]
 
 
-def knee_at(roof: roofs.Roofline, ev: Evidence, limit: float | None) -> tuple[float, str]:
-    """The one knee rule on the predicted curve, capped by ``limit`` (running limit and KV room)."""
-    top = limit if limit is not None else KNEE_LEVELS[-1]
-    curve = [(c, step.tokens_per_s(roof, ev.fit.best, c)) for c in KNEE_LEVELS if c <= top]
-    found = knee_of(curve)
+RULE = "the knee rule on its predicted curve (the next doubling buys under +25 %)"
+
+
+def rule_knee(roof: roofs.Roofline, ev: Evidence) -> tuple[int, str]:
+    """The one knee rule on the predicted curve at every level tried (1 … 1,024), whatever caps the
+    engine: a cap may lower the rule's answer, never stand in for it (a curve cut at the cap may not
+    flatten before it, and the cap would then read as the knee)."""
+    found = knee_of([(c, step.tokens_per_s(roof, ev.fit.best, c)) for c in KNEE_LEVELS])
     if found is not None:
-        return float(found), "the knee rule on its predicted curve (the next doubling buys under +25 %)"
-    if limit is not None and math.isfinite(limit):
-        return max(limit, 1.0), "its running limit (the predicted curve still gains 25 % a doubling there)"
-    return float(KNEE_LEVELS[-1]), "the highest level tried (the predicted curve never flattens)"
+        return found, RULE
+    return KNEE_LEVELS[-1], f"the highest level tried (the predicted curve never flattens up to {KNEE_LEVELS[-1]:,})"
+
+
+def knee_at(roof: roofs.Roofline, ev: Evidence, cap: int | None,
+            cap_why: str = "its running limit (--max-num-seqs)") -> tuple[int, str]:  # fmt: skip
+    """The rule's knee (:func:`rule_knee`), lowered to ``cap`` (whole running requests) where the cap
+    is under it; ``cap_why`` says what the cap is."""
+    knee, note = rule_knee(roof, ev)
+    if cap is None or cap >= knee:
+        return knee, note
+    return max(cap, 1), f"{cap_why}, under the knee rule's {knee}"
 
 
 def knee_of(curve: Sequence[tuple[int, float]]) -> int | None:
@@ -190,11 +202,16 @@ def replicas_for(demand: float, prediction: step.Prediction) -> tuple[int, tuple
     return need(prediction.tokens_per_s), (need(prediction.high), need(prediction.low))
 
 
-def limit_of(running_limit: float | None, room: float | None) -> tuple[float | None, str]:
-    """The lower of the running limit and the KV room, and which it is."""
-    found = [(v, why) for v, why in ((running_limit, "its running limit (--max-num-seqs)"),
-                                     (room, "what its KV cache holds")) if v is not None and v >= 1]  # fmt: skip
-    return min(found, key=lambda f: f[0]) if found else (None, "")
+def limit_of(running_limit: float | None, room: int | None, context: float | None) -> tuple[int | None, str]:
+    """The lower of the running limit and the KV room, as whole requests, and which it is (in words)."""
+    found = [(math.floor(v), why) for v, why in (
+        (running_limit, "its running limit (--max-num-seqs {n})"),
+        (room, "what its KV cache holds ({n} of " + number(context or 0.0) + " tokens)"),
+    ) if v is not None and v >= 1]  # fmt: skip
+    if not found:
+        return None, ""
+    cap, why = min(found, key=lambda f: f[0])
+    return cap, why.format(n=f"{cap:,}" if why.startswith("its running") else f"{cap:,} request{'s' * (cap != 1)}")
 
 
 def assumptions(roof: roofs.Roofline) -> str:
@@ -208,13 +225,9 @@ def option(roof: roofs.Roofline, ev: Evidence, dep: Deployment, demand: float,
            running_limit: float | None) -> Option:  # fmt: skip
     """``roof`` (one engine) as a replica of ``dep``: its knee, its predicted tok/s and replicas."""
     room, fit_note = kv_room(roof.model, dep.spec.memory_gb, roof.mean_context)
-    cap, cap_why = limit_of(running_limit, room)
-    fits = room is None or room >= 1.0
-    knee, note = knee_at(roof, ev, cap)
-    if cap is not None and knee >= cap:
-        of = "" if cap_why.startswith("its running") else f" of {number(roof.mean_context)} tokens"
-        knee, note = cap, f"{cap_why} ({number(cap)} requests{of})"
-    knee = max(knee, 1.0)
+    cap, cap_why = limit_of(running_limit, room, roof.mean_context)
+    fits = room is None or room >= 1
+    knee, note = knee_at(roof, ev, cap, cap_why)
     prediction = ev.fit.predict(roof, knee).widened(ev.margin).scaled(dep.engines)
     replicas, spread = replicas_for(demand, prediction) if fits else (None, None)
     compute = roof.compute_tok_s

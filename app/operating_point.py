@@ -235,10 +235,11 @@ def roofline_json(roof: roofs.Roofline | None, figures: WindowFigures) -> dict[s
     }
 
 
-def roofline_text(roof: roofs.Roofline | None, figures: WindowFigures) -> str:
+def roofline_text(roof: roofs.Roofline | None, figures: WindowFigures, mix_from: str = "") -> str:
     """``compute roof 1,794 tok/s (datasheet: V100 SXM2, fp16_cuda_core, 31.4 TFLOP/s) · bandwidth roof
     4,321 tok/s at 32 running · attainable 1,794 · crossover at 11.1 running · measured 145 tok/s: 8.1 %
-    of attainable``; or the line that says which setting adds the compute roof."""
+    of attainable``; or the line that says which setting adds the compute roof. ``mix_from``: where the
+    prompt:output mix was read (app/traffic_mix.py), said beside it."""
     if roof is None:
         return NO_ROOFLINE
     data = roofline_json(roof, figures) or {}
@@ -249,7 +250,8 @@ def roofline_text(roof: roofs.Roofline | None, figures: WindowFigures) -> str:
         compute = f"compute roof {number(roof.compute_tok_s)} tok/s ({roof.compute.source}, {number(roof.compute.tflops)} TFLOP/s"
         if roof.prefill_peak is not None and roof.prefill_peak != roof.compute:
             compute += f"; prefill {roof.prefill_peak.source}, {number(roof.prefill_peak.tflops)} TFLOP/s"
-        compute += (f"; prefill at {number(roof.prompt_per_output)} prompt tokens an output token, decode alone "
+        said = f" ({mix_from})" if mix_from else ""
+        compute += (f"; prefill at {number(roof.prompt_per_output)} prompt tokens an output token{said}, decode alone "
                     f"{number(roof.decode_compute_tok_s)})" if roof.prompt_per_output else "; decode only: no prompt count)")
     parts = [compute]
     if data.get("concurrency"):

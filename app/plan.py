@@ -25,8 +25,9 @@ from typing import Any
 from app import deployments as deps
 from app.deployments import Deployment, Option, deployment, find_gpu  # noqa: F401 - the command's names
 from app.formatting import number
-from app.operating_point import served_shape, sweeps_of, target_roofline
+from app.operating_point import served_shape, target_roofline
 from app.sweet_spot import SweetSpot, resolve
+from app.traffic_mix import Mix, latest_sweep, mix_context, mix_ratio, range_end, traffic_mix
 from core import roofline as roofs
 from core import step_model as step
 from core.efficiency_priors import prior_for
@@ -146,37 +147,6 @@ def parse_levels(text: str | None) -> tuple[float, float] | None:
     if not all(math.isfinite(b) and b > 0 for b in bounds) or bounds[0] > bounds[1]:
         raise UsageError(f"--levels {text!r}: both ends must be above 0, the first the smaller", "write it like 1-8")
     return bounds
-
-
-def mix_context(mix: str) -> float | None:
-    """The context a running request of a sweep's mix holds on average: each class's prompt plus half its
-    output, weighted by its share × its output (a request runs as long as it decodes)."""
-    classes = _classes(mix)
-    if classes is None:
-        return None
-    weights = [(share * sum(c.max_tokens) / 2, sum(c.input_tokens) / 2 + sum(c.max_tokens) / 4) for c, share in classes]
-    total = sum(w for w, _ in weights)
-    return sum(w * ctx for w, ctx in weights) / total if total else None
-
-
-def mix_ratio(mix: str) -> float | None:
-    """Prompt tokens per output token of a sweep's mix: the mean prompt ÷ the mean ``max_tokens`` (a
-    request that stops early prefills more per output token: a lower bound)."""
-    classes = _classes(mix)
-    if not classes:
-        return None
-    prompt = sum(share * sum(c.input_tokens) / 2 for c, share in classes)
-    output = sum(share * sum(c.max_tokens) / 2 for c, share in classes)
-    return prompt / output if output else None
-
-
-def _classes(mix: str) -> Any:
-    from sweep.workload import parse_mix
-
-    try:
-        return parse_mix(mix)
-    except UsageError:
-        return None
 
 
 # --- Demand ----------------------------------------------------------------------------------------
@@ -363,13 +333,16 @@ def replicas_text(o: Option) -> str:
     return str(o.replicas) if lo == hi == o.replicas else f"{o.replicas} ({min(lo, o.replicas)}–{max(hi, o.replicas)})"
 
 
-def roofs_text(roof: roofs.Roofline) -> str:
-    """``compute roof with prefill at 3.6 prompt tokens an output token 935 tok/s (decode alone 1,780: …)``."""
+def roofs_text(roof: roofs.Roofline, mix_from: str = "") -> str:
+    """``compute roof 935 tok/s an engine with prefill at 3.6 prompt tokens an output token (the 7 days
+    to …) (decode alone 1,780; …)``; ``mix_from``: where the mix was read."""
     if roof.compute_tok_s is None:
         return f"{roof.note}; bandwidth roof {number(roof.bandwidth_tok_s(1))} tok/s at 1 running"
     assert roof.compute is not None
     peaks = " / ".join(dict.fromkeys(f"{p.source}, {number(p.tflops)} TFLOP/s" for p in (roof.compute, roof.prefill_peak) if p))
-    mix = f"prefill at {number(roof.prompt_per_output)} prompt tokens an output token" if roof.prompt_per_output else "no prefill counted (mix unknown)"
+    mix = "no prefill counted (mix unknown)"
+    if roof.prompt_per_output:
+        mix = f"prefill at {number(roof.prompt_per_output)} prompt tokens an output token" + (f" ({mix_from})" if mix_from else "")
     cross = f"; the roofs cross at {number(roof.crossover_batch)} running" if roof.crossover_batch else ""
     return (f"compute roof {number(roof.compute_tok_s)} tok/s an engine with {mix} (decode alone "
             f"{number(roof.decode_compute_tok_s)}; {peaks}){cross}")
@@ -381,10 +354,12 @@ Say = Callable[[str], None]
 def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: float | None = None,
          tps: float | None = None, asked: Sequence[Deployment] = (), source: str | None = None,
          levels: tuple[float, float] | None = None, say: Say = lambda _: None) -> Plan:  # fmt: skip
-    """The what-if of ``target`` at ``now``; ``asked``: the deployments named (none: :data:`CANDIDATES`).
+    """The what-if of ``target`` over the 7 days to ``now``'s last whole 10 minutes (app/traffic_mix.py
+    ``range_end``); ``asked``: the deployments named (none: :data:`CANDIDATES`).
     ``source``: calibrate on ``minutes``, the ``sweep`` or imported benchmarks (``bench``; None: the
     first there is). Every missing input is a UsageError naming its fix."""
     rps, tps = positive(rps, "--demand-rps"), positive(tps, "--demand-tps")
+    now = range_end(now)  # the 7 days to the last whole 10 minutes: the command and the pages read the same minutes
     info = next((t for t in reader.targets() if t.name == target), None)
     if info is None:
         raise UsageError(f"no target {target!r} in the database", "`python -m app status --all` lists them")
@@ -398,8 +373,9 @@ def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: fl
     hours = reader.series_columns(target, now - SPAN_S, now, HOUR_S,
                                   fields=("tokens_per_s", "requests_per_s", "prompt_tokens_per_s"))  # fmt: skip
     seen = observed(hours)
-    sweep = _latest_sweep(reader, target)
-    roof = _with_mix(roof, seen, sweep)
+    sweep = latest_sweep(reader, target)
+    mix = traffic_mix(reader, target, now)
+    roof = _with_mix(roof, mix, sweep)
     cal = _calibration(reader, target, now, roof, engines, source, levels, sweep, say)
     demand = demand_of(seen, rps, tps)
     say("resolving the sweet spot (its sweep, else what it learned from its minutes)")
@@ -421,15 +397,14 @@ def plan(reader: Reader, settings: Settings, target: str, now: float, *, rps: fl
     used = tuple(dict.fromkeys(p.source for d, o in zip(wanted, others, strict=True) if o.evidence.startswith("priors")
                                for p in (prior_for(d.spec.arch),)))  # fmt: skip
     return Plan(target, demand, cal, spot_text, slo, _ttft_at(spot, sweep, knee_total), roof.mean_context,
-                roof.prompt_per_output, engines, today, others, curve, roofs_text(roof), limit_text, used)  # fmt: skip
+                roof.prompt_per_output, engines, today, others, curve, roofs_text(roof, mix.source), limit_text, used)  # fmt: skip
 
 
-def _with_mix(roof: roofs.Roofline, seen: Observed, sweep: SweepRun | None) -> roofs.Roofline:
-    """``roof`` with the 7 days' mix and, where the window lacks them, the sweep's context and mix."""
-    ratio = seen.prompt_tokens / seen.output_tokens if seen.prompt_tokens and seen.output_tokens else None
-    ratio = ratio or roof.prompt_per_output or (mix_ratio(sweep.mix) if sweep is not None else None)
+def _with_mix(roof: roofs.Roofline, mix: Mix, sweep: SweepRun | None) -> roofs.Roofline:
+    """``roof`` with the mix every surface reads (app/traffic_mix.py) and, where the window lacks it,
+    the sweep's context."""
     context = roof.mean_context or (mix_context(sweep.mix) if sweep is not None else None)
-    return dataclasses.replace(roof, prompt_per_output=ratio, mean_context=context)
+    return dataclasses.replace(roof, prompt_per_output=mix.prompt_per_output, mean_context=context)
 
 
 def _today(roof: roofs.Roofline, cal: Calibration, demand: float, knee_total: float, engines: int,
@@ -515,19 +490,14 @@ def minute_samples(cols: dict[str, list[Any]], engines: int, context: float | No
     return out
 
 
-def _latest_sweep(reader: Reader, target: str) -> SweepRun | None:
-    info = next((t for t in reader.targets() if t.name == target), None)
-    mine, _ = sweeps_of(info, reader.sweep_runs(20))
-    return next((run for run in mine if any(lv.tokens_per_s for lv in run.levels)), None)
-
-
 def _knee(spot: SweetSpot, roof: roofs.Roofline, ev: deps.Evidence, engines: int,
           limit: float | None) -> tuple[float, str]:  # fmt: skip
     """Today's knee (running requests, all engines) and how the plan says it: the sweet spot, else the
     one knee rule on the fitted curve (within the running limit)."""
     if spot.value is not None:
         return float(spot.value), spot.line()
-    knee, note = deps.knee_at(roof, ev, None if limit is None else limit / engines)
+    cap, cap_why = deps.limit_of(limit, None, roof.mean_context)  # --max-num-seqs is each engine's, as on every row
+    knee, note = deps.knee_at(roof, ev, cap, cap_why)
     return knee * engines, f"unknown, so {note} stands in: {number(knee * engines)} running ({spot.line()})"
 
 

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from collectors.records import ScrapeRound
 from core.settings import TelemetrySettings
+from db.figures import FIGURES, Figure
 
 if TYPE_CHECKING:
     from app.alerts.evaluator import Derived
@@ -31,25 +32,31 @@ log = logging.getLogger(__name__)
 # The derived figures per target: (metric name, the rules' name it shows, help). A Grafana panel or
 # a recording rule names these; tests/test_telemetry.py checks the dashboard against this table.
 # "The rules' window" is the alert rules' own window (5 minutes unless a rule sets window_s); the
-# help texts say it in words, and define each term a user of their own engine may not know.
+# help texts say it in words. The figures come from db/figures.py FIGURES (its help, its row's
+# ``metric`` or ``sweetspot_<name>`` for a gauge rules may use), so a new gauge figure is exported
+# from its row alone; the rest are the target's thresholds and the rules' own ``queued``.
 _W = "over the alert rules' window (5 min by default)"
-GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("sweetspot_ttft_p95_seconds", "ttft_p95_s", f"time to first token, 95th percentile {_W}: 95 % of requests got their first token sooner"),
+_NOT_FIGURES: tuple[tuple[str, str, str], ...] = (
     ("sweetspot_ttft_p95_slo_seconds", "ttft_p95_slo_s", "the target's time-to-first-token objective: a 95th percentile above it leaves the sweet spot"),
-    ("sweetspot_tokens_per_second", "tokens_per_s", f"output tokens generated per second {_W}"),
-    ("sweetspot_steps_per_second", "steps_per_s", f"engine steps per second {_W} (one step adds at most one token to each running request)"),
-    ("sweetspot_ceiling_steps_per_second", "ceiling_steps_per_s", "upper bound on engine steps per second: GPU memory bandwidth / model weight bytes per GPU (each step reads every weight once)"),
-    ("sweetspot_mbu_ratio", "mbu", "model bandwidth utilisation (0-1): bytes the model needs per second (weights and KV cache; vLLM's byte counters, else modelled) / the GPUs' peak memory bandwidth; never a hardware reading"),
-    ("sweetspot_dram_bw_util_ratio", "dram_bw_util", "GPU memory bandwidth in use (0-1 of peak) as the hardware reads it (NVML or DCGM): every byte moved, the model's and any other"),
-    ("sweetspot_overhead_traffic_gbps", "overhead_traffic_gbps", "memory traffic beyond what the model needs, GB/s (10^9 bytes/s) per GPU: (dram_bw_util - mbu) x peak bandwidth"),
-    ("sweetspot_engine_bandwidth_gbps", "engine_bw_gbps", "memory traffic per GPU as the engine itself estimates it, GB/s (10^9 bytes/s; vLLM --enable-mfu-metrics)"),
-    ("sweetspot_kv_cache_usage_ratio", "kv_cache_usage_max", f"share of the engine's KV cache in use (0-1; the memory holding running requests' context), maximum {_W}"),
-    ("sweetspot_running_requests", "running_avg", f"requests the engine is generating for, average {_W}"),
     ("sweetspot_concurrency_sweet_spot", "concurrency", "the target's sweet-spot concurrency: running requests above this leave the sweet spot"),
     ("sweetspot_queued_requests", "queued", f"requests waiting, in the engine or the gateway in front of it, maximum {_W}"),
-    ("sweetspot_preemptions", "preemptions", f"preemptions {_W}: requests the engine paused and must recompute because the KV cache ran out (any is work redone)"),
-    ("sweetspot_requests_per_second", "requests_per_s", f"finished requests per second {_W}"),
 )
+
+
+def metric_name(figure: Figure) -> str:
+    """The figure's gauge on /metrics ("": not exported): its row's ``metric``, else
+    ``sweetspot_<name>`` for a gauge that rules may use (a row with ``help``)."""
+    if figure.metric:
+        return figure.metric
+    return f"sweetspot_{figure.name}" if figure.compute in ("gauge_avg", "gauge_max") and figure.help else ""
+
+
+GAUGES: tuple[tuple[str, str, str], ...] = (
+    *((metric_name(f), f.name, f"{f.help} ({_W})") for f in FIGURES if metric_name(f)),
+    *_NOT_FIGURES,
+)
+# The ones a dashboard names (deploy/grafana/sweetspot.json charts each; tests/test_grafana_dashboard.py)
+NAMED = frozenset({f.metric for f in FIGURES if f.metric} | {name for name, _, _ in _NOT_FIGURES})
 VERDICTS = ("in_sweet_spot", "outside", "cannot_tell", "no_data")
 SEVERITIES = ("warning", "critical")
 SOURCES = ("vllm", "gateway", "gpu")

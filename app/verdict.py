@@ -133,7 +133,7 @@ def evaluate(
         return Verdict(NO_DATA, figures.target, figures.window_s, reason=reason)
     names = Names(window_names(figures, sweetspot, recent, spot), figures.window_s)
     outcomes = {r.name: outcome(r, names) for r in alert_rules if r.needs_data}
-    held = [(r, outcomes[r.name]) for r in alert_rules if r.needs_data and outcomes[r.name].status == HOLDS]
+    held = [(r, outcomes[r.name]) for r in _clauses(alert_rules) if outcomes[r.name].status == HOLDS]
     broken = [_clause(r, o, names) for r, o in _most_severe_per_figure(held)]
     broken.sort(key=lambda c: c.severity != CRITICAL)  # stable: critical first, rule order kept
     state, unjudged = judgement(alert_rules, outcomes, names)
@@ -158,29 +158,54 @@ def slo_note(figures: WindowFigures, verdict: Verdict) -> str:
     return ""
 
 
-def judgement(rules: Sequence[Rule], outcomes: Mapping[str, Outcome], names: Names) -> tuple[str, tuple[Unjudged, ...]]:
+def judgement(rules: Sequence[Rule], outcomes: Mapping[str, Outcome], names: Names,
+              longest: Names | None = None) -> tuple[str, tuple[Unjudged, ...]]:  # fmt: skip
     """The state of a window from its rules' outcomes (whole target, by rule name) and its names: the
     one aggregation (the banner, ``status``, the Fleet, the evaluator's stored minutes, the replay).
 
     OUTSIDE when a judged rule broke; else CANNOT_TELL when a rule could not be judged (or the window
     held an outage); else IN_SWEET_SPOT: every rule of the set (the defaults, as ``[[alerts.rules]]``
-    left them, and any added) was judged and held. NO_DATA when the window has nothing to judge."""
+    left them, and any added) was judged and held. NO_DATA when the window has nothing to judge.
+    ``longest``: the names over the longest rule window, where ``names`` are a shorter one's (the
+    evaluator's), to tell an outage from a blip."""
     if names.names.get("no_data", 1.0):
         return NO_DATA, ()
-    unjudged = list(_window_reasons(names))
-    for rule in rules:
+    unjudged = list(_window_reasons(names, _blip_s(rules), longest))
+    for rule in _clauses(rules):
         o = outcomes.get(rule.name)
-        if rule.needs_data and o is not None and o.status in (NO_DATA_RULE, ERROR, RULE_CANNOT_TELL):
+        if o is not None and o.status in (NO_DATA_RULE, ERROR, RULE_CANNOT_TELL):
             unjudged.append(Unjudged(rule.name, _why_not(rule, o, names)))
-    if any(o.status == HOLDS for r in rules if r.needs_data and (o := outcomes.get(r.name)) is not None):
+    if any(o.status == HOLDS for r in _clauses(rules) if (o := outcomes.get(r.name)) is not None):
         return OUTSIDE, tuple(unjudged)
     return (CANNOT_TELL if unjudged else IN_SWEET_SPOT), tuple(unjudged)
 
 
-def _window_reasons(names: Names) -> list[Unjudged]:
-    """What makes the whole window unsure: an outage inside it (a share of its scrapes failed)."""
+def _clauses(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules a verdict is made of: those judging the window's figures, not the data itself (target
+    down: the verdict's own no data) nor the judgement (a ``watches`` rule: cannot tell for long)."""
+    return [r for r in rules if r.needs_data and not r.watches]
+
+
+def _blip_s(rules: Sequence[Rule]) -> float:
+    """The longest failed spell that is a blip, not an outage: the ``for`` of the rule that watches
+    the data (target down), which lets it pass too."""
+    return max((r.for_s for r in rules if not r.needs_data), default=0.0)
+
+
+def _failed_s(names: Names) -> float:
+    """Seconds of the window's failed scrapes (each failed scrape standing for its share of the window)."""
     scrapes, failed = names.names.get("scrapes") or 0.0, names.names.get("failed_scrapes") or 0.0
-    if scrapes and failed and failed / scrapes >= OUTAGE_SHARE:
+    return failed * (names.window_s or 0.0) / scrapes if scrapes else 0.0
+
+
+def _window_reasons(names: Names, blip_s: float = 0.0, longest: Names | None = None) -> list[Unjudged]:
+    """What makes the whole window unsure: an outage inside it, a share of its scrapes failed, unless
+    the longest rule window (``longest``; the window itself when None) holds no more failed time than
+    a blip. One refused scrape of four in a 1-minute window is 25 % of it, yet 15 s that no alert
+    counts: it made a restart that recovered a minute nobody could judge; the same scrape at the end
+    of a crash loop's 2-minute outage stays an outage."""
+    scrapes, failed = names.names.get("scrapes") or 0.0, names.names.get("failed_scrapes") or 0.0
+    if scrapes and failed and failed / scrapes >= OUTAGE_SHARE and _failed_s(longest or names) > blip_s:
         window = format_duration(names.window_s or 0.0)
         return [Unjudged(WINDOW, f"an outage inside the {window}: {failed:.0f} of {scrapes:.0f} scrapes failed, so its "
                                  f"figures cover only part of it (judged whole once {window} have passed without one)")]

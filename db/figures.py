@@ -61,6 +61,9 @@ class Figure:
     # draws it as a line in the panel's own unit, and the line's legend ("" = its label)
     panel: str = ""
     line: str = ""
+    # its gauge on the collector's own /metrics (app/telemetry.py), a name Grafana dashboards keep; a
+    # gauge row rules may use is exported without one, as ``sweetspot_<name>`` (telemetry.metric_name)
+    metric: str = ""
 
     @property
     def column(self) -> str:
@@ -70,7 +73,7 @@ class Figure:
 
 def _from_catalogue(
     name: str, *, unit: str = "", scale: float | None = 1.0, label: str = "", help: str = "", hint: str = "",
-    panel: str = "", line: str = "",
+    panel: str = "", line: str = "", metric: str = "",
 ) -> Figure:  # fmt: skip
     """The rate or quantile ``name`` of a catalogue line, with how it is presented."""
     for spec in CATALOGUE:
@@ -79,7 +82,8 @@ def _from_catalogue(
             compute, q = found[0]
             inputs = (spec.key, "covered_ms") if compute == "rate" else (spec.key,)
             return Figure(name, "rate" if compute == "rate" else "quantile", inputs, unit=unit, scale=scale,
-                          label=label, help=help, hint=hint, quantile=q, panel=panel, line=line)  # fmt: skip
+                          label=label, help=help, hint=hint, quantile=q, panel=panel, line=line,
+                          metric=metric)  # fmt: skip
     raise KeyError(f"{name}: no catalogue line has this rate or quantile")
 
 
@@ -93,24 +97,28 @@ _PRESENTED: tuple[Figure, ...] = (
     # status's lines, in the order operators read them
     Figure("up", "record", rows="target", scale=None, label="target up"),
     Figure("last_scrape_at", "record", rows="target", scale=None, label="last scrape"),
-    _C("tokens_per_s", unit="tok/s", label="output tokens", help="output tokens per second"),
+    _C("tokens_per_s", unit="tok/s", label="output tokens", help="output tokens per second",
+       metric="sweetspot_tokens_per_second"),
     Figure("ceiling_steps_per_s", "record", unit="steps/s", label="ceiling",
-           help="the report's ceiling: at most this many decode steps/s (bandwidth ÷ weights per GPU)", hint=NO_CEILING),
+           help="the report's ceiling: at most this many decode steps/s (bandwidth ÷ weights per GPU)", hint=NO_CEILING,
+           metric="sweetspot_ceiling_steps_per_second"),
     Figure("ceiling_share", "record", unit="%", scale=100.0, label="the report's % of ceiling",
            help="the report's % of ceiling: tokens_per_s ÷ ceiling_steps_per_s (0–1; not an efficiency)", hint=NO_CEILING),
     Figure("mbu", "record", unit="%", scale=100.0, label="MBU",
            help="model bandwidth utilisation (0–1): the model's bytes a step must read × steps/s ÷ peak; "
-                "vLLM's byte counters, else the step model; never a DRAM reading"),
+                "vLLM's byte counters, else the step model; never a DRAM reading", metric="sweetspot_mbu_ratio"),
     Figure("dram_bw_util", "record", unit="%", scale=100.0, label="DRAM bandwidth",
            help="DRAM bandwidth utilisation (0–1): every byte the GPUs moved (NVML GPM or DCGM DRAM active), "
-                "averaged over the target's GPUs"),
+                "averaged over the target's GPUs", metric="sweetspot_dram_bw_util_ratio"),
     Figure("overhead_traffic_gbps", "record", unit="GB/s per GPU", label="overhead traffic",
-           help="bytes moved beyond the model's: (dram_bw_util − mbu) × peak bandwidth, GB/s per GPU"),
+           help="bytes moved beyond the model's: (dram_bw_util − mbu) × peak bandwidth, GB/s per GPU",
+           metric="sweetspot_overhead_traffic_gbps"),
     Figure("overhead_ratio", "record", unit="×", label="moved ÷ model's bytes",
            help="dram_bw_util ÷ mbu: how many times the model's bytes the GPUs moved"),
     Figure("steps_per_s", "rate", ("iteration_tokens", "covered_ms"), unit="steps/s", label="engine steps",
            help="engine steps (decode steps) per second: rate of vllm:iteration_tokens_total_count",
-           hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count"),
+           hint="vLLM V1 (iteration_tokens_total); SGLang does not expose a step count",
+           metric="sweetspot_steps_per_second"),
     Figure("decode_tok_s_per_request", "derived", ("generation_tokens", "covered_ms", "requests_running", "iteration_tokens"),
            unit="tok/s", label="decode tok/s per request",
            help="tokens_per_s ÷ the requests running while the engine stepped (running_avg, at least tokens per step): "
@@ -121,17 +129,19 @@ _PRESENTED: tuple[Figure, ...] = (
            hint="vLLM's request-length histograms (request_prompt_tokens, request_generation_tokens)",
            fn=derived.mean_context_tokens),
     _C("prompt_tokens_per_s", unit="tok/s", label="prompt tokens", help="prompt tokens per second"),
-    _C("requests_per_s", unit="req/s", label="finished requests", help="finished requests per second"),
+    _C("requests_per_s", unit="req/s", label="finished requests", help="finished requests per second",
+       metric="sweetspot_requests_per_second"),
     _C("ttft_p50_s", unit="s", label="TTFT P50", help="TTFT P50 (s)"),
-    _C("ttft_p95_s", unit="s", label="TTFT P95", help="TTFT P95 (s)"),
+    _C("ttft_p95_s", unit="s", label="TTFT P95", help="TTFT P95 (s)", metric="sweetspot_ttft_p95_seconds"),
     _C("ttft_p99_s", unit="s", label="TTFT P99", help="TTFT P99 (s)"),
     Figure("ttft_slo_attainment", "share", ("ttft",), unit="%", scale=100.0, label="TTFT SLO attainment",
            help="share of requests with TTFT within the target's ttft_p95_slo_s, from the buckets (0–1)"),
     _C("itl_p95_s", unit="s", label="ITL P95", help="inter-token latency P95 (s)"),
     _C("e2e_p95_s", unit="s", label="E2E P95", help="end-to-end latency P95 (s)"),
-    Figure("preemptions", "count", ("preemptions",), label="preemptions", help="preemptions in the window (count)"),
+    Figure("preemptions", "count", ("preemptions",), label="preemptions", help="preemptions in the window (count)",
+           metric="sweetspot_preemptions"),
     Figure("running_avg", "gauge_avg", ("requests_running",), unit="requests", label="running (avg)",
-           help="running requests, average"),
+           help="running requests, average", metric="sweetspot_running_requests"),
     Figure("running_max", "gauge_max", ("requests_running",), unit="requests", label="running (max)",
            help="running requests, max"),
     Figure("waiting_max", "gauge_max", ("requests_waiting",), unit="requests", label="waiting in vLLM (max)",
@@ -139,7 +149,7 @@ _PRESENTED: tuple[Figure, ...] = (
     Figure("queue_depth_max", "gauge_max", ("queue_depth",), rows="target", unit="requests",
            label="gateway queue (max)", help="gateway queue depth, max"),
     Figure("kv_cache_usage_max", "gauge_max", ("kv_cache_usage",), "max", "%", 100.0, "KV-cache usage (max)",
-           "KV-cache usage, max (0–1)"),
+           "KV-cache usage, max (0–1)", metric="sweetspot_kv_cache_usage_ratio"),
     _C("queue_time_p95_s", unit="s", label="queue time in vLLM P95"),
     Figure("prefix_cache_hit_rate", "ratio", ("prefix_cache_hits", "prefix_cache_queries"), unit="%", scale=100.0,
            label="prefix-cache hit rate", help="prefix-cache hit rate (0–1)",
@@ -151,7 +161,8 @@ _PRESENTED: tuple[Figure, ...] = (
            help="KV-cache capacity in tokens"),
     Figure("engine_bw_gbps", "derived", ("engine_read_bytes", "engine_write_bytes", "covered_ms", "generation_tokens"),
            unit="GB/s per GPU", label="engine memory traffic",
-           help="engine-estimated memory traffic per GPU, GB/s (vLLM ≥ 0.32 --enable-mfu-metrics)", fn=derived.engine_bw_gbps),
+           help="engine-estimated memory traffic per GPU, GB/s (vLLM ≥ 0.32 --enable-mfu-metrics)", fn=derived.engine_bw_gbps,
+           metric="sweetspot_engine_bandwidth_gbps"),
     _C("finished_abort_per_s", unit="req/s", label="aborted requests",
        help="requests aborted per second (vLLM finished_reason=abort, SGLang aborted requests)"),
     _C("finished_error_per_s", unit="req/s", label="failed requests",

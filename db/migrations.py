@@ -216,6 +216,12 @@ def _sweep_target(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE sweep_runs ADD COLUMN target TEXT"))
 
 
+def _sweep_ends_at(conn: Connection) -> None:
+    # When a sweep's load ends (planned while it runs): the evaluator holds the load rules meanwhile.
+    if "ends_at" not in _columns(conn, "sweep_runs"):
+        conn.execute(text("ALTER TABLE sweep_runs ADD COLUMN ends_at FLOAT"))
+
+
 def _query_views(conn: Connection) -> None:
     # What the stable views of ad-hoc queries (docs/query.md) read besides the history: TTFT P95 per
     # rollup, the thresholds they judge minutes by, and the saved queries. The views themselves are
@@ -600,6 +606,7 @@ MIGRATIONS: list[tuple[str, Migration]] = [
     ("0060_running_limit", _running_limit),
     ("0065_history_fill", _history_fill),
     ("0075_future_rows", _future_rows),
+    ("0085_sweep_ends_at", _sweep_ends_at),
 ]
 
 _NAME = re.compile(r"(\d{4})_[a-z0-9_]+")

@@ -48,7 +48,17 @@ from db.pipeline import (
     window_from,
     window_level,
 )
-from db.results import BenchRun, ConfigEpoch, GpuFigures, GpuPoint, SeriesPoint, SweepRun, TargetInfo, WindowFigures
+from db.results import (
+    BenchRun,
+    ConfigEpoch,
+    GpuFigures,
+    GpuPoint,
+    SeriesPoint,
+    SweepRun,
+    SweepSpan,
+    TargetInfo,
+    WindowFigures,
+)
 from db.sources import RAW
 
 if TYPE_CHECKING:
@@ -240,6 +250,12 @@ class Reader:
         from db.sweeps import load_sweeps
 
         return self._run("reading sweeps", load_sweeps, limit)
+
+    def sweeps_loading(self, at: float, after_s: float) -> list[SweepSpan]:
+        """Stored sweeps whose load spans ``at`` or ended at most ``after_s`` before it (db/sweeps.py)."""
+        from db.sweeps import loading
+
+        return self._run("reading the sweeps in progress", loading, at, after_s)
 
     def history_fill(self, target: str) -> FillProgress | None:
         """How far the demo's simulated week has come (db/history_fill.py FillProgress), or None."""

@@ -44,22 +44,27 @@ class View:
 TIME = Col("time", "ISO 8601 UTC", "the period's start as text, e.g. 2026-12-01T20:15:00Z")
 
 
-# Per-model rates and quantiles the minutes and hours views write by hand (with their history of
-# names); every other one of the figures table comes from its row (:func:`table_figures`).
+# Per-model figures the minutes and hours views write by hand (with their history of names and
+# their own words); every other one of the figures table comes from its row (:func:`table_figures`).
 _BY_HAND = frozenset({"tokens_per_s", "prompt_tokens_per_s", "requests_per_s", "steps_per_s",
+                      "running_avg", "running_max", "waiting_avg", "waiting_max", "kv_cache_usage_max",
                       *(f"{h}_p{q}_s" for h in ("ttft", "itl", "e2e") for q in (50, 95, 99))})  # fmt: skip
 _KINDS = {s.key: s.kind for s in CATALOGUE}
+_GAUGES = ("gauge_avg", "gauge_max")
+_HOW = {"quantile": "the buckets interpolated", "rate": "increase ÷ covered_s",
+        "gauge_avg": "average over the scrapes", "gauge_max": "maximum over the scrapes"}  # fmt: skip
 
 
 def table_figures() -> tuple[Figure, ...]:
-    """The figures table's per-model rates and quantiles the views compute from its rows: a new
-    catalogue rate or quantile is a column of ``minutes`` and ``hours`` with no edit here."""
-    return tuple(f for f in FIGURES if f.rows == "model" and f.compute in ("rate", "quantile") and f.name not in _BY_HAND)
+    """The figures table's per-model rates, quantiles and gauges the views compute from its rows: a
+    new catalogue rate or quantile, or a gauge row that rules may use (``help``), is a column of
+    ``minutes`` and ``hours`` with no edit here."""
+    return tuple(f for f in FIGURES if f.rows == "model" and f.name not in _BY_HAND
+                 and (f.compute in ("rate", "quantile") or (f.compute in _GAUGES and f.help)))  # fmt: skip
 
 
 def _table_columns() -> tuple[Col, ...]:
-    return tuple(Col(f.name, f.unit, f"{f.help or f.label or f.name.replace('_', ' ')} (figures table: "
-                     f"{'the buckets interpolated' if f.compute == 'quantile' else 'increase ÷ covered_s'})")
+    return tuple(Col(f.name, f.unit, f"{f.help or f.label or f.name.replace('_', ' ')} (figures table: {_HOW[f.compute]})")
                  for f in table_figures())  # fmt: skip
 
 
@@ -75,6 +80,12 @@ def _table_sql() -> tuple[list[str], list[str], list[str]]:
                 joins.append(f"LEFT JOIN bucket_layouts l_{key} ON l_{key}.id = r.{key}_layout")
                 base.append(f"l_{key}.bounds AS {key}_bounds, r.{key}_buckets")
             exprs.append(f"bucket_quantile({f.quantile}, b.{key}_bounds, b.{key}_buckets) AS {f.name}")
+        elif f.compute == "gauge_avg":  # the rollup keeps each gauge's sum and max over its scrapes
+            base.append(f"{_real(f'r.{key}_sum')} / r.samples AS {f.name}")
+            exprs.append(f"b.{f.name}")
+        elif f.compute == "gauge_max":
+            base.append(f"r.{key}_max AS {f.name}")
+            exprs.append(f"b.{f.name}")
         else:
             column = f"{key}_count" if _KINDS[key] == "histogram" else key
             base.append(f"r.{column} AS {f.name}_increase")

@@ -45,6 +45,27 @@ class SweepRun:
     recommendation: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
     target: str | None = None  # the configured target whose server was loaded; None: only ``url`` says
+    ends_at: float | None = None  # when its load ends (planned while it runs); None: its levels' durations say
+
+    @property
+    def running(self) -> bool:
+        """Stored at its start (with its planned end) and not yet whole: no level stored yet."""
+        return not self.levels and self.ends_at is not None
+
+    def load_ends_at(self) -> float:
+        """When the sweep's load ends (unix s): as stored, else its start plus its levels' durations."""
+        return self.ends_at if self.ends_at is not None else self.started_at + sum(lv.duration_s for lv in self.levels)
+
+
+@dataclass(frozen=True)
+class SweepSpan:
+    """When a stored sweep loaded its server: ``ends_at`` planned while it runs (unix seconds)."""
+
+    id: int
+    started_at: float
+    url: str
+    target: str | None
+    ends_at: float
 
 
 @dataclass(frozen=True)

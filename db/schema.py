@@ -287,6 +287,9 @@ sweep_runs = Table(
     # the configured target whose server the sweep loaded; NULL: no target watches that URL (or the
     # run predates migration 0010): the URL alone says what was measured
     Column("target", Text, nullable=True),
+    # when the sweep's load ends: planned while it runs (the run is stored at its start, without
+    # levels), its end once whole; NULL for a run stored before 0085 (its levels' durations say)
+    Column("ends_at", Float, nullable=True),
 )
 
 SWEEP_LEVEL_FIELDS = (

@@ -2,7 +2,7 @@
 
 One judge: the evaluator (app/alerts/evaluator.py) applies each target's effective rules (the
 defaults, ``[[alerts.rules]]``, per-target overrides and thresholds) and writes one row per target
-per minute, at its first evaluation of that minute; the query views, the digest and the Overview
+per minute, rewritten at each evaluation of that minute (the last one's stays); the query views, the digest and the Overview
 read the rows back, and nothing recomputes a verdict from stored figures. A minute without a row
 was not judged (no evaluator ran then, or it is older than the table): readers say
 :data:`NOT_STORED`, never guess.

@@ -65,7 +65,7 @@ class FakeReader:
         return ["llama-70b-awq"]
 
     def window(self, target: str, end: float, window_s: float, model: str | None = None, level: int | None = None,
-               ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
+               gpus: bool = True, ttft_slo_s: float | None = None) -> WindowFigures:  # fmt: skip
         error = None if self.up else "connection refused"
         base = window(target=target, end=end, start=end - window_s, window_s=window_s, up=self.up, last_error=error,
                       **self.figures)  # type: ignore[arg-type]

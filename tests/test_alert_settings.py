@@ -86,7 +86,7 @@ threshold = "concurrency + 4"
         ('targets = ["c"]', "alerts.rules[0].targets: no target named 'c'"),
         ('for_s = "soon"', "alerts.rules[0].for_s: not a duration"),
         ("threshold = true", "alerts.rules[0].threshold: expected a number or an expression"),
-        ('panel = "ttft_chart"', "alerts.rules[0].panel: 'ttft_chart' is not one of ttft, preemptions, kv_cache"),
+        ('panel = "ttft_chart"', "alerts.rules[0].panel: 'ttft_chart' is not one of ttft, throughput, mbu, preemptions"),
     ],
 )
 def test_an_invalid_rule_names_its_key(tmp_path, entry, message):

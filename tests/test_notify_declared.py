@@ -7,11 +7,12 @@ import dataclasses
 
 import pytest
 
-from app.alerts.rules import DEFAULT_RULES, PANELS
+from app.alerts.rules import DEFAULT_RULES
 from app.loader import load_settings
 from app.notify import hooks, images, message
 from app.notify.grouping import Due
 from app.notify.notifier import Notifier
+from app.panel_names import PANEL_NAMES as PANELS
 from app.ui import charts
 from core.channels import webhook
 from db.engine import open_engine

@@ -60,13 +60,19 @@ def test_the_file_passes_promtool_check_in_both_name_forms(tmp_path):
     text = export(settings, Options())
     exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"] if r.get("alert") == "ttft_p95"]
     assert exprs == ['sweetspot:ttft_p95_s:5m{instance!~"big"} > 3', 'sweetspot:ttft_p95_s:5m{instance="big"} > 5']
-    assert "#   under_delivering: needs curve_share" in text and "#   target_down: needs no_data" in text
+    # without its curve written in, under_delivering is left out; down, asleep, not serving and the
+    # gateway queue have their PromQL (up, vllm:engine_sleep_state, num_requests_waiting, the gateway's gauge)
+    assert "#   under_delivering: needs curve_share" in text and "#   target_down" not in text
     # every default rule is exported or named with what it needs; the sweet spot's own rules are exported
     exported, skipped = list(alert_names(text)), set(re.findall(r"^#   (\w+): needs ", text, re.M))
     assert set(exported) | skipped == {r.name for r in DEFAULT_RULES} and not set(exported) & skipped
     assert {"preemptions", "kv_cache_critical", "kv_cache", "concurrency", "requests_failing", "requests_aborted"} <= set(exported)
     assert exported.count("ttft_p95") == 2  # the big target's own threshold, and the others'
-    assert {"under_delivering", "target_down", "sleeping", "not_serving", "queue_growing"} <= skipped
+    assert {"under_delivering", "ttft_slo_cannot_tell"} == skipped
+    assert {"target_down", "sleeping", "not_serving", "queue_growing"} <= set(exported)
+    # the own curve written in: under_delivering is exported, expected_at in PromQL (checked against it below)
+    with_curve = export(settings, Options(curve=((8.0, 85.0), (16.0, 126.0), (32.0, 145.0))))
+    assert "under_delivering" in set(alert_names(with_curve))
     # a sweet spot not configured is each target's own (sweep, learned): no number to export
     text = export(Settings(targets=settings.targets), Options())
     assert "#   concurrency: needs concurrency: not configured" in text and "concurrency" not in set(alert_names(text))
@@ -191,3 +197,27 @@ def test_a_rule_over_the_slo_attainment_is_left_out_saying_why():
     text = export(Settings(alerts=AlertsSettings(rules=(rule,))), Options())
     assert "#   ttft_slo: needs ttft_slo_attainment: the share within each target's SLO is interpolated" in text
     assert "ttft_slo" not in alert_names(text)
+
+
+def _running(c: float) -> str:
+    return f'r{{c="{c:g}"}}'
+
+
+def test_the_exported_curve_is_the_products_curve(tmp_path):
+    # app/alerts/promql.py curve_form in Prometheus' own evaluator against core/learner.py expected_at
+    from app.alerts.promql import curve_form
+    from core.learner import expected_at
+
+    curve = ((8.0, 85.0), (16.0, 126.0), (32.0, 145.0))
+    running = (2.0, 8.0, 12.0, 20.0, 40.0)
+    (tmp_path / "rules.yml").write_text("groups: []\n")
+    test = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": f'r{{instance="demo",c="{c:g}"}}', "values": f"{c:g}"} for c in running],
+        "promql_expr_test": [{"expr": f"abs({curve_form(curve, _running(c))} - {expected_at(curve, c)!r}) < bool 1e-9",
+                              "eval_time": "0m", "exp_samples": [{"labels": f'{{instance="demo",c="{c:g}"}}', "value": 1}]}
+                             for c in running],
+    }]}  # fmt: skip
+    (tmp_path / "test.yml").write_text(yaml.safe_dump(test))
+    done = subprocess.run([promtool(), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr

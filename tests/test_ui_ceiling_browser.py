@@ -72,7 +72,7 @@ PAGES = {
     "overview-bare": ("/?target=bare", 1, ["MBU · 5m", "unknown: set targets[].ceiling.weight_gb and tensor_parallel",
                                            "no NVML GPM (Hopper or newer) or DCGM DRAM_ACTIVE reading"],
                       ["steps/s: the report's ceiling"]),
-    # both roofs, the compute roof with prefill at the range's mix: the served model's shape (70B AWQ) on the
+    # both roofs, the compute roof with prefill at the 7 days' mix (app/traffic_mix.py): the served model's shape (70B AWQ) on the
     # V100s decodes on CUDA cores and prefills on tensor cores; the gap is against the attainable (issue 41)
     "operating-point": ("/operating_point?target=demo", 3, ["attainable: ", "of the attainable at", "compute roof: ",
                                                             "(datasheet: V100 SXM2, fp16_cuda_core (awq on sm70: decode on "

@@ -53,9 +53,10 @@ def test_one_verdict_per_target_and_minute_with_the_overrides_honoured(engine, d
     for at in (T0 + 120, T0 + 135, T0 + 150):  # three evaluations of one minute: one row each target
         evaluator.evaluate_once(at)
     rows = stored(engine)
-    # "t" breaks nothing, but has no sweet spot or curve of its own yet: it cannot tell, and the row says why
+    # "t" breaks nothing, but has no sweet spot or curve of its own yet: it cannot tell, and the row says why;
+    # each row is the minute's last evaluation's (judged with the minute's own scrapes)
     assert [(r["target"], r["ts"], r["state"], r["evaluated_at"]) for r in rows] == [
-        ("never", T0 + 120, NO_DATA, T0 + 120), ("t", T0 + 120, CANNOT_TELL, T0 + 120), ("u", T0 + 120, OUTSIDE, T0 + 120),
+        ("never", T0 + 120, NO_DATA, T0 + 150), ("t", T0 + 120, CANNOT_TELL, T0 + 150), ("u", T0 + 120, OUTSIDE, T0 + 150),
     ]  # fmt: skip
     # (its rounds carry tok/s and running alone: TTFT, preemptions and KV usage are not judged either)
     assert set(json.loads(rows[1]["not_judged"])) >= {"concurrency", "under_delivering", "preemptions", "kv_cache"}

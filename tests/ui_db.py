@@ -116,14 +116,17 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     A week of history backfilled by the demo's own path (app/backfill.py, one round per 30 s), then
     live rounds every 5 s, rolled up and with the raw retention applied as the collector does, and the
     alert states its evaluator stores (:func:`evaluate_alerts`); plus ``edge``, down for its last ten
-    minutes.
+    minutes. The demo's ceiling inputs are its model's shape, stored as the collector stores them when
+    the first page names the served model (app/collection.py ``_shape``).
     """
     from app.alerts.replay import judge_history
     from app.backfill import backfill
     from app.commands.run import BACKFILL_STEP_S, demo_target
+    from app.model_shapes import shaped
     from core.settings import Settings
     from db import epochs
     from db.rollup import apply_retention
+    from simulator.options import SimOptions
 
     url = f"sqlite:///{path}"
     engine = open_engine(url)
@@ -136,6 +139,9 @@ def demo(path: Path, now: float, days: float = 7.0) -> str:
     writer = Writer(engine)  # the live collector's: it reads the history's last round and states from the database
     writer.write_rounds(simulated_rounds("demo", now - LIVE_S + 5, now, 5.0, seed=1))
     writer.write_rounds(simulated_rounds("edge", now - 3600, now, 5.0, seed=2, down_after=now - 600))
+    filled, shape = shaped(target, SimOptions.model, "")
+    assert shape is not None, f"the table of known architectures has no row for {SimOptions.model}"
+    writer.register_target(filled, shape_source=shape.source)
     rollup(engine, now)
     judge_history(engine, Settings(db_url=url, targets=(target,)), target.name, now - days * 86400, now)  # as the fill does
     apply_retention(engine, now, Settings())

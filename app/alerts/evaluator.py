@@ -6,9 +6,10 @@ or renews the lease first, so a second collector on the same database evaluates 
 so in its log. The figures come from the query facade, read for every target at once (one window
 per distinct rule window and one short queue series, :meth:`Evaluator._read_all`), never one query
 per rule. States are loaded once and written in one transaction per evaluation, so a restart resumes exactly where the last
-evaluation left off (a pending timer keeps its start, a firing alert is not announced again). The
-first evaluation of each minute also stores every target's verdict of that minute (db/verdicts.py):
-the one judge the query views, the digest and the Overview's history read.
+evaluation left off (a pending timer keeps its start, a firing alert is not announced again). Each
+evaluation also stores every target's verdict of the current minute (db/verdicts.py):
+the one judge the query views, the digest and the Overview's history read. Each evaluation writes the
+minute's row again (an upsert), so the stored verdict is the minute's last evaluation's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from app.advice import has_reference_advice, like_reference, with_reference
-from app.alerts import lease, store
+from app.alerts import lease, store, sweep_hold
 from app.alerts.down_clock import DownSpell, down_spell
 from app.alerts.lifecycle import advance, new_state, transition
 from app.alerts.model import ERROR, FIRING, INACTIVE, PENDING, RESOLVED, AlertState, Transition
@@ -37,7 +38,7 @@ from core.settings import Settings, effective_sweetspot, stale_after
 from core.text import named
 from db import delivery, learned, verdicts
 from db.queries import Reader, points_from_columns
-from db.results import SeriesPoint, WindowFigures
+from db.results import SeriesPoint, SweepSpan, WindowFigures
 from db.thresholds import thresholds_of
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,11 @@ class Evaluator:
         self.derived: dict[str, Derived] = {}  # target → the last evaluation's figures (replaced whole)
         self.last_duration_s: float | None = None  # of the last evaluate_once run by :meth:`run`
         self._names: dict[str, dict[str, Any]] = {}
-        self._minute: int | None = None  # the last minute whose verdicts were stored
+        self._longest: dict[str, Names] = {}  # target → its names over its longest rule window (outage or blip)
         self._spots: dict[str, tuple[int, SweetSpot]] = {}  # target → (when resolved, its sweet spot and curve)
         self.names: dict[str, str] = {}  # setting → the flag the user gave it as (core.text.named)
         self._delivery = (delivery_line(settings.alerts.email, settings.alerts), delivery_channels(settings.alerts))
+        self._urls = {t.name: t.vllm_url for t in settings.targets}  # a sweep stored without a target names its URL
 
     # -- the scheduled job ----------------------------------------------------------------------------
     def run(self, take: bool = True) -> str:
@@ -142,10 +144,14 @@ class Evaluator:
         states: list[AlertState] = []
         transitions: list[Transition] = []
         batch = self._read_all(at)
+        spans = self._sweeps(at)
         derived = {}
         like: dict[str, bool] = {}  # target → its GPUs are like the reference's (read once, when needed)
         for target, rules in self.rules.items():
             outcomes = self._outcomes(target, rules, at, batch)
+            span = sweep_hold.sweep_of(spans, target, self._urls.get(target))
+            outcomes = {key: (sweep_hold.held(out, span), text) if span and sweep_hold.holds(self._rule(target, key[0]), span, at)
+                        else (out, text) for key, (out, text) in outcomes.items()}  # fmt: skip
             for (name, model), (out, text) in outcomes.items():
                 rule = next(r for r in rules if r.name == name)
                 prev = stored.get((name, target, model)) or new_state(rule, target, model, at)
@@ -166,10 +172,28 @@ class Evaluator:
             store.save(conn, states, stored, transitions)
             # where this process sends: status and the UI, run with other settings, show this row
             delivery.write(conn, self.holder, at, self._delivery[0], self._delivery[1])
-            if minute != self._minute:  # the minute's verdict: its first evaluation's
-                verdicts.write(conn, judged)
-        self.derived, self._minute = derived, minute
+            # the minute's verdict: its last evaluation's (an upsert each time), judged with the minute's
+            # own data. The first evaluation's judged the window ending as the minute began: a restart's
+            # one refused scrape at :00 made a healthy minute no data, and each fault's first minute read
+            # fine (docs/scenarios.md, verdicts)
+            verdicts.write(conn, judged)
+        self.derived = derived
         return transitions
+
+    def _rule(self, target: str, name: str) -> Rule:
+        return next(r for r in self.rules[target] if r.name == name)
+
+    def _sweeps(self, at: int) -> list[SweepSpan]:
+        """The stored sweeps loading any target now, or within the longest rule window before now
+        (app/alerts/sweep_hold.py); none when they cannot be read (the rules judge as always)."""
+        if not any(r.load for rules in self.rules.values() for r in rules):
+            return []
+        longest = max(r.window_s for rules in self.rules.values() for r in rules)
+        try:
+            return self.reader.sweeps_loading(at, longest)
+        except Exception as exc:  # noqa: BLE001 - no sweep read is no hold: every rule judges
+            log.warning("alert evaluator: cannot read the sweeps in progress: %s", exc)
+            return []
 
     def _spell(self, target: str, at: int) -> DownSpell | None:
         """The target's spell of failed scrapes: the clock of the rule that watches the data
@@ -200,12 +224,15 @@ class Evaluator:
         whole = {name: out for (name, m), (out, _) in outcomes.items() if not m}
         rules = self.rules[target]
         # the one aggregation the banner and status use (app/verdict.py), over the shortest rule window's names
-        verdict, unjudged = judgement(rules, whole, Names(names, min((r.window_s for r in rules), default=None)))
+        verdict, unjudged = judgement(rules, whole, Names(names, min((r.window_s for r in rules), default=None)),
+                                      self._longest.get(target))
+        # a rule held by a sweep reads clear for the state, and the minute says why it was not judged
+        held_by_sweep = {name: out.summary for name, out in whole.items() if out.summary.startswith(sweep_hold.HELD + ":")}
         firing: dict[str, int] = {}
         for s in states:
             if s.target == target and s.state == FIRING:
                 firing[s.severity] = firing.get(s.severity, 0) + 1
-        return Derived(names, verdict, firing, held, {u.rule: u.reason for u in unjudged})
+        return Derived(names, verdict, firing, held, {**{u.rule: u.reason for u in unjudged}, **held_by_sweep})
 
     def _take_up_discovered(self) -> None:
         """Targets a ``[[prometheus]]`` source found are judged by the same rules (the global
@@ -265,10 +292,12 @@ class Evaluator:
         except Exception as exc:  # one unreadable target costs its own rules, never the others
             log.warning("alert evaluator: cannot read %s: %s", target, exc)
             self._names.pop(target, None)  # its figures are not known now: /metrics shows none, and no data
+            self._longest.pop(target, None)
             return {(r.name, ""): (Outcome(ERROR, summary=f"cannot read the figures: {exc}"), "") for r in rules}
         spot = self.sweet_spot(target, at)
         names = {key: Names(window_names(f, sweetspot, recent, spot), f.window_s) for key, f in windows.items()}
         self._names[target] = names[(min(w for w, _ in names), "")].names
+        self._longest[target] = names[(max(w for w, _ in names), "")]
         return {
             (r.name, m): (outcome(r, names[(r.window_s, m)]), recommendation(r, names[(r.window_s, m)]))
             for r in rules

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.formatting import clock, mbu_source_text
 from app.sweet_spot import NO_SWEET_SPOT
 from core.durations import format_duration
-from core.histogram_slo import QuantileJudgement, judge_shares
+from core.histogram_slo import CANNOT_TELL, QuantileJudgement, judge_shares
 from core.settings import SweetSpotSettings
 from db import mbu_figures
 from db.figures import rule_names
@@ -42,6 +42,9 @@ DERIVED: dict[str, str] = {
     "mbu_missing": "why there is no mbu: each source and what it lacks (text; empty when there is one)",
     "ttft_slo_judgement": "the clients' TTFT P95 against ttft_p95_slo_s as the histogram's bucket bounds prove it: "
     "within, outside or cannot tell; empty without a share (text; core/histogram_slo.py)",
+    "ttft_cannot_tell": "1 when the engine's own TTFT P95 of at least 60 requests cannot be judged against the SLO "
+    "(its bucket holds the SLO), else 0 (within, outside, fewer requests, or nothing to judge)",
+    "engine_ttft_slo_judgement_text": "the engine's own TTFT P95 against the SLO, with its bucket where it cannot tell (text)",
     "ttft_slo_judgement_text": "the judgement with its figures, the bucket where it cannot tell: "
     "cannot tell against 3 s: P95 in (2.5, 5] s (…) (text)",
     "expected_tokens_per_s": "output tok/s the target's own curve (its sweep, else learned, else the demo's "
@@ -117,10 +120,32 @@ def ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
     return judge_shares(lower_share, upper_share, (lower_le, upper_le), f.ttft_slo_s, requests)
 
 
-def _ttft_judgement(f: WindowFigures) -> dict[str, str]:
+def _ttft_judgement(f: WindowFigures) -> dict[str, str | float]:
     judged = ttft_judgement(f)
+    engine = engine_ttft_judgement(f)
     return {"ttft_slo_judgement": "" if judged is None else judged.state,
-            "ttft_slo_judgement_text": "" if judged is None else judged.text}
+            "ttft_slo_judgement_text": "" if judged is None else judged.text,
+            "ttft_cannot_tell": float(engine is not None and engine.state == CANNOT_TELL and engine.requests >= MIN_P95_REQUESTS),
+            "engine_ttft_slo_judgement_text": "" if engine is None else engine.text}
+
+
+# ttft_cannot_tell needs a P95 of at least this many requests (three above it): the healthy weeks' nights
+# put 7-24 requests' P95 in (2.5, 5] s for hours, a long prompt or two (docs/scenarios.md); the
+# prefix-caching fault ~100
+MIN_P95_REQUESTS = 60
+
+
+def engine_ttft_judgement(f: WindowFigures) -> QuantileJudgement | None:
+    """The engine's own TTFT P95 against the SLO itself from its buckets: what a bucket bound at the
+    SLO would settle. The clients' judgement behind a gateway shifts the threshold by the wait (SLO −
+    the mean wait), into whichever bucket that lands in, which no bound at the SLO fixes."""
+    if f.ttft_slo_attainment is None or f.ttft_slo_s is None:
+        return None
+    requests = ((f.requests_started_per_s if f.requests_started_per_s is not None else f.requests_per_s) or 0.0) * f.window_s
+    if f.ttft_slo_bounds is None:
+        return judge_shares(f.ttft_slo_attainment, f.ttft_slo_attainment, (f.ttft_slo_s, f.ttft_slo_s), f.ttft_slo_s, requests)
+    lower_le, lower_share, upper_le, upper_share = f.ttft_slo_bounds
+    return judge_shares(lower_share, upper_share, (lower_le, upper_le), f.ttft_slo_s, requests)
 
 
 def _buckets(f: WindowFigures) -> dict[str, tuple[float, float]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
@@ -42,11 +43,10 @@ EXPOSURE_GUARDS = frozenset({"errors_exposed", "aborts_exposed"})
 _SPECS = {s.key: s for s in CATALOGUE}
 # the client-seen figures judge the engine's in Prometheus: the gateway's queue is not among the
 # engine's series, so the exported rule leaves the gateway wait out (docs/alerts.md)
-ENGINE_SIDE = {"client_ttft_p95_s": "ttft_p95_s"}
+ENGINE_SIDE = {"client_ttft_p95_s": "ttft_p95_s", "queued": "waiting_max"}
 # Rule names that are not figures of the table (app/alerts/names.py DERIVED), and record figures
 # whose reason says more than their kind does: why PromQL over the engine's series cannot give them.
 WHY_NOT = {
-    "queued": "the gateway's queue is not among the engine's series",
     "queue_depth_max": "the gateway's queue is not among the engine's series",
     "queue_growing": "queue growth is judged on Sweetspot's own series of the gateway queue",
     "queue_before": "queue growth is judged on Sweetspot's own series of the gateway queue",
@@ -60,12 +60,14 @@ WHY_NOT = {
     "kv_resident_tokens_avg": "the KV tokens resident multiply kv_cache_usage_perc by cache_config_info per engine in Sweetspot",
     "engines_max": "the engines are counted by Sweetspot from the engine labels",
     "engine_bw_gbps": "GPU bandwidth is per GPU and per engine in Sweetspot; export it from its /metrics instead",
-    "asleep": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
     "sleep_state": "the engine's sleep state is a label of vllm:engine_sleep_state, read by Sweetspot",
-    "no_data": "no data is Sweetspot's judgement of its own scrapes (alert on up == 0 in Prometheus)",
     "up": "use Prometheus' own up series",
-    "curve_share": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series",
-    "expected_tokens_per_s": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series",
+    "curve_share": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series: "
+    "export with its points written in (Options.curve, rules export --curve)",
+    "expected_tokens_per_s": "the target's own curve (its sweep or the learned fit) is Sweetspot's, not a series: "
+    "export with its points written in (Options.curve, rules export --curve)",
+    "ttft_cannot_tell": "the TTFT SLO judgement reads the shares at the engine's bucket bounds either side of each "
+    "target's SLO, found by Sweetspot in the stored bucket layout",
     # a recording rule per figure and window knows no target's SLO; vLLM's Grafana tile divides the
     # bucket at the SLO by the count, which holds only where the SLO is a bucket bound
     "ttft_slo_attainment": "the share within each target's SLO is interpolated between bucket bounds by Sweetspot "
@@ -87,6 +89,10 @@ class Unsupported(Exception):
 class Options:
     names: str = "colon"  # "colon": vllm:x as vLLM exposes it; "underscore": vllm_x (an OpenMetrics-escaping scrape)
     target_label: str = "instance"
+    # the own curve under_delivering judges by, (concurrency, output tok/s) points written in as numbers
+    # (as sweetspot.concurrency is): Sweetspot resolves it from the target's sweep or traffic; () leaves it out
+    curve: tuple[tuple[float, float], ...] = ()
+    gateway_queue: str = "sweetspot_gateway_queue_depth"  # the gateway's queue gauge (queue_growing), "" for none
 
 
 def metric_name(name: str, options: Options) -> str:
@@ -168,9 +174,15 @@ class _Translator:
     """A rule expression as PromQL: figures → their recording rules (with the target matchers),
     thresholds → the target's numbers, arithmetic and comparisons as they are."""
 
-    def __init__(self, window_s: float, thresholds: SweetSpotSettings, matchers: str) -> None:
+    def __init__(self, window_s: float, thresholds: SweetSpotSettings, matchers: str, options: Options | None = None) -> None:
         self.window_s, self.thresholds, self.matchers = window_s, asdict(thresholds), matchers
+        self.options = options or Options()
         self.figures: set[str] = set()
+
+    @staticmethod
+    def _needs(name: str) -> set[str]:
+        """The recording rules a derived form reads (the curve's: running and tokens)."""
+        return {"running_avg", "tokens_per_s"} if name in ("curve_share", "expected_tokens_per_s") else set()
 
     def __call__(self, text: str) -> str:
         return self.node(ast.parse(text, mode="eval").body)
@@ -184,6 +196,8 @@ class _Translator:
             return f"({self.node(n.left)} {_ARITH[type(n.op)]} {self.node(n.right)})"
         if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _OPS:
             return f"{self.node(n.left)} {_OPS[type(n.ops[0])]} {self.node(n.comparators[0])}"
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return self.node(_negated(n.operand))
         if isinstance(n, ast.BoolOp):
             parts = [self.node(v) for v in n.values if not (isinstance(v, ast.Name) and v.id in EXPOSURE_GUARDS)]
             word = " and " if isinstance(n.op, ast.And) else " or "
@@ -193,10 +207,68 @@ class _Translator:
     def name(self, name: str) -> str:
         if name in self.thresholds:
             return f"{float(self.thresholds[name]):g}"
+        form = derived_form(name, self.window_s, self.options, self.matchers)
+        if form is not None:
+            self.figures |= self._needs(name)
+            return form
         name = ENGINE_SIDE.get(name, name)
         figure_expr(name, self.window_s, Options())  # raises Unsupported for a name without a series
         self.figures.add(name)
         return record_name(name, self.window_s) + self.matchers
+
+
+_NEGATED = {ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+
+def _negated(n: ast.expr) -> ast.expr:
+    """``not n`` without ``not`` (PromQL has none): comparisons flipped, and/or swapped (De Morgan)."""
+    if isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _NEGATED:
+        return ast.Compare(n.left, [_NEGATED[type(n.ops[0])]()], n.comparators)
+    if isinstance(n, ast.BoolOp):
+        return ast.BoolOp(ast.Or() if isinstance(n.op, ast.And) else ast.And(), [_negated(v) for v in n.values])
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+        return n.operand
+    raise Unsupported(f"'not {ast.unparse(n)}' has no PromQL form here")
+
+
+def derived_form(name: str, window_s: float, options: Options, matchers: str) -> str | None:
+    """The PromQL of a derived name (app/alerts/names.py DERIVED) over the engine's series, ``up`` and
+    the gateway's queue, or None where it has none here (a figure, a threshold, or :data:`WHY_NOT`)."""
+    by, window = options.target_label, format_duration(window_s)
+    running = _over("last_over_time", _SPECS["requests_running"], options, "1h")
+    if name == "no_data":  # the last scrape failed, on a target that exposed vLLM's series within the hour
+        return f"((max by ({by}) (up{matchers}) == bool 0) and on ({by}) group by ({by}) ({running}))"
+    if name == "asleep":  # 0 where the engine exposes no sleep state (older vLLM): awake
+        asleep = f'max_over_time({metric_name("vllm:engine_sleep_state", options)}{{sleep_state=~"weights_offloaded|discard_all"}}[{window}])'
+        return f"(max by ({by}) ({asleep}) or on ({by}) (0 * max by ({by}) (up{matchers})))"
+    if name in ("queue_growing", "queue_before", "queue_now"):
+        return _queue_form(name, options, matchers)
+    if name in ("curve_share", "expected_tokens_per_s") and options.curve:
+        expected = curve_form(options.curve, record_name("running_avg", window_s) + matchers)
+        return expected if name == "expected_tokens_per_s" else f"({record_name('tokens_per_s', window_s)}{matchers} / {expected})"
+    return None
+
+
+def _queue_form(name: str, options: Options, matchers: str) -> str | None:
+    """The gateway queue over ``queue_growth_s`` (3m by default): growing (never drained, a positive
+    slope), its depth then and now, as app/alerts/names.py ``queue_growth`` judges it."""
+    if not options.gateway_queue:
+        return None
+    q, by, span = f"{options.gateway_queue}{matchers}", options.target_label, format_duration(SweetSpotSettings().queue_growth_s)
+    return {"queue_now": f"max by ({by}) ({q})", "queue_before": f"max by ({by}) ({q} offset {span})",
+            "queue_growing": f"(min by ({by}) (min_over_time({q}[{span}])) > 0 and max by ({by}) (deriv({q}[{span}])) > 0)"}[name]  # fmt: skip
+
+
+def curve_form(curve: Sequence[tuple[float, float]], running: str) -> str:
+    """app/sweet_spot.py's ``expected_at`` in PromQL over ``running``: through the origin to the first
+    point, linear in ln(concurrency) between points, flat past the last (each segment's share by clamp)."""
+    points = sorted(curve)
+    c0, t0 = points[0]
+    parts = [f"clamp_max({running}, {c0:g}) * {t0 / c0:.12g}"]
+    for (a, ta), (b, tb) in zip(points, points[1:], strict=False):
+        span = math.log(b / a)
+        parts.append(f"clamp(ln(clamp_min({running}, {a:g})) - {math.log(a):.12g}, 0, {span:.12g}) * {(tb - ta) / span:.12g}")
+    return "(" + " + ".join(parts) + ")"
 
 
 def _guard(rule: Rule) -> str:
@@ -215,12 +287,12 @@ class Alerting:
     thresholds: SweetSpotSettings
 
 
-def _alerting(rule: Rule, thresholds: SweetSpotSettings, matchers: str) -> tuple[str, set[str]]:
+def _alerting(rule: Rule, thresholds: SweetSpotSettings, matchers: str, options: Options | None = None) -> tuple[str, set[str]]:
     unknown = [k for k in sorted(names_in(rule) & set(THRESHOLDS)) if getattr(thresholds, k) is None]
     if unknown:  # the sweet spot unless configured: Sweetspot's own (its sweep, learned), not a number here
         raise Unsupported(f"needs {unknown[0]}: not configured (each target's own comes from its sweep or its "
                           "traffic, in Sweetspot); set sweetspot.concurrency or targets[].sweet_spot to export it")
-    tr = _Translator(rule.window_s, thresholds, matchers)
+    tr = _Translator(rule.window_s, thresholds, matchers, options)
     expr = f"{tr(rule.expr)} {rule.op} {tr(rule.threshold)}"
     guard = _guard(rule)
     if guard:
@@ -284,7 +356,7 @@ def export(settings: Settings, options: Options) -> str:
     left_out: dict[str, str] = {}
     for rule, targets, thresholds, exclude in entries(settings):
         try:
-            expr, figures = _alerting(rule, thresholds, _matchers(options.target_label, targets, exclude))
+            expr, figures = _alerting(rule, thresholds, _matchers(options.target_label, targets, exclude), options)
         except Unsupported as exc:
             left_out.setdefault(rule.name, f"#   {visible(rule.name)}: {visible(exc, 500)}")
             continue
@@ -311,6 +383,8 @@ def _text(template: str, rule: Rule, thresholds: SweetSpotSettings) -> str:
     fields["queue_growth"] = format_duration(thresholds.queue_growth_s)
     fields["min_mbu_pct"] = f"{thresholds.min_mbu * 100:g}"
     fields.update(limit_words(None))
+    # the label's text fields that are Sweetspot's judgement, in the words of the exported expression
+    fields.update(no_data_reason="the last scrape failed (up == 0)", sleep_state="weights offloaded or discarded")
     return fill(template, fields)
 
 
@@ -334,6 +408,8 @@ def _alert_item(rule: Rule, expr: str, thresholds: SweetSpotSettings, targets: t
     limit = asdict(thresholds).get(rule.threshold, rule.threshold)
     summary = f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit * rule.scale:g}{rule.unit and ' ' + rule.unit}" if not isinstance(limit, str) \
         else f"{_text(rule.label or rule.name, rule, thresholds)} {rule.op} {limit}"
+    if not rule.show_values:  # the label says it all ("no data over 5m: the last scrape failed")
+        summary = _text(rule.label or rule.name, rule, thresholds)
     annotations = {"summary": summary, "recommendation": _text(rule.recommendation, rule, thresholds)}
     item: dict[str, object] = {"alert": rule.name, "expr": expr}
     if rule.for_s:

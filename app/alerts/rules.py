@@ -23,6 +23,7 @@ from simpleeval import EvalWithCompoundTypes, NameNotDefined
 
 from app.alerts.model import CRITICAL, ERROR, NO_DATA, SEVERITIES, WARNING
 from app.formatting import bucket, compared, number
+from app.panel_names import PANEL_NAMES
 from core.durations import format_duration
 from core.histogram_slo import CANNOT_TELL as CANNOT_TELL_STATE
 from core.limits import MAX_FORMAT_WIDTH, expression_problem
@@ -42,8 +43,6 @@ OP_TEXT = {">=": "≥", "<=": "≤", "!=": "≠"}
 FUNCTIONS: dict[str, Callable[..., Any]] = {"max": max, "min": min, "abs": abs}
 
 DEFAULT_SOURCE, FILE_SOURCE, TARGET_SOURCE = "default", "file", "target override"
-# The dashboard panels a rule may declare for its e-mail's chart (app/notify/images.py draws each).
-PANELS = ("ttft", "preemptions", "kv_cache", "concurrency", "throughput", "mbu")
 
 
 @dataclass(frozen=True)
@@ -79,12 +78,19 @@ class Rule:
     # lacks): the rule is then not evaluated, whatever ``when`` says, and says why ("" = no data for expr)
     no_value: str = ""
     source: str = DEFAULT_SOURCE
-    panel: str = ""  # the dashboard panel an alert e-mail shows (one of PANELS; "": no chart)
+    panel: str = ""  # the dashboard panel an alert e-mail shows (one of app/panel_names.py; "": no chart)
     title: str = ""  # its short name in e-mail subjects and lists ("": the name, underscores as spaces)
     # a name holding the bucket bounds' judgement of ``expr`` against its threshold (within / outside /
     # cannot tell: app/alerts/names.py), and ``{proof}_text`` its words: "cannot tell" is the outcome
     # CANNOT_TELL, never HOLDS or CLEAR from a value interpolated inside the bucket ("": no proof read)
     proof: str = ""
+    # a load rule: what a load sweep does on purpose (past the knee, TTFT up, the KV cache full). It is
+    # held (judged clear, saying why) while a stored sweep loads its target (app/alerts/sweep_hold.py)
+    load: bool = False
+    # the clause of the contract this rule alerts about without judging it (an alert about the
+    # judgement itself: its TTFT SLO has been "cannot tell" for long): it never makes a minute outside
+    # or unjudged (app/verdict.py), and its firing counts for that clause (app/scenarios/score.py)
+    watches: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "failed CUDA graph capture (--enforce-eager only as a stopgap, it costs throughput) and restart it.",
     ),
     Rule(
-        "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0,
+        "ttft_p95", "client_ttft_p95_s", ">", "ttft_p95_slo_s", CRITICAL, for_s=120.0, keep_firing_for_s=60.0, load=True,
         panel="ttft", title="TTFT P95",
         label="TTFT P95 over {window}", unit="s", detail="{ttft_p95_note}{ttft_wait_note}", proof="ttft_slo_judgement",
         recommendation="Lower {limit} toward the sweet spot ({concurrency}) so extra requests wait {wait_where}; "
@@ -130,28 +136,40 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "not delay short requests' first token.",
     ),
     Rule(
-        "preemptions", "preemptions", ">", "0", CRITICAL,
+        # "cannot tell" alone never fires ttft_p95 (the buckets prove nothing): with prefix caching off
+        # the P95 sat in vLLM's (2.5, 5] s for the whole fault and nothing said so (docs/scenarios.md).
+        # `for` 5 m: the TTFT window's own length of a P95 no bound can place against the SLO
+        "ttft_slo_cannot_tell", "ttft_cannot_tell", ">", "0", WARNING, for_s=300.0, load=True, watches="ttft_p95",
+        panel="ttft", title="TTFT SLO cannot tell", show_values=False,
+        label="TTFT P95 SLO not judged over {window}: the engine's {engine_ttft_slo_judgement_text}",
+        recommendation="The engine's TTFT histogram has no bucket bound at the SLO ({ttft_p95_slo_s} s), and its P95 "
+        "lies in the bucket that holds it: no figure can say whether 95 % of first tokens came within the SLO. Put a "
+        "bucket bound at the SLO: set sweetspot.ttft_p95_slo_s (or the target's) to one of the bucket's bounds, or "
+        "judge by a gateway whose wait histogram has a bound there; meanwhile the P95 lies between the bucket's bounds.",
+    ),
+    Rule(
+        "preemptions", "preemptions", ">", "0", CRITICAL, load=True,
         panel="preemptions", title="preemptions",
         label="preemptions over {window}",
         recommendation="The KV cache is exhausted: lower --max-num-seqs and --max-model-len{or_gateway_limit}. "
         + _GPU_MEMORY_CAUTION,
     ),
     Rule(
-        "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL,
+        "kv_cache_critical", "kv_cache_usage_max", ">=", "kv_critical", CRITICAL, load=True,
         panel="kv_cache", title="KV cache critical",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0, detail="preemption imminent",
         recommendation="Preemption is imminent: lower --max-num-seqs or --max-model-len{or_gateway_limit}, now. "
         + _GPU_MEMORY_CAUTION,
     ),
     Rule(
-        "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0,
+        "kv_cache", "kv_cache_usage_max", ">=", "kv_warning", WARNING, for_s=60.0, load=True,
         panel="kv_cache", title="KV cache",
         label="KV-cache usage (max over {window})", unit="%", scale=100.0,
         recommendation="Close to preemption: lower --max-num-seqs or --max-model-len{or_gateway_limit}, "
         "before preemptions start. " + _GPU_MEMORY_CAUTION,
     ),
     Rule(
-        "concurrency", "running_avg", ">", "concurrency", WARNING, for_s=300.0,
+        "concurrency", "running_avg", ">", "concurrency", WARNING, for_s=300.0, load=True,
         panel="concurrency", title="concurrency",
         label="running requests (avg over {window})", unit="requests", detail="sweet-spot concurrency, {sweet_spot_source}",
         no_value="{sweet_spot_missing}",
@@ -159,7 +177,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "throughput barely grows while latency doubles.",
     ),
     Rule(
-        "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing",
+        "queue_growing", "queue_now", ">", "queue_before", WARNING, when="queue_growing", load=True,
         panel="concurrency", title="gateway queue growing",
         label="gateway queue growing for {queue_growth}", unit="requests",
         detail="{queue_growth} ago; demand exceeds the sweet-spot capacity",
@@ -167,10 +185,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "concurrency limit past the sweet spot only moves the wait into vLLM.",
     ),
     Rule(
-        # `for` 5 m (was 10 m): a GPU slowed 30 % fired after 12.5 min, past the 10-minute goal (docs/scenarios.md)
-        "under_delivering", "curve_share", "<", "0.8", WARNING, window_s=180.0, for_s=300.0,
+        # `for` 5 m (was 10 m): a GPU slowed 30 % fired after 12.5 min, past the 10-minute goal. 85 % (was
+        # 80 %): a GPU 25 % slower reads 73-84 % of the curve (3-minute windows' noise), a healthy engine
+        # 96-112 %, so the threshold sits between the two (docs/scenarios.md). From 2 running (was 1): a
+        # night's one stream (1.2 clients) read 84 % of the curve for 5 minutes in the healthy weeks
+        "under_delivering", "curve_share", "<", "0.85", WARNING, window_s=180.0, for_s=300.0,
         panel="throughput", title="under-delivering",
-        when=f"running_avg >= 1 and asleep == 0 and {_SERVING}",
+        when=f"running_avg >= 2 and asleep == 0 and {_SERVING}",
         label="output tok/s against its own {curve_source} curve at {running_avg} running (over {window})",
         unit="%", scale=100.0, detail="{tokens_per_s} tok/s where the curve gives {expected_tokens_per_s}",
         no_value="{curve_missing}",
@@ -498,8 +519,8 @@ def check_rules(settings: Settings, known_names: frozenset[str]) -> None:
             raise ConfigError(f"{key}.op: {entry.op!r} is not one of {', '.join(OPS)}")
         if entry.severity and entry.severity not in SEVERITIES:
             raise ConfigError(f"{key}.severity: {entry.severity!r} is not one of {', '.join(SEVERITIES)}")
-        if entry.panel and entry.panel not in PANELS:
-            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANELS)}")
+        if entry.panel and entry.panel not in PANEL_NAMES:
+            raise ConfigError(f"{key}.panel: {entry.panel!r} is not one of {', '.join(PANEL_NAMES)}")
         for name in ("expr", "threshold", "when"):
             _check_expression(getattr(entry, name), f"{key}.{name}", known_names)
         for name in TEMPLATE_FIELDS:

@@ -22,7 +22,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="metric names as Prometheus stores them: vllm:x (colon, default) or vllm_x (underscore)")
     export.add_argument("--target-label", default="instance", metavar="LABEL",
                         help="the label whose every value is one target (default: instance)")
+    export.add_argument("--curve", metavar="C:TOK,...",
+                        help="the own curve under_delivering judges by, as concurrency:output-tok/s points "
+                        "(e.g. 8:85,16:126,32:145, a sweep's levels); without it the rule is left out")
+    export.add_argument("--gateway-queue", default="sweetspot_gateway_queue_depth", metavar="METRIC",
+                        help="the gateway's queue-depth gauge for queue_growing (default: Sweetspot's gateway's); "
+                        "'' leaves the rule out")
     export.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+
+
+def parse_curve(text: str | None) -> tuple[tuple[float, float], ...]:
+    """``8:85,16:126`` → ((8.0, 85.0), (16.0, 126.0)); raises UsageError naming the bad point."""
+    points = []
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        try:
+            c, t = (float(x) for x in part.split(":"))
+        except ValueError:
+            raise UsageError(f"--curve: {part.strip()!r} is not concurrency:tok/s", "e.g. --curve 8:85,16:126,32:145") from None
+        if not (c > 0 and t >= 0):
+            raise UsageError(f"--curve: {part.strip()!r} needs a concurrency > 0 and tok/s ≥ 0", "e.g. --curve 8:85,16:126,32:145")
+        points.append((c, t))
+    return tuple(sorted(points))
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
@@ -30,7 +52,8 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
 
     if not args.target_label.isidentifier():
         raise UsageError(f"--target-label {args.target_label!r} is not a Prometheus label name", "e.g. --target-label instance")
-    text = export(settings, Options(names=args.names, target_label=args.target_label))
+    text = export(settings, Options(names=args.names, target_label=args.target_label, curve=parse_curve(args.curve),
+                                    gateway_queue=args.gateway_queue))
     if args.output:
         Path(args.output).write_text(text)
         print(f"wrote {args.output}: check it with promtool check rules {args.output}", file=sys.stderr)

@@ -27,6 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="product: the evaluator itself (default); exported: `rules export` through promtool; "
                         "vllm_example, plain_ttft_p95: copied rules through promtool")
     parser.add_argument("--json", action="store_true", help="print one JSON object per scenario and the total")
+    parser.add_argument("--disagreements", action="store_true",
+                        help="after each scenario, every minute whose stored verdict disagrees with the truth, and why")
 
 
 def execute(args: argparse.Namespace, settings: Settings) -> int:
@@ -41,23 +43,26 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
             truth = ", ".join(f"{a / 60:g}–{b / 60:g} min" for a, b in sc.truth) or "none (healthy)"
             print(f"{sc.name:28} {sc.kind:7} out of the sweet spot: {truth}; clause: {' / '.join(sc.clauses) or '—'}; {sc.summary}")
         return 0
-    return _score(chosen, args.rules, args.json)
+    return _score(chosen, args.rules, args.json, args.disagreements)
 
 
-def _score(chosen: list, rules: str, as_json: bool) -> int:
+def _score(chosen: list, rules: str, as_json: bool, disagreeing: bool = False) -> int:
     from app.scenarios import scorecard
-    from app.scenarios.score import score, total
+    from app.scenarios.score import disagreements, score, total
 
     runner = _runner(rules)
     scores = []
     with tempfile.TemporaryDirectory(prefix="sweetspot-scenarios-") as tmp:
         for sc in chosen:
-            s = score(runner(sc, Path(tmp)))
+            ran = runner(sc, Path(tmp))
+            s = score(ran)
             scores.append(s)
             if as_json:
                 print(json.dumps(dataclasses.asdict(s)), flush=True)
             else:
                 print(scorecard.row(s, rules == "product"), flush=True)
+            if disagreeing:
+                print("\n".join(disagreements(ran)), flush=True)
     t = total(scores)
     if as_json:
         print(json.dumps({"total": dataclasses.asdict(t)}))
@@ -76,12 +81,12 @@ def _runner(rules: str):  # noqa: ANN202 - (scenario, workdir) -> Run
 
 
 def exported_rules() -> str:
-    """``rules export`` of the scenarios' settings, the sweet spot as the product resolves it for
-    the demo (the reference's 16) written in, since an export needs a configured number."""
+    """``rules export`` of the scenarios' settings, the sweet spot and the own curve as the product
+    resolves them for the demo (the reference's 16 and its curve) written in, since an export needs numbers."""
     from app.alerts.promql import Options, export
     from app.scenarios.runner import scenario_target
-    from app.sweet_spot import REFERENCE_KNEE
+    from app.sweet_spot import REFERENCE_KNEE, reference_spot
 
     base = Settings(targets=(scenario_target(),))
     sweetspot = dataclasses.replace(base.sweetspot, concurrency=REFERENCE_KNEE)
-    return export(dataclasses.replace(base, sweetspot=sweetspot), Options())
+    return export(dataclasses.replace(base, sweetspot=sweetspot), Options(curve=reference_spot().curve))

@@ -199,16 +199,27 @@ def execute(args: argparse.Namespace, settings: Settings) -> int:
     if sized:
         print(sized_note(sized, context), file=sys.stderr)
     started_at = time.time()
+    # stored at its start with the planned end of its load (every level, each with a drain of up to
+    # --request-timeout): the alert evaluator holds the load rules of its target meanwhile
+    planned = SweepRun(started_at, config.base_url, config.model, mix_label(config.mix), slo, (), {}, target=target,
+                       ends_at=started_at + len(config.concurrencies) * (config.level_s + config.request_timeout_s))
+    run_id = None if args.no_store else _store(planned, settings.db_url)
     engine: list[EngineLevel] = []
-    levels = _measure(config, engine)
-    run = dataclasses.replace(_make_run(started_at, config, slo, levels, engine), target=target)
+    try:
+        levels = _measure(config, engine)
+    except BaseException:
+        if run_id is not None:  # interrupted or failed: nothing of it is stored, and the hold ends now
+            _drop(run_id, settings.db_url)
+        raise
+    run = dataclasses.replace(_make_run(started_at, config, slo, levels, engine), target=target, ends_at=time.time())
     run.recommendation.update(_fit_json(context, sized))
     _print_result(run, engine, has_gateway(settings, target))
     if args.json:
         Path(args.json).write_text(json.dumps(to_json(run), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
-    if not args.no_store:
-        print(f"stored as sweep run {_store(run, settings.db_url)} in {masked(settings.db_url)}", file=sys.stderr)
+    if run_id is not None:
+        _finish(run_id, run, settings.db_url)
+        print(f"stored as sweep run {run_id} in {masked(settings.db_url)}", file=sys.stderr)
     return 0
 
 
@@ -270,5 +281,29 @@ def _store(run: SweepRun, db_url: str) -> int:
     engine = open_engine(db_url)
     try:
         return store_sweep(engine, run)
+    finally:
+        engine.dispose()
+
+
+def _finish(run_id: int, run: SweepRun, db_url: str) -> None:
+    from db.engine import open_engine
+    from db.sweeps import finish_sweep
+
+    engine = open_engine(db_url)
+    try:
+        finish_sweep(engine, run_id, run)
+    finally:
+        engine.dispose()
+
+
+def _drop(run_id: int, db_url: str) -> None:
+    from db.engine import open_engine
+    from db.sweeps import drop_sweep
+
+    engine = open_engine(db_url)
+    try:
+        drop_sweep(engine, run_id)
+    except Exception as exc:  # noqa: BLE001 - the interruption is what the user must see; the hold ends at its planned end
+        print(f"could not drop the interrupted sweep run {run_id}: {exc}", file=sys.stderr)
     finally:
         engine.dispose()

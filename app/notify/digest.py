@@ -16,7 +16,7 @@ import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, select
 
@@ -40,6 +40,9 @@ from core.settings import Settings, effective_sweetspot
 from core.text import visible
 from db import schema
 from db.verdicts import shares
+
+if TYPE_CHECKING:
+    from db.queries import Reader
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +102,7 @@ class Digest:
     targets: tuple[TargetDigest, ...]
 
 
-def build(reader: Any, engine: Engine, settings: Settings, start: float, end: float) -> Digest:
+def build(reader: Reader, engine: Engine, settings: Settings, start: float, end: float) -> Digest:
     """The digest of every stored target over [start, end)."""
     # a target not configured any more is in the digest for retired_shown_s after the collector dropped it
     names = [t.name for t in reader.targets() if t.listed(end, settings.retired_shown_s)]
@@ -113,7 +116,7 @@ def chart_step(start: float, end: float) -> float:
     return max(300.0, -(-(end - start) // CHART_STEPS))
 
 
-def _target(reader: Any, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
+def _target(reader: Reader, settings: Settings, name: str, start: float, end: float, transitions: list[Any]) -> TargetDigest:
     # the GPUs too: their DRAM reading stands beside MBU
     whole = reader.window(name, end, end - start, ttft_slo_s=effective_sweetspot(settings, name).ttft_p95_slo_s)
     judged = shares(reader.verdicts(name, start, end), start, end)
@@ -223,7 +226,7 @@ def render_html(digest: Digest, charts: Charts, inline: bool) -> tuple[str, dict
     return body, ({} if inline else images)
 
 
-def period_charts(reader: Any, settings: Settings, start: float, end: float) -> Charts:
+def period_charts(reader: Reader, settings: Settings, start: float, end: float) -> Charts:
     """The TTFT and throughput panels of the dashboard over the period, as PNGs."""
 
     def draw(target: str) -> list[bytes]:

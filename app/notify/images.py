@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.alerts.model import AlertState
-from app.alerts.rules import PANELS, declared
+from app.alerts.rules import declared
+from app.panel_names import PANEL_NAMES
 from core.settings import Settings, effective_sweetspot
+
+if TYPE_CHECKING:
+    from db.queries import Reader
 
 log = logging.getLogger(__name__)
 WIDTH = 560  # CSS px the e-mail shows the image at (message.py's <img width>)
@@ -26,11 +30,11 @@ HOUR_S = 3600.0
 STEP_S = 30.0
 
 
-def alert_chart(reader: Any, settings: Settings, state: AlertState, now: float) -> bytes | None:
+def alert_chart(reader: Reader, settings: Settings, state: AlertState, now: float) -> bytes | None:
     """The PNG of the panel ``state``'s rule declares, over the hour before ``now``; None when the rule
     declares none or it cannot be drawn."""
     rule = declared(settings, state.target, state.rule)
-    if rule is None or rule.panel not in PANELS:
+    if rule is None or rule.panel not in PANEL_NAMES:
         return None
     try:
         spec = _spec(reader, settings, state, rule.panel, now)
@@ -40,7 +44,7 @@ def alert_chart(reader: Any, settings: Settings, state: AlertState, now: float) 
         return None
 
 
-def _spec(reader: Any, settings: Settings, state: AlertState, panel: str, now: float) -> dict[str, Any] | None:
+def _spec(reader: Reader, settings: Settings, state: AlertState, panel: str, now: float) -> dict[str, Any] | None:
     from app.ui import charts
 
     end = now // STEP_S * STEP_S

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
@@ -42,6 +42,9 @@ from app.notify.outbox import SUPPRESSED, Outgoing
 from core.channels import HTTP_CHANNELS, HttpChannel
 from core.errors import SweetspotError
 from core.settings import DeliverySettings, Settings, WebhookSettings
+
+if TYPE_CHECKING:
+    from db.queries import Reader
 
 log = logging.getLogger(__name__)
 JOIN_GRACE_S = 1.0  # past the longest deadline, what the job still waits for its channels
@@ -69,7 +72,7 @@ class Notifier:
         self.leading = leading
         # the collector's write lock (SQLite takes one writer at a time); SMTP runs outside it
         self.lock: Any = lock or contextlib.nullcontext()
-        self._reader: Any = None
+        self._reader: Reader | None = None
         self.delivered: collections.Counter[tuple[str, str]] = collections.Counter()  # (channel, sent|failed) → count
         self._senders: dict[str, hooks.Sender] = {}
         self._workers: dict[str, threading.Thread] = {}  # channel → the thread delivering it now
@@ -165,7 +168,7 @@ class Notifier:
         with self.lock, self.engine.begin() as conn:
             return outbox.record(conn, [item], (), now, now + int(hold_s))[0]
 
-    def reader(self) -> Any:
+    def reader(self) -> Reader:
         """The query facade over this database (charts and the digest read through it)."""
         if self._reader is None:
             from db.queries import Reader

@@ -96,7 +96,9 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 def input_series(scenario: Scenario, families: Iterable[str]) -> list[dict[str, str]]:
-    """promtool's ``input_series`` of the scenario's scrapes, for the families named (and ``up``)."""
+    """promtool's ``input_series`` of the scenario's scrapes, for the families named (and ``up``): the
+    engine's page as job ``vllm``, the gateway's as job ``gateway`` (its queue for queue_growing), both
+    of this one target (``instance``)."""
     wanted = set(families)
     by_series: dict[str, list[str]] = {}
     up_key = f'up{_labels({"instance": INSTANCE, "job": "vllm"})}'
@@ -105,11 +107,12 @@ def input_series(scenario: Scenario, families: Iterable[str]) -> list[dict[str, 
         steps = i + 1
         seen: dict[str, str] = {up_key: "1" if s.sample else "0"}
         if s.sample is not None:
-            for family in text_string_to_metric_families(s.sample.vllm):
-                for sample in family.samples:
-                    if sample.name in wanted or family.name in wanted:
-                        key = sample.name + _labels({**sample.labels, "instance": INSTANCE, "job": "vllm"})
-                        seen[key] = repr(float(sample.value))
+            for job, text in (("vllm", s.sample.vllm), ("gateway", s.sample.gateway)):
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name in wanted or family.name in wanted:
+                            key = sample.name + _labels({**sample.labels, "instance": INSTANCE, "job": job})
+                            seen[key] = repr(float(sample.value))
         for key in seen.keys() - by_series.keys():
             by_series[key] = ["_"] * i
         for key, values in by_series.items():
@@ -118,8 +121,8 @@ def input_series(scenario: Scenario, families: Iterable[str]) -> list[dict[str, 
 
 
 def families_in(rules_text: str) -> set[str]:
-    """The metric names a rule file reads (``vllm:…`` names, with and without their suffixes)."""
-    names = set(re.findall(r"vllm:[a-zA-Z0-9_:]+", rules_text))
+    """The metric names a rule file reads (``vllm:…`` names and the gateway's, with and without their suffixes)."""
+    names = set(re.findall(r"vllm:[a-zA-Z0-9_:]+|sweetspot_gateway_[a-z_]+", rules_text))
     return names | {re.sub(r"_(bucket|count|sum|total)$", "", n) for n in names}
 
 

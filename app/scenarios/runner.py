@@ -24,6 +24,8 @@ from collectors.records import ScrapeRound, SourceResult
 from core.settings import DEMO_TARGET, Settings, TargetSettings
 from db import verdicts
 from db.engine import open_engine
+from db.results import SweepRun
+from db.sweeps import store_sweep
 from db.writer import Writer
 from simulator.scenario import ScenarioSample, scenario_history
 
@@ -63,6 +65,15 @@ def rounds(target: TargetSettings, scenario_samples: Iterator[ScenarioSample]) -
             yield from rounds_from_history(target, iter([s.sample]))
 
 
+def planned_sweep(scenario: Scenario, target: TargetSettings) -> SweepRun | None:
+    """The sweep a ``sweep`` scenario's phases are, as the command stores it at its start (levels to
+    come, its planned end), or None."""
+    if not scenario.sweep or not scenario.phases:
+        return None
+    start, end = scenario.phases[0].start_s, scenario.phases[-1].end_s
+    return SweepRun(EPOCH + start, target.vllm_url, "scenario", "scenario", 3.0, (), {}, target=target.name, ends_at=EPOCH + end)
+
+
 def run(scenario: Scenario, workdir: Path) -> Run:
     """Run ``scenario`` through the product on a fresh SQLite file under ``workdir``."""
     url = f"sqlite:///{workdir / (scenario.name + '.db')}"
@@ -77,10 +88,14 @@ def run(scenario: Scenario, workdir: Path) -> Run:
         pending: list[ScrapeRound] = []
         transitions: list[Transition] = []
         tick, evaluations = EPOCH + every, 0
+        sweep = planned_sweep(scenario, target)
         for r in rounds(target, samples(scenario)):
             while r.ts > tick:  # every round up to the tick is stored before the tick's evaluation
                 writer.write_rounds(iter(pending))
                 pending = []
+                if sweep is not None and tick >= sweep.started_at:  # `python -m app sweep` starts now
+                    store_sweep(engine, sweep)
+                    sweep = None
                 transitions += evaluator.evaluate_once(tick)
                 evaluations += 1
                 tick += every

@@ -23,6 +23,7 @@ import pandas as pd
 
 from app.formatting import bound_name, minute, number
 from app.operating_point import server
+from app.panel_names import PANEL_NAMES
 from core.durations import format_duration
 from core.settings import SweetSpotSettings
 from db.figures import FIGURES
@@ -504,9 +505,8 @@ def overview_chart(
     ``spot_source``: where the sweet spot came from. ``epochs``: marked on every panel (:func:`with_epochs`).
     ``prefix_caching``: the engine's config (TargetInfo.prefix_caching), for the prefix-cache panel's reason."""
     against = Against(sweetspot, ceiling, mbu_source, spot_source, prefix_caching=prefix_caching)
-    coarse = {"ttft", "outcomes"}
     return stack_marked(epochs, frame, *(
-        PANELS[name].draw(*((ttft, ttft_frame) if name in coarse else (points, frame)), against) for name in OVERVIEW
+        PANELS[name].draw(*((ttft, ttft_frame) if name in COARSE else (points, frame)), against) for name in OVERVIEW
     ))  # fmt: skip
 
 
@@ -595,12 +595,20 @@ PANELS: dict[str, Panel] = {
     "prefix_cache": Panel(PREFIX_CACHE_LINES, lambda p, f, a: prefix_cache_chart(p, f, a.prefix_caching)),
     "outcomes": Panel(OUTCOMES, lambda p, f, a: outcomes_chart(p, f)),
 }  # fmt: skip
-OVERVIEW = ("ttft", "throughput", "mbu", "preemptions", "concurrency", "kv_cache", "prefix_cache", "outcomes")
+OVERVIEW = PANEL_NAMES
+# Drawn at a step of at least a minute: quantiles and request counts over 5 s hold one or two requests.
+COARSE = ("ttft", "outcomes")
 
 
 def panel_fields(*names: str) -> tuple[str, ...]:
     """The SeriesPoint fields the panels ``names`` draw, each once, in order."""
     return tuple(dict.fromkeys(f for name in names for f in PANELS[name].fields))
+
+
+def overview_fields(coarse: bool) -> tuple[str, ...]:
+    """The SeriesPoint fields the Overview's coarse panels (:data:`COARSE`) or its other panels draw:
+    what the page reads follows the panels, so a figure row's ``panel`` reaches it with no list to edit."""
+    return panel_fields(*(name for name in OVERVIEW if (name in COARSE) == coarse))
 
 
 def _step(frame: Frame) -> str:

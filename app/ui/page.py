@@ -30,6 +30,7 @@ from core.settings import (
     SweetSpotSettings,
     effective_sweetspot,
 )
+from db.queries import Reader
 from db.results import SeriesPoint, TargetInfo, WindowFigures
 from db.verdicts import StoredVerdict
 
@@ -66,7 +67,7 @@ class Context:
     """What main.py hands every page: settings, the reader and the view."""
 
     settings: Settings
-    reader: Any
+    reader: Reader  # the query facade: a misspelled read fails the type check
     targets: list[TargetInfo]
     view: View
 

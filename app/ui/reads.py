@@ -99,7 +99,7 @@ def sweet_spot(settings: Settings, target: str, end: float) -> SweetSpot:
 def plan(settings: Settings, target: str, end: float, rps: float | None, tps: float | None,
          gpu: str | None, gpus: int | None, tp: int | None) -> what_if.Plan:  # fmt: skip
     """The capacity what-if of ``target`` (app/plan.py), as ``python -m app plan`` computes it; it reads
-    a week of minutes, so ``end`` is floored to 10 minutes by the caller. A missing input raises the
+    a week of minutes to ``end``'s last whole 10 minutes, as the command does. A missing input raises the
     UsageError that names its fix (not cached: the page shows it)."""
     asked = [what_if.deployment(what_if.find_gpu(gpu), gpus, tp)] if gpu else []
     return what_if.plan(reader(settings.db_url), settings, target, end, rps=rps, tps=tps, asked=asked)

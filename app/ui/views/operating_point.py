@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import streamlit as st
@@ -21,6 +22,7 @@ from app.operating_point import (
     target_roofline,
 )
 from app.sweet_spot import REFERENCE, OwnCurves, own_curves
+from app.traffic_mix import traffic_mix
 from app.ui import chart_cache, charts, page, time_range
 from app.ui.guard import guard
 from core.durations import format_duration
@@ -60,8 +62,11 @@ curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_T
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
 info = ctx.target_info()
-# both roofs: compute (datasheet or configured peak FLOP/s, prefill at the range's mix) and bandwidth
+# both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth (the range's context)
 roofs = target_roofline(figures, served_shape(figures, info.models if info else ()))
+# the compute roof at the one mix every surface reads (the Plan page, `plan`): not the chosen range's
+mix = guard("the prompt:output mix", traffic_mix, ctx.reader, view.target, time_range.now())
+roofs = dataclasses.replace(roofs, prompt_per_output=mix.prompt_per_output) if roofs else roofs
 roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks), roofs)
 compute_roof = roofs.compute_tok_s if roofs else None
 st.markdown(f"**Sweet spot**: {spot.line()}")
@@ -77,7 +82,7 @@ st.caption(
 )
 if roof:
     st.markdown(f"**Roofline**: {roof.text()}")
-    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures), 2000)}.")  # a sentence, not a name: whole
+    st.markdown(f"**Both roofs**: {markdown(roofline_text(roofs, figures, mix.source), 2000)}.")  # a sentence, not a name: whole
     st.caption(roof.caption())
 else:
     partial = figures.ceiling is None and figures.ceiling_missing != NO_CEILING  # say what is missing, not all

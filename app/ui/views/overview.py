@@ -14,9 +14,9 @@ from core.text import markdown
 
 QUEUE = ("queue_depth_max",)
 # Quantiles and request counts over 5 s hold one or two requests: noise. These steps are at least a minute.
-TTFT = charts.panel_fields("ttft", "outcomes")
-OTHERS = ("tokens_per_s", "mbu", "preemptions", "preemptions_per_s", "running_avg", "running_max", "waiting_max", "queue_depth_max",
-          "kv_cache_usage_max", "up_ratio", "prefix_cache_hit_rate")  # fmt: skip
+TTFT = charts.overview_fields(coarse=True)
+# The other panels' lines (charts.PANELS), each step's scrape success (the no-data banner) and two figures the CSV keeps.
+OTHERS = (*charts.overview_fields(coarse=False), "preemptions", "running_max", "up_ratio")
 
 ctx = page.context()
 view, sweetspot = ctx.view, ctx.sweetspot
