@@ -187,6 +187,12 @@ def served_shape(figures: WindowFigures, models: Sequence[str] = ()) -> ModelSha
     return None
 
 
+def at_mix(roof: roofs.Roofline | None, prompt_per_output: float | None) -> roofs.Roofline | None:
+    """``roof`` with its compute roof's prefill at ``prompt_per_output`` (the one mix the Plan page and
+    `plan` read, app/traffic_mix.py), in place of the window's own."""
+    return dataclasses.replace(roof, prompt_per_output=prompt_per_output) if roof else roof
+
+
 def target_roofline(figures: WindowFigures, shape: ModelShape | None = None) -> roofs.Roofline | None:
     """The roofline of a window's target with its compute roof, prefill at the window's mix: peaks
     configured (targets[].gpu.peak_tflops) or the datasheet's for the GPUs' kernels (AWQ on sm70:

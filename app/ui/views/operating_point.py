@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import streamlit as st
@@ -10,6 +9,7 @@ import streamlit as st
 from app.operating_point import (
     NO_ROOFLINE,
     REFERENCE_LEVELS,
+    at_mix,
     bench_text,
     concurrency_reach,
     context_per_request,
@@ -40,9 +40,7 @@ end = span.end - span.end % step  # complete steps only, as the charts (app/ui/t
 points = ctx.series(span.start, end, step, fields=("running_avg", "tokens_per_s", "ttft_p95_s", "itl_p95_s",
                                                    "decode_tok_s_per_request"))
 sweeps, others = sweeps_of(ctx.target_info(), guard("the load sweeps", ctx.reader.sweep_runs, 20))
-sweeps = sweeps[:5]
-benches = guard("the imported benchmarks", ctx.reader.bench_runs, 5, view.target)
-
+sweeps, benches = sweeps[:5], guard("the imported benchmarks", ctx.reader.bench_runs, 5, view.target)  # 5: a legend entry each
 latest = sweeps[0] if sweeps else None
 spot = ctx.sweet_spot(time_range.now())  # its own sweet spot and curve, with their sources (app/sweet_spot.py)
 reference = spot.source == REFERENCE  # the demo: the report's knee and curve, labelled as the report's
@@ -57,16 +55,14 @@ marks = [(float(spot.value), f"sweet spot {spot.value} ({spot.source})")] if spo
 if knee and knee.knee is not None and knee.knee != spot.value:
     marks.append((float(knee.knee), f"knee {knee.knee}"))
 curves: OwnCurves = own_curves(spot, charts.REFERENCE_TOKENS, charts.REFERENCE_TTFT_P95)
-
 # The range's figures: the ceiling's inputs and the mean context of the requests that finished in it.
 figures = ctx.range_window(span)
 model = figures.ceiling.model() if figures.ceiling else None
 info = ctx.target_info()
-# both roofs: compute (datasheet or configured peak FLOP/s) and bandwidth (the range's context)
-roofs = target_roofline(figures, served_shape(figures, info.models if info else ()))
-# the compute roof at the one mix every surface reads (the Plan page, `plan`): not the chosen range's
+# both roofs: bandwidth at the range's context, compute at the one prompt:output mix every surface
+# reads (the Plan page, `plan`), not the chosen range's
 mix = guard("the prompt:output mix", traffic_mix, ctx.reader, view.target, time_range.now())
-roofs = dataclasses.replace(roofs, prompt_per_output=mix.prompt_per_output) if roofs else roofs
+roofs = at_mix(target_roofline(figures, served_shape(figures, info.models if info else ())), mix.prompt_per_output)
 roof = roofline(model, context_per_request(figures), points, concurrency_reach(points, levels, marks), roofs)
 compute_roof = roofs.compute_tok_s if roofs else None
 st.markdown(f"**Sweet spot**: {spot.line()}")
