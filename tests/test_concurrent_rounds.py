@@ -139,10 +139,11 @@ def test_kept_alive_connections_closed_by_the_server_get_a_fresh_one(sources) ->
 
 
 def test_answers_are_read_in_the_order_they_arrive(sources) -> None:
-    server = sources({"/metrics": 0.6, "/gateway": 0.3})
+    # delays seconds apart: at load 14 a thread's turn took longer than the 0.3 s that once parted them
+    server = sources({"/metrics": 4.0, "/gateway": 2.0})
     fetcher = Fetcher()
     try:
-        order = [a.key for a in fetcher.fetch_many([Get(p, server.url(p), HttpSettings()) for p in PAGES], 2.0)]
+        order = [a.key for a in fetcher.fetch_many([Get(p, server.url(p), HttpSettings()) for p in PAGES], 8.0)]
     finally:
         fetcher.close()
     assert order == ["/dcgm", "/gateway", "/metrics"]
@@ -266,7 +267,9 @@ def test_a_hung_target_costs_only_itself_at_the_default_timeout_of_a_short_inter
             proc.wait(timeout=60)
     healthy = round_times(db, "healthy")[first - 1:]
     hung_rounds = round_times(db, "hung")
-    span = healthy[-1] - healthy[0]
-    # one round a second, as the interval asks (a loaded machine may make one late); skipped ticks were 2 s apart
-    assert span <= len(healthy) - 1 + 2, (healthy, span)
+    # one round a second, as the interval asks; with the old default every tick after a round was
+    # skipped (every gap 2 s). A loaded machine makes some rounds late (load 14: 3 of 12 gaps), so the
+    # behaviour asserted is the pace kept in most gaps, not in every one
+    gaps = [b - a for a, b in zip(healthy, healthy[1:], strict=False)]
+    assert sum(1 for g in gaps if g == 1) * 2 >= len(gaps), (healthy, gaps)
     assert set(healthy) <= set(hung_rounds)  # the hung target's down round is stored in every round too
