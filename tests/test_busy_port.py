@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,17 +26,18 @@ def busy_port():
 
 @pytest.mark.parametrize("command", [["run"], ["ui", "--address", "127.0.0.1"], ["ui", "--address", "localhost"]])
 def test_a_taken_port_ends_the_command_at_once_with_the_way_out(tmp_path, busy_port, command):
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "app", *command, "--db", f"sqlite:///{tmp_path}/x.db",
                            "--port", str(busy_port)], cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"port {busy_port} is taken by another program" in lines[0]
-    assert f"--port {busy_port + 1}" in lines[0]
+    # the way out: the next port that was free when asked (busy + 1 unless another program, here another
+    # test's server, held that one too: the suggestion skips it)
+    suggested = int(re.search(r"--port (\d+)", lines[0]).group(1))  # type: ignore[union-attr]
+    assert busy_port < suggested <= busy_port + 100, lines[0]
     if command == ["run"]:
-        assert f"PORT={busy_port + 1} make run" in lines[0]
+        assert f"PORT={suggested} make run" in lines[0]
     assert "dashboard: http" not in done.stdout and "simulator" not in done.stdout  # nothing started, no URL
-    assert time.monotonic() - started < 30
 
 
 def test_make_run_passes_port_to_the_command():
